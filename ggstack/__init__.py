@@ -1,0 +1,10 @@
+"""ggstack: a fork's carry patches as a reviewable series, replayed onto a moving base.
+
+The package is organised by the stages of DESIGN.md's pipeline: ``series``
+(load/save the stored stack), ``replay`` (apply), ``represent`` (check),
+``testrun`` (test), ``forge`` (pr), ``report`` and ``pipeline`` (sync).
+``model`` holds the vocabulary they pass around, ``git`` is the one module
+that runs git.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+"""Allows ``python -m ggstack``."""
+
+from ggstack.cli import main
+
+main()

@@ -1,0 +1,273 @@
+"""The command line: parse arguments, call one stage, render its result.
+
+No logic lives here (STYLE.md): each command loads its inputs, calls the
+stage function, and hands the value to ``ggstack.report`` or prints JSON.
+One handler turns ``UserError`` into exit 2 and ``InfraError`` into exit 3.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ggstack import git, series
+from ggstack.errors import InfraError, UserError
+from ggstack.model import Stack
+
+err_console = Console(stderr=True, highlight=False)
+
+
+class Ctx:
+    """What every command needs: where the fork and the stored stacks are."""
+
+    def __init__(self, repo: str, patches: str | None) -> None:
+        self.repo_path = repo
+        self.patches_dir = patches or os.environ.get("GGSTACK_PATCHES") or os.path.join(os.getcwd(), "patches")
+        self._repo: git.Repository | None = None
+
+    @property
+    def repo(self) -> git.Repository:
+        if self._repo is None:
+            self._repo = git.Repository(self.repo_path)
+        return self._repo
+
+    def stack(self, name: str) -> Stack:
+        return series.load(self.patches_dir, name)
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+
+
+def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The one place user-facing failures become a message and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as e:
+            err_console.print(f"[bold red]ggstack:[/] {e}", markup=True, highlight=False)
+            sys.exit(e.exit_code)
+        except InfraError as e:
+            err_console.print(f"[bold red]ggstack: infrastructure failure:[/] {e}", highlight=False)
+            sys.exit(e.exit_code)
+
+    return wrapper
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--repo", default=".", show_default=True, help="The fork checkout (any path inside it).")
+@click.option("--patches", default=None, help="Directory holding the stacks [default: $GGSTACK_PATCHES, else ./patches].")
+@click.version_option(package_name="ggstack")
+@click.pass_context
+def main(ctx: click.Context, repo: str, patches: str | None) -> None:
+    """Keep a fork's carry patches as a series with provenance, replay it onto
+    a moving base, find which patches the base already has, and only then
+    open stacked PRs.
+
+    \b
+    First run:   ggstack demo
+    Typical:     ggstack import gg-clean abc123 --only vllm/ --original-pr owner/repo#130
+                 ggstack check gg-clean --onto origin/dev/gilded-gnosis
+    """
+    ctx.obj = Ctx(repo, patches)
+
+
+# -- the series ------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("stack")
+@click.option("--repo-slug", required=True, help="owner/name of the target repository on the forge.")
+@click.option("--base", required=True, help="The base branch the stack is replayed onto (e.g. dev/gilded-gnosis).")
+@click.option("--remote", default="origin", show_default=True, help="The git remote branches are pushed to.")
+@click.pass_obj
+@handled
+def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str) -> None:
+    """Create an empty stack directory: patches/STACK/{stack.toml,series}.
+
+    \b
+    Example:
+      ggstack init gg-clean --repo-slug voipmonitor/vllm --base dev/gilded-gnosis
+    """
+    path = series.init(obj.patches_dir, stack, repo_slug, base, remote)
+    click.echo(f"created {path}")
+
+
+@main.command("import")
+@click.argument("stack")
+@click.argument("revs", nargs=-1, required=True)
+@click.option("--original-pr", default=None, help="owner/repo#N of the PR the commits came from [default: parsed from '(#N)' or a merge commit].")
+@click.option("--only", multiple=True, help="Import only these paths (repeatable; a directory or a glob).")
+@click.option("--exclude", multiple=True, help="Leave these paths out (repeatable).")
+@click.option("--dropped", multiple=True, help="Describe a left-out part for its Dropped: trailer, e.g. 'CUTLASS pin (cmake/cutlass.cmake)'.")
+@click.option("--json", "as_json", is_flag=True, help="Print the imported patches as JSON.")
+@click.pass_obj
+@handled
+def import_(obj: Ctx, stack: str, revs: tuple[str, ...], original_pr: str | None, only: tuple[str, ...], exclude: tuple[str, ...], dropped: tuple[str, ...], as_json: bool) -> None:
+    """Append commits (a sha, or a range A..B) to the series, with provenance.
+
+    Cherry-picked-from is the source commit; Original-PR comes from
+    --original-pr or the subject's "(#N)"; every path left out by
+    --only/--exclude gets a Dropped: trailer; Stack-Patch-Id is assigned once.
+
+    \b
+    Example (the seed's "reapply the useful part"):
+      ggstack import gg-clean ef7cae43b2 --only vllm/v1/attention/ops/dcp_alltoall.py \\
+          --only tests/distributed/test_dcp_a2a.py --original-pr voipmonitor/vllm#130 \\
+          --dropped 'CUTLASS version pin' --dropped 'MLA .contiguous() workaround'
+    """
+    before = obj.stack(stack)
+    after = series.import_commits(obj.repo, before, revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped)
+    series.save(after)
+    added = after.patches[len(before.patches):]
+    if as_json:
+        print_json([_patch_json(p) for p in added])
+        return
+    for p in added:
+        click.echo(f"imported {p.name}  {p.subject}")
+
+
+@main.command("list")
+@click.argument("stack", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_obj
+@handled
+def list_(obj: Ctx, stack: str | None, as_json: bool) -> None:
+    """List the patches of a stack in merge order (or all stacks).
+
+    \b
+    Example:
+      ggstack list gg-clean
+    """
+    names = [stack] if stack else series.list_stacks(obj.patches_dir)
+    stacks = [obj.stack(n) for n in names]
+    if as_json:
+        print_json({s.name: [_patch_json(p) for p in s.patches] for s in stacks})
+        return
+    out = console()
+    if not stacks:
+        out.print(f"no stacks in {obj.patches_dir}")
+    for s in stacks:
+        table = Table(title=f"{s.name} → {s.config.target.repo} {s.config.target.base}", title_justify="left")
+        for col in ("#", "subject", "original PR", "picked from", "dropped", "Stack-Patch-Id"):
+            table.add_column(col, overflow="fold")
+        for i, p in enumerate(s.patches, 1):
+            prov = p.provenance
+            table.add_row(
+                str(i),
+                p.subject,
+                prov.original_pr or "",
+                (prov.cherry_picked_from or "")[:10],
+                "\n".join(prov.dropped),
+                prov.stack_patch_id[:12],
+            )
+        out.print(table)
+
+
+@main.command()
+@click.argument("stack")
+@click.argument("patch")
+@click.option("--patch", "with_diff", is_flag=True, help="Also print the diff.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+@handled
+def show(obj: Ctx, stack: str, patch: str, with_diff: bool, as_json: bool) -> None:
+    """Show one patch: message, trailers, diffstat (--patch: the diff).
+
+    PATCH is an index (1, 0001) or a file name.
+
+    \b
+    Example:
+      ggstack show gg-clean 1 --patch
+    """
+    p = obj.stack(stack).find(patch)
+    if as_json:
+        print_json(_patch_json(p, with_diff=True))
+        return
+    click.echo(f"{p.name}\nAuthor: {p.author}\nDate:   {p.date}\n")
+    click.echo(p.message)
+    click.echo(_diffstat(p.diff))
+    if with_diff:
+        click.echo(p.diff)
+
+
+@main.command()
+@click.argument("stack")
+@click.argument("patch")
+@click.pass_obj
+@handled
+def remove(obj: Ctx, stack: str, patch: str) -> None:
+    """Remove a patch from the series; the rest are renumbered.
+
+    \b
+    Example:
+      ggstack remove gg-clean 2
+    """
+    after, victim = series.remove(obj.stack(stack), patch)
+    series.save(after)
+    click.echo(f"removed {victim.name}")
+
+
+@main.command()
+@click.argument("stack")
+@click.argument("patch")
+@click.option("--to", "to", type=int, required=True, help="The new 1-based position in merge order.")
+@click.pass_obj
+@handled
+def move(obj: Ctx, stack: str, patch: str, to: int) -> None:
+    """Move a patch to another place in merge order (files renumbered).
+
+    \b
+    Example:
+      ggstack move gg-clean 3 --to 1
+    """
+    after = series.move(obj.stack(stack), patch, to)
+    series.save(after)
+    click.echo("\n".join(p.name for p in after.patches))
+
+
+def _patch_json(p, with_diff: bool = False) -> dict[str, Any]:
+    d = {
+        "name": p.name,
+        "subject": p.subject,
+        "author": p.author,
+        "date": p.date,
+        "source_commit": p.source_commit,
+        "base_commit": p.base_commit,
+        "original_pr": p.provenance.original_pr,
+        "cherry_picked_from": p.provenance.cherry_picked_from,
+        "dropped": list(p.provenance.dropped),
+        "stack_patch_id": p.provenance.stack_patch_id,
+        "paths": list(p.paths),
+    }
+    if with_diff:
+        d["message"] = p.message
+        d["diff"] = p.diff
+    return d
+
+
+def _diffstat(diff: str) -> str:
+    counts: dict[str, list[int]] = {}
+    current = None
+    for line in diff.split("\n"):
+        if line.startswith("diff --git "):
+            current = series.diff_paths(line)[-1]
+            counts[current] = [0, 0]
+        elif current and line.startswith("+") and not line.startswith("+++ "):
+            counts[current][0] += 1
+        elif current and line.startswith("-") and not line.startswith("--- "):
+            counts[current][1] += 1
+    return "\n".join(f" {path} | +{a} -{d}" for path, (a, d) in counts.items())

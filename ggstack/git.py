@@ -1,0 +1,526 @@
+"""The one place that runs git.
+
+Everything above this module asks questions in ggstack's own words
+(``resolve``, ``merge_trees``, ``format_patch``); nothing else builds a git
+command line. It leans on git's plumbing rather than re-implementing it:
+``merge-tree --write-tree`` is the same merge-ort that ``git rebase`` uses, so
+replayed trees are byte-identical to git's; ``interpret-trailers``,
+``format-patch``, ``patch-id`` and ``apply`` are used as git ships them.
+
+Nothing here touches the user's working tree, index, HEAD or branches:
+indexes are temporary files (``GIT_INDEX_FILE``), objects are written to the
+object database (harmless, unreachable until a ref names them), and refs are
+only ever written by ``update_refs`` in one compare-and-swap transaction.
+
+Objects are read through GitPython's persistent ``cat-file --batch`` process,
+so reading a thousand blobs costs one process, not a thousand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
+
+import git as gitpython
+
+from ggstack.errors import InfraError, UserError
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+ZERO = "0" * 40
+
+# Identity for the scratch commits merge-tree needs; they are never referenced.
+_SCRATCH_IDENT = {
+    "GIT_AUTHOR_NAME": "ggstack",
+    "GIT_AUTHOR_EMAIL": "ggstack@localhost",
+    "GIT_AUTHOR_DATE": "1700000000 +0000",
+    "GIT_COMMITTER_NAME": "ggstack",
+    "GIT_COMMITTER_EMAIL": "ggstack@localhost",
+    "GIT_COMMITTER_DATE": "1700000000 +0000",
+}
+
+
+class GitFailed(InfraError):
+    """git exited non-zero where the caller did not expect it."""
+
+    def __init__(self, args: Sequence[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"git {' '.join(args[:3])} failed ({returncode}): {stderr.strip()[:2000]}")
+        self.args_ = list(args)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    tree: str
+    parents: tuple[str, ...]
+    author_name: str
+    author_email: str
+    author_date: str  # raw "<epoch> <tz>"
+    committer_name: str
+    committer_email: str
+    committer_date: str
+    message: str
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    tree: str
+    clean: bool
+    conflicted_paths: tuple[str, ...]
+    messages: str
+
+
+class Repository:
+    """A git repository, discovered from a path (the fork checkout)."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            self._repo = gitpython.Repo(path, search_parent_directories=True)
+        except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
+            raise UserError("not a git repository (use --repo to point at the fork checkout)", path=path) from None
+        self.git_dir = os.path.abspath(self._repo.git_dir)
+        self.common_dir = os.path.abspath(self._repo.common_dir)
+        self.worktree = self._repo.working_tree_dir  # None for a bare repository
+
+    # -- running --------------------------------------------------------
+
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        env: dict[str, str] | None = None,
+        check: bool = True,
+        cwd: str | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        full_env = os.environ.copy()
+        # An inherited GIT_INDEX_FILE (say, from a hook) would be the user's index.
+        full_env.pop("GIT_INDEX_FILE", None)
+        full_env.update(env or {})
+        # Plumbing output must not depend on the user's locale or pager.
+        full_env["LC_ALL"] = "C"
+        full_env["GIT_PAGER"] = "cat"
+        proc = subprocess.run(
+            ["git", "--git-dir", self.git_dir, *args],
+            input=input,
+            env=full_env,
+            cwd=cwd or self.worktree or self.git_dir,
+            capture_output=True,
+        )
+        if check and proc.returncode != 0:
+            raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        return proc
+
+    def out(self, *args: str, **kw) -> str:
+        return self.run(*args, **kw).stdout.decode("utf-8", "surrogateescape").strip()
+
+    def popen(self, *args: str, stdin=None) -> subprocess.Popen:
+        env = {**os.environ, "LC_ALL": "C", "GIT_PAGER": "cat"}
+        return subprocess.Popen(
+            ["git", "--git-dir", self.git_dir, *args],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=self.worktree or self.git_dir,
+        )
+
+    # -- refs and objects -----------------------------------------------
+
+    def resolve(self, ref: str, what: str = "commit") -> str:
+        """The full sha of ``ref``, or a UserError naming it."""
+        proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{{what}}}", check=False)
+        if proc.returncode != 0:
+            raise UserError(f"unknown ref {ref!r}: not a {what} in {self.worktree or self.git_dir}")
+        return proc.stdout.decode().strip()
+
+    def try_resolve(self, ref: str, what: str = "commit") -> str | None:
+        proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{{what}}}", check=False)
+        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+    def ref_value(self, ref: str) -> str | None:
+        """The sha a ref points at right now, without peeling; None if absent."""
+        proc = self.run("rev-parse", "--verify", "--quiet", ref, check=False)
+        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+    def refs(self, prefix: str) -> dict[str, str]:
+        out = self.out("for-each-ref", "--format=%(objectname) %(refname)", prefix)
+        return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines() if line)}
+
+    def has_objects(self, shas: Iterable[str]) -> dict[str, bool]:
+        shas = list(dict.fromkeys(shas))
+        if not shas:
+            return {}
+        proc = self.run("cat-file", "--batch-check", input="".join(s + "\n" for s in shas).encode())
+        found = {}
+        for sha, line in zip(shas, proc.stdout.decode().splitlines()):
+            found[sha] = not line.endswith(" missing")
+        return found
+
+    def read_blob(self, sha: str) -> bytes:
+        return self._repo.odb.stream(bytes.fromhex(sha)).read()
+
+    def commit_info(self, rev: str) -> CommitInfo:
+        sha = self.resolve(rev)
+        raw = self._repo.odb.stream(bytes.fromhex(sha)).read().decode("utf-8", "surrogateescape")
+        header, _, message = raw.partition("\n\n")
+        tree, parents, author, committer = "", [], "", ""
+        for line in header.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "tree":
+                tree = value
+            elif key == "parent":
+                parents.append(value)
+            elif key == "author":
+                author = value
+            elif key == "committer":
+                committer = value
+        an, ae, ad = _split_ident(author)
+        cn, ce, cd = _split_ident(committer)
+        return CommitInfo(sha, tree, tuple(parents), an, ae, ad, cn, ce, cd, message)
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        return self.run("merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode == 0
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        proc = self.run("merge-base", a, b, check=False)
+        return proc.stdout.decode().strip() or None
+
+    def is_shallow(self) -> bool:
+        return os.path.exists(os.path.join(self.common_dir, "shallow"))
+
+    def rev_list(self, *args: str) -> list[str]:
+        return self.out("rev-list", *args).split()
+
+    def ls_tree(self, tree: str, paths: Sequence[str] = ()) -> dict[str, tuple[str, str]]:
+        """path -> (mode, sha) for the blobs of ``tree`` (limited to ``paths``)."""
+        out = self.run("ls-tree", "-r", "-z", "--full-tree", tree, "--", *paths).stdout.decode("utf-8", "surrogateescape")
+        entries = {}
+        for rec in out.split("\0"):
+            if rec:
+                meta, path = rec.split("\t", 1)
+                mode, _, sha = meta.split(" ")
+                entries[path] = (mode, sha)
+        return entries
+
+    def diff_names(self, a: str, b: str) -> list[str]:
+        out = self.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", a, b).stdout.decode("utf-8", "surrogateescape")
+        return [p for p in out.split("\0") if p]
+
+    # -- writing objects --------------------------------------------------
+
+    def hash_blob(self, data: bytes) -> str:
+        return self.out("hash-object", "-w", "--stdin", input=data)
+
+    def commit_tree(
+        self,
+        tree: str,
+        parents: Sequence[str],
+        message: str,
+        *,
+        author: tuple[str, str, str] | None = None,
+        committer: tuple[str, str, str] | None = None,
+        scratch: bool = False,
+    ) -> str:
+        """Write a commit object. ``author``/``committer``: (name, email, date).
+
+        Without ``committer`` the committer comes from the environment, as in
+        ``git rebase``; ``scratch`` commits get a fixed identity so that the
+        same inputs give the same object (and no config is needed).
+        """
+        env: dict[str, str] = dict(_SCRATCH_IDENT) if scratch else {}
+        if author:
+            env.update(GIT_AUTHOR_NAME=author[0], GIT_AUTHOR_EMAIL=author[1], GIT_AUTHOR_DATE=author[2])
+        if committer:
+            env.update(GIT_COMMITTER_NAME=committer[0], GIT_COMMITTER_EMAIL=committer[1], GIT_COMMITTER_DATE=committer[2])
+        args = ["commit-tree", tree]
+        for p in parents:
+            args += ["-p", p]
+        try:
+            return self.out(*args, input=message.encode("utf-8", "surrogateescape"), env=env)
+        except GitFailed as e:
+            if "Please tell me who you are" in e.stderr or "empty ident" in e.stderr:
+                raise UserError(
+                    "git has no committer identity: set user.name and user.email (git config) "
+                    "or GIT_COMMITTER_NAME / GIT_COMMITTER_EMAIL"
+                ) from None
+            raise
+
+    def mktree(self, entries: dict[str, tuple[str, str]]) -> str:
+        """A tree from path -> (mode, sha), through a temporary index."""
+        with self.temp_index() as env:
+            lines = "".join(f"{mode} {sha}\t{path}\0" for path, (mode, sha) in entries.items())
+            self.run("update-index", "-z", "--index-info", input=lines.encode("utf-8", "surrogateescape"), env=env)
+            return self.out("write-tree", env=env)
+
+    # -- temporary index ----------------------------------------------------
+
+    @contextlib.contextmanager
+    def temp_index(self, tree: str | None = None) -> Iterator[dict[str, str]]:
+        """An index file of our own (never the user's), optionally read from ``tree``."""
+        fd, path = tempfile.mkstemp(prefix="ggstack-index-", dir=self._scratch_dir())
+        os.close(fd)
+        os.unlink(path)  # git wants to create it itself
+        env = {"GIT_INDEX_FILE": path}
+        try:
+            if tree:
+                self.run("read-tree", tree, env=env)
+            yield env
+        finally:
+            for p in (path, path + ".lock"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(p)
+
+    def apply_to_tree(self, tree: str, patch: bytes, *, three_way: bool = False) -> tuple[str | None, str]:
+        """Apply a diff to a tree in a temporary index: (new tree or None, git's message)."""
+        with self.temp_index(tree) as env:
+            args = ["apply", "--cached", "--whitespace=nowarn"]
+            if three_way:
+                args.append("--3way")
+            proc = self.run(*args, "-", input=patch, env=env, check=False)
+            if proc.returncode != 0:
+                return None, proc.stderr.decode("utf-8", "replace")
+            return self.out("write-tree", env=env), proc.stderr.decode("utf-8", "replace")
+
+    def apply_check(self, tree: str, patch: bytes, *, reverse: bool = False) -> bool:
+        """Does ``patch`` (or its reverse) apply cleanly to ``tree``?"""
+        with self.temp_index(tree) as env:
+            args = ["apply", "--cached", "--check", "--whitespace=nowarn"]
+            if reverse:
+                args.append("--reverse")
+            return self.run(*args, "-", input=patch, env=env, check=False).returncode == 0
+
+    def _scratch_dir(self) -> str:
+        path = os.path.join(self.common_dir, "ggstack", "tmp")
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def state_dir(self, *parts: str) -> str:
+        """ggstack's own directory under the git dir (caches, locks, worktrees)."""
+        path = os.path.join(self.common_dir, "ggstack", *parts)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    # -- merging --------------------------------------------------------
+
+    def merge_trees(self, ours: str, theirs: str) -> MergeResult:
+        """``git merge-tree --write-tree`` of two commits (merge-ort, as rebase uses)."""
+        proc = self.run("merge-tree", "--write-tree", "-z", "--name-only", "--messages", ours, theirs, check=False)
+        if proc.returncode not in (0, 1):
+            raise GitFailed(("merge-tree", ours, theirs), proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        out = proc.stdout.decode("utf-8", "surrogateescape")
+        head, _, messages = out.partition("\0\0")
+        fields = head.split("\0")
+        tree = fields[0]
+        paths = tuple(dict.fromkeys(p for p in fields[1:] if p))
+        return MergeResult(tree, proc.returncode == 0, paths, _readable_messages(messages))
+
+    # -- patches ----------------------------------------------------------
+
+    def format_patch(self, commit: str, base: str, paths: Sequence[str] = (), number: int = 1, total: int = 1) -> tuple[str, bytes]:
+        """``git format-patch --full-index`` of one commit: (git's file name, contents).
+
+        ``--no-signature`` keeps the bytes independent of the git version, so
+        regenerating a stored patch on another machine changes nothing.
+        """
+        with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as out_dir:
+            args = [
+                "-c", "core.quotePath=false",
+                "-c", "diff.noprefix=false",
+                "-c", "diff.mnemonicPrefix=false",
+                "-c", "format.signOff=false",
+                "format-patch", "--full-index", "--binary", "--no-signature", "--no-color",
+                "--find-renames", f"--base={base}", "--numbered",
+                f"--start-number={number}", "-o", out_dir, "-1", commit,
+            ]
+            if paths:
+                args += ["--", *paths]
+            self.run(*args)
+            (name,) = os.listdir(out_dir)
+            with open(os.path.join(out_dir, name), "rb") as f:
+                data = f.read()
+        return name, set_patch_number(data, number, total)
+
+    def diff_trees(self, a: str, b: str, paths: Sequence[str] = (), *, context: int | None = None) -> bytes:
+        args = ["diff-tree", "-p", "--full-index", "--binary", "--find-renames", "--no-color"]
+        if context is not None:
+            args.append(f"-U{context}")
+        args += [a, b]
+        if paths:
+            args += ["--", *paths]
+        return self.run(*args).stdout
+
+    # -- patch-id --------------------------------------------------------
+
+    def patch_ids_of_range(self, rev_range: Sequence[str], paths: Sequence[str] = ()) -> dict[str, str]:
+        """commit -> ``git patch-id --stable`` for every non-merge commit of the range.
+
+        One streaming pass: ``git log -p`` piped into one ``git patch-id``.
+        """
+        args = ["log", "-p", "--no-merges", "--format=commit %H", "--full-index", "--no-color", "--no-renames", *rev_range]
+        if paths:
+            args += ["--", *paths]
+        log = self.popen(*args)
+        pid = self.popen("patch-id", "--stable", stdin=log.stdout)
+        log.stdout.close()  # so that log gets SIGPIPE if patch-id exits
+        out, _ = pid.communicate()
+        log.wait()
+        result = {}
+        for line in out.decode().splitlines():
+            patch_id, commit = line.split()
+            result[commit] = patch_id
+        return result
+
+    def patch_id_of_diff(self, diff: bytes) -> str | None:
+        out = self.out("patch-id", "--stable", input=diff)
+        return out.split()[0] if out else None
+
+    # -- updating refs ----------------------------------------------------
+
+    def update_refs(self, updates: Sequence[tuple[str, str | None, str | None]], message: str) -> None:
+        """Write refs in one ``update-ref --stdin`` transaction, compare-and-swap.
+
+        Each update is (ref, new sha or None to delete, expected old sha or
+        None for "must not exist"). Either every ref moves or none does.
+        """
+        if not updates:
+            return
+        lines = ["start"]
+        for ref, new, old in updates:
+            old_v = old or ZERO
+            if new is None:
+                lines.append(f"delete {ref} {old_v}")
+            else:
+                lines.append(f"update {ref} {new} {old_v}")
+        lines += ["prepare", "commit", ""]
+        proc = self.run("update-ref", "--stdin", "-m", message, input="\n".join(lines).encode(), check=False)
+        if proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace").strip()
+            raise UserError(f"refs were not updated (nothing written): {err}")
+
+    # -- worktrees (for tests) ---------------------------------------------
+
+    def add_worktree(self, path: str, commit: str) -> None:
+        self.run("worktree", "add", "--detach", "--force", path, commit)
+
+    def remove_worktree(self, path: str) -> None:
+        self.run("worktree", "remove", "--force", "--force", path, check=False)
+
+    def prune_worktrees(self) -> None:
+        self.run("worktree", "prune", check=False)
+
+    # -- the user's state (read only) ----------------------------------------
+
+    def in_progress_operation(self) -> str | None:
+        for name, what in (("rebase-merge", "rebase"), ("rebase-apply", "rebase/am"), ("MERGE_HEAD", "merge"), ("CHERRY_PICK_HEAD", "cherry-pick")):
+            if os.path.exists(os.path.join(self.git_dir, name)):
+                return what
+        return None
+
+    # -- remotes ----------------------------------------------------------
+
+    def push(self, remote: str, refspecs: Sequence[str], leases: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
+        args = ["push", "--porcelain", "--no-verify"]
+        args += [f"--force-with-lease={lease}" for lease in leases]
+        return self.run(*args, remote, *refspecs, check=False)
+
+    def ls_remote(self, remote: str, refs: Sequence[str] = ()) -> dict[str, str]:
+        out = self.out("ls-remote", remote, *refs)
+        return {name: sha for sha, name in (line.split("\t", 1) for line in out.splitlines() if line)}
+
+    def fetch(self, remote: str) -> None:
+        self.run("fetch", "--prune", remote)
+
+    def blame_porcelain(self, commit: str, path: str, ranges: Sequence[tuple[int, int]] = ()) -> str:
+        args = ["blame", "--porcelain"]
+        for start, end in ranges:
+            args += ["-L", f"{start},{end}"]
+        args += [commit, "--", path]
+        return self.out(*args)
+
+# -- trailers (no repository needed) --------------------------------------------
+
+
+def _plain_git(*args: str, input: bytes | None = None) -> str:
+    env = {**os.environ, "LC_ALL": "C"}
+    proc = subprocess.run(["git", *args], input=input, env=env, capture_output=True)
+    if proc.returncode != 0:
+        raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+    return proc.stdout.decode("utf-8", "surrogateescape")
+
+
+def parse_trailers(messages: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """The trailers of many messages, in one ``git interpret-trailers`` call.
+
+    git reads each message from its own file; a sentinel trailer appended
+    to every file marks where one message's trailers end in the output.
+    """
+    if not messages:
+        return []
+    sentinel = "Ggstack-End-Of-Message"
+    with tempfile.TemporaryDirectory(prefix="ggstack-trailers-") as d:
+        files = []
+        for i, msg in enumerate(messages):
+            path = os.path.join(d, f"{i}.msg")
+            with open(path, "wb") as f:
+                f.write(msg.encode("utf-8", "surrogateescape"))
+            files.append(path)
+        out = _plain_git(
+            "-c", "trailer.where=end", "-c", "trailer.ifexists=add", "-c", "trailer.separators=:",
+            "interpret-trailers", "--only-trailers", "--unfold", "--no-divider",
+            "--trailer", f"{sentinel}: x", *files,
+        )
+    result: list[list[tuple[str, str]]] = [[]]
+    for line in out.splitlines():
+        key, _, value = line.partition(":")
+        if key == sentinel:
+            result.append([])
+        elif key:
+            result[-1].append((key.strip(), value.strip()))
+    return result[: len(messages)]
+
+
+def add_trailers(message: str, trailers: Sequence[tuple[str, str]]) -> str:
+    """``message`` with ``trailers`` appended by ``git interpret-trailers``."""
+    args = ["-c", "trailer.where=end", "-c", "trailer.ifexists=addIfDifferent", "interpret-trailers", "--no-divider"]
+    for key, value in trailers:
+        args += ["--trailer", f"{key}: {value}"]
+    return _plain_git(*args, input=message.encode("utf-8", "surrogateescape"))
+
+
+def _split_ident(ident: str) -> tuple[str, str, str]:
+    m = re.match(r"^(.*?) <(.*)> (\d+ [+-]\d{4})$", ident)
+    if not m:
+        return ident, "", ""
+    return m.group(1), m.group(2), m.group(3)
+
+
+def _readable_messages(raw: str) -> str:
+    """merge-tree -z --messages: <count NUL paths... NUL type NUL message NUL>*; keep the messages."""
+    fields = raw.split("\0")
+    lines = []
+    i = 0
+    while i < len(fields):
+        try:
+            count = int(fields[i])
+        except ValueError:
+            break
+        i += 1 + count + 1  # paths, then the conflict type
+        if i < len(fields):
+            lines.append(fields[i].strip())
+        i += 1
+    return "\n".join(line for line in lines if line)
+
+
+_SUBJECT_NUMBER = re.compile(rb"^Subject: \[PATCH(?: \d+/\d+)?\]", re.M)
+
+
+def set_patch_number(data: bytes, number: int, total: int) -> bytes:
+    """Rewrite the ``[PATCH n/m]`` of a format-patch file (and only that)."""
+    label = f"[PATCH {number}/{total}]".encode()
+    return _SUBJECT_NUMBER.sub(b"Subject: " + label, data, count=1)

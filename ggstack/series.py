@@ -1,0 +1,675 @@
+"""The stored stack on disk: ``patches/<stack>/{stack.toml, series, NNNN-*.patch}``.
+
+The files are what ``git format-patch --full-index`` writes and what quilt
+reads, so ``git am -3`` and ``quilt push -a`` accept the directory as it is.
+Loading keeps every file's bytes, and saving writes back exactly those bytes
+for what did not change: an unmodified stack round-trips without a byte
+changed, and a reviewer's diff of ``patches/`` shows only real edits.
+
+Everything is validated before anything is written; a malformed file is a
+``UserError`` naming the file and line. Writes go to temporary files that are
+renamed into place, the ``series`` file last, so it is the commit point.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import fnmatch
+import hashlib
+import os
+import re
+import tempfile
+import tomllib
+from dataclasses import replace
+from typing import Any, Iterable, Sequence
+
+from ggstack import git
+from ggstack.errors import UserError
+from ggstack.model import Patch, PRPolicy, Provenance, Stack, StackConfig, TargetConfig, TestConfig
+
+STACK_TOML = "stack.toml"
+SERIES = "series"
+
+T_ORIGINAL_PR = "Original-PR"
+T_CHERRY_PICKED = "Cherry-picked-from"
+T_DROPPED = "Dropped"
+T_STACK_PATCH_ID = "Stack-Patch-Id"
+
+_FROM_LINE = re.compile(rb"^From ([0-9a-f]{40}) ")
+_CHERRY_LINE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{40})\)$", re.M)
+_PATCH_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_SLUG_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
+_PR_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$")
+
+
+# -- stack.toml -----------------------------------------------------------------
+
+_SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "target": {"repo": str, "remote": str, "base": str, "fork": str},
+    "branches": {"template": str},
+    "pr": {"draft": bool, "labels": list, "approval_gate": bool, "stacked": bool},
+    "tests": {"paths": list, "cpu": str, "gpu": str, "timeout": int, "gpu_runner": str, "env": dict},
+}
+
+
+def render_config(repo_slug: str, base: str, remote: str = "origin") -> str:
+    """The stack.toml that ``ggstack init`` writes; every key documented in the README."""
+    return f'''# ggstack stack configuration (see README.md, "stack.toml")
+
+[target]
+repo = "{repo_slug}"          # owner/name on the forge: where PRs are opened
+remote = "{remote}"              # git remote the per-patch branches are pushed to
+base = "{base}"     # the base branch the stack is replayed onto
+# fork = "me/name"             # set when PR heads live in a fork (head = "me:branch")
+
+[branches]
+template = "gg/{{stack}}/{{index:02d}}-{{slug}}"
+
+[pr]
+draft = true                   # new PRs open as drafts
+labels = ["do-not-merge"]      # labels new PRs get (lifted on approval when approval_gate)
+approval_gate = true           # "Do not merge until explicitly approved."
+stacked = true                 # each PR's base is the previous needed patch's branch
+
+[tests]
+paths = ["tests/**/test_*.py"] # which files of a patch are its tests
+cpu = "python -m pytest -q {{tests}}"
+gpu = ""                       # e.g. "python -m pytest -q -m gpu {{tests}}"
+timeout = 900                  # seconds per test command
+gpu_runner = "gpu"             # runs-on label for GPU jobs in the CI matrix
+'''
+
+
+def parse_config(text: str, path: str) -> StackConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"invalid TOML: {e}", path=path, line=_toml_error_line(e)) from None
+    for section, value in data.items():
+        if section not in _SCHEMA:
+            raise UserError(f"unknown section [{section}] (known: {', '.join(_SCHEMA)})", path=path, line=_line_of(text, rf"\[{re.escape(section)}\]"))
+        if not isinstance(value, dict):
+            raise UserError(f"{section} must be a table", path=path, line=_line_of(text, rf"^{re.escape(section)}\s*="))
+        for key, item in value.items():
+            expected = _SCHEMA[section].get(key)
+            line = _line_of(text, rf"^\s*{re.escape(key)}\s*=")
+            if expected is None:
+                raise UserError(f"unknown key {section}.{key} (known: {', '.join(_SCHEMA[section])})", path=path, line=line)
+            if not isinstance(item, expected) or (expected is int and isinstance(item, bool)):
+                raise UserError(f"{section}.{key} must be a {expected.__name__}, not {type(item).__name__}", path=path, line=line)
+            if expected is list and not all(isinstance(x, str) for x in item):
+                raise UserError(f"{section}.{key} must be a list of strings", path=path, line=line)
+    target = data.get("target", {})
+    if "repo" not in target or not re.match(r"^[^/\s]+/[^/\s]+$", target["repo"]):
+        raise UserError('target.repo must be "owner/name"', path=path, line=_line_of(text, r"^\s*repo\s*="))
+    tests = data.get("tests", {})
+    env = tests.get("env", {})
+    if not all(isinstance(v, str) for v in env.values()):
+        raise UserError("tests.env values must be strings", path=path, line=_line_of(text, r"^\s*env\s*="))
+    pr = data.get("pr", {})
+    default_tests = TestConfig()
+    return StackConfig(
+        target=TargetConfig(
+            repo=target["repo"],
+            remote=target.get("remote", "origin"),
+            base=target.get("base", "main"),
+            fork=target.get("fork"),
+        ),
+        branch_template=data.get("branches", {}).get("template", StackConfig.branch_template),
+        pr=PRPolicy(
+            draft=pr.get("draft", True),
+            labels=tuple(pr.get("labels", PRPolicy.labels)),
+            approval_gate=pr.get("approval_gate", True),
+            stacked=pr.get("stacked", True),
+        ),
+        tests=TestConfig(
+            paths=tuple(tests.get("paths", default_tests.paths)),
+            cpu=tests.get("cpu", default_tests.cpu),
+            gpu=tests.get("gpu", default_tests.gpu),
+            timeout=tests.get("timeout", default_tests.timeout),
+            gpu_runner=tests.get("gpu_runner", default_tests.gpu_runner),
+            env=tuple(sorted(env.items())),
+        ),
+    )
+
+
+def _line_of(text: str, pattern: str) -> int | None:
+    for n, line in enumerate(text.splitlines(), 1):
+        if re.search(pattern, line):
+            return n
+    return None
+
+
+def _toml_error_line(e: tomllib.TOMLDecodeError) -> int | None:
+    m = re.search(r"line (\d+)", str(e))
+    return int(m.group(1)) if m else None
+
+
+# -- one patch file -------------------------------------------------------------
+
+
+def parse_patch(raw: bytes, path: str) -> Patch:
+    """A format-patch file, parsed and checked; errors name ``path`` and the line.
+
+    Provenance is left empty: trailers are read for all patches at once
+    (one ``git interpret-trailers`` call), see ``with_provenance``."""
+    name = os.path.basename(path)
+    first = raw.split(b"\n", 1)[0]
+    m = _FROM_LINE.match(first)
+    if not m:
+        raise UserError("not a git format-patch file: line 1 must be 'From <40-hex sha> <date>' (mbox)", path=path, line=1)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise UserError("not valid UTF-8 (format-patch writes UTF-8)", path=path, line=line) from None
+    head, sep, rest = text.partition("\n\n")
+    if not sep:
+        raise UserError("no blank line after the mail headers", path=path, line=text.count("\n") + 1)
+    headers = email.parser.Parser(policy=email.policy.default).parsestr(head.split("\n", 1)[1] + "\n", headersonly=True)
+    for required in ("From", "Subject"):
+        if headers.get(required) is None:
+            raise UserError(f"missing {required}: header", path=path, line=2)
+    subject = _PATCH_PREFIX.sub("", " ".join(str(headers["Subject"]).split()))
+    head_lines = head.count("\n") + 2  # line number of the first body line
+    diff_at = _find_diff_start(rest)
+    if diff_at is None:
+        raise UserError("no diff in patch (expected a 'diff --git' line)", path=path, line=head_lines)
+    # The message ends at the last "---" line before the diff (the diffstat follows it).
+    pre_diff = "\n" + rest[:diff_at]
+    marker = pre_diff.rfind("\n---\n")
+    body = pre_diff[:marker] if marker >= 0 else pre_diff
+    diff_line = head_lines + rest[:diff_at].count("\n")
+    diff, tail = _split_diff(rest[diff_at:], path, diff_line)
+    base = re.search(r"^base-commit: ([0-9a-f]{40})$", tail, re.M)
+    message = subject + ("\n\n" + body.strip("\n") if body.strip("\n") else "") + "\n"
+    patch = Patch(
+        name=name,
+        subject=subject,
+        message=message,
+        author=str(headers["From"]),
+        date=_raw_header(head, "Date"),
+        diff=diff,
+        provenance=Provenance(stack_patch_id=""),
+        source_commit=m.group(1).decode(),
+        base_commit=base.group(1) if base else None,
+        paths=tuple(diff_paths(diff)),
+        raw=raw,
+    )
+    return patch
+
+
+def _raw_header(head: str, name: str) -> str:
+    m = re.search(rf"^{name}: (.*)$", head, re.M)
+    return m.group(1).strip() if m else ""
+
+
+def _find_diff_start(text: str) -> int | None:
+    if text.startswith("diff --git "):
+        return 0
+    i = text.find("\ndiff --git ")
+    return None if i < 0 else i + 1
+
+
+def _split_diff(text: str, path: str, first_line: int) -> tuple[str, str]:
+    """Walk the diff, checking every hunk header and its line counts; return
+    (diff, what follows it: base-commit, signature)."""
+    lines = text.split("\n")
+    i = 0
+    end = len(lines)
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("@@"):
+            m = _HUNK.match(line)
+            if not m:
+                raise UserError(f"broken hunk header {line[:60]!r}", path=path, line=first_line + i)
+            old = int(m.group(2)) if m.group(2) is not None else 1
+            new = int(m.group(4)) if m.group(4) is not None else 1
+            i += 1
+            while old > 0 or new > 0:
+                if i >= len(lines):
+                    raise UserError("hunk ends early: the file is truncated", path=path, line=first_line + i)
+                body = lines[i]
+                tag = body[:1]
+                if tag in (" ", ""):
+                    old, new = old - 1, new - 1
+                elif tag == "-":
+                    old -= 1
+                elif tag == "+":
+                    new -= 1
+                elif tag == "\\":
+                    pass
+                else:
+                    raise UserError(f"hunk line count does not match its header (unexpected {body[:40]!r})", path=path, line=first_line + i)
+                if old < 0 or new < 0:
+                    raise UserError("hunk has more lines than its header says", path=path, line=first_line + i)
+                i += 1
+            while i < len(lines) and lines[i].startswith("\\"):
+                i += 1
+            continue
+        if line.startswith("GIT binary patch"):
+            i += 1
+            blocks = 0
+            while i < len(lines) and blocks < 2:
+                if lines[i] == "":
+                    blocks += 1
+                i += 1
+            continue
+        if line == "" or line.startswith("base-commit: ") or line == "-- ":
+            # The end of the diff: what follows is format-patch's tail.
+            rest = lines[i:]
+            if any(l.startswith("diff --git ") for l in rest):
+                if line == "":
+                    i += 1
+                    continue
+            end = i
+            break
+        i += 1
+    return "\n".join(lines[:end]) + "\n", "\n".join(lines[end:])
+
+
+def diff_paths(diff: str) -> list[str]:
+    """Every path a diff touches, old and new names, in order."""
+    paths: list[str] = []
+    for line in diff.split("\n"):
+        if line.startswith("diff --git "):
+            a, b = _split_diff_git_line(line[len("diff --git "):])
+            paths += [a, b]
+        elif line.startswith(("rename from ", "copy from ")):
+            paths.append(_unquote(line.split(" ", 2)[2]))
+        elif line.startswith(("rename to ", "copy to ")):
+            paths.append(_unquote(line.split(" ", 2)[2]))
+    return list(dict.fromkeys(p for p in paths if p))
+
+
+def _split_diff_git_line(rest: str) -> tuple[str, str]:
+    if rest.startswith('"'):
+        a, after = _read_quoted(rest)
+        b = _unquote(after.strip())
+        return a[2:], b[2:]
+    if rest.endswith('"'):
+        idx = rest.index(' "')
+        return rest[: idx][2:], _unquote(rest[idx + 1:])[2:]
+    # Unquoted "a/X b/Y": when X == Y (no rename) the split is at the middle.
+    half = (len(rest) - 1) // 2
+    if rest[half] == " " and rest[2:half] == rest[half + 3:]:
+        return rest[2:half], rest[half + 3:]
+    a, _, b = rest.partition(" b/")
+    return a[2:], b
+
+
+def _read_quoted(s: str) -> tuple[str, str]:
+    i = 1
+    while i < len(s):
+        if s[i] == "\\":
+            i += 2
+            continue
+        if s[i] == '"':
+            return _unquote(s[: i + 1]), s[i + 1:]
+        i += 1
+    return _unquote(s), ""
+
+
+def _unquote(s: str) -> str:
+    """git's C-style path quoting, undone."""
+    if not (s.startswith('"') and s.endswith('"')):
+        return s
+    out = bytearray()
+    body = s[1:-1]
+    i = 0
+    simple = {"n": b"\n", "t": b"\t", '"': b'"', "\\": b"\\", "a": b"\a", "b": b"\b", "f": b"\f", "r": b"\r", "v": b"\v"}
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt in simple:
+                out += simple[nxt]
+                i += 2
+                continue
+            if nxt.isdigit():
+                out.append(int(body[i + 1:i + 4], 8))
+                i += 4
+                continue
+        out += c.encode("utf-8")
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
+def with_provenance(patch: Patch, trailers: list[tuple[str, str]]) -> Patch:
+    original_pr = cherry = spid = None
+    dropped: list[str] = []
+    for key, value in trailers:
+        k = key.lower()
+        if k == T_ORIGINAL_PR.lower():
+            original_pr = value
+        elif k == T_CHERRY_PICKED.lower():
+            cherry = value
+        elif k == T_DROPPED.lower():
+            dropped.append(value)
+        elif k == T_STACK_PATCH_ID.lower():
+            spid = value
+    if cherry is None:
+        m = _CHERRY_LINE.search(patch.message)
+        cherry = m.group(1) if m else None
+    prov = Provenance(stack_patch_id=spid or "", original_pr=original_pr, cherry_picked_from=cherry, dropped=tuple(dropped))
+    return replace(patch, provenance=prov)
+
+
+# -- a stack directory ----------------------------------------------------------
+
+
+def stack_dir(patches_dir: str, name: str) -> str:
+    if not _SLUG_SAFE.match(name) or name.startswith("."):
+        raise UserError(f"invalid stack name {name!r}: use letters, digits, '.', '_' and '-'")
+    return os.path.join(patches_dir, name)
+
+
+def list_stacks(patches_dir: str) -> list[str]:
+    if not os.path.isdir(patches_dir):
+        return []
+    return sorted(d for d in os.listdir(patches_dir) if os.path.isfile(os.path.join(patches_dir, d, STACK_TOML)))
+
+
+def load(patches_dir: str, name: str) -> Stack:
+    path = stack_dir(patches_dir, name)
+    toml_path = os.path.join(path, STACK_TOML)
+    if not os.path.isfile(toml_path):
+        known = ", ".join(list_stacks(patches_dir)) or "none"
+        raise UserError(f"no stack {name!r} in {patches_dir} (stacks: {known}; create one with `ggstack init`)")
+    with open(toml_path, encoding="utf-8") as f:
+        config = parse_config(f.read(), toml_path)
+    series_path = os.path.join(path, SERIES)
+    series_raw = b""
+    if os.path.exists(series_path):
+        with open(series_path, "rb") as f:
+            series_raw = f.read()
+    names = _series_entries(series_raw, series_path, path)
+    patches = []
+    for entry in names:
+        file_path = os.path.join(path, entry)
+        with open(file_path, "rb") as f:
+            patch = parse_patch(f.read(), file_path)
+        patches.append(patch)
+    listed = set(names)
+    for fname in sorted(os.listdir(path)):
+        if fname.endswith(".patch") and fname not in listed:
+            raise UserError(f"patch file is not in {SERIES} (add it to the series or delete it)", path=os.path.join(path, fname))
+    trailers = git.parse_trailers([p.message for p in patches])
+    patches = [with_provenance(p, t) for p, t in zip(patches, trailers)]
+    seen: dict[str, str] = {}
+    for p in patches:
+        spid = p.provenance.stack_patch_id
+        if not spid:
+            raise UserError(f"no {T_STACK_PATCH_ID}: trailer (patches get one from `ggstack import`)", path=os.path.join(path, p.name))
+        if spid in seen:
+            raise UserError(f"duplicate {T_STACK_PATCH_ID} {spid}, also in {seen[spid]}", path=os.path.join(path, p.name))
+        seen[spid] = p.name
+    return Stack(name=name, path=path, config=config, patches=tuple(patches), series_raw=series_raw)
+
+
+def _series_entries(raw: bytes, series_path: str, stack_path: str) -> list[str]:
+    entries = []
+    for n, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = line.split()
+        entry = fields[0]
+        if len(fields) > 1 and fields[1:] != ["-p1"]:
+            raise UserError(f"unsupported patch options {' '.join(fields[1:])!r} (ggstack stores -p1 patches)", path=series_path, line=n)
+        if "/" in entry or entry.startswith("."):
+            raise UserError(f"series entry {entry!r} must be a file in the stack directory", path=series_path, line=n)
+        if not os.path.isfile(os.path.join(stack_path, entry)):
+            raise UserError(f"series names {entry!r}, but there is no such file", path=series_path, line=n)
+        if entry in entries:
+            raise UserError(f"{entry!r} is listed twice", path=series_path, line=n)
+        entries.append(entry)
+    return entries
+
+
+def render_series(stack: Stack) -> bytes:
+    """The series file: the leading comment lines kept, one file name a line."""
+    comments = []
+    for line in stack.series_raw.decode("utf-8", "replace").splitlines():
+        if line.startswith("#"):
+            comments.append(line)
+        else:
+            break
+    if not comments:
+        comments = [f"# ggstack series for {stack.name}: one patch a line, in merge order"]
+    return ("\n".join(comments + [p.name for p in stack.patches]) + "\n").encode()
+
+
+def save(stack: Stack) -> None:
+    """Write the stack: changed patch files first, then ``series`` (the commit point),
+    then remove the files the series no longer names."""
+    series_bytes = render_series(stack) if _needs_new_series(stack) else stack.series_raw
+    os.makedirs(stack.path, exist_ok=True)
+    for patch in stack.patches:
+        _write_if_changed(os.path.join(stack.path, patch.name), patch.raw)
+    _write_if_changed(os.path.join(stack.path, SERIES), series_bytes)
+    keep = {p.name for p in stack.patches}
+    for fname in os.listdir(stack.path):
+        if fname.endswith(".patch") and fname not in keep:
+            os.unlink(os.path.join(stack.path, fname))
+
+
+def _needs_new_series(stack: Stack) -> bool:
+    try:
+        return _series_entries(stack.series_raw, "series", stack.path) != [p.name for p in stack.patches]
+    except UserError:
+        return True
+
+
+def _write_if_changed(path: str, data: bytes) -> None:
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    write_atomic(path, data)
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def init(patches_dir: str, name: str, repo_slug: str, base: str, remote: str = "origin") -> str:
+    path = stack_dir(patches_dir, name)
+    if os.path.exists(os.path.join(path, STACK_TOML)):
+        raise UserError(f"stack {name!r} already exists", path=path)
+    if not re.match(r"^[^/\s]+/[^/\s]+$", repo_slug):
+        raise UserError(f"--repo-slug must be owner/name, not {repo_slug!r}")
+    text = render_config(repo_slug, base, remote)
+    parse_config(text, os.path.join(path, STACK_TOML))  # what init writes must load
+    os.makedirs(path, exist_ok=True)
+    write_atomic(os.path.join(path, SERIES), f"# ggstack series for {name}: one patch a line, in merge order\n".encode())
+    write_atomic(os.path.join(path, STACK_TOML), text.encode())
+    return path
+
+
+# -- editing the series -----------------------------------------------------------
+
+
+def renumbered(stack: Stack, patches: Sequence[Patch]) -> Stack:
+    """``patches`` in this order, with file names and ``[PATCH n/m]`` renumbered."""
+    total = len(patches)
+    out = []
+    for i, p in enumerate(patches, 1):
+        name = f"{i:04d}-{p.slug}.patch"
+        raw = git.set_patch_number(p.raw, i, total)
+        out.append(replace(p, name=name, raw=raw))
+    return replace(stack, patches=tuple(out))
+
+
+def remove(stack: Stack, key: str) -> tuple[Stack, Patch]:
+    victim = stack.find(key)
+    return renumbered(stack, [p for p in stack.patches if p is not victim]), victim
+
+
+def move(stack: Stack, key: str, to: int) -> Stack:
+    patch = stack.find(key)
+    if not 1 <= to <= len(stack.patches):
+        raise UserError(f"--to must be between 1 and {len(stack.patches)}")
+    rest = [p for p in stack.patches if p is not patch]
+    rest.insert(to - 1, patch)
+    return renumbered(stack, rest)
+
+
+# -- importing commits ------------------------------------------------------------
+
+
+def import_commits(
+    repo: git.Repository,
+    stack: Stack,
+    revs: Sequence[str],
+    *,
+    original_pr: str | None = None,
+    only: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    dropped: Sequence[str] = (),
+) -> Stack:
+    """Append the commits ``revs`` (shas or ``A..B`` ranges) to the series, with provenance."""
+    if original_pr is not None and not _PR_REF.match(original_pr):
+        raise UserError(f"--original-pr must look like owner/repo#123, not {original_pr!r}")
+    commits = _expand(repo, revs)
+    if not commits:
+        raise UserError(f"{' '.join(revs)}: no commits to import")
+    new_patches: list[Patch] = []
+    existing = {p.provenance.stack_patch_id: p.name for p in stack.patches}
+    for sha in commits:
+        patch = _import_one(repo, stack, sha, original_pr, only, exclude, dropped)
+        spid = patch.provenance.stack_patch_id
+        if spid in existing:
+            raise UserError(f"commit {sha[:12]} is already in the stack as {existing[spid]} (same {T_STACK_PATCH_ID})")
+        existing[spid] = patch.name
+        new_patches.append(patch)
+    return renumbered(stack, [*stack.patches, *new_patches])
+
+
+def _expand(repo: git.Repository, revs: Sequence[str]) -> list[str]:
+    commits: list[str] = []
+    for rev in revs:
+        if ".." in rev:
+            a, _, b = rev.partition("..")
+            lo, hi = repo.resolve(a or "HEAD"), repo.resolve(b or "HEAD")
+            commits += repo.rev_list("--reverse", "--topo-order", "--first-parent", f"{lo}..{hi}")
+        else:
+            commits.append(repo.resolve(rev))
+    return list(dict.fromkeys(commits))
+
+
+def _import_one(
+    repo: git.Repository,
+    stack: Stack,
+    sha: str,
+    original_pr: str | None,
+    only: Sequence[str],
+    exclude: Sequence[str],
+    dropped: Sequence[str],
+) -> Patch:
+    info = repo.commit_info(sha)
+    if not info.parents:
+        raise UserError(f"commit {sha[:12]} is a root commit; there is nothing to replay it onto")
+    parent = info.parents[0]
+    message = info.message
+    pr = original_pr or _pr_from_message(message, stack.config.target.repo)
+    if len(info.parents) > 1:
+        message = _merge_message(message)
+    changed = repo.diff_names(parent, sha)
+    kept = [p for p in changed if _selected(p, only, exclude)]
+    left_out = [p for p in changed if p not in kept]
+    if not kept:
+        raise UserError(f"importing {sha[:12]} would leave an empty patch (--only/--exclude keep none of: {', '.join(changed) or 'no files'})")
+    existing = dict(t for t in git.parse_trailers([message])[0])
+    trailers: list[tuple[str, str]] = []
+    if pr:
+        trailers.append((T_ORIGINAL_PR, pr))
+    trailers.append((T_CHERRY_PICKED, sha))
+    trailers += [(T_DROPPED, text) for text in _dropped_texts(left_out, dropped)]
+    if T_STACK_PATCH_ID not in existing:
+        trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, sha, kept)))
+    message = git.add_trailers(message, trailers)
+    scratch = repo.commit_tree(
+        info.tree,
+        [parent],
+        message,
+        author=(info.author_name, info.author_email, info.author_date),
+        committer=(info.committer_name, info.committer_email, info.committer_date),
+    )
+    number = len(stack.patches) + 1
+    fname, data = repo.format_patch(scratch, parent, kept if left_out else (), number=number, total=number)
+    # The mbox "From " line names the commit the patch was taken from, not our scratch copy.
+    data = data.replace(scratch.encode(), sha.encode(), 1)
+    patch = parse_patch(data, os.path.join(stack.path, fname))
+    return with_provenance(patch, git.parse_trailers([patch.message])[0])
+
+
+def _selected(path: str, only: Sequence[str], exclude: Sequence[str]) -> bool:
+    if only and not any(_matches(path, pat) for pat in only):
+        return False
+    return not any(_matches(path, pat) for pat in exclude)
+
+
+def _matches(path: str, pattern: str) -> bool:
+    pattern = pattern.rstrip("/")
+    return path == pattern or path.startswith(pattern + "/") or fnmatch.fnmatchcase(path, pattern)
+
+
+def _dropped_texts(left_out: Sequence[str], texts: Sequence[str]) -> list[str]:
+    """One ``Dropped:`` text per left-out part: the given texts (which name
+    their paths in parentheses, or get the next uncovered path), and a plain
+    one for every left-out path no text covers."""
+    covered = {p for t in texts for p in left_out if p in t}
+    uncovered = [p for p in left_out if p not in covered]
+    out = []
+    for text in texts:
+        if "(" not in text and uncovered:
+            text = f"{text} ({uncovered.pop(0)})"
+        out.append(text)
+    out += [f"left out at import ({p})" for p in uncovered]
+    return out
+
+
+def _pr_from_message(message: str, repo_slug: str) -> str | None:
+    subject = message.split("\n", 1)[0]
+    m = re.search(r"\(#(\d+)\)\s*$", subject)
+    if m:
+        return f"{repo_slug}#{m.group(1)}"
+    m = re.match(r"^Merge pull request #(\d+) from ([^/\s]+)/", subject)
+    if m:
+        return f"{repo_slug}#{m.group(1)}"
+    return None
+
+
+def _merge_message(message: str) -> str:
+    """A GitHub merge commit's message with the PR title as the subject."""
+    subject, _, body = message.partition("\n")
+    body = body.strip("\n")
+    if body:
+        title, _, rest = body.partition("\n")
+        return title + "\n\n" + (rest.strip("\n") + "\n\n" if rest.strip() else "") + subject + "\n"
+    return message
+
+
+def _stack_patch_id(stack: str, sha: str, kept: Iterable[str]) -> str:
+    """Assigned once at import; deterministic so that re-importing the same
+    history regenerates the same bytes."""
+    h = hashlib.sha1(f"{stack}\0{sha}\0{chr(0).join(kept)}".encode()).hexdigest()
+    return "I" + h
+
+
+def config_dict(config: StackConfig) -> dict[str, Any]:
+    """The config as JSON-able data (for ``--json`` output)."""
+    import dataclasses
+
+    return dataclasses.asdict(config)
