@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ggstack import git, series
+from ggstack import git, replay, report, series
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Stack
 
@@ -237,6 +237,63 @@ def move(obj: Ctx, stack: str, patch: str, to: int) -> None:
     after = series.move(obj.stack(stack), patch, to)
     series.save(after)
     click.echo("\n".join(p.name for p in after.patches))
+
+
+# -- the stages --------------------------------------------------------------------
+
+
+class StageProgress:
+    """A rich progress bar on a terminal for stacks of more than a handful of patches."""
+
+    def __init__(self, total: int, what: str) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = None
+        if sys.stdout.isatty() and total > 5:
+            self._bar = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True)
+            self._task = self._bar.add_task("", total=total)
+
+    def __enter__(self) -> "StageProgress":
+        if self._bar:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar:
+            self._bar.stop()
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        if self._bar:
+            self._bar.update(self._task, completed=done, description=name)
+
+
+@main.command()
+@click.argument("stack")
+@click.option("--onto", default=None, help="The base to replay onto [default: stack.toml target.base].")
+@click.option("--branch-prefix", default=None, help="Write the per-patch branches under this ref prefix instead of branches.template.")
+@click.option("--force", is_flag=True, help="Overwrite ggstack branches that someone else moved.")
+@click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON.")
+@click.pass_obj
+@handled
+def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, force: bool, as_json: bool) -> None:
+    """Replay the stack onto a base, in memory, and write one branch per patch.
+
+    Never touches the working tree, index, HEAD or your branches. A patch
+    that conflicts is recorded (paths and hunks) and the rest carry on.
+    Exit 0 when every patch applied or was empty, 1 when any conflicted.
+
+    \b
+    Example:
+      ggstack apply gg-clean --onto origin/dev/gilded-gnosis
+    """
+    s = obj.stack(stack)
+    with StageProgress(len(s.patches), "apply") as progress:
+        run = replay.apply(obj.repo, s, onto or s.config.target.base, prefix=branch_prefix, force=force, progress=progress)
+    if as_json:
+        print_json(run.to_json())
+    else:
+        console().print(report.apply_table(run))
+    sys.exit(1 if any(o.conflict for o in run.outcomes) else 0)
 
 
 def _patch_json(p, with_diff: bool = False) -> dict[str, Any]:

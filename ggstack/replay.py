@@ -1,0 +1,401 @@
+"""Replay a stack onto a base, in memory, through every conflict (``ggstack apply``).
+
+Each patch is first *materialised* as a commit on the parent it was recorded
+against (``base-commit:``), through a temporary index: the stored files are
+the truth, and that commit is what ``git rebase`` would be picking. Replaying
+it is then a 3-way merge with that parent as the merge base — exactly
+cherry-pick's merge, done by ``git merge-tree --write-tree`` (merge-ort, the
+machinery rebase uses), so result trees are byte-identical to git's.
+
+git 2.39's merge-tree has no ``--merge-base``: it merges two commits at their
+merge base. So for every step a scratch commit is made whose tree is the
+current tip's and whose parent is the patch's recorded parent; the merge base
+of that and the materialised commit is the recorded parent, as in a
+cherry-pick. No working tree, index, HEAD or user branch is read or written.
+
+Work is cached under the git dir by the ids of its inputs (materialised
+commit per patch file and parent; result per parent and pick), so
+re-applying onto an unchanged base creates no objects and runs no merges.
+Refs are written at the end, all in one compare-and-swap transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ggstack import git, series
+from ggstack.errors import UserError
+from ggstack.model import Applied, Conflict, Outcome, Patch, Run, Stack
+
+Progress = Callable[[int, int, str], None]  # (done, total, what)
+
+_CONTEXT = 3  # lines of context kept around a conflict region
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A patch as a commit on the parent it was recorded against."""
+
+    patch: Patch | None  # None when picking a commit directly (check --commits)
+    commit: str | None  # None: its recorded parent is missing; replayed by plain apply
+    parent: str | None
+    diff: bytes  # the patch's diff, for the plain-apply fallback
+    name: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """The result of replaying one pick onto a tip."""
+
+    applied: Applied
+    tree: str  # the merged tree (with conflict markers for a conflict)
+    commit: str | None = None  # the new commit when applied
+    conflict: Conflict | None = None
+    note: str = ""
+
+
+class Cache:
+    """A small JSON map under the git dir; a lost or corrupt file only costs time."""
+
+    def __init__(self, repo: git.Repository, name: str) -> None:
+        self._path = os.path.join(repo.state_dir("cache"), name + ".json")
+        try:
+            with open(self._path, encoding="utf-8") as f:
+                self._data: dict[str, str] = json.load(f)
+        except (OSError, ValueError):
+            self._data = {}
+        self._dirty = False
+
+    def get(self, key: str) -> str | None:
+        return self._data.get(key)
+
+    def put(self, key: str, value: str) -> None:
+        if self._data.get(key) != value:
+            self._data[key] = value
+            self._dirty = True
+
+    def save(self) -> None:
+        if self._dirty:
+            series.write_atomic(self._path, json.dumps(self._data, sort_keys=True).encode())
+            self._dirty = False
+
+
+# -- materialising the stored patches ---------------------------------------------
+
+
+def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
+    """Each stored patch as a commit on its recorded parent (cached by content)."""
+    cache = Cache(repo, "materialized")
+    parents = [p.base_commit for p in stack.patches if p.base_commit]
+    present = repo.has_objects(parents)
+    cached = [cache.get(_materialize_key(p)) for p in stack.patches]
+    cached_present = repo.has_objects([c for c in cached if c])
+    picks = []
+    for patch, hit in zip(stack.patches, cached):
+        diff = patch.diff.encode("utf-8", "surrogateescape")
+        parent = patch.base_commit
+        if parent is None or not present.get(parent):
+            if parent and repo.is_shallow():
+                raise UserError(
+                    f"the recorded base {parent[:12]} is not in this shallow clone; run `git fetch --unshallow`",
+                    path=os.path.join(stack.path, patch.name),
+                )
+            picks.append(Pick(patch, None, None, diff, patch.name, patch.subject))
+            continue
+        commit = hit if hit and cached_present.get(hit) else None
+        if commit is None:
+            commit = _commit_patch(repo, stack, patch, parent, diff)
+            cache.put(_materialize_key(patch), commit)
+        picks.append(Pick(patch, commit, parent, diff, patch.name, patch.subject))
+    cache.save()
+    return picks
+
+
+def _materialize_key(patch: Patch) -> str:
+    return hashlib.sha1(patch.raw).hexdigest()
+
+
+def _commit_patch(repo: git.Repository, stack: Stack, patch: Patch, parent: str, diff: bytes) -> str:
+    parent_tree = repo.resolve(parent, "tree")
+    tree, message = repo.apply_to_tree(parent_tree, diff)
+    if tree is None:
+        raise UserError(
+            f"does not apply to its recorded base {parent[:12]}: {message.strip()}",
+            path=os.path.join(stack.path, patch.name),
+        )
+    name, email = _split_author(patch.author)
+    return repo.commit_tree(tree, [parent], patch.message, author=(name, email, patch.date), scratch=True)
+
+
+def pick_commits(repo: git.Repository, commits: Sequence[str]) -> list[Pick]:
+    """Commits of the fork as picks of themselves (for ``check --commits``)."""
+    picks = []
+    for rev in commits:
+        info = repo.commit_info(rev)
+        if not info.parents:
+            raise UserError(f"{rev}: a root commit has no change to compare")
+        parent = info.parents[0]
+        diff = repo.diff_trees(parent, info.sha)
+        subject = info.message.split("\n", 1)[0]
+        picks.append(Pick(None, info.sha, parent, diff, info.sha[:12], subject))
+    return picks
+
+
+def _split_author(author: str) -> tuple[str, str]:
+    name, _, rest = author.rpartition(" <")
+    return name.strip().strip('"'), rest.rstrip(">")
+
+
+# -- replaying ----------------------------------------------------------------------
+
+
+class Replayer:
+    """Replays picks one at a time onto a moving tip; the caller decides
+    which results to keep (``advance``), so ``check`` can leave out patches
+    the base already has."""
+
+    def __init__(self, repo: git.Repository, onto: str) -> None:
+        self.repo = repo
+        self.tip = onto
+        self.tip_tree = repo.resolve(onto, "tree")
+        self._results = Cache(repo, "replayed")
+        self._trees: dict[str, str] = {}
+
+    def try_pick(self, pick: Pick) -> Step:
+        if pick.commit is None:
+            return self._apply_fallback(pick)
+        key = f"{self.tip}:{pick.commit}"
+        hit = self._results.get(key)
+        if hit:
+            step = self._from_cache(hit)
+            if step is not None:
+                return step
+        scratch = self.repo.commit_tree(self.tip_tree, [pick.parent], "ggstack scratch\n", scratch=True)
+        merged = self.repo.merge_trees(scratch, pick.commit)
+        if not merged.clean:
+            return Step(Applied.CONFLICT, merged.tree, conflict=self._conflict(merged))
+        if merged.tree == self.tip_tree:
+            self._results.put(key, "empty")
+            return Step(Applied.EMPTY, merged.tree)
+        commit = self._commit(pick, merged.tree)
+        self._results.put(key, commit)
+        return Step(Applied.APPLIED, merged.tree, commit)
+
+    def advance(self, step: Step) -> None:
+        if step.applied is Applied.APPLIED and step.commit:
+            self.tip = step.commit
+            self.tip_tree = step.tree
+
+    def close(self) -> None:
+        self._results.save()
+
+    def _from_cache(self, hit: str) -> Step | None:
+        if hit == "empty":
+            return Step(Applied.EMPTY, self.tip_tree)
+        try:
+            info = self.repo.commit_info(hit)
+        except UserError:
+            return None  # pruned by gc: redo the merge
+        if info.parents != (self.tip,):
+            return None
+        return Step(Applied.APPLIED, info.tree, hit)
+
+    def _commit(self, pick: Pick, tree: str) -> str:
+        if pick.patch is not None:
+            name, email = _split_author(pick.patch.author)
+            author = (name, email, pick.patch.date)
+            message = pick.patch.message
+        else:
+            info = self.repo.commit_info(pick.commit)
+            author = (info.author_name, info.author_email, info.author_date)
+            message = info.message
+        return self.repo.commit_tree(tree, [self.tip], message, author=author)
+
+    def _apply_fallback(self, pick: Pick) -> Step:
+        """The recorded parent is not here: ``git apply --3way`` from the
+        index lines' blobs where they exist, else a plain apply; said so."""
+        tree, message = self.repo.apply_to_tree(self.tip_tree, pick.diff, three_way=True)
+        note = "recorded base missing: applied with git apply --3way"
+        if tree is None:
+            tree, message = self.repo.apply_to_tree(self.tip_tree, pick.diff)
+            note = "recorded base and blobs missing: applied with plain git apply"
+        if tree is None:
+            paths = sorted({line.split(": ", 2)[1] for line in message.splitlines() if line.startswith("error: patch failed: ")} or {"?"})
+            paths = [p.rsplit(":", 1)[0] for p in paths]
+            return Step(Applied.CONFLICT, self.tip_tree, conflict=Conflict(paths, "", message.strip()), note=note)
+        if tree == self.tip_tree:
+            return Step(Applied.EMPTY, tree, note=note)
+        return Step(Applied.APPLIED, tree, self._commit(pick, tree), note=note)
+
+    def _conflict(self, merged: git.MergeResult) -> Conflict:
+        entries = self.repo.ls_tree(merged.tree, merged.conflicted_paths)
+        hunks = []
+        for path in merged.conflicted_paths:
+            if path not in entries:
+                continue
+            blob = self.repo.read_blob(entries[path][1])
+            regions = conflict_regions(blob.decode("utf-8", "replace"))
+            if regions:
+                hunks.append(f"--- {path}\n{regions}")
+        return Conflict(list(merged.conflicted_paths), "\n".join(hunks), merged.messages)
+
+
+def conflict_regions(text: str) -> str:
+    """The ``<<<<<<< ... >>>>>>>`` regions of a conflicted file, with a little context."""
+    lines = text.split("\n")
+    keep: set[int] = set()
+    start = None
+    for i, line in enumerate(lines):
+        if line.startswith("<<<<<<< "):
+            start = i
+        elif line.startswith(">>>>>>> ") and start is not None:
+            keep.update(range(max(0, start - _CONTEXT), min(len(lines), i + 1 + _CONTEXT)))
+            start = None
+    out, last = [], None
+    for i in sorted(keep):
+        if last is not None and i != last + 1:
+            out.append("...")
+        out.append(lines[i])
+        last = i
+    return "\n".join(out)
+
+
+def replay(repo: git.Repository, picks: Sequence[Pick], onto: str, progress: Progress | None = None) -> list[Step]:
+    """Every pick in order onto ``onto``; a conflict is recorded and skipped."""
+    replayer = Replayer(repo, onto)
+    steps = []
+    kill_after = int(os.environ.get("GGSTACK_DEBUG_KILL_AFTER", "0") or 0)
+    try:
+        for i, pick in enumerate(picks, 1):
+            step = replayer.try_pick(pick)
+            replayer.advance(step)
+            steps.append(step)
+            if progress:
+                progress(i, len(picks), pick.name)
+            if kill_after and i >= kill_after:
+                # A test hook: die as a crash would, between two patches.
+                replayer.close()
+                os.kill(os.getpid(), signal.SIGKILL)
+    finally:
+        replayer.close()
+    return steps
+
+
+# -- branches -------------------------------------------------------------------------
+
+
+def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
+    """The ref each patch's branch lives at."""
+    refs = []
+    for i, p in enumerate(stack.patches, 1):
+        if prefix:
+            refs.append(f"{prefix.rstrip('/')}/{i:02d}-{p.slug}")
+            continue
+        try:
+            name = stack.config.branch_template.format(stack=stack.name, index=i, slug=p.slug, name=p.name.removesuffix(".patch"))
+        except (KeyError, IndexError, ValueError) as e:
+            raise UserError(f"branches.template: {e} (fields: stack, index, slug, name)", path=os.path.join(stack.path, series.STACK_TOML)) from None
+        refs.append(name if name.startswith("refs/") else "refs/heads/" + name)
+    return refs
+
+
+def _shadow(stack: Stack, ref: str) -> str:
+    """Where ggstack remembers what it last wrote to ``ref``."""
+    return f"refs/ggstack/{stack.name}/written/" + ref.removeprefix("refs/")
+
+
+def write_branches(repo: git.Repository, stack: Stack, steps: Sequence[Step], refs: Sequence[str], *, force: bool = False) -> list[str | None]:
+    """Point each applied patch's ref at its commit, in one transaction.
+
+    A ref that someone else moved since ggstack last wrote it is not
+    overwritten (unless ``force``); refs of patches that no longer apply
+    are removed, if ggstack wrote them.
+    """
+    current = repo.refs(f"refs/ggstack/{stack.name}/written/")
+    updates: list[tuple[str, str | None, str | None]] = []
+    moved = []
+    result: list[str | None] = []
+    for ref, step in zip(refs, steps):
+        value = repo.ref_value(ref)
+        shadow = _shadow(stack, ref)
+        last = current.get(shadow)
+        target = step.commit if step.applied is Applied.APPLIED else None
+        result.append(ref if target else None)
+        if value is not None and value != last and value != target and not force:
+            moved.append(ref)
+            continue
+        if value != target:
+            updates.append((ref, target, value))
+        if last != target:
+            updates.append((shadow, target, last))
+    if moved:
+        raise UserError(
+            "someone else moved these branches since ggstack wrote them (use --force to overwrite): " + ", ".join(moved)
+        )
+    repo.update_refs([u for u in updates if not (u[1] is None and u[2] is None)], f"ggstack apply {stack.name}")
+    return result
+
+
+# -- the stage -----------------------------------------------------------------------
+
+
+def apply(
+    repo: git.Repository,
+    stack: Stack,
+    base_ref: str,
+    *,
+    prefix: str | None = None,
+    force: bool = False,
+    write: bool = True,
+    progress: Progress | None = None,
+) -> Run:
+    """``ggstack apply``: replay the stack onto ``base_ref``; one Outcome a patch."""
+    base = resolve_base(repo, stack, base_ref)
+    picks = materialize(repo, stack)
+    steps = replay(repo, picks, base, progress)
+    refs = branch_refs(stack, prefix)
+    branches = write_branches(repo, stack, steps, refs, force=force) if write else [None] * len(steps)
+    run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
+    run.merge_base = _merge_base(repo, stack, base)
+    for patch, step, branch in zip(stack.patches, steps, branches):
+        run.outcomes.append(outcome_of(patch, step, branch))
+    run.stages["apply"] = "ok"
+    return run
+
+
+def outcome_of(patch: Patch, step: Step, branch: str | None = None) -> Outcome:
+    return Outcome(
+        name=patch.name,
+        subject=patch.subject,
+        stack_patch_id=patch.provenance.stack_patch_id,
+        source_commit=patch.provenance.cherry_picked_from or patch.source_commit,
+        provenance=patch.provenance,
+        applied=step.applied,
+        commit=step.commit,
+        branch=branch,
+        conflict=step.conflict,
+        note=step.note,
+    )
+
+
+def resolve_base(repo: git.Repository, stack: Stack | None, base_ref: str) -> str:
+    """The base commit: the ref as given, else the stack's remote-tracking branch."""
+    sha = repo.try_resolve(base_ref)
+    if sha is None and stack is not None:
+        sha = repo.try_resolve(f"{stack.config.target.remote}/{base_ref}")
+    if sha is None:
+        raise UserError(f"unknown base ref {base_ref!r} (not a commit here; fetch it, or pass --onto)")
+    return sha
+
+
+def _merge_base(repo: git.Repository, stack: Stack, base: str) -> str | None:
+    for patch in stack.patches:
+        if patch.base_commit and repo.try_resolve(patch.base_commit):
+            return repo.merge_base(base, patch.base_commit)
+    return None
