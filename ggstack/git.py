@@ -88,6 +88,13 @@ class Repository:
         self.common_dir = os.path.abspath(self._repo.common_dir)
         self.worktree = self._repo.working_tree_dir  # None for a bare repository
 
+    @classmethod
+    def init(cls, path: str, *, bare: bool = False) -> "Repository":
+        """A new repository at ``path`` (for the demo's miniature fork)."""
+        os.makedirs(path, exist_ok=True)
+        _plain_git("init", "-q", "-b", "main", *(["--bare"] if bare else []), path)
+        return cls(path)
+
     # -- running --------------------------------------------------------
 
     def run(
@@ -250,6 +257,30 @@ class Repository:
                     "or GIT_COMMITTER_NAME / GIT_COMMITTER_EMAIL"
                 ) from None
             raise
+
+    def hash_blobs(self, blobs: Sequence[bytes]) -> list[str]:
+        """Write many blobs in one ``git hash-object --stdin-paths`` call."""
+        if not blobs:
+            return []
+        with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as d:
+            paths = []
+            for i, data in enumerate(blobs):
+                path = os.path.join(d, str(i))
+                with open(path, "wb") as f:
+                    f.write(data)
+                paths.append(path)
+            out = self.out("hash-object", "-w", "--no-filters", "--stdin-paths", input="\n".join(paths).encode())
+        return out.split()
+
+    def edit_tree(self, tree: str | None, changes: dict[str, tuple[str, str] | None]) -> str:
+        """``tree`` with ``changes`` (path -> (mode, blob) or None to delete) applied."""
+        with self.temp_index(tree) as env:
+            lines = "".join(
+                (f"0 {ZERO}\t{path}\0" if entry is None else f"{entry[0]} {entry[1]}\t{path}\0")
+                for path, entry in changes.items()
+            )
+            self.run("update-index", "-z", "--index-info", input=lines.encode("utf-8", "surrogateescape"), env=env)
+            return self.out("write-tree", env=env)
 
     def mktree(self, entries: dict[str, tuple[str, str]]) -> str:
         """A tree from path -> (mode, sha), through a temporary index."""
