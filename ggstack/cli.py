@@ -19,7 +19,7 @@ from rich.table import Table
 
 from ggstack import git, replay, report, series
 from ggstack.errors import InfraError, UserError
-from ggstack.model import Stack
+from ggstack.model import Run, Stack
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -294,6 +294,52 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     else:
         console().print(report.apply_table(run))
     sys.exit(1 if any(o.conflict for o in run.outcomes) else 0)
+
+
+@main.command("pr")
+@click.argument("stack")
+@click.option("--onto", default=None, help="The base to check against [default: stack.toml target.base].")
+@click.option("--dry-run", is_flag=True, help="Print the plan and every PR body; change nothing, locally or remotely.")
+@click.option("--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence.")
+@click.option("--stacked/--flat", "stacked", default=None, help="Each PR on the previous one's branch, or all on the target base [default: as opened, else stack.toml].")
+@click.option("--run", "run_path", default=None, type=click.Path(exists=True, dir_okay=False), help="Use a saved Run (e.g. `ggstack test --json`) instead of running apply and check.")
+@click.option("--json", "as_json", is_flag=True, help="Print the Run (with the plan) as JSON.")
+@click.pass_obj
+@handled
+def pr(obj: Ctx, stack: str, onto: str | None, dry_run: bool, close_redundant: bool, stacked: bool | None, run_path: str | None, as_json: bool) -> None:
+    """Open or update stacked PRs for the patches the base still needs.
+
+    Only unique and partial patches get PRs; represented ones never do
+    (with --close-redundant their open PRs are closed, with a comment naming
+    the representing commits). New PRs carry the approval gate of stack.toml
+    (draft and/or label) until a maintainer approves. Token: GITHUB_TOKEN or
+    GH_TOKEN; API: GITHUB_API_URL. Nothing is ever merged.
+
+    \b
+    Example:
+      ggstack pr gg-clean --onto origin/dev/gilded-gnosis --dry-run
+    """
+    from ggstack import forge, represent
+
+    s = obj.stack(stack)
+    if run_path:
+        with open(run_path, encoding="utf-8") as f:
+            run = Run.from_json(json.load(f))
+    else:
+        base = onto or s.config.target.base
+        with StageProgress(len(s.patches), "apply") as progress:
+            run = replay.apply(obj.repo, s, base, write=not dry_run, progress=progress)
+        with StageProgress(len(s.patches), "check") as progress:
+            run = represent.check(obj.repo, s, base, run=run, progress=progress)
+    with StageProgress(len(s.patches), "pr") as progress:
+        run = forge.pr(obj.repo, s, run, dry_run=dry_run, close_redundant=close_redundant, stacked=stacked, progress=progress)
+    if as_json:
+        print_json(run.to_json())
+        return
+    out = console()
+    out.print(report.pr_plan_table(run))
+    if dry_run:
+        click.echo(report.pr_documents(run))
 
 
 def _patch_json(p, with_diff: bool = False) -> dict[str, Any]:

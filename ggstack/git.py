@@ -386,6 +386,25 @@ class Repository:
             args += ["--", *paths]
         return self.run(*args).stdout
 
+    def numstat(self, a: str, b: str) -> list[tuple[str, int | None, int | None]]:
+        """(path, added, deleted) per file from ``a`` to ``b``; None counts for a binary file."""
+        out = self.run("diff-tree", "-r", "--numstat", "-z", "--find-renames", "--no-color", a, b).stdout.decode("utf-8", "surrogateescape")
+        fields = out.split("\0")
+        rows: list[tuple[str, int | None, int | None]] = []
+        i = 0
+        while i < len(fields):
+            meta = fields[i]
+            if not meta:
+                i += 1
+                continue
+            added, deleted, path = meta.split("\t", 2)
+            if not path:  # a rename: the old and the new name follow as their own fields
+                path = fields[i + 2]
+                i += 2
+            rows.append((path, int(added) if added.isdigit() else None, int(deleted) if deleted.isdigit() else None))
+            i += 1
+        return rows
+
     # -- patch-id --------------------------------------------------------
 
     def patch_ids_of_range(self, rev_range: Sequence[str], paths: Sequence[str] = ()) -> dict[str, str]:
@@ -437,7 +456,8 @@ class Repository:
     # -- worktrees (for tests) ---------------------------------------------
 
     def add_worktree(self, path: str, commit: str) -> None:
-        self.run("worktree", "add", "--detach", "--force", path, commit)
+        """A detached worktree of ``commit`` at ``path``; no hook of the user's runs."""
+        self.run("-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", "--quiet", path, commit)
 
     def remove_worktree(self, path: str) -> None:
         self.run("worktree", "remove", "--force", "--force", path, check=False)
@@ -455,8 +475,8 @@ class Repository:
 
     # -- remotes ----------------------------------------------------------
 
-    def push(self, remote: str, refspecs: Sequence[str], leases: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
-        args = ["push", "--porcelain", "--no-verify"]
+    def push(self, remote: str, refspecs: Sequence[str], leases: Sequence[str], *, atomic: bool = False) -> subprocess.CompletedProcess[bytes]:
+        args = ["push", "--porcelain", "--no-verify"] + (["--atomic"] if atomic else [])
         args += [f"--force-with-lease={lease}" for lease in leases]
         return self.run(*args, remote, *refspecs, check=False)
 
@@ -473,6 +493,154 @@ class Repository:
             args += ["-L", f"{start},{end}"]
         args += [commit, "--", path]
         return self.out(*args)
+
+    # -- batch reads for ``check`` (one process for many objects) -----------------
+
+    def cat_file_batch(self, names: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
+        """(sha, type, contents) for each object name (``sha``, ``rev:path``,
+        ``rev^{commit}``), None where it is missing: one ``cat-file --batch``."""
+        if not names:
+            return []
+        data = self.run("cat-file", "--batch", input="".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")).stdout
+        out: list[tuple[str, str, bytes] | None] = []
+        pos = 0
+        for _ in names:
+            eol = data.index(b"\n", pos)
+            header = data[pos:eol].decode("utf-8", "surrogateescape")
+            pos = eol + 1
+            parts = header.split(" ")
+            if len(parts) != 3 or not parts[2].isdigit():
+                out.append(None)  # "<name> missing" / "ambiguous"
+                continue
+            size = int(parts[2])
+            out.append((parts[0], parts[1], data[pos:pos + size]))
+            pos += size + 1
+        return out
+
+    def commit_infos(self, revs: Sequence[str]) -> list[CommitInfo]:
+        """``commit_info`` of many revisions in one process; UserError naming an unknown one."""
+        objs = self.cat_file_batch([f"{r}^{{commit}}" for r in revs])
+        infos = []
+        for rev, obj in zip(revs, objs):
+            if obj is None or obj[1] != "commit":
+                raise UserError(f"unknown commit {rev!r} in {self.worktree or self.git_dir}")
+            infos.append(_parse_commit(obj[0], obj[2].decode("utf-8", "surrogateescape")))
+        return infos
+
+    def diffs_of_commits(self, pairs: Sequence[tuple[str, str]]) -> dict[str, bytes]:
+        """commit -> its diff against the given parent (``--full-index --binary``,
+        renames found), for many (commit, parent) pairs in one ``diff-tree --stdin``."""
+        if not pairs:
+            return {}
+        args = ["diff-tree", "--stdin", "-p", "--full-index", "--binary", "--find-renames", "--no-color", "--format=commit %H"]
+        raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
+        out: dict[str, bytes] = {c: b"" for c, _ in pairs}
+        for chunk in re.split(rb"^commit (?=[0-9a-f]{40}\n)", raw, flags=re.M):
+            if chunk:
+                sha, _, diff = chunk.partition(b"\n")
+                out[sha.decode()] = diff.lstrip(b"\n")
+        return out
+
+    def patch_ids_of_commits(self, pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+        """commit -> ``git patch-id --stable`` of its diff against the given parent:
+        one ``diff-tree --stdin`` streamed into one ``patch-id``. Empty changes have none."""
+        if not pairs:
+            return {}
+        args = ["diff-tree", "--stdin", "-p", "--full-index", "--binary", "--find-renames", "--no-color", "--format=commit %H"]
+        with tempfile.TemporaryFile() as feed:
+            feed.write("".join(f"{c} {p}\n" for c, p in pairs).encode())
+            feed.seek(0)
+            diff = self.popen(*args, stdin=feed)
+            pid = self.popen("patch-id", "--stable", stdin=diff.stdout)
+            diff.stdout.close()
+            out, _ = pid.communicate()
+            diff.wait()
+        result = {}
+        for line in out.decode().splitlines():
+            patch_id, commit = line.split()
+            result[commit] = patch_id
+        return result
+
+    def commits_touching(self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]) -> list[tuple[str, str]]:
+        """(commit, first parent) of every non-merge commit reachable from
+        ``tips`` but not ``exclude`` that touches ``paths`` (every such commit,
+        ``--full-history``, not git log's simplified view)."""
+        feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
+        feed += "--\n" + "".join(p + "\n" for p in paths)
+        out = self.out("rev-list", "--full-history", "--no-merges", "--parents", "--stdin", input=feed.encode("utf-8", "surrogateescape"))
+        pairs = []
+        for line in out.splitlines():
+            shas = line.split()
+            if len(shas) >= 2:
+                pairs.append((shas[0], shas[1]))
+        return pairs
+
+    def not_reachable(self, shas: Sequence[str], tip: str) -> set[str]:
+        """Which of ``shas`` are not ancestors of ``tip`` (one rev-list for all)."""
+        if not shas:
+            return set()
+        present = {s for s, ok in self.has_objects(shas).items() if ok}
+        feed = "".join(s + "\n" for s in present) + f"^{tip}\n"
+        reach = set(self.out("rev-list", "--stdin", input=feed.encode()).split()) if present else set()
+        return {s for s in shas if s not in present or s in reach}
+
+    def messages_matching(self, tips: Sequence[str], exclude: Sequence[str], pattern: str) -> list[tuple[str, str]]:
+        """(commit, message) of the commits of the range whose message matches
+        the extended regex ``pattern`` (git log's --grep, so one process)."""
+        feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
+        raw = self.run("log", "--stdin", "-E", f"--grep={pattern}", "--format=%H%x00%B%x00", input=feed.encode()).stdout
+        fields = raw.decode("utf-8", "surrogateescape").split("\0")
+        return [(fields[i].strip(), fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+
+    def blame_lines(self, commit: str, path: str, ranges: Sequence[tuple[int, int]], since: str | None = None) -> dict[int, tuple[str, bool]]:
+        """final line number -> (commit that brought the line, is-boundary) for
+        the 1-based inclusive ``ranges`` of ``path`` at ``commit``; lines older
+        than ``since`` are boundary lines (``git blame since..commit``)."""
+        args = ["blame", "--porcelain"]
+        for start, end in ranges:
+            args += ["-L", f"{start},{end}"]
+        args += [f"{since}..{commit}" if since else commit, "--", path]
+        out = self.out(*args)
+        lines: dict[int, tuple[str, bool]] = {}
+        boundary: set[str] = set()
+        current: list[tuple[str, int]] = []
+        for line in out.splitlines():
+            m = re.match(r"^([0-9a-f]{40}) \d+ (\d+)(?: (\d+))?$", line)
+            if m:
+                current.append((m.group(1), int(m.group(2))))
+            elif line == "boundary" and current:
+                boundary.add(current[-1][0])
+        for sha, final in current:
+            lines[final] = (sha, sha in boundary)
+        return lines
+
+    def reverse_apply_to_tree(self, tree: str, patch: bytes) -> str | None:
+        """``tree`` with ``patch`` reverse-applied (``git apply -R``), or None if it does not apply."""
+        with self.temp_index(tree) as env:
+            proc = self.run("apply", "--cached", "--reverse", "--whitespace=nowarn", "-", input=patch, env=env, check=False)
+            if proc.returncode != 0:
+                return None
+            return self.out("write-tree", env=env)
+
+    def hash_commits(self, commits: Sequence[tuple[str, Sequence[str], str]]) -> list[str]:
+        """Scratch commits (tree, parents, message) with ggstack's fixed identity,
+        written in one ``hash-object --stdin-paths`` call."""
+        ident = f"{_SCRATCH_IDENT['GIT_AUTHOR_NAME']} <{_SCRATCH_IDENT['GIT_AUTHOR_EMAIL']}> {_SCRATCH_IDENT['GIT_AUTHOR_DATE']}"
+        bodies = []
+        for tree, parents, message in commits:
+            head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
+            bodies.append((head + f"author {ident}\ncommitter {ident}\n\n{message}").encode("utf-8", "surrogateescape"))
+        if not bodies:
+            return []
+        with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as d:
+            paths = []
+            for i, data in enumerate(bodies):
+                path = os.path.join(d, str(i))
+                with open(path, "wb") as f:
+                    f.write(data)
+                paths.append(path)
+            out = self.out("hash-object", "-w", "-t", "commit", "--stdin-paths", input="\n".join(paths).encode())
+        return out.split()
 
 # -- trailers (no repository needed) --------------------------------------------
 
@@ -522,6 +690,24 @@ def add_trailers(message: str, trailers: Sequence[tuple[str, str]]) -> str:
     for key, value in trailers:
         args += ["--trailer", f"{key}: {value}"]
     return _plain_git(*args, input=message.encode("utf-8", "surrogateescape"))
+
+
+def _parse_commit(sha: str, raw: str) -> CommitInfo:
+    header, _, message = raw.partition("\n\n")
+    tree, parents, author, committer = "", [], "", ""
+    for line in header.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "tree":
+            tree = value
+        elif key == "parent":
+            parents.append(value)
+        elif key == "author":
+            author = value
+        elif key == "committer":
+            committer = value
+    an, ae, ad = _split_ident(author)
+    cn, ce, cd = _split_ident(committer)
+    return CommitInfo(sha, tree, tuple(parents), an, ae, ad, cn, ce, cd, message)
 
 
 def _split_ident(ident: str) -> tuple[str, str, str]:

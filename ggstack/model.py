@@ -182,7 +182,7 @@ class TestResult:
 
     kind: str  # cpu | gpu
     where: str  # base | patched | old-base
-    status: str  # passed | failed | skipped | error | timeout | not-run
+    status: str  # passed | failed | skipped | error | timeout | not-run | no-tests (none collected)
     tree: str = ""
     command: str = ""
     passed: list[str] = field(default_factory=list)
@@ -191,6 +191,8 @@ class TestResult:
     output_tail: str = ""
     seconds: float = 0.0
     cached: bool = False
+    errors: list[str] = field(default_factory=list)  # tests that errored (setup, collection)
+    reason: str = ""  # why it was not run or not conclusive, in words ("no GPU on this machine")
 
 
 @dataclass
@@ -203,6 +205,17 @@ class PRState:
     head: str | None = None
     base: str | None = None
     action: str | None = None  # what this run did or would do
+    # The rest is what ``pr`` planned and did, so that a saved Run renders the
+    # plan, the PR body and the closing comment without asking the forge again.
+    title: str | None = None
+    labels: list[str] = field(default_factory=list)
+    approved_by: list[str] = field(default_factory=list)
+    position: int | None = None  # n of "n of m" in merge order
+    total: int | None = None
+    actions: list[str] = field(default_factory=list)  # every step, in order ("push ...", "open ...")
+    body: str | None = None  # the body written (or, dry-run, that would be)
+    comment: str | None = None  # the closing comment written (or that would be)
+    note: str = ""
 
 
 @dataclass
