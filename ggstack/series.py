@@ -189,7 +189,7 @@ def parse_patch(raw: bytes, path: str) -> Patch:
         name=name,
         subject=subject,
         message=message,
-        author=str(headers["From"]),
+        author=_author(headers["From"]),
         date=_raw_header(head, "Date"),
         diff=diff,
         provenance=Provenance(stack_patch_id=""),
@@ -199,6 +199,14 @@ def parse_patch(raw: bytes, path: str) -> Patch:
         raw=raw,
     )
     return patch
+
+
+def _author(header: Any) -> str:
+    """"Name <email>" as git has it: the mail header's quoting ("John Q. Public") undone."""
+    addresses = getattr(header, "addresses", ())
+    if len(addresses) != 1:
+        return str(header)
+    return f"{addresses[0].display_name} <{addresses[0].addr_spec}>"
 
 
 def _raw_header(head: str, name: str) -> str:
@@ -249,6 +257,10 @@ def _split_diff(text: str, path: str, first_line: int) -> tuple[str, str]:
             while i < len(lines) and lines[i].startswith("\\"):
                 i += 1
             continue
+        if line.startswith((" ", "+", "-")) and not line.startswith(("+++ ", "--- ")) and line != "-- ":
+            # A hunk line outside any hunk: its header is missing or broken,
+            # or the hunk before it claims fewer lines than it has.
+            raise UserError(f"diff line outside any hunk ({line[:40]!r}): a hunk header is broken or its line counts are too small", path=path, line=first_line + i)
         if line.startswith("GIT binary patch"):
             i += 1
             blocks = 0
@@ -275,12 +287,12 @@ def diff_paths(diff: str) -> list[str]:
     paths: list[str] = []
     for line in diff.split("\n"):
         if line.startswith("diff --git "):
-            a, b = _split_diff_git_line(line[len("diff --git "):])
-            paths += [a, b]
-        elif line.startswith(("rename from ", "copy from ")):
-            paths.append(_unquote(line.split(" ", 2)[2]))
-        elif line.startswith(("rename to ", "copy to ")):
-            paths.append(_unquote(line.split(" ", 2)[2]))
+            paths += _split_diff_git_line(line[len("diff --git "):])
+        elif line.startswith(("rename from ", "copy from ")) and paths:
+            # Exact, where "a/X b/Y" of a renamed file is ambiguous (X may hold " b/").
+            paths[-2] = _unquote(line.split(" ", 2)[2])
+        elif line.startswith(("rename to ", "copy to ")) and paths:
+            paths[-1] = _unquote(line.split(" ", 2)[2])
     return list(dict.fromkeys(p for p in paths if p))
 
 
@@ -378,8 +390,13 @@ def load(patches_dir: str, name: str) -> Stack:
     if not os.path.isfile(toml_path):
         known = ", ".join(list_stacks(patches_dir)) or "none"
         raise UserError(f"no stack {name!r} in {patches_dir} (stacks: {known}; create one with `ggstack init`)")
-    with open(toml_path, encoding="utf-8") as f:
-        config = parse_config(f.read(), toml_path)
+    with open(toml_path, "rb") as f:
+        raw_toml = f.read()
+    try:
+        toml_text = raw_toml.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError("not valid UTF-8 (TOML is UTF-8)", path=toml_path, line=raw_toml[: e.start].count(b"\n") + 1) from None
+    config = parse_config(toml_text, toml_path)
     series_path = os.path.join(path, SERIES)
     series_raw = b""
     if os.path.exists(series_path):
@@ -629,15 +646,23 @@ def _dropped_texts(left_out: Sequence[str], texts: Sequence[str]) -> list[str]:
     """One ``Dropped:`` text per left-out part: the given texts (which name
     their paths in parentheses, or get the next uncovered path), and a plain
     one for every left-out path no text covers."""
-    covered = {p for t in texts for p in left_out if p in t}
-    uncovered = [p for p in left_out if p not in covered]
+    named = [_named_paths(t, left_out) for t in texts]
+    uncovered = [p for p in left_out if not any(p in n for n in named)]
     out = []
-    for text in texts:
-        if "(" not in text and uncovered:
+    for text, paths in zip(texts, named):
+        if not paths and uncovered:
             text = f"{text} ({uncovered.pop(0)})"
         out.append(text)
     out += [f"left out at import ({p})" for p in uncovered]
     return out
+
+
+def _named_paths(text: str, left_out: Sequence[str]) -> set[str]:
+    """The left-out paths a ``--dropped`` text names (a path, a directory or a
+    glob, as for --only) in its closing "(a, b)"."""
+    m = re.search(r"\(([^()]*)\)\s*$", text)
+    names = [n.strip() for n in m.group(1).split(",") if n.strip()] if m else []
+    return {p for p in left_out if any(_matches(p, n) for n in names)}
 
 
 def _pr_from_message(message: str, repo_slug: str) -> str | None:

@@ -1,0 +1,675 @@
+"""The stored series: import with provenance, the on-disk format, list/show/move/remove.
+
+Every check is one a user (or git, or quilt) would make: the stored files
+are fed to ``git am -3`` and ``quilt push -a`` and the resulting trees are
+compared with the original commits; trailers are read back with
+``git interpret-trailers``; ggstack runs as a subprocess and is judged by its
+exit code, its messages and what it left on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gitrepo import GitRepo, run_ggstack
+from ggstack import git, series
+
+SLUG = "owner/repo"
+
+
+class World:
+    """A fork checkout, a patches directory with one empty stack ``s``, and ggstack pointed at both."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.fork = GitRepo.init(tmp / "fork")
+        self.patches = tmp / "patches"
+        self.stack = self.patches / "s"
+        self.base = self.fork.commit("base", {"f.txt": "a\nb\nc\n", "vllm/keep.py": "k = 1\n", "cmake/pin.cmake": "v1\n", "mla.py": "m = 1\n"})
+
+    def gg(self, *args: str, repo: Path | str | None = None) -> subprocess.CompletedProcess[str]:
+        return run_ggstack("--repo", str(repo or self.fork.path), "--patches", str(self.patches), *args, cwd=self.tmp)
+
+    def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
+        proc = self.gg(*args)
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        return proc
+
+    def init(self) -> None:
+        # In-process: `ggstack init` itself is checked once, below; a subprocess a test adds up.
+        series.init(str(self.patches), "s", SLUG, "main")
+
+    def import_(self, *revs: str) -> None:
+        stack = series.load(str(self.patches), "s")
+        series.save(series.import_commits(git.Repository(str(self.fork.path)), stack, revs))
+
+    def files(self) -> list[Path]:
+        """The stored patch files, in series order."""
+        return [self.stack / name for name in series_names(self.stack)]
+
+    def am(self, onto: str, files: list[Path] | None = None, *, keep_cr: bool = False) -> GitRepo:
+        """A fresh worktree at ``onto`` with ``git am -3`` of the stored files applied."""
+        wt = self.tmp / f"am-{len(list(self.tmp.glob('am-*')))}"
+        self.fork.git("worktree", "add", "-q", "--detach", str(wt), onto)
+        checkout = GitRepo(wt)
+        args = ["am", "-3", *(["--keep-cr"] if keep_cr else []), *map(str, files or self.files())]
+        checkout.git(*args)
+        return checkout
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    w = World(tmp_path)
+    w.init()
+    return w
+
+
+def series_names(stack: Path) -> list[str]:
+    lines = (stack / "series").read_text().splitlines()
+    return [line.split()[0] for line in lines if line.strip() and not line.startswith("#")]
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def message_of(checkout: GitRepo, rev: str = "HEAD") -> str:
+    return checkout.git("log", "-1", "--format=%B", rev)
+
+
+def trailers_of(message: str) -> list[tuple[str, str]]:
+    """What git itself reads as the trailers of a message."""
+    proc = subprocess.run(["git", "interpret-trailers", "--parse"], input=message.encode(), capture_output=True, check=True)
+    return [tuple(part.strip() for part in line.split(":", 1)) for line in proc.stdout.decode().splitlines()]
+
+
+def listed(world: World) -> list[dict]:
+    return json.loads(world.ok("list", "s", "--json").stdout)["s"]
+
+
+def roundtrips(stack: Path, patches: Path) -> None:
+    before = snapshot(stack)
+    series.save(series.load(str(patches), stack.name))
+    assert snapshot(stack) == before
+
+
+# -- import -------------------------------------------------------------------------
+
+
+def test_import_one_commit_am_gives_the_same_tree(world: World) -> None:
+    sha = world.fork.commit("Fix the DCP buffer (#130)\n\nPreallocate it once.", {"f.txt": "a\nB\nc\n", "new.txt": "n\n"})
+
+    proc = world.ok("import", "s", sha)
+
+    assert "0001-Fix-the-DCP-buffer-130.patch" in proc.stdout
+    assert series_names(world.stack) == ["0001-Fix-the-DCP-buffer-130.patch"]
+    raw = world.files()[0].read_text()
+    assert raw.startswith(f"From {sha} ")
+    assert "Subject: [PATCH 1/1] Fix the DCP buffer (#130)" in raw
+    assert re.search(r"^index [0-9a-f]{40}\.\.[0-9a-f]{40}", raw, re.M), "--full-index, so git am -3 can merge"
+    checkout = world.am(world.base)
+    assert checkout.tree("HEAD") == world.fork.tree(sha)
+    trailers = trailers_of(message_of(checkout))
+    assert ("Original-PR", f"{SLUG}#130") in trailers
+    assert ("Cherry-picked-from", sha) in trailers
+    assert [k for k, _ in trailers].count("Stack-Patch-Id") == 1
+    assert message_of(checkout).startswith("Fix the DCP buffer (#130)\n\nPreallocate it once.\n")
+    assert checkout.git("log", "-1", "--format=%an <%ae>") == "Test Author <author@example.com>"
+
+
+def test_import_a_range_in_order(world: World) -> None:
+    shas = [
+        world.fork.commit("first", {"f.txt": "a\nb1\nc\n"}),
+        world.fork.commit("second", {"g.txt": "g\n"}),
+        world.fork.commit("third", {"f.txt": "a\nb1\nc3\n"}),
+    ]
+
+    world.ok("import", "s", f"{world.base[:10]}..{shas[-1][:10]}")
+
+    files = world.files()
+    assert [f.name for f in files] == ["0001-first.patch", "0002-second.patch", "0003-third.patch"]
+    for n, (f, sha) in enumerate(zip(files, shas), 1):
+        text = f.read_text()
+        assert f"Subject: [PATCH {n}/3] " in text
+        assert f"Cherry-picked-from: {sha}" in text
+    checkout = world.am(world.base)
+    assert checkout.tree("HEAD") == world.fork.tree(shas[-1])
+    for n, sha in enumerate(reversed(shas)):
+        assert checkout.tree(f"HEAD~{n}") == world.fork.tree(sha)
+    assert [p["cherry_picked_from"] for p in listed(world)] == shas
+
+
+def test_import_appends_and_renumbers_the_existing_patches(world: World) -> None:
+    a = world.fork.commit("one", {"f.txt": "1\n"})
+    b = world.fork.commit("two", {"f.txt": "2\n"})
+    world.ok("import", "s", a)
+    world.ok("import", "s", b)
+
+    files = world.files()
+    assert [f.name for f in files] == ["0001-one.patch", "0002-two.patch"]
+    assert "Subject: [PATCH 1/2] one" in files[0].read_text()
+    assert "Subject: [PATCH 2/2] two" in files[1].read_text()
+    assert world.am(world.base).tree("HEAD") == world.fork.tree(b)
+
+
+def test_original_pr_from_a_github_merge_commit(world: World) -> None:
+    fork = world.fork
+    fork.git("checkout", "-q", "-b", "feature")
+    fork.commit("Add the feature", {"feature.py": "x = 1\n"})
+    fork.git("checkout", "-q", "main")
+    fork.git("merge", "-q", "--no-ff", "-m", "Merge pull request #42 from someone/feature\n\nAdd the feature, properly", "feature")
+    merge = fork.sha("HEAD")
+
+    world.ok("import", "s", merge)
+
+    (p,) = listed(world)
+    assert p["subject"] == "Add the feature, properly"
+    assert p["original_pr"] == f"{SLUG}#42"
+    assert p["cherry_picked_from"] == merge
+    checkout = world.am(world.base)
+    assert checkout.tree("HEAD") == fork.tree(merge)
+    assert ("Original-PR", f"{SLUG}#42") in trailers_of(message_of(checkout))
+
+
+def test_original_pr_option_wins_over_the_subject(world: World) -> None:
+    sha = world.fork.commit("Something (#7)", {"f.txt": "x\n"})
+    world.ok("import", "s", sha, "--original-pr", "up/stream#130")
+    assert listed(world)[0]["original_pr"] == "up/stream#130"
+
+
+def test_no_original_pr_when_the_subject_does_not_say(world: World) -> None:
+    sha = world.fork.commit("Plain subject", {"f.txt": "x\n"})
+    world.ok("import", "s", sha)
+    (p,) = listed(world)
+    assert p["original_pr"] is None
+    assert "Original-PR" not in world.files()[0].read_text()
+
+
+def test_gits_own_cherry_picked_line_is_read(world: World) -> None:
+    upstream = "ab" * 20
+    world.fork.commit(f"Backport the fix\n\n(cherry picked from commit {upstream})", {"f.txt": "x\n"})
+    world.ok("import", "s", "HEAD")
+    path = world.files()[0]
+    # A patch written by hand (or by an older tool) with only git's line.
+    text = path.read_text()
+    text = re.sub(r"^Cherry-picked-from: .*\n", "", text, flags=re.M)
+    path.write_text(text)
+
+    (p,) = listed(world)
+    assert p["cherry_picked_from"] == upstream
+
+
+def test_stack_patch_id_is_stable(world: World, tmp_path: Path) -> None:
+    sha = world.fork.commit("Fix (#1)", {"f.txt": "x\n"})
+    other = world.fork.commit("Other", {"g.txt": "y\n"})
+    world.ok("import", "s", sha)
+    first = listed(world)[0]["stack_patch_id"]
+    assert re.fullmatch(r"I[0-9a-f]{40}", first)
+
+    # Re-importing the same history elsewhere regenerates the same bytes.
+    again = tmp_path / "again"
+    world.ok("--patches", str(again), "init", "s", "--repo-slug", SLUG, "--base", "main")
+    world.ok("--patches", str(again), "import", "s", sha)
+    assert snapshot(again / "s") == snapshot(world.stack)
+
+    # Moving does not change it; importing the same commit twice is refused.
+    world.ok("import", "s", other)
+    world.ok("move", "s", "2", "--to", "1")
+    assert [p["stack_patch_id"] for p in listed(world)][1] == first
+    before = snapshot(world.stack)
+    proc = world.gg("import", "s", sha)
+    assert proc.returncode == 2
+    assert "already in the stack" in proc.stderr
+    assert snapshot(world.stack) == before
+
+
+def test_a_commit_that_carries_a_stack_patch_id_keeps_it(world: World) -> None:
+    world.fork.commit("Replayed\n\nStack-Patch-Id: Ideadbeef", {"f.txt": "x\n"})
+    world.ok("import", "s", "HEAD")
+    assert listed(world)[0]["stack_patch_id"] == "Ideadbeef"
+    assert world.files()[0].read_text().count("Stack-Patch-Id:") == 1
+
+
+# -- partial import -----------------------------------------------------------------
+
+
+def _mixed_commit(world: World) -> str:
+    return world.fork.commit(
+        "DCP fix with unrelated bits (#130)",
+        {"vllm/keep.py": "k = 2\n", "vllm/new.py": "n = 1\n", "cmake/pin.cmake": "v2\n", "mla.py": "m = 2\n"},
+    )
+
+
+def test_exclude_leaves_paths_out_and_records_each(world: World) -> None:
+    sha = _mixed_commit(world)
+
+    world.ok("import", "s", sha, "--exclude", "cmake/pin.cmake", "--exclude", "mla.py")
+
+    (p,) = listed(world)
+    assert p["paths"] == ["vllm/keep.py", "vllm/new.py"]
+    assert len(p["dropped"]) == 2
+    assert any("cmake/pin.cmake" in d for d in p["dropped"])
+    assert any("mla.py" in d for d in p["dropped"])
+    text = world.files()[0].read_text()
+    assert "pin.cmake" not in text.split("\n---\n", 1)[1]
+    checkout = world.am(world.base)
+    assert checkout.git("diff", "--name-only", world.base, "HEAD").split() == ["vllm/keep.py", "vllm/new.py"]
+    dropped = [v for k, v in trailers_of(message_of(checkout)) if k == "Dropped"]
+    assert len(dropped) == 2
+
+
+def test_dropped_text_describes_the_left_out_parts(world: World) -> None:
+    sha = _mixed_commit(world)
+
+    world.ok(
+        "import", "s", sha, "--only", "vllm/",
+        "--dropped", "CUTLASS version pin (cmake/pin.cmake)", "--dropped", "MLA .contiguous() workaround",
+    )
+
+    (p,) = listed(world)
+    assert p["paths"] == ["vllm/keep.py", "vllm/new.py"]
+    assert p["dropped"] == ["CUTLASS version pin (cmake/pin.cmake)", "MLA .contiguous() workaround (mla.py)"]
+
+
+def test_dropped_text_may_name_a_directory(world: World) -> None:
+    sha = _mixed_commit(world)
+    world.ok("import", "s", sha, "--only", "vllm/", "--dropped", "build pins (cmake/)")
+    assert listed(world)[0]["dropped"] == ["build pins (cmake/)", "left out at import (mla.py)"]
+
+
+def test_only_with_a_glob(world: World) -> None:
+    sha = _mixed_commit(world)
+    world.ok("import", "s", sha, "--only", "*.py", "--exclude", "mla.py")
+    (p,) = listed(world)
+    assert p["paths"] == ["vllm/keep.py", "vllm/new.py"]
+    assert len(p["dropped"]) == 2
+
+
+@pytest.mark.parametrize("flags", [["--exclude", "vllm", "--exclude", "cmake", "--exclude", "mla.py"], ["--only", "nowhere/"], ["--only", "../outside"]])
+def test_an_import_leaving_an_empty_patch_is_refused(world: World, flags: list[str]) -> None:
+    sha = _mixed_commit(world)
+    before = snapshot(world.stack)
+    proc = world.gg("import", "s", sha, *flags)
+    assert proc.returncode == 2, proc.stderr
+    assert "empty patch" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert snapshot(world.stack) == before
+
+
+def test_an_empty_commit_is_refused(world: World) -> None:
+    world.fork.commit("nothing")
+    before = snapshot(world.stack)
+    proc = world.gg("import", "s", "HEAD")
+    assert proc.returncode == 2
+    assert "empty patch" in proc.stderr
+    assert snapshot(world.stack) == before
+
+
+# -- the stored format round-trips ----------------------------------------------------------
+
+
+def test_load_save_changes_no_byte(world: World) -> None:
+    world.fork.commit("one (#1)", {"f.txt": "1\n"})
+    world.fork.commit("two", {"g.txt": "2\n"})
+    _mixed_commit(world)
+    world.ok("import", "s", f"{world.base}..HEAD~1")
+    world.ok("import", "s", "HEAD", "--exclude", "mla.py")
+    # A hand-edited series (comments, -p1) is kept as it is when the order did not change.
+    names = series_names(world.stack)
+    (world.stack / "series").write_text(f"# my comment\n{names[0]} -p1\n\n# later\n{names[1]}\n{names[2]}  # why\n")
+
+    roundtrips(world.stack, world.patches)
+
+
+def test_move_renumbers_files_subjects_and_series(world: World) -> None:
+    shas = [world.fork.commit(s, {f"{s}.txt": s}) for s in ("alpha", "beta", "gamma")]
+    world.ok("import", "s", f"{world.base}..HEAD")
+    ids = [p["stack_patch_id"] for p in listed(world)]
+
+    proc = world.ok("move", "s", "3", "--to", "1")
+
+    assert proc.stdout.split() == ["0001-gamma.patch", "0002-alpha.patch", "0003-beta.patch"]
+    _assert_consistent(world.stack, ["gamma", "alpha", "beta"])
+    assert [p["stack_patch_id"] for p in listed(world)] == [ids[2], ids[0], ids[1]]
+    # Independent patches still apply in the new order.
+    checkout = world.am(world.base)
+    assert checkout.tree("HEAD") == world.fork.tree(shas[-1])
+    roundtrips(world.stack, world.patches)
+
+
+def test_move_patches_with_the_same_slug(world: World) -> None:
+    a = world.fork.commit("fix", {"a.txt": "a"})
+    b = world.fork.commit("fix", {"b.txt": "b"})
+    world.ok("import", "s", f"{world.base}..HEAD")
+    world.ok("move", "s", "2", "--to", "1")
+    _assert_consistent(world.stack, ["fix", "fix"])
+    assert [p["cherry_picked_from"] for p in listed(world)] == [b, a]
+
+
+def test_move_by_name_and_to_the_end(world: World) -> None:
+    for s in ("alpha", "beta", "gamma"):
+        world.fork.commit(s, {f"{s}.txt": s})
+    world.ok("import", "s", f"{world.base}..HEAD")
+    world.ok("move", "s", "0001-alpha.patch", "--to", "3")
+    _assert_consistent(world.stack, ["beta", "gamma", "alpha"])
+    world.ok("move", "s", "0003-alpha", "--to", "3")
+    _assert_consistent(world.stack, ["beta", "gamma", "alpha"])
+
+
+def test_remove_renumbers_the_rest(world: World) -> None:
+    for s in ("alpha", "beta", "gamma"):
+        world.fork.commit(s, {f"{s}.txt": s})
+    world.ok("import", "s", f"{world.base}..HEAD")
+
+    proc = world.ok("remove", "s", "2")
+
+    assert "0002-beta.patch" in proc.stdout
+    _assert_consistent(world.stack, ["alpha", "gamma"])
+    world.ok("remove", "s", "0002-gamma.patch")
+    world.ok("remove", "s", "1")
+    _assert_consistent(world.stack, [])
+    assert listed(world) == []
+
+
+@pytest.mark.parametrize("args", [["move", "s", "9", "--to", "1"], ["move", "s", "1", "--to", "5"], ["move", "s", "1", "--to", "0"], ["remove", "s", "nope"], ["show", "s", "4"]])
+def test_move_remove_show_of_a_missing_patch(world: World, args: list[str]) -> None:
+    world.fork.commit("alpha", {"a.txt": "a"})
+    world.ok("import", "s", "HEAD")
+    before = snapshot(world.stack)
+    proc = world.gg(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert snapshot(world.stack) == before
+
+
+def _assert_consistent(stack: Path, slugs: list[str]) -> None:
+    names = [f"{i:04d}-{slug}.patch" for i, slug in enumerate(slugs, 1)]
+    assert series_names(stack) == names
+    assert sorted(p.name for p in stack.glob("*.patch")) == sorted(names)
+    for i, name in enumerate(names, 1):
+        assert f"Subject: [PATCH {i}/{len(names)}] {slugs[i - 1]}" in (stack / name).read_text()
+
+
+# -- quilt ------------------------------------------------------------------------------
+
+
+def test_quilt_push_applies_the_series_onto_the_base(world: World) -> None:
+    quilt = shutil.which("quilt")
+    if quilt is None:
+        pytest.skip("quilt is not installed")
+    fork = world.fork
+    fork.commit("edit", {"f.txt": "a\nB\nc\n"})
+    fork.commit("add and delete", {"added.txt": "new\n", "mla.py": None})
+    fork.commit("rename", {"vllm/renamed.py": "k = 1\n", "vllm/keep.py": None})
+    tip = fork.commit("edit the renamed file", {"vllm/renamed.py": "k = 1\nj = 2\n"})
+    world.ok("import", "s", f"{world.base}..{tip}")
+
+    checkout = world.tmp / "quilt"
+    fork.git("worktree", "add", "-q", "--detach", str(checkout), world.base)
+    env = {**os.environ, "QUILT_PATCHES": str(world.stack), "QUILTRC": "/dev/null"}
+    proc = subprocess.run([quilt, "push", "-a"], cwd=checkout, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    wt = GitRepo(checkout)
+    wt.git("add", "-A", "--", ".", ":!.pc")
+    assert wt.git("write-tree") == fork.tree(tip)
+
+
+# -- bad input --------------------------------------------------------------------------
+
+
+def _first_patch(world: World) -> Path:
+    return world.files()[0]
+
+
+def _edit_patch(world: World, old: str, new: str, count: int = 1) -> None:
+    path = _first_patch(world)
+    text = path.read_text()
+    assert old in text, (old, text)
+    path.write_text(text.replace(old, new, count))
+
+
+def _not_mbox(world: World) -> None:
+    path = _first_patch(world)
+    path.write_text("Subject: hello\n\n" + path.read_text().split("\n", 1)[1])
+
+
+def _no_diff(world: World) -> None:
+    path = _first_patch(world)
+    text = path.read_text()
+    path.write_text(text[: text.index("diff --git")])
+
+
+def _series_names_missing_file(world: World) -> None:
+    with open(world.stack / "series", "a") as f:
+        f.write("0002-missing.patch\n")
+
+
+def _file_not_in_series(world: World) -> None:
+    shutil.copy(_first_patch(world), world.stack / "0002-stray.patch")
+
+
+def _duplicate_id(world: World) -> None:
+    shutil.copy(_first_patch(world), world.stack / "0002-copy.patch")
+    with open(world.stack / "series", "a") as f:
+        f.write("0002-copy.patch\n")
+
+
+def _toml(old: str, new: str):
+    def edit(world: World) -> None:
+        path = world.stack / "stack.toml"
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new, 1))
+
+    return edit
+
+
+# (name, how to break the stack, text expected in stderr: file name and line)
+BAD_INPUTS = [
+    ("not-mbox", _not_mbox, r"0001-fix\.patch:1: "),
+    ("no-diff", _no_diff, r"0001-fix\.patch:\d+: no diff"),
+    ("broken-hunk-header", lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@@ -1,x +1,3 @@"), r"0001-fix\.patch:\d+: broken hunk header"),
+    ("hunk-header-mangled", lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@ -1,3 +1,3 @@"), r"0001-fix\.patch:\d+: "),
+    ("hunk-counts-too-big", lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@@ -1,5 +1,5 @@"), r"0001-fix\.patch:\d+: hunk"),
+    ("hunk-counts-too-small", lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@@ -1,2 +1,2 @@"), r"0001-fix\.patch:\d+: "),
+    ("truncated", lambda w: _first_patch(w).write_text(_first_patch(w).read_text().split("-b\n")[0]), r"0001-fix\.patch:\d+: "),
+    ("series-entry-without-file", _series_names_missing_file, r"series:3: .*0002-missing\.patch"),
+    ("file-not-in-series", _file_not_in_series, r"0002-stray\.patch: .*not in series"),
+    ("duplicate-stack-patch-id", _duplicate_id, r"0002-copy\.patch: duplicate Stack-Patch-Id"),
+    ("toml-unknown-key", _toml("draft = true", "draft = true\ncolour = 'red'"), r"stack\.toml:\d+: unknown key pr\.colour"),
+    ("toml-unknown-section", _toml("[branches]", "[branchez]"), r"stack\.toml:\d+: unknown section"),
+    ("toml-wrong-type", _toml("timeout = 900", 'timeout = "soon"'), r"stack\.toml:\d+: tests\.timeout must be"),
+    ("toml-wrong-list", _toml('labels = ["do-not-merge"]', "labels = [1, 2]"), r"stack\.toml:\d+: pr\.labels"),
+    ("toml-bad-syntax", _toml("[pr]", "[pr"), r"stack\.toml:\d+: invalid TOML"),
+    ("toml-not-utf8", lambda w: (w.stack / "stack.toml").write_bytes(b"# \xff\n" + (w.stack / "stack.toml").read_bytes()), r"stack\.toml:1: "),
+    ("toml-no-repo", _toml(f'repo = "{SLUG}"', ""), r"stack\.toml: target\.repo"),
+]
+
+
+@pytest.fixture
+def one_patch(world: World) -> World:
+    world.fork.commit("fix", {"f.txt": "a\nB\nc\n"})
+    world.import_("HEAD")
+    assert series_names(world.stack) == ["0001-fix.patch"]
+    world.fork.commit("next", {"g.txt": "g\n"})
+    return world
+
+
+@pytest.mark.parametrize("name,breakage,expected", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_is_exit_2_with_file_and_line_and_writes_nothing(one_patch: World, name: str, breakage, expected: str) -> None:
+    world = one_patch
+    breakage(world)
+    before = snapshot(world.stack)
+    for args in (["list", "s"], ["import", "s", "HEAD"], ["remove", "s", "1"]):
+        proc = world.gg(*args)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 2, (args, out)
+        assert "Traceback" not in out
+        assert re.search(expected, proc.stderr), (args, proc.stderr)
+        assert snapshot(world.stack) == before, args
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["import", "s", "no-such-ref"], r"unknown ref 'no-such-ref'"),
+        (["import", "s", "no-such-ref..HEAD"], r"unknown ref 'no-such-ref'"),
+        (["import", "s", "HEAD", "--original-pr", "130"], r"--original-pr"),
+        (["import", "nostack", "HEAD"], r"no stack 'nostack'"),
+        (["list", "nostack"], r"no stack 'nostack'"),
+        (["show", "nostack", "1"], r"no stack 'nostack'"),
+        (["init", "s", "--repo-slug", SLUG, "--base", "main"], r"already exists"),
+        (["init", "t", "--repo-slug", "noslash", "--base", "main"], r"owner/name"),
+        (["init", "../escape", "--repo-slug", SLUG, "--base", "main"], r"invalid stack name"),
+    ],
+)
+def test_bad_arguments_are_exit_2(one_patch: World, args: list[str], expected: str) -> None:
+    before = snapshot(one_patch.patches)
+    proc = one_patch.gg(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert re.search(expected, proc.stderr), proc.stderr
+    assert snapshot(one_patch.patches) == before
+
+
+def test_repo_that_is_not_a_git_repository(one_patch: World, tmp_path: Path) -> None:
+    nowhere = tmp_path / "not-a-repo"
+    nowhere.mkdir()
+    before = snapshot(one_patch.patches)
+    proc = one_patch.gg("import", "s", "HEAD", repo=nowhere)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert str(nowhere) in proc.stderr and "not a git repository" in proc.stderr
+    assert snapshot(one_patch.patches) == before
+
+
+def test_a_root_commit_cannot_be_imported(world: World) -> None:
+    proc = world.gg("import", "s", world.base)
+    assert proc.returncode == 2
+    assert "root commit" in proc.stderr
+
+
+# -- hard content -------------------------------------------------------------------------
+
+
+def test_unicode_rename_mode_binary_crlf_round_trip(world: World) -> None:
+    fork = world.fork
+    fork.commit("Přidat české znaky — ünïcödé 🎉 (#5)", {"čeština.txt": "žluťoučký kůň\n"}, author="Jiří Novák <jiri@example.cz>")
+    fork.commit("rename a file", {"vllm/moved.py": "k = 1\n", "vllm/keep.py": None})
+    fork.write("run.sh", "#!/bin/sh\necho hi\n", mode=0o755)
+    fork.commit("add a script")
+    os.chmod(fork.path / "mla.py", 0o755)
+    fork.commit("make mla executable")
+    fork.commit("a binary file", {"blob.bin": bytes(range(256)) * 4})
+    fork.commit("change the binary", {"blob.bin": bytes(range(255, -1, -1)) * 4})
+    fork.commit("a path with spaces", {"dir with space/a b.txt": "x\n", 'odd "quote".txt': "q\n", "tab\tname.txt": "t\n"})
+    fork.commit("rename with spaces", {"dir with space/c d.txt": "x\n", "dir with space/a b.txt": None})
+    tip = fork.commit("CRLF content", {"win.txt": "one\r\ntwo\r\nthree\r\n"})
+    crlf_edit = fork.commit("CRLF edit", {"win.txt": "one\r\nTWO\r\nthree\r\n"})
+    tip = crlf_edit
+
+    world.ok("import", "s", f"{world.base}..{tip}")
+
+    patches = listed(world)
+    assert patches[0]["subject"] == "Přidat české znaky — ünïcödé 🎉 (#5)"
+    assert patches[0]["author"] == "Jiří Novák <jiri@example.cz>"
+    assert patches[0]["original_pr"] == f"{SLUG}#5"
+    assert patches[0]["paths"] == ["čeština.txt"]
+    assert patches[1]["paths"] == ["vllm/keep.py", "vllm/moved.py"]
+    assert patches[6]["paths"] == ["dir with space/a b.txt", 'odd "quote".txt', "tab\tname.txt"]
+    assert patches[7]["paths"] == ["dir with space/a b.txt", "dir with space/c d.txt"]
+    assert "rename from vllm/keep.py" in world.files()[1].read_text()
+    assert "new mode 100755" in world.files()[3].read_text()
+    assert "GIT binary patch" in world.files()[4].read_text()
+
+    # git am needs --keep-cr for CRLF content (it strips CRs from mail otherwise);
+    # everything up to the CRLF patches applies with plain `git am -3`.
+    checkout = world.am(world.base, world.files()[:-2])
+    assert checkout.tree("HEAD") == fork.tree(f"{tip}~2")
+    checkout = world.am(world.base, keep_cr=True)
+    assert checkout.tree("HEAD") == fork.tree(tip)
+    assert checkout.git("log", "--format=%an <%ae>|%s", "--reverse", f"{world.base}..HEAD").splitlines()[0] == "Jiří Novák <jiri@example.cz>|Přidat české znaky — ünïcödé 🎉 (#5)"
+    roundtrips(world.stack, world.patches)
+    world.ok("move", "s", "1", "--to", "2")
+    roundtrips(world.stack, world.patches)
+
+
+@pytest.mark.parametrize("author", ["John Q. Public <jqp@example.com>", "Doe, John (ACME) <doe@example.com>"])
+def test_authors_that_mail_headers_quote(world: World, author: str) -> None:
+    world.fork.commit("fix", {"f.txt": "x\n"}, author=author)
+    world.ok("import", "s", "HEAD")
+    assert listed(world)[0]["author"] == author
+    assert series.load(str(world.patches), "s").patches[0].author == author
+
+
+def test_diff_paths_of_quoted_and_spaced_names() -> None:
+    diff = "\n".join([
+        'diff --git "a/tab\\there.txt" "b/tab\\there.txt"',
+        "diff --git a/one two.txt b/one two.txt",
+        "diff --git a/x b/y.txt b/x b/z.txt",
+        "similarity index 100%",
+        "rename from x b/y.txt",
+        "rename to x b/z.txt",
+        'diff --git a/plain.txt "b/new\\"q.txt"',
+        "rename from plain.txt",
+        'rename to "new\\"q.txt"',
+        'diff --git "a/\\303\\251t\\303\\251.txt" "b/\\303\\251t\\303\\251.txt"',
+        "",
+    ])
+    assert series.diff_paths(diff) == ["tab\there.txt", "one two.txt", "x b/y.txt", "x b/z.txt", "plain.txt", 'new"q.txt', "été.txt"]
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def test_list_and_show_json(one_patch: World) -> None:
+    world = one_patch
+    data = json.loads(world.ok("list", "--json").stdout)
+    assert list(data) == ["s"]
+    (p,) = data["s"]
+    assert p["name"] == "0001-fix.patch" and p["subject"] == "fix" and p["paths"] == ["f.txt"]
+
+    shown = json.loads(world.ok("show", "s", "1", "--json").stdout)
+    assert shown["stack_patch_id"] == p["stack_patch_id"]
+    assert "Stack-Patch-Id: " in shown["message"]
+    assert shown["diff"].startswith("diff --git a/f.txt b/f.txt\n")
+    assert "+B" in shown["diff"]
+
+    text = world.ok("show", "s", "0001-fix", "--patch").stdout
+    assert "Stack-Patch-Id: " in text and "f.txt" in text and "+B" in text
+    table = world.ok("list", "s").stdout
+    assert "fix" in table and p["stack_patch_id"][:12] in table
+
+
+def test_init_writes_a_stack_that_loads(tmp_path: Path) -> None:
+    patches = tmp_path / "patches"
+    proc = run_ggstack("--patches", str(patches), "init", "gg-clean", "--repo-slug", SLUG, "--base", "dev/gilded-gnosis", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (patches / "gg-clean").iterdir()) == ["series", "stack.toml"]
+    stack = series.load(str(patches), "gg-clean")
+    assert (stack.config.target.repo, stack.config.target.base, stack.patches) == (SLUG, "dev/gilded-gnosis", ())
+    roundtrips(patches / "gg-clean", patches)
+    proc = run_ggstack("list", "gg-clean", cwd=tmp_path, env={"GGSTACK_PATCHES": str(patches)})
+    assert proc.returncode == 0 and "gg-clean" in proc.stdout
+
+
+def test_list_without_stacks(tmp_path: Path) -> None:
+    proc = run_ggstack("--patches", str(tmp_path / "none"), "list", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert "no stacks" in proc.stdout
+
+
+@pytest.mark.parametrize("command", [[], ["init"], ["import"], ["list"], ["show"], ["remove"], ["move"]])
+def test_help_explains_with_an_example(tmp_path: Path, command: list[str]) -> None:
+    proc = run_ggstack(*command, "--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "ggstack " in proc.stdout
+    assert re.search(r"(Example|Typical)", proc.stdout)
