@@ -342,6 +342,99 @@ def pr(obj: Ctx, stack: str, onto: str | None, dry_run: bool, close_redundant: b
         click.echo(report.pr_documents(run))
 
 
+@main.command()
+@click.argument("stack")
+@click.option("--onto", default=None, help="The base to sync onto [default: stack.toml target.base].")
+@click.option("--fetch", is_flag=True, help="git fetch the stack's remote first.")
+@click.option("--gpu", type=click.Choice(["auto", "require", "off"]), default="auto", show_default=True, help="GPU tests: where there is a GPU (else inconclusive), required, or skipped.")
+@click.option("--dry-run", is_flag=True, help="Change nothing anywhere (no branch, push or PR); still write the Run and the report.")
+@click.option("--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence.")
+@click.option("--run-json", "run_json", default=None, type=click.Path(dir_okay=False), help="Also write the Run to this file [always: under the git dir, ggstack/runs/STACK.json].")
+@click.pass_obj
+@handled
+def sync(obj: Ctx, stack: str, onto: str | None, fetch: bool, gpu: str, dry_run: bool, close_redundant: bool, run_json: str | None) -> None:
+    """The CI rebase bot: fetch, apply, check, test and pr in one run, one Run.
+
+    A stage that fails is recorded in the Run and the later stages carry on
+    with what is still sound; PRs are only touched when every earlier stage
+    succeeded. One sync at a time per repository and stack (a lock under the
+    git dir). In GitHub Actions: log groups per stage, annotations on the
+    patch files, the Markdown report in the step summary.
+
+    \b
+    Exit codes:
+      0  nothing for a human: every patch needed-and-healthy or represented
+      1  attention: conflict, broken, partial, inconclusive, redundant PR left open
+      2  usage or input error
+      3  infrastructure failure: forge or git failed, or another sync holds the lock
+
+    \b
+    Example:
+      ggstack sync gg-clean --fetch --onto origin/dev/gilded-gnosis --run-json run.json
+    """
+    from ggstack import pipeline
+
+    s = obj.stack(stack)
+    actions = pipeline.in_actions(os.environ)
+    observer = pipeline.ActionsObserver(sys.stdout) if actions else _TerminalObserver()
+    warn = lambda message: err_console.print(f"[yellow]ggstack: warning:[/] {message}", highlight=False)  # noqa: E731
+    with pipeline.locked(obj.repo, s.name, command=f"ggstack sync {s.name}", warn=warn):
+        run = pipeline.sync(obj.repo, s, onto or s.config.target.base, fetch=fetch, gpu=gpu, dry_run=dry_run, close_redundant=close_redundant, observer=observer)
+        path = pipeline.save_run(obj.repo, run, run_json)
+    console().print(report.report_table(run))
+    for error in run.errors:
+        err_console.print(f"[bold red]ggstack:[/] {error}", highlight=False)
+    if actions:
+        pipeline.publish_to_actions(run, s, os.environ, sys.stdout)
+    err_console.print(f"wrote the Run to {path}" + (" (dry run: nothing else changed)" if dry_run else ""), highlight=False)
+    sys.exit(pipeline.exit_code(run))
+
+
+class _TerminalObserver:
+    """sync's stages on a terminal: a progress bar while a stage runs, its state after."""
+
+    def stage(self, name: str, total: int) -> StageProgress:
+        return StageProgress(total, name)
+
+    def finished(self, name: str, state: str) -> None:
+        style = "green" if state in ("ok", "dry-run") else ("yellow" if state.startswith("skipped") else "red")
+        err_console.print(f"[{style}]{name}[/]: {state}", highlight=False)
+
+
+@main.command("report")
+@click.argument("run_file", metavar="RUN.json", type=click.Path(exists=True, dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True, help="table for the terminal, markdown for GitHub (PR comment, step summary), json for the Run itself.")
+@handled
+def report_(run_file: str, fmt: str) -> None:
+    """Render a saved Run for the maintainer deciding merge or close.
+
+    Per patch, in merge order: verdict, recommendation, the evidence in words,
+    provenance, the PR and its approval state; the remaining diff of partial
+    patches and the draft closing comment of each redundant PR.
+
+    \b
+    Example:
+      ggstack report run.json --format markdown >> "$GITHUB_STEP_SUMMARY"
+    """
+    try:
+        with open(run_file, encoding="utf-8") as f:
+            run = Run.from_json(json.load(f))
+    except (ValueError, KeyError, TypeError) as e:
+        raise UserError(f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): {e}", path=run_file) from None
+    if fmt == "json":
+        click.echo(report.run_json(run), nl=False)
+    elif fmt == "markdown":
+        click.echo(report.markdown(run), nl=False)
+    else:
+        out = console()
+        out.print(report.report_table(run))
+        for o in run.outcomes:
+            if o.verdict and o.verdict.value == "partial" and o.remaining_diff:
+                out.print(f"\n{o.name}: remaining diff", markup=False)
+                out.print(o.remaining_diff, markup=False, highlight=False)
+
+
+
 def _patch_json(p, with_diff: bool = False) -> dict[str, Any]:
     d = {
         "name": p.name,

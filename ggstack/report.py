@@ -6,9 +6,13 @@ and the bot's step summary say can never disagree.
 
 from __future__ import annotations
 
-from rich.table import Table
+import html
+import json
 
-from ggstack.model import Applied, Outcome, Run, Verdict
+from rich.table import Table
+from rich.text import Text
+
+from ggstack.model import Applied, Outcome, Recommendation, Run, TestResult, Verdict
 
 
 def short(sha: str | None) -> str:
@@ -205,3 +209,205 @@ def pr_documents(run: Run) -> str:
         if o.pr and o.pr.comment is not None:
             out.append(f"===== {o.name}: closing comment =====\n{o.pr.comment}")
     return "\n".join(out)
+
+
+# -- the report (``ggstack report``, the bot's step summary) --------------------------
+#
+# One set of "in words" functions feeds the terminal table, the Markdown and
+# the exit code, so that what the maintainer reads and what the bot branches
+# on are the same facts.
+
+VERDICT_ORDER = (Verdict.UNIQUE, Verdict.PARTIAL, Verdict.REPRESENTED, Verdict.CONFLICT, Verdict.BROKEN, Verdict.INCONCLUSIVE)
+NOT_JUDGED = "not judged"
+
+
+def verdict_counts(run: Run) -> dict[str, int]:
+    """Patches per verdict, in a fixed order, zero counts left out."""
+    counts = {v.value: 0 for v in VERDICT_ORDER}
+    counts[NOT_JUDGED] = 0
+    for o in run.outcomes:
+        counts[o.verdict.value if o.verdict else NOT_JUDGED] += 1
+    return {k: n for k, n in counts.items() if n}
+
+
+def header_line(run: Run) -> str:
+    """"gg-clean: 3 patches onto origin/dev at 1a2b3c4d5e — 1 unique, 1 represented, 1 conflict"."""
+    n = len(run.outcomes)
+    counts = ", ".join(f"{k} {v}" if k == NOT_JUDGED else f"{v} {k}" for k, v in verdict_counts(run).items())
+    return f"{run.stack}: {n} patch{'es' if n != 1 else ''} onto {run.base_ref} at {short(run.base)}" + (f" — {counts}" if counts else "")
+
+
+def redundant_open(o: Outcome) -> bool:
+    """A PR is still open for a patch the base already has."""
+    return o.verdict is Verdict.REPRESENTED and o.pr is not None and o.pr.number is not None and o.pr.state == "open"
+
+
+def attention(run: Run) -> list[str]:
+    """What a human has to look at, one line each; empty when the bot may stay silent.
+
+    Needed-and-healthy patches (their PR open and waiting for approval) and
+    represented patches without an open PR need nobody.
+    """
+    reasons = []
+    for o in run.outcomes:
+        if o.verdict in (Verdict.CONFLICT, Verdict.BROKEN, Verdict.PARTIAL, Verdict.INCONCLUSIVE):
+            reasons.append(f"{o.name}: {o.verdict.value}")
+        elif o.recommendation is Recommendation.HUMAN_LOOK:
+            reasons.append(f"{o.name}: the signals disagree (human look)")
+        elif redundant_open(o):
+            reasons.append(f"{o.name}: represented, but PR #{o.pr.number} is still open")
+        elif o.verdict is None and o.applied is Applied.CONFLICT:
+            reasons.append(f"{o.name}: conflict")
+    return reasons
+
+
+def evidence_words(o: Outcome) -> str:
+    """The verdict and why, as a sentence: "represented: 100% of added lines come from 639aeff; ..."."""
+    details = list(dict.fromkeys(e.detail for e in o.evidence if e.detail))
+    if not any(e.kind == "tests" for e in o.evidence):
+        details += [t for t in (test_words(t) for t in o.tests) if t not in details]
+    if not details and o.conflict:
+        details.append("conflicts in " + ", ".join(o.conflict.paths))
+    if not details and o.applied is Applied.EMPTY:
+        details.append("replaying it onto the base changes nothing")
+    if o.note:
+        details.append(o.note)
+    verdict = o.verdict.value if o.verdict else (o.applied.value if o.applied else NOT_JUDGED)
+    return f"{verdict}: {'; '.join(details)}" if details else verdict
+
+
+def test_words(t: TestResult) -> str:
+    """One test run in words: "gpu tests on base+patch: skipped (no GPU on this machine)"."""
+    where = {"patched": "base+patch", "base": "base without the patch", "old-base": "the old base"}.get(t.where, t.where)
+    extra = []
+    if t.failed:
+        extra.append(f"{len(t.failed)} failed: {', '.join(t.failed[:3])}{' …' if len(t.failed) > 3 else ''}")
+    if t.passed and t.status != "passed":
+        extra.append(f"{len(t.passed)} passed")
+    if t.reason:
+        extra.append(t.reason)
+    return f"{t.kind} tests on {where}: {t.status}" + (f" ({'; '.join(extra)})" if extra else "")
+
+
+def provenance_words(o: Outcome) -> list[str]:
+    """Where the patch came from and what of it was left out, one fact an item."""
+    prov = o.provenance
+    words = []
+    if prov and prov.original_pr:
+        words.append(f"original PR {prov.original_pr}")
+    if prov and prov.cherry_picked_from:
+        words.append(f"cherry-picked from {short(prov.cherry_picked_from)}")
+    elif o.source_commit:
+        words.append(f"from {short(o.source_commit)}")
+    if prov:
+        words += [f"dropped: {d}" for d in prov.dropped]
+    return words
+
+
+def pr_words(o: Outcome) -> str:
+    """The PR and its approval state: "#12 open, draft, waiting for approval"."""
+    pr = o.pr
+    if pr is None:
+        return ""
+    if pr.number is None:
+        return "new PR planned" if pr.state == "planned" else (pr.action or "")
+    words = [pr.state or "open"]
+    if pr.state == "open":
+        if pr.draft:
+            words.append("draft")
+        if pr.approved:
+            words.append("approved" + (f" by {', '.join('@' + u for u in pr.approved_by)}" if pr.approved_by else ""))
+        elif o.verdict not in (Verdict.REPRESENTED,):
+            words.append("waiting for approval")
+    return f"#{pr.number} " + ", ".join(words)
+
+
+def recommendation_words(o: Outcome) -> str:
+    return o.recommendation.value if o.recommendation else "—"
+
+
+def report_table(run: Run) -> Table:
+    """``ggstack report --format table``: one row a patch, in merge order."""
+    table = Table(title=Text(header_line(run)), title_justify="left")
+    for col in ("#", "patch", "verdict", "recommendation", "evidence", "provenance", "PR"):
+        table.add_column(col, overflow="fold")
+    styles = {Verdict.UNIQUE: "green", Verdict.REPRESENTED: "cyan", Verdict.PARTIAL: "yellow",
+              Verdict.CONFLICT: "bold red", Verdict.BROKEN: "bold red", Verdict.INCONCLUSIVE: "yellow"}
+    for i, o in enumerate(run.outcomes, 1):
+        verdict = o.verdict.value if o.verdict else NOT_JUDGED
+        pr = pr_words(o) + (f"\n{o.pr.url}" if o.pr and o.pr.url else "")
+        # Text, not markup: subjects and evidence may hold "[...]".
+        cells = [f"{o.name}\n{o.subject}", verdict, recommendation_words(o), evidence_words(o).partition(": ")[2],
+                 "\n".join(provenance_words(o)), pr]
+        table.add_row(str(i), *(Text(c, style=styles.get(o.verdict, "") if c is verdict else "") for c in cells))
+    return table
+
+
+def stage_words(run: Run) -> str:
+    return " · ".join(f"{stage} {state}" for stage, state in run.stages.items())
+
+
+def markdown(run: Run) -> str:
+    """The report as GitHub-flavoured Markdown: the PR comment and the bot's step summary.
+
+    A table (one row a patch, in merge order), then collapsible sections for
+    what is long: the remaining diff of each partial patch and the draft
+    closing comment of each redundant PR.
+    """
+    lines = [f"## ggstack: `{_md(run.stack or '')}` onto `{_md(run.base_ref)}`", ""]
+    lines += [f"**{_md(header_line(run))}**", ""]
+    if run.stages:
+        lines += [f"Stages: {_md(stage_words(run))}", ""]
+    reasons = attention(run)
+    lines += [f"Needs attention: {_md('; '.join(reasons))}" if reasons else "Nothing needs a human.", ""]
+    lines += ["| # | patch | verdict | recommendation | evidence | provenance | PR |", "|---|---|---|---|---|---|---|"]
+    for i, o in enumerate(run.outcomes, 1):
+        pr = _md(pr_words(o))
+        if o.pr and o.pr.url and o.pr.number:
+            pr = pr.replace(f"#{o.pr.number}", f"[#{o.pr.number}]({o.pr.url})", 1)
+        cells = [
+            str(i),
+            f"`{_md(o.name)}`<br>{_md(o.subject)}",
+            f"**{o.verdict.value}**" if o.verdict else NOT_JUDGED,
+            _md(recommendation_words(o)),
+            _md(evidence_words(o).partition(": ")[2]),
+            "<br>".join(_md(w) for w in provenance_words(o)),
+            pr,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for o in run.outcomes:
+        if o.verdict is Verdict.PARTIAL and o.remaining_diff:
+            lines += _details(f"{o.name}: remaining diff ({1 - o.represented_fraction:.0%} of its lines still needed)", o.remaining_diff, "diff")
+        if o.conflict and o.conflict.hunks:
+            lines += _details(f"{o.name}: conflict in {', '.join(o.conflict.paths)}", o.conflict.hunks, "diff")
+        if o.verdict is Verdict.REPRESENTED and o.pr is not None and o.pr.number is not None:
+            comment = o.pr.comment or closing_comment(run, o)
+            lines += _details(f"{o.name}: closing comment for #{o.pr.number}" + (" (posted)" if o.pr.state == "closed" else " (draft)"), comment, "markdown")
+    if run.errors:
+        lines += ["### Errors", ""] + [f"- {_md(e)}" for e in run.errors] + [""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _details(summary: str, body: str, lang: str) -> list[str]:
+    fence = "`" * max(3, _longest_backtick_run(body) + 1)
+    return ["<details>", f"<summary>{html.escape(summary, quote=False)}</summary>", "", f"{fence}{lang}", body.rstrip("\n"), fence, "", "</details>", ""]
+
+
+def _longest_backtick_run(text: str) -> int:
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return longest
+
+
+def _md(text: str) -> str:
+    """Text safe inside a Markdown table cell: no HTML, no cell breaks, no line breaks."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|").replace("\r", "").replace("\n", "<br>")
+
+
+def run_json(run: Run) -> str:
+    """``ggstack report --format json``: the Run itself, which round-trips."""
+    return json.dumps(run.to_json(), indent=2, ensure_ascii=False) + "\n"

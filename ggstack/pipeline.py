@@ -1,0 +1,384 @@
+"""``ggstack sync``: the CI rebase bot's one command, and what it tells the CI.
+
+The bot runs unattended on a schedule; the maintainers read what it found.
+So sync runs every stage — fetch (optional), apply, check, test, pr — in one
+process into one Run, and a stage that fails does not end the run: its
+failure is recorded in ``Run.stages`` and ``Run.errors`` and the later
+stages run on what is still sound. The rule for "sound" is precision first:
+``check`` replays by itself when ``apply`` failed, ``test`` needs the
+verdicts of ``check``, and ``pr`` touches the forge only when every earlier
+stage vouched for the Run (a PR opened on a stale base or on verdicts that
+were never reached is exactly the noise ggstack exists to avoid).
+
+The exit code is rendered from the Run (``exit_code``), like every report, so
+``ggstack report`` of a saved Run and the bot agree:
+
+====  =====================================================================
+0     nothing for a human: every patch needed-and-healthy or represented
+1     attention: conflict, broken, partial, inconclusive, signals disagree,
+      or a redundant PR left open
+2     usage or input error (also: a stage refused its input)
+3     infrastructure failure: forge unreachable after retries, git failed,
+      another sync holds the lock
+====  =====================================================================
+
+One bot at a time per repository and stack: a lock file under the git dir
+(created with O_EXCL, holding the PID and start time). Creating, inspecting
+and taking over a stale lock happen under a ``flock`` on a guard file, which
+the kernel releases when its holder dies, even by SIGKILL — so two runs can
+never both decide that a dead holder's lock is theirs.
+
+In GitHub Actions the same Run becomes log groups per stage, ``::error`` /
+``::warning`` annotations on the patch files, and the Markdown report in the
+step summary; this module writes those, the CLI only chooses where.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import re
+import socket
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping, TextIO
+
+from ggstack import git, replay, report, series
+from ggstack.errors import InfraError, UserError
+from ggstack.model import Outcome, Run, Stack, Verdict
+
+Progress = Callable[[int, int, str], None]
+
+STAGES = ("fetch", "apply", "check", "test", "pr")
+FAILED_INFRA = "failed (infrastructure)"
+FAILED_INPUT = "failed (input)"
+SKIPPED = "skipped"
+
+EXIT_OK, EXIT_ATTENTION, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
+
+
+# -- observing the stages -------------------------------------------------------------
+
+
+class Observer:
+    """Told when each stage starts and ends; hands the stage its progress callback."""
+
+    @contextlib.contextmanager
+    def stage(self, name: str, total: int) -> Iterator[Progress | None]:
+        yield None
+
+    def finished(self, name: str, state: str) -> None:
+        pass
+
+
+class ActionsObserver(Observer):
+    """GitHub Actions log groups, one per stage, with the stage's state inside."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    @contextlib.contextmanager
+    def stage(self, name: str, total: int) -> Iterator[Progress | None]:
+        self.out.write(f"::group::ggstack {name}\n")
+        self.out.flush()
+        try:
+            yield self._progress
+        finally:
+            self.out.write("::endgroup::\n")
+            self.out.flush()
+
+    def _progress(self, done: int, total: int, what: str) -> None:
+        self.out.write(f"{done}/{total} {what}\n")
+
+    def finished(self, name: str, state: str) -> None:
+        self.out.write(f"{name}: {state}\n")
+        self.out.flush()
+
+
+# -- sync -------------------------------------------------------------------------------
+
+
+def sync(
+    repo: git.Repository,
+    stack: Stack,
+    base_ref: str,
+    *,
+    fetch: bool = False,
+    gpu: str = "auto",
+    dry_run: bool = False,
+    close_redundant: bool = False,
+    observer: Observer | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Run:
+    """fetch → apply → check → test → pr: one Run, every stage's failure in it.
+
+    ``dry_run`` changes nothing anywhere: no branch is written, nothing is
+    pushed, the forge is only read. An unknown base is a UserError before
+    anything runs (there is nothing to report on).
+    """
+    obs = observer or Observer()
+    n = len(stack.patches)
+    stages: dict[str, str] = {}
+    errors: list[str] = []
+
+    def attempt(name: str, fn: Callable[[Progress | None], Run | None]) -> Run | None:
+        with obs.stage(name, n) as progress:
+            try:
+                result = fn(progress)
+            except InfraError as e:
+                stages[name], result = f"{FAILED_INFRA}: {e}", None
+            except UserError as e:
+                stages[name], result = f"{FAILED_INPUT}: {e}", None
+            else:
+                stages[name] = (result.stages.get(name) if result is not None else None) or "ok"
+            if stages[name].startswith("failed"):
+                errors.append(f"{name}: {stages[name].split(': ', 1)[1]}")
+            obs.finished(name, stages[name])
+        return result
+
+    def skip(name: str, why: str) -> None:
+        stages[name] = f"{SKIPPED}: {why}"
+        obs.finished(name, stages[name])
+
+    if fetch:
+        attempt("fetch", lambda _: repo.fetch(stack.config.target.remote))
+    base = replay.resolve_base(repo, stack, base_ref)
+    run = attempt("apply", lambda p: replay.apply(repo, stack, base_ref, write=not dry_run, progress=p))
+    from ggstack import represent  # the stages import late: sync composes them, it does not need them to load
+
+    checked = attempt("check", lambda p: represent.check(repo, stack, base_ref, run=run, progress=p))
+    if checked is not None:
+        run = checked
+    if checked is None:
+        skip("test", "needs the verdicts of check")
+    else:
+        from ggstack import testrun
+
+        tested = attempt("test", lambda p: testrun.test(repo, stack, run, gpu=gpu, progress=p))
+        run = tested or run
+    unsound = [s for s in ("fetch", "apply", "check", "test") if stages.get(s, "ok").startswith(("failed", SKIPPED))]
+    if unsound:
+        skip("pr", f"{', '.join(unsound)} did not succeed; the forge is not touched")
+    else:
+        from ggstack import forge
+
+        acted = attempt("pr", lambda p: forge.pr(repo, stack, run, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env))
+        run = acted or run
+    if run is None:
+        run = skeleton(stack, base_ref, base)
+    ordered = {s: stages[s] for s in STAGES if s in stages}
+    run.stages = {**ordered, **{k: v for k, v in run.stages.items() if k not in ordered}}
+    run.errors = list(dict.fromkeys([*run.errors, *errors]))
+    return run
+
+
+def skeleton(stack: Stack, base_ref: str, base: str) -> Run:
+    """A Run with one unjudged Outcome a patch, for when no stage produced one."""
+    run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
+    for p in stack.patches:
+        run.outcomes.append(Outcome(p.name, p.subject, p.provenance.stack_patch_id,
+                                    source_commit=p.provenance.cherry_picked_from or p.source_commit, provenance=p.provenance))
+    return run
+
+
+def exit_code(run: Run) -> int:
+    """The bot's exit code, from the Run alone (see the module docstring)."""
+    states = list(run.stages.values())
+    if any(s.startswith(FAILED_INFRA) for s in states):
+        return EXIT_INFRA
+    if any(s.startswith(FAILED_INPUT) for s in states):
+        return EXIT_USAGE
+    if report.attention(run):
+        return EXIT_ATTENTION
+    return EXIT_OK
+
+
+def save_run(repo: git.Repository, run: Run, path: str | None = None) -> str:
+    """Write the Run to ``path`` and as the stack's last run under the git dir; returns where."""
+    data = report.run_json(run).encode()
+    last = os.path.join(repo.state_dir("runs"), _file_safe(run.stack or "commits") + ".json")
+    series.write_atomic(last, data)
+    if path:
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        series.write_atomic(path, data)
+        return path
+    return last
+
+
+def _file_safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+# -- one bot at a time ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """What the lock file says: who holds it, since when."""
+
+    pid: int
+    started: str  # ISO 8601, UTC
+    host: str
+    proc_start: str | None = None  # /proc/<pid>/stat start time: tells a reused PID apart
+    command: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"pid": self.pid, "started": self.started, "host": self.host, "proc_start": self.proc_start, "command": self.command}
+
+
+def lock_path(repo: git.Repository, stack_name: str) -> str:
+    return os.path.join(repo.state_dir("locks"), _file_safe(stack_name) + ".lock")
+
+
+@contextlib.contextmanager
+def locked(repo: git.Repository, stack_name: str, *, command: str = "ggstack sync", warn: Callable[[str], None] | None = None) -> Iterator[LockInfo]:
+    """Hold the stack's lock for the block; InfraError (exit 3) when another live run holds it."""
+    path = lock_path(repo, stack_name)
+    mine = LockInfo(os.getpid(), _now(), socket.gethostname(), _proc_start(os.getpid()), command)
+    with _guard(path):
+        try:
+            _create(path, mine)
+        except FileExistsError:
+            holder = read_lock(path)
+            if holder is not None and _alive(holder):
+                raise InfraError(
+                    f"stack {stack_name!r} is locked by PID {holder.pid} since {holder.started}"
+                    f"{' on ' + holder.host if holder.host != mine.host else ''} ({holder.command or 'ggstack'}); "
+                    f"another sync is running — if it is not, remove {path}"
+                ) from None
+            if warn:
+                who = f"PID {holder.pid} since {holder.started}" if holder else "an unreadable lock file"
+                warn(f"taking over the stale lock of {who} (that process is gone): {path}")
+            os.unlink(path)
+            _create(path, mine)
+    try:
+        yield mine
+    finally:
+        with _guard(path):
+            if read_lock(path) == mine:
+                os.unlink(path)
+
+
+def read_lock(path: str) -> LockInfo | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+        return LockInfo(int(d["pid"]), str(d["started"]), str(d.get("host", "")), d.get("proc_start"), str(d.get("command", "")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@contextlib.contextmanager
+def _guard(path: str) -> Iterator[None]:
+    fd = os.open(path + ".guard", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _create(path: str, info: LockInfo) -> None:
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(info.to_json(), f)
+        f.write("\n")
+
+
+def _alive(holder: LockInfo) -> bool:
+    """Is the lock's holder still running? A lock from another host is assumed alive."""
+    if holder.host and holder.host != socket.gethostname():
+        return True
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    start = _proc_start(holder.pid)
+    if start is None:
+        return not _is_zombie(holder.pid)
+    if holder.proc_start is not None and start != holder.proc_start:
+        return False  # the PID was reused by another process
+    return not _is_zombie(holder.pid)
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()  # the command name may hold spaces and parentheses
+
+
+def _proc_start(pid: int) -> str | None:
+    fields = _proc_stat(pid)
+    return fields[19] if fields and len(fields) > 19 else None  # field 22: starttime
+
+
+def _is_zombie(pid: int) -> bool:
+    fields = _proc_stat(pid)
+    return bool(fields) and fields[0] in ("Z", "X")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- GitHub Actions ------------------------------------------------------------------
+
+
+def in_actions(env: Mapping[str, str]) -> bool:
+    return env.get("GITHUB_ACTIONS") == "true"
+
+
+ERROR_VERDICTS = (Verdict.CONFLICT, Verdict.BROKEN)
+WARNING_VERDICTS = (Verdict.PARTIAL, Verdict.INCONCLUSIVE)
+
+
+def annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
+    """``::error``/``::warning`` workflow commands on the patch files that need a human."""
+    lines = []
+    for o in run.outcomes:
+        if o.verdict in ERROR_VERDICTS or (o.verdict is None and o.conflict):
+            level = "error"
+        elif o.verdict in WARNING_VERDICTS or report.redundant_open(o):
+            level = "warning"
+        else:
+            continue
+        path = os.path.relpath(os.path.join(stack.path, o.name), workspace)
+        verdict = o.verdict.value if o.verdict else "conflict"
+        title = f"ggstack: {o.name} is {verdict}"
+        message = f"{report.evidence_words(o)} — recommendation: {report.recommendation_words(o)}"
+        if report.redundant_open(o):
+            message += f"; PR #{o.pr.number} is still open (pass --close-redundant)"
+        lines.append(f"::{level} file={_property(path)},title={_property(title)}::{_data(message)}")
+    for error in run.errors:
+        lines.append(f"::error title=ggstack::{_data(error)}")
+    return lines
+
+
+def publish_to_actions(run: Run, stack: Stack, env: Mapping[str, str], out: TextIO) -> None:
+    """Annotations to the log; the Markdown report appended to ``$GITHUB_STEP_SUMMARY``."""
+    workspace = env.get("GITHUB_WORKSPACE") or os.getcwd()
+    for line in annotations(run, stack, workspace):
+        out.write(line + "\n")
+    out.flush()
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(report.markdown(run) + "\n")
+
+
+def _data(text: str) -> str:
+    """Escape a workflow command's message (GitHub's toolkit ``escapeData``)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _property(text: str) -> str:
+    """Escape a workflow command's property (``escapeProperty``)."""
+    return _data(text).replace(":", "%3A").replace(",", "%2C")

@@ -1,0 +1,175 @@
+"""``ggstack report``: every verdict kind rendered as a maintainer reads it.
+
+The Runs here are built from the model's values (every verdict, PR state and
+provenance a real run produces); the renderers only ever read a Run, so this
+is their whole input. The Markdown is parsed with markdown-it-py, as GitHub
+would, and the JSON must give back the same Run. End-to-end reports from the
+real stages are in test_sync.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from gitrepo import run_ggstack
+from ggstack import model, report
+from ggstack.model import (
+    Applied,
+    Conflict,
+    Evidence,
+    Outcome,
+    PRState,
+    Provenance,
+    Recommendation,
+    Run,
+    Verdict,
+)
+
+BASE = "b" * 40
+SHA_639 = "639aeff" + "0" * 33
+REMAINING = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1,2 @@\n x = 1\n+y = 2  # uses ``` and | pipes\n"
+
+
+def outcome(i: int, verdict: Verdict | None, **kw) -> Outcome:
+    name = f"{i:04d}-{(verdict.value if verdict else 'unjudged')}-patch.patch"
+    prov = kw.pop("provenance", Provenance(f"spid-{i}", original_pr="voipmonitor/vllm#130", cherry_picked_from="ef7cae43b2" + "1" * 30,
+                                           dropped=("CUTLASS version pin (cmake/cutlass.cmake)",)))
+    return Outcome(name=name, subject=f"Patch {i}: fix <thing> | part {i}", stack_patch_id=prov.stack_patch_id, provenance=prov,
+                   applied=kw.pop("applied", Applied.APPLIED), verdict=verdict, **kw)
+
+
+def every_verdict_run() -> Run:
+    represented_pr = PRState(number=7, url="http://forge.test/o/r/pull/7", state="open", draft=True, approved=False, labels=["do-not-merge"])
+    outcomes = [
+        outcome(1, Verdict.UNIQUE, commit="c" * 40, recommendation=Recommendation.WAIT_APPROVAL,
+                evidence=[Evidence("tests", "its tests fail on the base without the patch and pass with it")],
+                pr=PRState(number=5, url="http://forge.test/o/r/pull/5", state="open", draft=True, labels=["do-not-merge"], position=1, total=2)),
+        outcome(2, Verdict.REPRESENTED, applied=Applied.EMPTY, represented_by=[SHA_639], represented_fraction=1.0,
+                recommendation=Recommendation.CLOSE_PR, pr=represented_pr,
+                evidence=[Evidence("blame", "100% of added lines come from 639aeff", [SHA_639], 1.0),
+                          Evidence("tests", "its tests pass on the base without the patch"),
+                          Evidence("patch-id", "patch-id differs")]),
+        outcome(3, Verdict.PARTIAL, represented_by=[SHA_639], represented_fraction=0.6, remaining_diff=REMAINING,
+                recommendation=Recommendation.UPDATE_PR, evidence=[Evidence("content", "3 of 5 hunks are in the base", [SHA_639], 0.6)],
+                pr=PRState(number=6, url="http://forge.test/o/r/pull/6", state="open", draft=False, approved=True, approved_by=["maint"])),
+        outcome(4, Verdict.CONFLICT, applied=Applied.CONFLICT, recommendation=Recommendation.REWORK,
+                conflict=Conflict(["vllm/a.py"], "--- vllm/a.py\n<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs", "CONFLICT (content)")),
+        outcome(5, Verdict.BROKEN, commit="d" * 40, recommendation=Recommendation.REWORK,
+                tests=[model.TestResult("cpu", "patched", "failed", failed=["tests/test_x.py::test_y"], output_tail="AssertionError")]),
+        outcome(6, Verdict.INCONCLUSIVE, commit="e" * 40, recommendation=Recommendation.HOLD,
+                tests=[model.TestResult("gpu", "patched", "skipped", reason="no GPU on this machine")]),
+        outcome(7, None, applied=Applied.APPLIED, provenance=Provenance("spid-7")),
+    ]
+    return Run(stack="gg-clean", base_ref="origin/dev/gilded-gnosis", base=BASE, merge_base="a" * 40, outcomes=outcomes,
+               stages={"apply": "ok", "check": "ok", "test": "ok", "pr": "ok"}, errors=["pr: a note for the maintainer"],
+               repo_slug="voipmonitor/vllm", gpu="absent")
+
+
+def parse(md: str) -> tuple[list, str]:
+    parser = MarkdownIt("commonmark").enable("table")
+    return parser.parse(md), parser.render(md)
+
+
+def test_header_counts_every_verdict_and_names_the_base() -> None:
+    line = report.header_line(every_verdict_run())
+    assert line.startswith("gg-clean: 7 patches onto origin/dev/gilded-gnosis at bbbbbbbbbb — ")
+    assert "1 unique, 1 partial, 1 represented, 1 conflict, 1 broken, 1 inconclusive, not judged 1" in line
+
+
+def test_evidence_in_words() -> None:
+    run = every_verdict_run()
+    assert report.evidence_words(run.outcomes[1]) == (
+        "represented: 100% of added lines come from 639aeff; its tests pass on the base without the patch; patch-id differs")
+    assert report.evidence_words(run.outcomes[3]) == "conflict: conflicts in vllm/a.py"
+    assert report.evidence_words(run.outcomes[4]) == "broken: cpu tests on base+patch: failed (1 failed: tests/test_x.py::test_y)"
+    assert "no GPU on this machine" in report.evidence_words(run.outcomes[5])
+    assert report.provenance_words(run.outcomes[0]) == [
+        "original PR voipmonitor/vllm#130", "cherry-picked from ef7cae43b2", "dropped: CUTLASS version pin (cmake/cutlass.cmake)"]
+
+
+def test_pr_and_approval_state_in_words() -> None:
+    run = every_verdict_run()
+    assert report.pr_words(run.outcomes[0]) == "#5 open, draft, waiting for approval"
+    assert report.pr_words(run.outcomes[2]) == "#6 open, approved by @maint"
+    assert report.pr_words(run.outcomes[1]) == "#7 open, draft"
+
+
+def test_attention_lists_what_a_human_must_look_at() -> None:
+    reasons = report.attention(every_verdict_run())
+    joined = "\n".join(reasons)
+    for needle in ("0002-represented-patch.patch: represented, but PR #7 is still open", "0003-partial", "0004-conflict",
+                   "0005-broken", "0006-inconclusive"):
+        assert needle in joined
+    assert "0001-unique" not in joined  # waiting for approval is the normal gate, not attention
+
+
+def test_markdown_is_github_flavoured_with_a_table_and_collapsed_details() -> None:
+    run = every_verdict_run()
+    md = report.markdown(run)
+    tokens, html = parse(md)
+    assert [t.type for t in tokens].count("table_open") == 1
+    assert "<table>" in html and html.count("<tr>") == 1 + len(run.outcomes)  # the header row and one a patch
+    # Subjects with | and <...> stay inside their cell and are not HTML.
+    assert "Patch 1: fix &lt;thing&gt; | part 1" in html
+    assert "<thing>" not in html
+    # The partial patch's remaining diff sits in a <details>, in a fence that survives its backticks.
+    assert "<details>" in html and "0003-partial-patch.patch: remaining diff (40% of its lines still needed)" in html
+    assert 'class="language-diff"' in html and "+y = 2  # uses ``` and | pipes" in html
+    # The redundant PR's draft closing comment.
+    assert "0002-represented-patch.patch: closing comment for #7 (draft)" in html
+    assert "Closing as already represented in the current `origin/dev/gilded-gnosis` base" in md
+    assert '<a href="http://forge.test/o/r/pull/5">#5</a>' in html
+    assert "100% of added lines come from 639aeff" in html
+    assert "Needs attention:" in md and "pr: a note for the maintainer" in md
+
+
+def test_details_blocks_are_balanced_and_leave_the_table_intact() -> None:
+    md = report.markdown(every_verdict_run())
+    _, html = parse(md)
+    assert html.count("<details>") == html.count("</details>") == 3  # partial diff, conflict hunks, closing comment
+    assert html.index("</table>") < html.index("<details>")
+
+
+def test_json_round_trips_to_the_same_run() -> None:
+    run = every_verdict_run()
+    again = Run.from_json(json.loads(report.run_json(run)))
+    assert again == run
+    assert report.run_json(again) == report.run_json(run)
+
+
+def test_table_shows_every_patch_in_merge_order() -> None:
+    from rich.console import Console
+
+    console = Console(width=250, record=True, color_system=None)
+    console.print(report.report_table(every_verdict_run()))
+    text = console.export_text()
+    positions = [text.index(f"{i:04d}-") for i in range(1, 8)]
+    assert positions == sorted(positions)
+    assert "waiting for approval" in text and "close PR" in text and "not judged" in text
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json"])
+def test_report_command_renders_a_saved_run(tmp_path: Path, fmt: str) -> None:
+    run = every_verdict_run()
+    path = tmp_path / "run.json"
+    path.write_text(report.run_json(run))
+    proc = run_ggstack("report", str(path), "--format", fmt, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    if fmt == "json":
+        assert Run.from_json(json.loads(proc.stdout)) == run
+    elif fmt == "markdown":
+        assert proc.stdout == report.markdown(run)
+    else:
+        assert "0003-partial-patch.patch: remaining diff" in proc.stdout and "represented" in proc.stdout
+
+
+def test_report_of_a_file_that_is_not_a_run_is_a_usage_error(tmp_path: Path) -> None:
+    path = tmp_path / "nope.json"
+    path.write_text('{"hello": 1}')
+    proc = run_ggstack("report", str(path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "nope.json" in proc.stderr and "not a ggstack Run" in proc.stderr
