@@ -296,6 +296,53 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     sys.exit(1 if any(o.conflict for o in run.outcomes) else 0)
 
 
+@main.command()
+@click.argument("stack", required=False)
+@click.option("--onto", default=None, help="The base to judge against [default: stack.toml target.base; required with --commits].")
+@click.option("--commits", "commits", is_flag=True, help="Judge the commits given as arguments (STACK is then the first of them), each on its own.")
+@click.argument("more", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON (the documented shape).")
+@click.pass_obj
+@handled
+def check(obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tuple[str, ...], as_json: bool) -> None:
+    """Is each patch already represented in the base — by which commits, on what evidence?
+
+    A stack is judged cumulatively in merge order (each patch on the base plus
+    the earlier patches still needed); --commits judges commits directly, each
+    independently, like git cherry. Verdicts: unique, conflict, represented,
+    partial. Exit 0 when every patch is unique or represented, 1 when any is
+    a conflict or partial.
+
+    \b
+    Examples:
+      ggstack check gg-clean --onto origin/dev/gilded-gnosis
+      ggstack check --onto origin/dev/gilded-gnosis --commits ef7cae43b2 639aeff --json
+    """
+    from ggstack import represent
+
+    if commits:
+        revs = [r for r in (stack, *more) if r]
+        if not revs:
+            raise UserError("--commits needs at least one commit")
+        if not onto:
+            raise UserError("--commits needs --onto <base ref>")
+        run = represent.check_commits(obj.repo, revs, onto)
+    else:
+        if not stack:
+            raise UserError("name a stack (see `ggstack list`), or judge commits with --commits")
+        if more:
+            raise UserError(f"unexpected arguments {' '.join(more)} (did you mean --commits?)")
+        s = obj.stack(stack)
+        with StageProgress(len(s.patches), "check") as progress:
+            run = represent.check(obj.repo, s, onto or s.config.target.base, progress=progress)
+    if as_json:
+        print_json(run.to_json())
+    else:
+        console().print(report.check_table(run))
+    needs_human = {"conflict", "partial"}
+    sys.exit(1 if any(o.verdict and o.verdict.value in needs_human for o in run.outcomes) else 0)
+
+
 @main.command("pr")
 @click.argument("stack")
 @click.option("--onto", default=None, help="The base to check against [default: stack.toml target.base].")

@@ -541,14 +541,15 @@ class Repository:
                 out[sha.decode()] = diff.lstrip(b"\n")
         return out
 
-    def patch_ids_of_commits(self, pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
-        """commit -> ``git patch-id --stable`` of its diff against the given parent:
-        one ``diff-tree --stdin`` streamed into one ``patch-id``. Empty changes have none."""
+    def patch_ids_of_commits(self, pairs: Sequence[tuple[str, str | None]]) -> dict[str, str]:
+        """commit -> ``git patch-id --stable`` of its diff against the given parent
+        (None: its own parent): one ``diff-tree --stdin`` streamed into one
+        ``patch-id``. Empty changes have none."""
         if not pairs:
             return {}
         args = ["diff-tree", "--stdin", "-p", "--full-index", "--binary", "--find-renames", "--no-color", "--format=commit %H"]
         with tempfile.TemporaryFile() as feed:
-            feed.write("".join(f"{c} {p}\n" for c, p in pairs).encode())
+            feed.write("".join(f"{c} {p}\n" if p else f"{c}\n" for c, p in pairs).encode())
             feed.seek(0)
             diff = self.popen(*args, stdin=feed)
             pid = self.popen("patch-id", "--stable", stdin=diff.stdout)
@@ -561,19 +562,13 @@ class Repository:
             result[commit] = patch_id
         return result
 
-    def commits_touching(self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]) -> list[tuple[str, str]]:
-        """(commit, first parent) of every non-merge commit reachable from
-        ``tips`` but not ``exclude`` that touches ``paths`` (every such commit,
-        ``--full-history``, not git log's simplified view)."""
+    def commits_touching(self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]) -> list[str]:
+        """Every non-merge commit reachable from ``tips`` but not ``exclude``
+        that touches ``paths`` (``--full-history``, not git log's simplified view)."""
         feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
         feed += "--\n" + "".join(p + "\n" for p in paths)
-        out = self.out("rev-list", "--full-history", "--no-merges", "--parents", "--stdin", input=feed.encode("utf-8", "surrogateescape"))
-        pairs = []
-        for line in out.splitlines():
-            shas = line.split()
-            if len(shas) >= 2:
-                pairs.append((shas[0], shas[1]))
-        return pairs
+        out = self.out("rev-list", "--full-history", "--no-merges", "--stdin", input=feed.encode("utf-8", "surrogateescape"))
+        return out.split()
 
     def not_reachable(self, shas: Sequence[str], tip: str) -> set[str]:
         """Which of ``shas`` are not ancestors of ``tip`` (one rev-list for all)."""

@@ -1,0 +1,410 @@
+"""``ggstack check``: every trap of issue 4, each built as a real git history.
+
+The fork's change is a commit on branch ``fork``; the base is ``main``,
+which did (or did not) take the change in the way each test describes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from gitrepo import GitRepo, run_ggstack
+from ggstack import git, represent, series
+from ggstack.model import Recommendation, Verdict
+
+LINES = [f"line {i}" for i in range(1, 41)]
+
+
+def text(lines: list[str]) -> str:
+    return "\n".join(lines) + "\n"
+
+
+def edited(lines: list[str], **at: str | list[str] | None) -> list[str]:
+    """``lines`` with line N (1-based, key ``l<N>``) replaced by a line, a list, or removed."""
+    out: list[str] = []
+    for i, line in enumerate(lines, 1):
+        new = at.get(f"l{i}", line)
+        if new is None:
+            continue
+        out += new if isinstance(new, list) else [new]
+    return out
+
+
+@pytest.fixture
+def world(repo: GitRepo) -> GitRepo:
+    repo.commit("root", {"f.txt": text(LINES), "other.txt": "other\n"})
+    repo.git("branch", "fork")
+    return repo
+
+
+def on(repo: GitRepo, branch: str, message: str, files: dict) -> str:
+    repo.git("checkout", "-q", branch)
+    sha = repo.commit(message, files)
+    repo.git("checkout", "-q", "main")
+    return sha
+
+
+def judge(repo: GitRepo, *commits: str, base: str = "main"):
+    run = represent.check_commits(git.Repository(str(repo.path)), list(commits), base)
+    return run.outcomes if len(commits) > 1 else run.outcomes[0]
+
+
+def kinds(outcome) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for e in outcome.evidence:
+        out.setdefault(e.kind, []).append(e)
+    return out
+
+
+def applies_to(repo: GitRepo, rev: str, diff: str) -> bool:
+    env = {**os.environ, "GIT_INDEX_FILE": str(repo.path / ".git" / "test-index")}
+    subprocess.run(["git", "-C", str(repo.path), "read-tree", rev], check=True, env=env)
+    proc = subprocess.run(["git", "-C", str(repo.path), "apply", "--cached", "--check", "-"], input=diff.encode(), env=env, capture_output=True)
+    return proc.returncode == 0
+
+
+THREE_HUNKS = dict(l5="line five", l20="line twenty", l35=["line 35", "extra after 35"])
+
+
+# -- exact picks, reverts, squashes ----------------------------------------------------
+
+
+def test_exact_pick_is_represented_by_the_pick(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
+    world.commit("unrelated", {"other.txt": "other 2\n"})
+    world.git("cherry-pick", c)
+    pick = world.sha("HEAD")
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    assert o.represented_by == [pick]
+    assert o.represented_fraction == 1.0
+    ev = kinds(o)
+    assert ev["patch-id"][0].data["match"] and ev["patch-id"][0].commits == [pick]
+    assert ev["empty"][0].data["empty"] is True
+    assert ev["reverse-apply"][0].data["applies"] is True
+    assert ev["blame"][0].detail == f"100% of added lines come from {pick[:10]}"
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+
+
+def test_picked_then_reverted_upstream_is_unique(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
+    world.git("cherry-pick", "-x", c)
+    pick = world.sha("HEAD")
+    world.git("revert", "--no-edit", "HEAD")
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE
+    assert o.represented_by == []
+    ev = kinds(o)
+    assert ev["patch-id"][0].commits == [pick]  # patch-id matches ...
+    assert ev["identity"][0].data["match"]  # ... and so does -x's "(cherry picked from ...)"
+    assert any("signals disagree" in e.detail for e in ev["content"])
+    assert o.recommendation is Recommendation.HUMAN_LOOK
+
+
+def test_squash_into_a_larger_base_commit_names_it(world: GitRepo) -> None:
+    """The 639aeff case: the fix folded into a commit with other lifecycle work."""
+    c = on(world, "fork", "fix(dcp): preallocate buffers", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
+    world.commit("before", {"other.txt": "before\n"})
+    squash = world.commit("lifecycle rework", {
+        "f.txt": text(edited(LINES, l1="LINE ONE", **THREE_HUNKS, l40="line forty")),
+        "lifecycle.py": "def start():\n    pass\n",
+    })
+    world.commit("after", {"other.txt": "after\n"})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    assert o.represented_by == [squash]
+    ev = kinds(o)
+    assert not ev["patch-id"][0].data["match"]
+    assert ev["blame"][0].detail == f"100% of added lines come from {squash[:10]}"
+    assert "patch-id differs" in __import__("ggstack.report", fromlist=["x"]).verdict_words(o)
+
+
+def test_shares_between_two_base_commits(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l5="five", l6="six", l7="seven", l20="twenty"))})
+    a = world.commit("a", {"f.txt": text(edited(LINES, l5="five", l6="six", l7="seven"))})
+    b = world.commit("b", {"f.txt": text(edited(LINES, l5="five", l6="six", l7="seven", l20="twenty"))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    assert o.represented_by == [a, b]
+    shares = kinds(o)["blame"][0].data["shares"]
+    assert shares == {a: 0.75, b: 0.25}
+
+
+# -- placement traps -------------------------------------------------------------------
+
+
+def test_pure_deletion_in_repeating_lines_is_not_represented(world: GitRepo) -> None:
+    """git apply -R finds the deletion's context at another place; the content check does not."""
+    block = ["{", "  foo();", "  bar();", "}"]
+    plain = ["{", "  foo();", "}"]
+    sep = ["s1", "s2", "s3"]
+    lines = sep + plain + sep + block + sep + block + sep
+    world.commit("blocks", {"g.c": text(lines)})
+    world.git("branch", "-f", "fork", "HEAD")
+    deleted = sep + plain + sep + block + sep + plain + sep
+    c = on(world, "fork", "drop the second bar", {"g.c": text(deleted)})
+    world.commit("unrelated", {"other.txt": "x\n"})
+    assert judge(world, c).verdict is Verdict.UNIQUE
+    # As a stored stack, the cumulative reverse-apply is gathered too, and disagrees.
+    repo = git.Repository(str(world.path))
+    stack = _stack(world, repo, c)
+    o = represent.check(repo, stack, "main").outcomes[0]
+    assert o.verdict is Verdict.UNIQUE
+    assert kinds(o)["reverse-apply"][0].data["applies"] is True
+    assert o.recommendation is Recommendation.HUMAN_LOOK
+
+
+def test_same_added_lines_elsewhere_or_in_another_file_are_not_represented(world: GitRepo) -> None:
+    added = ["def helper():", "    return compute(1, 2)", "    # shared"]
+    c = on(world, "fork", "add helper", {"f.txt": text(edited(LINES, l10=["line 10", *added]))})
+    world.commit("copy elsewhere", {"f.txt": text(LINES + added), "copy.py": text(added)})
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE
+    assert o.represented_fraction == 0.0
+    assert "elsewhere in the file" in kinds(o)["content"][0].detail
+
+
+def test_identical_changed_lines_different_context_is_represented(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
+    # Upstream edited the lines around every hunk, then took the change.
+    world.commit("context moves on", {"f.txt": text(edited(LINES, l4="line 4 (new)", l6="line 6 (new)", l19="x", l21="y", l34="z", l36="w"))})
+    both = world.commit("take the fix", {"f.txt": text(edited(LINES, l4="line 4 (new)", l6="line 6 (new)", l19="x", l21="y", l34="z", l36="w", **THREE_HUNKS))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    assert o.represented_by == [both]
+    ev = kinds(o)
+    assert not ev["patch-id"][0].data["match"]
+    assert ev["reverse-apply"][0].data["applies"] is False  # git apply -R misses it
+
+
+# -- adapted picks ------------------------------------------------------------------------
+
+
+def test_adapted_pick_with_a_dropped_hunk_is_partial_with_that_hunk_left(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
+    world.commit("unrelated", {"f.txt": text(edited(LINES, l1="LINE ONE"))})
+    world.commit("pick without the middle hunk", {"f.txt": text(edited(LINES, l1="LINE ONE", l5="line five", l35=["line 35", "extra after 35"]))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.PARTIAL
+    assert 0 < o.represented_fraction < 1
+    assert o.recommendation is Recommendation.REWORK
+    diff = o.remaining_diff
+    assert diff and "+line twenty" in diff and "-line 20" in diff
+    assert "line five" not in diff.replace(" line five", "") and "extra after 35" not in diff
+    assert applies_to(world, "main", diff)
+
+
+def test_adapted_pick_with_a_changed_hunk_leaves_the_difference(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
+    world.commit("adapted pick", {"f.txt": text(edited(LINES, l5="line five", l20="line TWENTY (adapted)", l35=["line 35", "extra after 35"]))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.PARTIAL
+    diff = o.remaining_diff
+    assert "-line TWENTY (adapted)" in diff and "+line twenty" in diff
+    assert applies_to(world, "main", diff)
+
+
+def test_conflict_resolved_pick_with_every_change_present_is_represented(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
+    world.commit("resolved pick", {"f.txt": text(edited(LINES, l5="line five", l6="resolved neighbour", l20="line twenty", l35=["line 35", "extra after 35"]))})
+    assert judge(world, c).verdict is Verdict.REPRESENTED
+
+
+# -- conflicts -------------------------------------------------------------------------------
+
+
+def test_conflict_only_because_the_change_is_there_is_represented(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    world.commit("has it, and changed the next line", {"f.txt": text(edited(LINES, l10="x = 2", l11="y = 3"))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    ev = kinds(o)
+    assert ev["conflict"][0].data["paths"] == ["f.txt"]
+    assert any(e.data.get("spurious") for e in ev["conflict"])
+
+
+def test_genuine_conflict_stays_conflict_with_its_paths(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    world.commit("did something else there", {"f.txt": text(edited(LINES, l10="x = 3"))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.CONFLICT
+    assert o.conflict.paths == ["f.txt"]
+    assert o.recommendation is Recommendation.REWORK
+
+
+def test_unique_commit_applies(world: GitRepo) -> None:
+    c = on(world, "fork", "new thing", {"f.txt": text(edited(LINES, l30="line thirty"))})
+    world.commit("upstream elsewhere", {"f.txt": text(edited(LINES, l2="two"))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE and o.recommendation is Recommendation.OPEN_PR
+
+
+# -- files: renames, modes, binaries, whitespace, deletions, additions --------------------------
+
+
+def test_rename_with_change(world: GitRepo) -> None:
+    world.git("checkout", "-q", "fork")
+    world.git("mv", "f.txt", "g.txt")
+    world.write("g.txt", text(edited(LINES, l5="line five")))
+    c = world.commit("rename and fix")
+    world.git("checkout", "-q", "main")
+    assert judge(world, c).verdict is Verdict.UNIQUE
+    world.git("cherry-pick", c)
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    assert "renamed f.txt → g.txt in the base" in kinds(o)["content"][0].detail
+
+
+def test_rename_done_upstream_without_the_change_is_partial(world: GitRepo) -> None:
+    world.git("checkout", "-q", "fork")
+    world.git("mv", "f.txt", "g.txt")
+    world.write("g.txt", text(edited(LINES, l5="line five")))
+    c = world.commit("rename and fix")
+    world.git("checkout", "-q", "main")
+    world.git("mv", "f.txt", "g.txt")
+    world.commit("rename only")
+    o = judge(world, c)
+    assert o.verdict is Verdict.PARTIAL
+    assert "+line five" in o.remaining_diff and applies_to(world, "main", o.remaining_diff)
+
+
+def test_mode_change(world: GitRepo) -> None:
+    world.commit("script", {"run.sh": "#!/bin/sh\necho hi\n"})
+    world.git("branch", "-f", "fork", "HEAD")
+    world.git("checkout", "-q", "fork")
+    world.write("run.sh", "#!/bin/sh\necho hi\n", mode=0o755)
+    c = world.commit("make it executable")
+    world.git("checkout", "-q", "main")
+    assert judge(world, c).verdict is Verdict.UNIQUE
+    world.commit("other", {"other.txt": "o\n"})
+    world.write("run.sh", "#!/bin/sh\necho hi\n", mode=0o755)
+    world.commit("chmod upstream too")
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    assert "mode 100755 in the base" in kinds(o)["content"][0].detail
+
+
+def test_binary_files(world: GitRepo) -> None:
+    png = bytes(range(256)) * 4
+    c = on(world, "fork", "add logo", {"logo.bin": png})
+    assert judge(world, c).verdict is Verdict.UNIQUE
+    world.commit("different logo", {"logo.bin": png[::-1]})
+    o = judge(world, c)
+    assert o.verdict is Verdict.CONFLICT
+    assert "binary" in kinds(o)["content"][0].detail
+    world.commit("same logo", {"logo.bin": png})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    assert "same content" in kinds(o)["content"][0].detail
+
+
+def test_whitespace_only_differences(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    world.commit("same change, trailing blanks", {"f.txt": text(edited(LINES, l10="x = 2   "))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    assert "ignoring trailing whitespace" in kinds(o)["content"][0].detail
+
+
+def test_whitespace_only_patch_is_not_represented_by_the_unstripped_base(world: GitRepo) -> None:
+    world.commit("blanks", {"f.txt": text(edited(LINES, l10="line 10   "))})
+    world.git("branch", "-f", "fork", "HEAD")
+    c = on(world, "fork", "strip trailing blanks", {"f.txt": text(LINES)})
+    world.commit("unrelated", {"other.txt": "x\n"})
+    assert judge(world, c).verdict is Verdict.UNIQUE
+
+
+def test_file_deleted_by_the_patch(world: GitRepo) -> None:
+    c = on(world, "fork", "drop other", {"other.txt": None})
+    assert judge(world, c).verdict is Verdict.UNIQUE
+    world.commit("drop it upstream", {"other.txt": None})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    assert "file already deleted in the base" in kinds(o)["content"][0].detail
+
+
+def test_file_added_by_the_patch_already_in_the_base(world: GitRepo) -> None:
+    c = on(world, "fork", "add module", {"mod.py": "def f():\n    return 1\n"})
+    world.commit("same module upstream", {"mod.py": "def f():\n    return 1\n"})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED
+    assert "already exists in the base with the same content" in kinds(o)["content"][0].detail
+
+
+def test_file_added_by_the_patch_inside_a_larger_base_file(world: GitRepo) -> None:
+    c = on(world, "fork", "add module", {"mod.py": "def f():\n    return 1\n"})
+    world.commit("module upstream, grown", {"mod.py": "import os\n\ndef f():\n    return 1\n\ndef g():\n    return 2\n"})
+    assert judge(world, c).verdict is Verdict.REPRESENTED
+
+
+# -- a stored stack, cumulatively ---------------------------------------------------------------
+
+
+def _stack(world: GitRepo, repo: git.Repository, *commits: str):
+    patches = world.path / "patches"
+    series.init(str(patches), "s", "owner/repo", "main")
+    stack = series.import_commits(repo, series.load(str(patches), "s"), list(commits))
+    series.save(stack)
+    return series.load(str(patches), "s")
+
+
+def test_stack_dependent_patches_and_earlier_needed_ones(world: GitRepo) -> None:
+    p1 = on(world, "fork", "add x", {"f.txt": text(edited(LINES, l10=["line 10", "x = 1"]))})
+    p2 = on(world, "fork", "tune x", {"f.txt": text(edited(LINES, l10=["line 10", "x = 2"]))})
+    p3 = on(world, "fork", "use x", {"f.txt": text(edited(LINES, l10=["line 10", "x = 2"], l30="print(x)"))})
+    repo = git.Repository(str(world.path))
+    stack = _stack(world, repo, p1, p2, p3)
+    # The base squashed p1+p2 (so p1's own line "x = 1" is not there) but not p3.
+    squash = world.commit("x, squashed", {"f.txt": text(edited(LINES, l10=["line 10", "x = 2"]))})
+    run = represent.check(repo, stack, "main")
+    v = {o.name[:4]: o for o in run.outcomes}
+    assert v["0002"].verdict is Verdict.REPRESENTED and v["0002"].represented_by == [squash]
+    assert v["0001"].verdict is Verdict.REPRESENTED  # caught through p2, as StGit --merged does
+    assert v["0003"].verdict is Verdict.UNIQUE
+    assert run.merge_base == world.sha("fork~3")
+
+
+def test_stack_cherry_picked_from_reachable_is_identity_evidence(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    repo = git.Repository(str(world.path))
+    stack = _stack(world, repo, c)
+    world.git("merge", "-q", "--no-edit", "fork")
+    o = represent.check(repo, stack, "main").outcomes[0]
+    assert o.verdict is Verdict.REPRESENTED
+    assert kinds(o)["identity"][0].data["match"]
+    assert "reachable from the base" in kinds(o)["identity"][0].detail
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def test_cli_many_commits_json_shape_and_exit_code(world: GitRepo) -> None:
+    commits = []
+    for i in range(1, 31):
+        commits.append(on(world, "fork", f"change {i}", {f"m{i}.txt": f"module {i}\n"}))
+    for sha in commits[:10]:
+        world.git("cherry-pick", sha)
+    proc = run_ggstack("check", "--onto", "main", "--commits", *commits, "--json", cwd=world.path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["base"] == world.sha("main") and data["merge_base"]
+    assert len(data["patches"]) == 30
+    for p in data["patches"]:
+        assert {"name", "source_commit", "verdict", "represented_by", "represented_fraction", "evidence", "remaining_diff", "recommendation"} <= set(p)
+        assert all({"kind", "detail"} <= set(e) for e in p["evidence"])
+    verdicts = [p["verdict"] for p in data["patches"]]
+    assert verdicts == ["represented"] * 10 + ["unique"] * 20
+
+
+def test_cli_table_and_exit_one_on_partial(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
+    world.commit("pick without the middle hunk", {"f.txt": text(edited(LINES, l5="line five", l35=["line 35", "extra after 35"]))})
+    proc = run_ggstack("check", "--onto", "main", "--commits", c, cwd=world.path)
+    assert proc.returncode == 1, proc.stderr
+    assert "partial" in proc.stdout and "rework" in proc.stdout
+    bad = run_ggstack("check", "--onto", "main", "--commits", "nope", cwd=world.path)
+    assert bad.returncode == 2 and "nope" in bad.stderr
