@@ -33,6 +33,59 @@ def apply_table(run: Run) -> Table:
     return table
 
 
+# -- check: the verdicts in words --------------------------------------------------
+
+
+def _evidence(o: Outcome, kind: str) -> list:
+    return [e for e in o.evidence if e.kind == kind]
+
+
+def verdict_words(o: Outcome) -> str:
+    """One line a maintainer can act on: the verdict, why, and what disagrees."""
+    if o.verdict is None:
+        return ""
+    blame = _evidence(o, "blame")
+    content = [e for e in _evidence(o, "content") if "disagreement" not in e.data]
+    pid = _evidence(o, "patch-id")
+    ident = [e for e in _evidence(o, "identity") if e.data.get("match")]
+    parts: list[str] = []
+    if o.verdict is Verdict.REPRESENTED:
+        parts.append(f"{blame[0].detail} (content)" if blame else f"{content[0].detail} (content)" if content else "the base has it")
+    elif o.verdict is Verdict.PARTIAL:
+        parts.append(content[0].detail if content else f"{round(100 * o.represented_fraction)}% present")
+        if blame:
+            parts.append(blame[0].detail)
+    elif o.verdict is Verdict.CONFLICT:
+        parts.append("conflicts in " + ", ".join(o.conflict.paths) if o.conflict else "does not apply")
+    elif o.verdict is Verdict.UNIQUE:
+        parts.append("not in the base; applies")
+    if pid:
+        parts.append("patch-id matches " + ", ".join(short(c) for c in pid[0].commits) if pid[0].data.get("match") else "patch-id differs")
+    parts += [e.detail for e in ident]
+    parts += [e.detail for e in _evidence(o, "conflict") if e.data.get("spurious")]
+    parts += [e.detail for e in _evidence(o, "content") if "disagreement" in e.data]
+    return f"{o.verdict.value} — " + "; ".join(parts)
+
+
+def check_table(run: Run) -> Table:
+    title = f"{run.stack or 'commits'} on {run.base_ref} ({short(run.base)}), merge-base {short(run.merge_base)}"
+    table = Table(title=title, title_justify="left")
+    for col in ("patch", "verdict", "represented by", "evidence", "recommendation"):
+        table.add_column(col, overflow="fold")
+    styles = {Verdict.UNIQUE: "green", Verdict.REPRESENTED: "yellow", Verdict.PARTIAL: "magenta", Verdict.CONFLICT: "bold red"}
+    for o in run.outcomes:
+        verdict = o.verdict.value if o.verdict else ""
+        if o.verdict is Verdict.PARTIAL:
+            verdict += f" {round(100 * o.represented_fraction)}%"
+        table.add_row(
+            f"{o.name}\n{o.subject}",
+            f"[{styles.get(o.verdict, '')}]{verdict}[/]",
+            " ".join(short(c) for c in o.represented_by),
+            verdict_words(o),
+            o.recommendation.value if o.recommendation else "",
+        )
+    return table
+
 # -- pull requests (the ``pr`` stage) ------------------------------------------------
 #
 # The PR body and the closing comment are built here, from the Run, so that the
