@@ -49,7 +49,7 @@ from github import Auth, Github, GithubException
 
 from ggstack import git, replay, report
 from ggstack.errors import InfraError, UserError
-from ggstack.model import Outcome, Patch, PRState, Run, Stack, Verdict
+from ggstack.model import Applied, Outcome, Patch, PRState, Run, Stack, Verdict
 
 DEFAULT_API_URL = "https://api.github.com"
 TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
@@ -265,6 +265,20 @@ class Forge:
                 latest[r.user.login] = (r.state, r.author_association or "")
         return sorted(u for u, (state, assoc) in latest.items() if state == "APPROVED" and assoc.upper() in MAINTAINERS)
 
+    def commit_facts(self, slug: str, sha: str) -> tuple[str, list[str], str] | None:
+        """(tree, parents, message) of a commit the forge has, None when it has not."""
+
+        def fetch() -> tuple[str, list[str], str] | None:
+            try:
+                c = self._gh.get_repo(slug, lazy=True).get_commit(sha)
+                return c.commit.tree.sha, [p.sha for p in c.parents], c.commit.message or ""
+            except GithubException as e:
+                if e.status in (404, 422):
+                    return None
+                raise
+
+        return self.call(f"read commit {sha[:10]} of {slug}", fetch)
+
     def comment_bodies(self, pull: RemotePR) -> list[str]:
         comments = self.call(f"read comments of #{pull.number}", lambda: list(pull.handle.get_issue_comments()))
         return [c.body or "" for c in comments]
@@ -273,7 +287,14 @@ class Forge:
 
     def create_pull(self, *, title: str, body: str, base: str, head_owner: str, head_ref: str, head: str, draft: bool) -> RemotePR:
         def create() -> RemotePR:
-            return _remote(self.repo.create_pull(title=title, body=body, base=base, head=head, draft=draft))
+            try:
+                return _remote(self.repo.create_pull(title=title, body=body, base=base, head=head, draft=draft))
+            except GithubException as e:
+                # A create re-sent after a lost answer may find its first copy already there.
+                found = self.find_open_pull(head_owner, head_ref) if e.status == 422 and "already exists" in str(e.data) else None
+                if found is None:
+                    raise
+                return found
 
         return self.call(f"open the PR of {head_ref}", create, write=True, recheck=lambda: self.find_open_pull(head_owner, head_ref))
 
@@ -368,6 +389,7 @@ class Slot:
     steps: list[Step] = field(default_factory=list)
     summary: str = ""
     diffstat: report.Diffstat = field(default_factory=list)
+    note: str = ""
 
     @property
     def needed(self) -> bool:
@@ -450,6 +472,7 @@ def make_plan(repo: git.Repository, stack: Stack, run: Run, forge: Forge, *, clo
         if s.pull is not None:
             s.pull.approved_by = forge.approvals(s.pull)
     plan = Plan(slots, _stacked_mode(stacked, stack, slots), _gate_words(stack), head_owner, target.fork is not None)
+    _settle_commits(repo, stack, run, plan, forge)
     _plan_needed(repo, stack, run, plan)
     _plan_others(run, plan, forge, close_redundant)
     return plan
@@ -460,7 +483,17 @@ def _remote_branch(ref: str) -> str:
 
 
 def _stacked_mode(stacked: bool | None, stack: Stack, slots: list[Slot]) -> bool:
-    """The flag if given; else the mode the open PRs were opened in; else stack.toml."""
+    """The flag if given; else the mode the open PRs were opened in; else stack.toml.
+
+    With the heads in a fork there is no stacking: a PR's base must be a branch
+    of the target repository, and the patches' branches live in the fork.
+    """
+    target = stack.config.target
+    if target.fork is not None:
+        if stacked:
+            raise UserError(f"--stacked needs the patch branches in {target.repo}, but target.fork puts them in "
+                            f"{target.fork}: fork PRs are flat (use --flat, or push to {target.repo})")
+        return False
     if stacked is not None:
         return stacked
     later = [s.pull for s in [s for s in slots if s.needed][1:] if s.pull is not None]
@@ -475,6 +508,45 @@ def _gate_words(stack: Stack) -> str | None:
         return None
     words = (["draft"] if policy.draft else []) + [f"label `{label}`" for label in policy.labels]
     return ", ".join(words) or "approval"
+
+
+def _settle_commits(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge) -> None:
+    """Make each needed patch's commit sit on the previous needed one, and
+    keep the remote's commit where it is the same change.
+
+    ``apply`` chains every patch that applied; a patch without a PR (broken,
+    held, represented yet applied) would ride along in the next PR, so the
+    next one is replayed onto the previous needed commit instead. And a
+    replay on another machine (the CI bot's fresh clone) makes new commit
+    objects for the same change (the committer date differs): when the
+    remote head has the same tree, parent and message, it is kept, so an
+    unchanged branch is not pushed again.
+    """
+    target = stack.config.target
+    head_repo = target.fork or target.repo
+    picks: dict[str, replay.Pick] | None = None
+    previous = run.base
+    for s in plan.needed:
+        assert s.commit is not None
+        info = repo.commit_info(s.commit)
+        if info.parents[:1] != (previous,):
+            picks = picks or {p.name: p for p in replay.materialize(repo, stack)}
+            replayer = replay.Replayer(repo, previous)
+            try:
+                step = replayer.try_pick(picks[s.outcome.name])
+            finally:
+                replayer.close()
+            if step.applied is not Applied.APPLIED or step.commit is None:
+                s.commit, s.note = None, f"does not apply on the previous needed patch alone ({step.applied.value}): no PR action"
+                continue
+            s.commit = step.commit
+            info = repo.commit_info(s.commit)
+        if s.remote_sha and s.remote_sha != s.commit:
+            facts = forge.commit_facts(head_repo, s.remote_sha)
+            if facts is not None and facts[0] == info.tree and facts[1] == [previous] and facts[2].rstrip("\n") == info.message.rstrip("\n"):
+                s.commit = s.remote_sha
+        s.outcome.commit = s.commit
+        previous = s.commit
 
 
 def _plan_needed(repo: git.Repository, stack: Stack, run: Run, plan: Plan) -> None:
@@ -504,9 +576,6 @@ def _plan_needed(repo: git.Repository, stack: Stack, run: Run, plan: Plan) -> No
         parent = info.parents[0] if info.parents else git.EMPTY_TREE
         s.diffstat = repo.numstat(parent, s.commit)
         s.summary = summary_of(s.patch)
-        expected_parent = previous.commit if previous else run.base
-        if plan.stacked and parent != expected_parent:
-            s.state.note = "its branch also carries commits of patches without a PR"
         if s.commit != s.remote_sha:
             s.steps.append(Step("push", f"push {s.branch} {report.short(s.remote_sha) or '(new)'} → {report.short(s.commit)} (--force-with-lease)"))
         if pull is None:
@@ -576,7 +645,7 @@ def _plan_others(run: Run, plan: Plan, forge: Forge, close_redundant: bool) -> N
         elif o.verdict is Verdict.INCONCLUSIVE:
             s.state.note = "inconclusive: held; PR left as it is"
         elif o.verdict in NEEDED:
-            s.state.note = "no replayed commit: PR left as it is"
+            s.state.note = s.note or "no replayed commit: PR left as it is"
 
 
 def summary_of(patch: Patch) -> str:

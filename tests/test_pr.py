@@ -1,0 +1,449 @@
+"""``ggstack pr``: stacked PRs only for needed patches, gated, converging, never leaking the token.
+
+The world is real: a fork checkout whose remote is a bare repository, the
+local GitHub-compatible server (tests/forge_server.py) reading that same bare
+repository, and ggstack run as a subprocess (or ``forge.pr`` in-process where
+only the forge side matters) driving the real PyGithub over HTTP. Every
+assertion is about what a maintainer would see on the forge: PRs, bases,
+drafts, labels, bodies, comments, and how many write calls were made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from forge_server import FakeGitHub
+from gitrepo import GitRepo, run_ggstack
+from ggstack import git, replay, report, series
+from ggstack.model import Applied, Evidence, Run, Verdict
+
+TOKEN = "ghp_T0kenThatMustNeverBeSeen4242"
+SLUG = "upstream/proj"
+FAST = {  # the retry time scale shrunk, so fault tests take milliseconds, not minutes
+    "GGSTACK_RETRY_BASE_SECONDS": "0.01",
+    "GGSTACK_WRITE_INTERVAL_SECONDS": "0",
+    "GGSTACK_FORGE_TIMEOUT": "2",
+    "GGSTACK_RATE_LIMIT_MAX_WAIT": "5",
+}
+
+
+def _text(name: str, change: int | None = None) -> str:
+    return "".join(f"{name} line {i}{' changed' if i == change else ''}\n" for i in range(12))
+
+
+class World:
+    """The fork, its remote (the forge's bare repo), the stored stacks, the forge."""
+
+    def __init__(self, tmp: Path, forge: FakeGitHub) -> None:
+        self.tmp = tmp
+        self.forge = forge
+        self.upstream = GitRepo.init(tmp / "upstream.git", bare=True)
+        self.upstream.git("config", "core.logAllRefUpdates", "always")  # so a test can count pushes
+        self.fork = GitRepo.init(tmp / "fork")
+        self.fork.git("remote", "add", "origin", str(self.upstream.path))
+        self.fork.commit("base", {f"{n}.txt": _text(n) for n in "abcdx"})
+        self.fork.git("push", "-q", "origin", "main")
+        forge.add_repo(SLUG, str(self.upstream.path))
+        self.fork.git("checkout", "-q", "-b", "feature")
+        self.x = self.fork.commit(
+            "fix(x): the change the base already has\n\nThe seed's PR: already in the base via a squash.",
+            {"x.txt": _text("x", 3)})
+        self.a = self.fork.commit(
+            "fix(a): preallocate the a buffers\n\nKeep the a buffers alive while graphs are captured.\n\nCo-authored-by: Someone <s@example.com>",
+            {"a.txt": _text("a", 3), "tests/test_a.py": "def test_a():\n    assert True\n"})
+        self.b = self.fork.commit("fix(b): retain b on prewarm\n\nThe b part.", {"b.txt": _text("b", 5)})
+        self.c = self.fork.commit("fix(c): follow-on for c\n\nThe c part.", {"c.txt": _text("c", 7)})
+        self.fork.git("checkout", "-q", "main")
+        self.patches = tmp / "patches"
+        self.repo = git.Repository(str(self.fork.path))
+
+    # -- setup --
+
+    def stack(self, name: str, commits: list[str], *, config: dict[str, str] | None = None, **import_kw) -> None:
+        series.init(str(self.patches), name, SLUG, "main")
+        toml = self.patches / name / "stack.toml"
+        text = toml.read_text()
+        for old, new in (config or {}).items():
+            assert old in text, old
+            text = text.replace(old, new)
+        toml.write_text(text)
+        stack = series.import_commits(self.repo, series.load(str(self.patches), name), commits, **import_kw)
+        series.save(stack)
+
+    def land(self, commit: str) -> str:
+        """The base moves: ``commit`` is cherry-picked onto main (and pushed)."""
+        self.fork.git("cherry-pick", "--allow-empty", commit)
+        self.fork.git("push", "-q", "origin", "main")
+        return self.fork.sha("main")
+
+    # -- running --
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": self.forge.url, **FAST, **extra}
+
+    def gg(self, *args: str, env: dict[str, str] | None = None, stack: str = "s", onto: str = "main") -> subprocess.CompletedProcess[str]:
+        """``ggstack pr STACK --onto main ARGS`` as a user runs it."""
+        extra: list[str] = []
+        if not _has_represent():  # until represent.check lands, the Run comes from checked_run()
+            path = self.tmp / f"run-{stack}.json"
+            run = checked_run(self.repo, series.load(str(self.patches), stack), onto, write="--dry-run" not in args)
+            path.write_text(json.dumps(run.to_json()))
+            extra = ["--run", str(path)]
+        return run_ggstack("--repo", str(self.fork.path), "--patches", str(self.patches), "pr", stack, "--onto", onto,
+                           *extra, *args, cwd=self.tmp, env=env if env is not None else self.env())
+
+    def ok(self, *args: str, **kw) -> subprocess.CompletedProcess[str]:
+        proc = self.gg(*args, **kw)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert TOKEN not in proc.stdout + proc.stderr
+        return proc
+
+    def run_json(self, *args: str, **kw) -> Run:
+        return Run.from_json(json.loads(self.ok(*args, "--json", **kw).stdout))
+
+    # -- looking --
+
+    def pulls(self, state: str | None = "open") -> list[dict]:
+        return [p for p in self.forge.pulls(SLUG) if state is None or p["state"] == state]
+
+    def pull(self, subject_start: str) -> dict:
+        (found,) = [p for p in self.forge.pulls(SLUG) if p["title"].startswith(subject_start)]
+        return found
+
+    def remote_heads(self) -> dict[str, str]:
+        out = self.upstream.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/gg/")
+        return dict(line.split(" ") for line in out.splitlines())
+
+    def pushes(self, branch: str) -> int:
+        return len(self.upstream.git("reflog", "show", "--format=%H", f"refs/heads/{branch}").split())
+
+
+def _has_represent() -> bool:
+    try:
+        from ggstack import represent  # noqa: F401
+    except ImportError:
+        return False
+    return hasattr(represent, "check")
+
+
+def checked_run(repo: git.Repository, stack, base: str, *, write: bool = True) -> Run:
+    """apply + check. Until ``represent.check`` exists, verdicts come from facts
+    of the history the tests built: an empty replay whose patch-id is in the
+    base is represented by that commit, an applied one is unique."""
+    run = replay.apply(repo, stack, base, write=write)
+    if _has_represent():
+        from ggstack import represent
+
+        return represent.check(repo, stack, base, run=run)
+    ids = repo.patch_ids_of_range([f"{run.merge_base}..{run.base}"])
+    for o, patch in zip(run.outcomes, stack.patches):
+        if o.applied is Applied.EMPTY:
+            pid = repo.patch_id_of_diff(patch.diff.encode())
+            by = [c for c, i in ids.items() if i == pid]
+            o.verdict, o.represented_by, o.represented_fraction = Verdict.REPRESENTED, by, 1.0
+            o.evidence = [Evidence("patch-id", f"same patch-id as {by[0][:10]}", by, 1.0)]
+        else:
+            o.verdict = Verdict.CONFLICT if o.applied is Applied.CONFLICT else Verdict.UNIQUE
+    return run
+
+
+@pytest.fixture
+def forge() -> Iterator[FakeGitHub]:
+    with FakeGitHub(TOKEN) as server:
+        yield server
+
+
+@pytest.fixture
+def world(tmp_path: Path, forge: FakeGitHub) -> World:
+    return World(tmp_path, forge)
+
+
+@pytest.fixture
+def seeded(world: World) -> World:
+    """Stack ``s``: one represented patch (x, already in the base), two needed (a, b)."""
+    world.land(world.x)
+    world.stack("s", [world.x, world.a, world.b], original_pr="upstream/proj#130",
+                dropped=["CUTLASS version pin (cmake/cutlass.cmake)"])
+    return world
+
+
+# -- the first run and its rerun ----------------------------------------------------------
+
+
+def test_first_run_opens_two_stacked_gated_prs_and_none_for_the_represented_patch(seeded: World) -> None:
+    w = seeded
+    run = w.run_json()
+    pulls = w.pulls()
+    assert [p["title"] for p in pulls] == ["fix(a): preallocate the a buffers", "fix(b): retain b on prewarm"]
+    pa, pb = pulls
+    out_a, out_b = run.outcomes[1], run.outcomes[2]
+    # Stacked: a on the target base, b on a's branch; heads are the replayed commits, pushed.
+    assert pa["base"]["ref"] == "main" and pa["head"]["ref"] == "gg/s/02-fix-a-preallocate-the-a-buffers"
+    assert pb["base"]["ref"] == pa["head"]["ref"]
+    heads = w.remote_heads()
+    assert heads[f"refs/heads/{pa['head']['ref']}"] == out_a.commit
+    assert heads[f"refs/heads/{pb['head']['ref']}"] == out_b.commit
+    assert not any("fix-x" in ref for ref in heads)
+    # Gated: draft and labelled.
+    assert all(p["draft"] and [label["name"] for label in p["labels"]] == ["do-not-merge"] for p in pulls)
+    # The body: summary, provenance, what was dropped, changes, merge order with links, gate, marker.
+    body = pa["body"]
+    assert "Keep the a buffers alive while graphs are captured." in body
+    assert "Co-authored-by" not in body and "Stack-Patch-Id" not in body  # trailers are not the summary
+    assert "upstream/proj#130" in body and w.a in body
+    assert "CUTLASS version pin (cmake/cutlass.cmake)" in body
+    assert re.search(r"a\.txt\s+\| \+1 -1", body) and re.search(r"tests/test_a\.py\s+\| \+2 -0", body)
+    assert "PR 1 of 2" in body and f"Next: #{pb['number']}" in body
+    assert "PR 2 of 2" in pb["body"] and f"Previous: #{pa['number']}" in pb["body"]
+    assert report.PR_GATE in body and report.PR_GATE in pb["body"]
+    assert report.pr_marker(out_a.stack_patch_id) in body
+    # The Run says the same.
+    assert run.stages["pr"] == "ok"
+    assert run.outcomes[0].verdict is Verdict.REPRESENTED and run.outcomes[0].pr is None
+    assert out_a.pr.number == pa["number"] and out_a.pr.position == 1 and out_a.pr.total == 2
+    assert out_b.pr.base == pa["head"]["ref"] and out_b.pr.body == pb["body"]
+
+
+def test_rerun_with_nothing_changed_makes_no_write_call_and_no_push(seeded: World) -> None:
+    w = seeded
+    w.ok()
+    branches = [p["head"]["ref"] for p in w.pulls()]
+    pushes = {b: w.pushes(b) for b in branches}
+    w.forge.reset_counts()
+    proc = w.ok()
+    assert w.forge.write_calls() == 0, w.forge.requests
+    assert {b: w.pushes(b) for b in branches} == pushes
+    assert len(w.pulls(None)) == 2
+    assert "nothing" in proc.stdout
+
+
+def test_dry_run_prints_plan_and_bodies_and_changes_nothing(seeded: World) -> None:
+    w = seeded
+    local_before = w.fork.refs()
+    proc = w.ok("--dry-run")
+    assert w.forge.write_calls() == 0
+    assert w.pulls(None) == [] and w.remote_heads() == {}
+    assert w.fork.refs() == local_before  # not even ggstack's own branches
+    assert "plan only" in proc.stdout and "open PR 1 of 2" in proc.stdout
+    assert "PR body" in proc.stdout and report.PR_GATE in proc.stdout
+    assert "no PR: represented" in proc.stdout
+
+
+def test_flat_puts_every_pr_on_the_target_base_and_a_rerun_keeps_it(seeded: World) -> None:
+    w = seeded
+    w.ok("--flat")
+    assert [p["base"]["ref"] for p in w.pulls()] == ["main", "main"]
+    w.forge.reset_counts()
+    w.ok()  # no flag: the stack keeps the mode it was opened in; bases are not flipped
+    assert w.forge.write_calls() == 0
+    assert [p["base"]["ref"] for p in w.pulls()] == ["main", "main"]
+
+
+# -- the base moves -----------------------------------------------------------------------
+
+
+def test_base_moves_patch_2_represented_close_redundant_closes_it_with_the_evidence(world: World) -> None:
+    w = world
+    w.stack("s", [w.a, w.b, w.c])
+    w.ok()
+    p1, p2, p3 = w.pulls()
+    assert p3["base"]["ref"] == p2["head"]["ref"]
+    landed = w.land(w.b)
+
+    # Without the flag: the plan says "would close"; PR 2 stays open and uncommented.
+    proc = w.ok()
+    assert "would close" in proc.stdout
+    assert w.pull("fix(b)")["state"] == "open" and w.forge.comments(SLUG, p2["number"]) == []
+    # ... while patch 3's PR follows the chain: now on patch 1's branch.
+    assert w.pull("fix(c)")["base"]["ref"] == p1["head"]["ref"]
+
+    run = w.run_json("--close-redundant")
+    assert w.pull("fix(b)")["state"] == "closed"
+    (comment,) = w.forge.comments(SLUG, p2["number"])
+    text = comment["body"]
+    assert text.startswith("Closing as already represented in the current `main` base")
+    assert landed[:10] in text and "no unique change left to merge" in text
+    assert "patch-id" in text and "100%" in text
+    assert run.outcomes[1].pr.state == "closed" and run.outcomes[1].pr.comment == text
+    # PR 3 is now 2 of 2, linked to PR 1; PR 1 links to PR 3.
+    assert "PR 2 of 2" in w.pull("fix(c)")["body"] and f"Previous: #{p1['number']}" in w.pull("fix(c)")["body"]
+    assert f"Next: #{p3['number']}" in w.pull("fix(a)")["body"]
+    assert w.remote_heads()[f"refs/heads/{p3['head']['ref']}"] == run.outcomes[2].commit
+    assert w.fork.git("rev-parse", run.outcomes[2].commit + "^") == run.outcomes[0].commit
+
+    # Rerun: nothing more to say.
+    w.forge.reset_counts()
+    w.ok("--close-redundant")
+    assert w.forge.write_calls() == 0 and len(w.forge.comments(SLUG, p2["number"])) == 1
+
+
+def test_approval_lifts_the_gate_of_that_pr_and_leaves_the_other(seeded: World) -> None:
+    w = seeded
+    w.ok()
+    p1, p2 = w.pulls()
+    w.forge.approve(SLUG, p1["number"], "maintainer")
+    run = w.run_json()
+    p1, p2 = w.pulls()
+    assert p1["draft"] is False and p1["labels"] == []
+    assert "Approved by @maintainer" in p1["body"] and report.PR_GATE not in p1["body"]
+    assert p2["draft"] is True and [label["name"] for label in p2["labels"]] == ["do-not-merge"]
+    assert report.PR_GATE in p2["body"]
+    assert run.outcomes[1].pr.approved and not run.outcomes[2].pr.approved
+    assert all(p["state"] == "open" and not p["merged"] for p in w.pulls(None))  # never merged
+    w.forge.reset_counts()
+    w.ok()
+    assert w.forge.write_calls() == 0
+
+
+def test_prs_from_a_fork_have_owner_prefixed_heads(tmp_path: Path, forge: FakeGitHub) -> None:
+    w = World(tmp_path, forge)
+    fork_bare = GitRepo.init(tmp_path / "forker.git", bare=True)
+    w.fork.git("remote", "add", "mine", str(fork_bare.path))
+    w.fork.git("push", "-q", "mine", "main")
+    forge.add_repo("forker/proj", str(fork_bare.path), fork_of=SLUG)
+    w.stack("s", [w.a, w.b], config={'# fork = "me/name"': 'fork = "forker/proj"', 'remote = "origin"': 'remote = "mine"'})
+    w.ok()
+    p1, p2 = w.pulls()
+    assert p1["head"]["label"] == "forker:gg/s/01-fix-a-preallocate-the-a-buffers"
+    assert p1["head"]["repo"]["full_name"] == "forker/proj" and p2["base"]["ref"] == "main"
+    assert w.remote_heads() == {}  # pushed to the fork, not upstream
+    w.forge.reset_counts()
+    w.ok()
+    assert w.forge.write_calls() == 0
+
+
+# -- faults ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", [
+    ("inject", "GET", r"/pulls$", {"status": 502}),
+    ("inject", "POST", r"/pulls$", {"status": 503, "times": 2}),
+    ("inject", "PATCH", r"/pulls/\d+$", {"status": 500}),
+    ("inject_rate_limit", "GET", r"/pulls$", {"reset_in": 1}),
+    ("inject_retry_after", "POST", r"/labels$", {"seconds": 1}),
+    ("inject_retry_after", "POST", r"/pulls$", {"seconds": 1, "status": 403}),
+    ("inject", "GET", r"/repos/upstream/proj$", {"status": 0, "delay": 3}),  # slower than the 2 s timeout
+], ids=["502-read", "503-create-twice", "500-edit", "rate-limit-near-reset", "429-retry-after", "403-retry-after", "timeout"])
+def test_a_transient_fault_is_retried_and_the_run_converges(seeded: World, fault) -> None:
+    w = seeded
+    method, verb, path, kw = fault
+    getattr(w.forge, method)(verb, path, **kw)
+    w.ok()
+    assert len(w.pulls(None)) == 2
+    assert all([label["name"] for label in p["labels"]] == ["do-not-merge"] for p in w.pulls())
+    w.forge.reset_counts()
+    w.ok()
+    assert w.forge.write_calls() == 0
+
+
+@pytest.mark.parametrize("fault,words", [
+    (("inject", "GET", r"/pulls$", {"status": 502, "times": 5}), "still fails after 5 tries"),
+    (("inject_rate_limit", "GET", r"/pulls$", {"reset_in": 3600}), "rate limit exhausted; it resets at"),
+    (("inject_retry_after", "POST", r"/pulls$", {"seconds": 3600}), "Retry-After"),
+], ids=["502-forever", "rate-limit-far-reset", "retry-after-too-long"])
+def test_a_lasting_fault_is_a_clear_infrastructure_error(seeded: World, fault, words: str) -> None:
+    w = seeded
+    method, verb, path, kw = fault
+    getattr(w.forge, method)(verb, path, **kw)
+    proc = w.gg()
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert words in proc.stderr and "Traceback" not in proc.stderr
+    assert TOKEN not in proc.stdout + proc.stderr
+    # Once the forge is back (every injected fault spent), the next run converges.
+    w.ok()
+    assert len(w.pulls(None)) == 2
+
+
+def test_a_create_whose_answer_was_lost_is_not_sent_twice(seeded: World) -> None:
+    w = seeded
+    # The server creates the PR, but only after the client has timed out.
+    w.forge.inject("POST", r"/pulls$", status=0, delay=2.5)
+    w.ok(env=w.env(GGSTACK_FORGE_TIMEOUT="1", GGSTACK_RETRY_BASE_SECONDS="2"))
+    assert len(w.pulls(None)) == 2
+
+
+def test_killed_at_every_write_then_rerun_converges_without_duplicates(world: World) -> None:
+    w = world
+    w.stack("s", [w.a, w.b, w.c])
+
+    def check_no_duplicates() -> None:
+        titles = [p["title"] for p in w.pulls()]
+        assert len(titles) == len(set(titles)), titles
+        for p in w.pulls(None):
+            assert len(w.forge.comments(SLUG, p["number"])) <= 1
+
+    def kill_everywhere(*args: str) -> int:
+        """Die right after the first write of every run, until a run has nothing left to write."""
+        kills = 0
+        for _ in range(30):
+            proc = w.gg(*args, env=w.env(GGSTACK_DEBUG_KILL_AFTER_WRITES="1"))
+            check_no_duplicates()
+            if proc.returncode == 0:
+                return kills
+            assert proc.returncode == -9, proc.stdout + proc.stderr
+            kills += 1
+        raise AssertionError("never finished")
+
+    assert kill_everywhere() >= 6  # 3 opens, 3 labels, body edits: each one a place to die
+    w.forge.reset_counts()
+    w.ok()
+    assert w.forge.write_calls() == 0
+    assert len(w.pulls()) == 3 and all(p["draft"] and p["labels"] for p in w.pulls())
+
+    w.land(w.b)
+    assert kill_everywhere("--close-redundant") >= 2  # at least the comment and the close
+    assert w.pull("fix(b)")["state"] == "closed"
+    assert len(w.forge.comments(SLUG, w.pull("fix(b)")["number"])) == 1
+    assert w.pull("fix(c)")["base"]["ref"] == w.pull("fix(a)")["head"]["ref"]
+    w.forge.reset_counts()
+    w.ok("--close-redundant")
+    assert w.forge.write_calls() == 0
+
+
+# -- the token --------------------------------------------------------------------------------
+
+
+def test_missing_token_is_a_user_error_naming_the_variable(seeded: World) -> None:
+    env = {k: v for k, v in seeded.env().items() if k != "GITHUB_TOKEN"}
+    proc = seeded.gg(env=env)
+    assert proc.returncode == 2 and "GITHUB_TOKEN" in proc.stderr and "GH_TOKEN" in proc.stderr
+    assert seeded.forge.requests == []
+
+
+def test_a_rejected_token_is_a_user_error_and_the_token_is_never_printed(seeded: World) -> None:
+    bad = "ghp_WrongTokenAlsoSecret1234"
+    env = {k: v for k, v in seeded.env().items() if k != "GITHUB_TOKEN"}
+    proc = seeded.gg(env={**env, "GH_TOKEN": bad})
+    assert proc.returncode == 2, proc.stderr
+    assert "GH_TOKEN" in proc.stderr and "401" in proc.stderr and "Traceback" not in proc.stderr
+    assert bad not in proc.stdout + proc.stderr and TOKEN not in proc.stdout + proc.stderr
+
+
+def test_an_unreachable_forge_is_an_infrastructure_error_without_the_token(seeded: World) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = seeded.gg(env=seeded.env(GITHUB_API_URL=f"http://127.0.0.1:{port}"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "still fails after 5 tries" in proc.stderr and "Traceback" not in proc.stderr
+    assert TOKEN not in proc.stdout + proc.stderr
+
+
+def test_the_token_is_in_no_output_and_no_run_json(seeded: World) -> None:
+    w = seeded
+    for args in (("--dry-run",), (), ("--json",), ("--dry-run", "--json")):
+        proc = w.ok(*args)
+        assert TOKEN not in proc.stdout + proc.stderr
+    # Even when the forge echoes the token back in an error, ggstack does not repeat it.
+    w.forge.inject("GET", r"/pulls$", status=422, body={"message": f"bad request for {TOKEN}"})
+    proc = w.gg()
+    assert proc.returncode == 2 and "422" in proc.stderr
+    assert TOKEN not in proc.stdout + proc.stderr
