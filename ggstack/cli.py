@@ -19,7 +19,7 @@ from rich.table import Table
 
 from ggstack import git, replay, report, series
 from ggstack.errors import InfraError, UserError
-from ggstack.model import Run, Stack
+from ggstack.model import Run, Stack, Verdict
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -245,11 +245,11 @@ def move(obj: Ctx, stack: str, patch: str, to: int) -> None:
 class StageProgress:
     """A rich progress bar on a terminal for stacks of more than a handful of patches."""
 
-    def __init__(self, total: int, what: str) -> None:
+    def __init__(self, total: int, what: str, *, min_total: int = 6) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._bar = None
-        if sys.stdout.isatty() and total > 5:
+        if sys.stdout.isatty() and total >= min_total:
             self._bar = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True)
             self._task = self._bar.add_task("", total=total)
 
@@ -264,7 +264,7 @@ class StageProgress:
 
     def __call__(self, done: int, total: int, name: str) -> None:
         if self._bar:
-            self._bar.update(self._task, completed=done, description=name)
+            self._bar.update(self._task, completed=done, total=total, description=name)
 
 
 @main.command()
@@ -341,6 +341,85 @@ def check(obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tu
         console().print(report.check_table(run))
     needs_human = {"conflict", "partial"}
     sys.exit(1 if any(o.verdict and o.verdict.value in needs_human for o in run.outcomes) else 0)
+
+
+@main.command("test")
+@click.argument("stack")
+@click.argument("results_files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--onto", default=None, help="The base to test on [default: stack.toml target.base].")
+@click.option("--gpu", type=click.Choice(["auto", "require", "off"]), default="auto", show_default=True, help="auto: GPU tests where there is a GPU, else inconclusive; require: fail without one; off: skip them.")
+@click.option("--only", multiple=True, help="Test only this patch (index or file name; repeatable).")
+@click.option("--matrix", is_flag=True, help="Print the job list for GitHub Actions strategy.matrix (fromJSON) and run nothing.")
+@click.option("--shard", default=None, metavar="K/N", help="Run every N-th job of the matrix, starting at the K-th, into --results.")
+@click.option("--job", "job_id", default=None, help="Run one job of the matrix (its id) into --results.")
+@click.option("--results", "results_path", default=None, type=click.Path(dir_okay=False), help="Where --shard/--job write their results [default: ggstack-test-<shard or job>.json].")
+@click.option("--merge", is_flag=True, help="Fold the RESULTS_FILES written by --shard/--job into the Run.")
+@click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON.")
+@click.pass_obj
+@handled
+def test_(obj: Ctx, stack: str, results_files: tuple[str, ...], onto: str | None, gpu: str, only: tuple[str, ...], matrix: bool, shard: str | None, job_id: str | None, results_path: str | None, merge: bool, as_json: bool) -> None:
+    """Run each patch's own tests on the base without it, with it, and on its
+    old base, and fold what they say into the verdict.
+
+    The tests are the files the patch adds or changes that match
+    stack.toml tests.paths; {tests} in tests.cpu/tests.gpu expands to them.
+    Each run is a temporary git worktree under the git dir; per-test results
+    come from JUnit XML; results are cached by tree, command and environment.
+    Exit 1 when a patch is broken.
+
+    \b
+    Examples:
+      ggstack test gg-clean --onto origin/dev/gilded-gnosis
+      ggstack test gg-clean --onto origin/dev/gilded-gnosis --matrix
+      ggstack test gg-clean --onto origin/dev/gilded-gnosis --shard 2/4 --results results/2.json
+      ggstack test gg-clean --onto origin/dev/gilded-gnosis --merge results/*.json
+    """
+    from ggstack import testrun
+
+    modes = [m for m, on in (("--matrix", matrix), ("--shard", shard), ("--job", job_id), ("--merge", merge)) if on]
+    if len(modes) > 1:
+        raise UserError(f"{' and '.join(modes)} do not go together")
+    if results_files and not merge:
+        raise UserError(f"unexpected arguments {' '.join(results_files)} (results files go with --merge)")
+    if merge and not results_files:
+        raise UserError("--merge needs the results files written by --shard/--job")
+    part = _parse_shard(shard) if shard else None
+    s = obj.stack(stack)
+    base = onto or s.config.target.base
+    run = testrun.prepare(obj.repo, s, base)
+    if matrix:
+        print_json(testrun.matrix(obj.repo, s, run, gpu=gpu, only=only))
+        return
+    if part or job_id:
+        with StageProgress(1, "test", min_total=1) as progress:
+            doc = testrun.shard(obj.repo, s, run, part=part, job_id=job_id, gpu=gpu, only=only, progress=progress)
+        path = results_path or f"ggstack-test-{job_id or shard.replace('/', '-of-')}.json"
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        series.write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
+        click.echo(f"wrote {path} ({len(doc['jobs'])} job(s))")
+        return
+    if merge:
+        run = testrun.merge(obj.repo, s, run, testrun.load_results(results_files), gpu=gpu, only=only)
+    else:
+        with StageProgress(1, "test", min_total=1) as progress:
+            run = testrun.test(obj.repo, s, run, gpu=gpu, only=only, progress=progress)
+    if as_json:
+        print_json(run.to_json())
+    else:
+        out = console()
+        out.print(report.test_table(run))
+        failures = report.test_failures(run)
+        if failures:
+            out.print(failures, markup=False)
+    sys.exit(1 if any(o.verdict is Verdict.BROKEN for o in run.outcomes) else 0)
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    k, sep, n = text.partition("/")
+    if not sep or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n):
+        raise UserError(f"--shard {text!r}: expected K/N with 1 <= K <= N, e.g. 2/4")
+    return int(k), int(n)
 
 
 @main.command("pr")

@@ -264,6 +264,64 @@ def pr_documents(run: Run) -> str:
     return "\n".join(out)
 
 
+# -- tests (the ``test`` stage) ------------------------------------------------------
+
+_TEST_STATUS = {
+    "passed": "[green]pass[/]",
+    "failed": "[bold red]FAIL[/]",
+    "error": "[red]error[/]",
+    "timeout": "[red]timeout[/]",
+    "skipped": "[yellow]skip[/]",
+    "no-tests": "none",
+    "not-run": "—",
+}
+
+
+def _test_cells(o: Outcome, kind: str) -> str:
+    by_where = {t.where: t for t in o.tests if t.kind == kind}
+    if not by_where:
+        return ""
+    cells = []
+    for where in ("base", "patched", "old-base"):
+        t = by_where.get(where)
+        cells.append(_TEST_STATUS.get(t.status, t.status) + ("*" if t.cached else "") if t else "—")
+    return " / ".join(cells)
+
+
+def test_table(run: Run) -> Table:
+    """One row a patch: the verdict, each kind's base / base + patch / old base, and what the tests said."""
+    gpu = f", GPU {run.gpu}" if run.gpu else ""
+    table = Table(
+        title=f"{run.stack} tests on {run.base_ref} ({short(run.base)}{gpu})",
+        title_justify="left",
+        caption="runs: base + tests / base + patch / old base + tests   * cached",
+        caption_justify="left",
+    )
+    for col in ("patch", "verdict", "recommendation", "cpu", "gpu", "tests say"):
+        table.add_column(col, overflow="fold")
+    for o in run.outcomes:
+        evidence = next((e for e in o.evidence if e.kind == "tests"), None)
+        table.add_row(
+            o.name,
+            o.verdict.value if o.verdict else "",
+            o.recommendation.value if o.recommendation else "",
+            _test_cells(o, "cpu"),
+            _test_cells(o, "gpu"),
+            evidence.detail if evidence else ("no test files" if o.applied is not Applied.SKIPPED else ""),
+        )
+    return table
+
+
+def test_failures(run: Run) -> str:
+    """The kept output of every failing run (the tail), for the terminal and the report."""
+    parts = []
+    for o in run.outcomes:
+        for t in o.tests:
+            if t.output_tail:
+                parts.append(f"--- {o.name}: {t.kind} on {t.where} ({t.status}: {t.reason or t.command})\n{t.output_tail}")
+    return "\n\n".join(parts)
+
+
 # -- the report (``ggstack report``, the bot's step summary) --------------------------
 #
 # One set of "in words" functions feeds the terminal table, the Markdown and

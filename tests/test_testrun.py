@@ -1,0 +1,393 @@
+"""``ggstack test``: a patch's own tests, run on the base without it, with it, and on its old base.
+
+Everything is real: a fork with a buggy ``add()``, a patch that fixes it
+and adds a test, bases that lack the fix, carry an equivalent fix written
+differently, or carry a compensation that the patch breaks — and pytest run
+as a subprocess in ggstack's temporary worktrees. The checks are what a
+maintainer would look at: the verdict, the evidence, the kept output, what
+is left in the git dir, and whether the test processes are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gitrepo import GitRepo, run_ggstack
+from ggstack import git, series, testrun
+
+SLUG = "owner/repo"
+
+CALC = '''def combine(a, b):
+    return a - b
+
+
+# padding, so that a change to combine() and one to add() never touch
+# .
+# .
+# .
+# .
+
+
+def add(a, b):
+    return combine(a, b)
+
+
+# end of calc
+# .
+# .
+# .
+'''
+FIXED = CALC.replace("    return combine(a, b)", "    return a + b")
+EQUIVALENT = CALC.replace("    return a - b", "    return sum((a, b))")  # the same fix, written differently, elsewhere
+COMPENSATED = CALC + "\n\n_orig_add = add\n\n\ndef add(a, b):  # compensates for combine()\n    return _orig_add(a, b) + 2 * b\n"
+
+TEST_ADD = '''import os
+
+from calc import add
+
+
+def test_add():
+    if os.environ.get("RUNLOG"):
+        with open(os.environ["RUNLOG"], "a") as f:
+            f.write("ran\\n")
+    assert add(2, 3) == 5
+'''
+TEST_COMBINE = "from calc import combine\n\n\ndef test_combine_exists():\n    assert callable(combine)\n"
+TEST_KERNEL = '''import pytest
+
+from calc import add
+
+
+def test_add_small():
+    assert add(1, 1) == 2
+
+
+@pytest.mark.gpu
+def test_add_on_gpu():
+    assert add(2, 2) == 4
+'''
+TEST_HANG = '''import os
+import subprocess
+import time
+
+
+def test_hang():
+    child = subprocess.Popen(["sleep", "300"])
+    with open(os.environ["PIDFILE"], "a") as f:
+        f.write(f"{os.getpid()} {child.pid}\\n")
+    time.sleep(300)
+'''
+
+CPU = 'python -m pytest -q -p no:cacheprovider -m "not gpu" {tests}'
+GPU = "python -m pytest -q -p no:cacheprovider -m gpu {tests}"
+
+
+def has_gpu() -> bool:
+    return shutil.which("nvidia-smi") is not None
+
+
+class World:
+    """A fork of a calculator whose add() is broken, the fork's fixes, and bases to test them on."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.fork = GitRepo.init(tmp / "fork")
+        self.patches = tmp / "patches"
+        self.old = self.fork.commit("calc", {"calc.py": CALC, "README": "calc\n"})
+        self.fix = self.fork.commit("fix add()", {"calc.py": FIXED, "tests/test_calc.py": TEST_ADD})
+        self.kernel = self.fork.commit("test add() on the GPU", {"tests/test_kernel.py": TEST_KERNEL})
+        self.control = self.on(self.old, "document combine()", {"calc.py": '"""Arithmetic."""\n' + CALC, "tests/test_combine.py": TEST_COMBINE})
+        self.hang = self.on(self.old, "a test that hangs", {"calc.py": CALC + "# hangs\n", "tests/test_hang.py": TEST_HANG})
+        self.bases = {
+            "needed": self.on(self.old, "unrelated", {"README": "calc, the calculator\n"}),
+            "equivalent": self.on(self.old, "fix combine() so add() works", {"calc.py": EQUIVALENT}),
+            "compensated": self.on(self.old, "compensate for combine() in add()", {"calc.py": COMPENSATED}),
+        }
+        for name, sha in self.bases.items():
+            self.fork.git("branch", f"base-{name}", sha)
+        self.repo = git.Repository(str(self.fork.path))
+
+    def on(self, start: str, message: str, files: dict[str, str]) -> str:
+        self.fork.git("checkout", "-q", "--detach", start)
+        sha = self.fork.commit(message, files)
+        self.fork.git("checkout", "-q", "main")
+        return sha
+
+    def stack(self, name: str, commits: list[str], *, cpu: str = CPU, gpu: str = "", timeout: int = 120, env: dict[str, str] | None = None) -> None:
+        series.init(str(self.patches), name, SLUG, "main")
+        # The target's tests need none of the plugins installed here; loading them costs seconds a run.
+        env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})}
+        env_toml = ", ".join(f'{k} = "{v}"' for k, v in env.items())
+        toml = (
+            f'[target]\nrepo = "{SLUG}"\nbase = "main"\n\n[tests]\n'
+            f"cpu = {json.dumps(cpu)}\ngpu = {json.dumps(gpu)}\ntimeout = {timeout}\n"
+            f'gpu_runner = "gpu-h200"\nenv = {{{env_toml}}}\n'
+        )
+        (self.patches / name / "stack.toml").write_text(toml)
+        stack = series.load(str(self.patches), name)
+        series.save(series.import_commits(self.repo, stack, commits))
+
+    def gg(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_ggstack("--repo", str(self.fork.path), "--patches", str(self.patches), *args, cwd=self.tmp)
+
+    def test_json(self, stack: str, base: str, *args: str, rc: int = 0) -> dict:
+        proc = self.gg("test", stack, "--onto", f"base-{base}", "--json", *args)
+        assert proc.returncode == rc, proc.stderr + proc.stdout
+        return json.loads(proc.stdout)
+
+    def worktrees_left(self) -> list[str]:
+        root = Path(self.repo.state_dir("worktrees"))
+        listed = self.fork.git("worktree", "list", "--porcelain").count("worktree ")
+        dirs = [p.name for p in root.iterdir() if p.is_dir()]
+        return dirs + ["(git worktree list)"] * (listed - 1)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path)
+
+
+def evidence_of(patch: dict) -> dict:
+    (e,) = [e for e in patch["evidence"] if e["kind"] == "tests"]
+    return e
+
+
+def results(patch: dict, kind: str = "cpu") -> dict[str, dict]:
+    return {t["where"]: t for t in patch["tests"] if t["kind"] == kind}
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def wait_dead(pids: list[int], limit: float = 15.0) -> list[int]:
+    """The pids still alive after a bounded wait (SIGKILL is delivered, exit is asynchronous)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+# -- the verdict rules ---------------------------------------------------------------
+
+
+def test_needed_represented_by_behaviour_and_broken(world: World) -> None:
+    world.stack("fix", [world.fix])
+
+    needed = world.test_json("fix", "needed")["patches"][0]
+    runs = results(needed)
+    assert (runs["base"]["status"], runs["patched"]["status"], runs["old-base"]["status"]) == ("failed", "passed", "failed")
+    assert runs["base"]["failed"] == ["tests.test_calc::test_add"]
+    assert needed["verdict"] == "unique"
+    assert needed["recommendation"] == "open PR"
+    ev = evidence_of(needed)
+    assert ev["judgement"] == "needed" and ev["tests"] == ["tests.test_calc::test_add"]
+    assert world.worktrees_left() == []
+
+    # The base fixed combine() instead: the text differs, the behaviour is there.
+    equivalent = world.test_json("fix", "equivalent")["patches"][0]
+    runs = results(equivalent)
+    assert (runs["base"]["status"], runs["patched"]["status"], runs["old-base"]["status"]) == ("passed", "passed", "failed")
+    assert equivalent["verdict"] == "represented"
+    ev = evidence_of(equivalent)
+    assert ev["judgement"] == "represented" and ev["tests"] == ["tests.test_calc::test_add"]
+    assert ev["before"]["verdict"] in (None, "unique", "partial")  # text alone did not see it
+    assert world.bases["equivalent"] in equivalent["represented_by"]
+    assert equivalent["recommendation"] == "do not open"
+
+    # The base compensated in add(); with the patch on top the sum is wrong.
+    proc = world.gg("test", "fix", "--onto", "base-compensated", "--json")
+    assert proc.returncode == 1, proc.stderr
+    broken = json.loads(proc.stdout)["patches"][0]
+    runs = results(broken)
+    assert runs["patched"]["status"] == "failed" and runs["base"]["status"] == "passed"
+    assert broken["verdict"] == "broken" and broken["recommendation"] == "rework"
+    assert "assert 11 == 5" in runs["patched"]["output_tail"]
+    assert runs["base"]["output_tail"] == ""  # only failing runs keep output
+    assert world.worktrees_left() == []
+
+    table = world.gg("test", "fix", "--onto", "base-compensated")
+    assert table.returncode == 1
+    assert "broken" in table.stdout and "assert 11 == 5" in table.stdout
+
+
+def test_a_test_that_passes_on_the_old_base_is_no_evidence(world: World) -> None:
+    world.stack("ctl", [world.control])
+    patch = world.test_json("ctl", "equivalent")["patches"][0]
+    runs = results(patch)
+    assert {w: r["status"] for w, r in runs.items()} == {"base": "passed", "patched": "passed", "old-base": "passed"}
+    ev = evidence_of(patch)
+    assert ev["judgement"] == "none"
+    assert "old base too" in ev["detail"]
+    assert patch["verdict"] != "represented"
+    assert patch["verdict"] == (ev["before"]["verdict"] or "unique")
+
+
+# -- GPU ------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(has_gpu(), reason="this machine has a GPU: the GPU tests would run")
+def test_gpu_tests_without_a_gpu_are_inconclusive(world: World) -> None:
+    world.stack("gpu", [world.fix, world.kernel], gpu=GPU)
+
+    run = world.test_json("gpu", "needed")
+    assert run["gpu"] == "absent"
+    fix, kernel = run["patches"]
+    # The fix has no GPU tests: it is not held for want of a GPU.
+    assert {r["status"] for r in results(fix, "gpu").values()} == {"no-tests"}
+    assert fix["verdict"] == "unique"
+    gpu_runs = results(kernel, "gpu")
+    assert {r["status"] for r in gpu_runs.values()} == {"skipped"}
+    assert "no GPU" in gpu_runs["patched"]["reason"]
+    assert kernel["verdict"] == "inconclusive" and kernel["recommendation"] == "hold"
+    assert "no GPU" in evidence_of(kernel)["detail"]
+    assert results(kernel)["patched"]["passed"] == ["tests.test_kernel::test_add_small"]
+
+    proc = world.gg("test", "gpu", "--onto", "base-needed", "--gpu", "require")
+    assert proc.returncode == 2
+    assert "--gpu require" in proc.stderr and "no GPU" in proc.stderr
+
+    off = world.test_json("gpu", "needed", "--gpu", "off")
+    assert off["gpu"] == "off"
+    assert all(t["kind"] == "cpu" for p in off["patches"] for t in p["tests"])
+    assert off["patches"][1]["verdict"] != "inconclusive"
+
+
+# -- timeouts and crashes -------------------------------------------------------------------
+
+
+def test_a_hanging_test_times_out_and_its_process_group_is_killed(world: World, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    world.stack("hang", [world.hang], timeout=2, env={"PIDFILE": str(pidfile)})
+    patch = world.test_json("hang", "needed")["patches"][0]
+    assert {r["status"] for r in patch["tests"]} == {"timeout"}
+    assert "timed out after 2 s" in patch["tests"][0]["reason"]
+    assert patch["verdict"] == "inconclusive"
+    assert evidence_of(patch)["judgement"] == "inconclusive"
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert len(pids) == 6  # pytest and its sleep child, in each of the three runs
+    assert wait_dead(pids) == []
+    assert world.worktrees_left() == []
+
+
+def test_worktrees_and_test_processes_of_a_killed_run_are_pruned(world: World, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    world.stack("hang", [world.hang], timeout=300, env={"PIDFILE": str(pidfile)})
+    world.stack("fix", [world.fix])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ggstack", "--repo", str(world.fork.path), "--patches", str(world.patches), "test", "hang", "--onto", "base-needed"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (pidfile.exists() and pidfile.read_text().endswith("\n")) and time.monotonic() < deadline:
+            assert proc.poll() is None, "ggstack exited before the test started"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    orphans = [int(p) for p in pidfile.read_text().split()]
+    assert orphans and all(alive(p) for p in orphans)  # SIGKILL gives ggstack no chance to clean up
+    assert len(world.worktrees_left()) == 2  # the directory, and git's record of it
+
+    run = world.test_json("fix", "needed")  # any later run prunes what the dead one left
+    assert run["patches"][0]["verdict"] == "unique"
+    assert world.worktrees_left() == []
+    assert wait_dead(orphans) == []
+
+
+# -- the cache ----------------------------------------------------------------------------------
+
+
+def test_a_rerun_on_an_unchanged_base_runs_nothing(world: World, tmp_path: Path) -> None:
+    runlog = tmp_path / "runlog"
+    world.stack("fix", [world.fix], env={"RUNLOG": str(runlog)})
+    stack = series.load(str(world.patches), "fix")
+
+    first = testrun.test(world.repo, stack, testrun.prepare(world.repo, stack, "base-needed"))
+    assert runlog.read_text().count("ran") == 3
+    assert not any(t.cached for t in first.outcomes[0].tests)
+
+    second = testrun.test(world.repo, stack, testrun.prepare(world.repo, stack, "base-needed"))
+    assert runlog.read_text().count("ran") == 3  # nothing was executed
+    assert all(t.cached for t in second.outcomes[0].tests)
+    assert second.outcomes[0].verdict == first.outcomes[0].verdict
+    assert [(t.where, t.status, t.failed) for t in second.outcomes[0].tests] == [(t.where, t.status, t.failed) for t in first.outcomes[0].tests]
+
+    # Folding twice is folding once: the text verdict is restored first.
+    again = testrun.test(world.repo, stack, second)
+    assert [e.kind for e in again.outcomes[0].evidence].count("tests") == 1
+    assert again.outcomes[0].verdict == second.outcomes[0].verdict
+
+    # A new base is a new tree: that one runs.
+    testrun.test(world.repo, stack, testrun.prepare(world.repo, stack, "base-equivalent"))
+    assert runlog.read_text().count("ran") == 5  # base + tests and base + patch; the old base is unchanged
+
+
+# -- beyond one machine ---------------------------------------------------------------------------
+
+
+def _comparable(run: dict) -> dict:
+    """A Run without what differs between two honest executions: durations and cache hits."""
+    for patch in run["patches"]:
+        for t in patch["tests"]:
+            t.pop("seconds")
+            t.pop("cached")
+            t["output_tail"] = re.sub(r"in [0-9.]+s", "in Ns", t["output_tail"])
+    return run
+
+
+def test_matrix_then_shards_then_merge_equals_a_single_run(world: World, tmp_path: Path) -> None:
+    world.stack("gpu", [world.fix, world.kernel], gpu=GPU)
+    proc = world.gg("test", "gpu", "--onto", "base-equivalent", "--matrix")
+    assert proc.returncode == 0, proc.stderr
+    matrix = json.loads(proc.stdout)
+    entries = matrix["include"]
+    assert [(e["patch"][:4], e["kind"]) for e in entries] == [("0001", "cpu"), ("0001", "gpu"), ("0002", "cpu"), ("0002", "gpu")]
+    assert {e["runs-on"] for e in entries if e["kind"] == "gpu"} == {"gpu-h200"}
+    assert all(e["runs-on"] == "ubuntu-latest" for e in entries if e["kind"] == "cpu")
+
+    files = []
+    for e in entries:
+        out = tmp_path / "results" / f"{e['id']}.json"
+        args = ["--shard", e["shard"]] if e["kind"] == "cpu" else ["--job", e["id"]]
+        proc = world.gg("test", "gpu", "--onto", "base-equivalent", *args, "--results", str(out))
+        assert proc.returncode == 0, proc.stderr
+        files.append(str(out))
+    proc = world.gg("test", "gpu", "--onto", "base-equivalent", "--json", "--merge", *files)
+    assert proc.returncode == 0, proc.stderr
+    merged = json.loads(proc.stdout)
+
+    shutil.rmtree(world.repo.state_dir("cache", "tests"))  # the single run must really run
+    single = world.test_json("gpu", "equivalent")
+    assert _comparable(merged) == _comparable(single)
+    assert single["patches"][0]["verdict"] == "represented"
+
+    # A results file from another base is refused, naming the file.
+    proc = world.gg("test", "gpu", "--onto", "base-needed", "--merge", files[0])
+    assert proc.returncode == 2 and files[0] in proc.stderr
+
+
+def test_which_files_are_tests() -> None:
+    patterns = ("tests/**/test_*.py",)
+    assert testrun.is_test_path("tests/test_calc.py", patterns)
+    assert testrun.is_test_path("tests/distributed/deep/test_dcp_a2a.py", patterns)
+    assert not testrun.is_test_path("tests/helpers.py", patterns)
+    assert not testrun.is_test_path("vllm/tests_util/test_x.py", patterns)
+    assert testrun.expand("pytest {tests}", ["tests/a b.py", "tests/c.py"]) == "pytest 'tests/a b.py' tests/c.py"
