@@ -87,6 +87,7 @@ class Repository:
         self.git_dir = os.path.abspath(self._repo.git_dir)
         self.common_dir = os.path.abspath(self._repo.common_dir)
         self.worktree = self._repo.working_tree_dir  # None for a bare repository
+        self._writer: _ObjectWriter | None = None
 
     @classmethod
     def init(cls, path: str, *, bare: bool = False) -> "Repository":
@@ -356,17 +357,27 @@ class Repository:
     def format_patch(self, commit: str, base: str, paths: Sequence[str] = (), number: int = 1, total: int = 1) -> tuple[str, bytes]:
         """``git format-patch --full-index`` of one commit: (git's file name, contents).
 
-        ``--no-signature`` keeps the bytes independent of the git version, so
-        regenerating a stored patch on another machine changes nothing.
+        ``--no-signature`` keeps the bytes independent of the git version, and
+        every ``format.*``/``diff.*`` setting that changes the output is pinned
+        to git's default, so regenerating a stored patch on another machine
+        (with another user's git config) changes nothing.
         """
         with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as out_dir:
             args = [
                 "-c", "core.quotePath=false",
                 "-c", "diff.noprefix=false",
                 "-c", "diff.mnemonicPrefix=false",
+                "-c", "diff.suppressBlankEmpty=false",
                 "-c", "format.signOff=false",
+                "-c", "format.from=false",
+                "-c", "format.forceInBodyFrom=false",
+                "-c", "format.encodeEmailHeaders=true",
+                "-c", "i18n.logOutputEncoding=UTF-8",
                 "format-patch", "--full-index", "--binary", "--no-signature", "--no-color",
-                "--find-renames", f"--base={base}", "--numbered",
+                "--find-renames", f"--base={base}", "--numbered", "--subject-prefix=PATCH", "--suffix=.patch",
+                "--no-cover-letter", "--no-thread", "--no-notes", "--no-attach", "--no-add-header", "--no-to", "--no-cc",
+                "--no-relative", "--unified=3", "--inter-hunk-context=0", "--diff-algorithm=myers", "--indent-heuristic",
+                "-O/dev/null", "--filename-max-length=64",
                 f"--start-number={number}", "-o", out_dir, "-1", commit,
             ]
             if paths:
@@ -570,6 +581,28 @@ class Repository:
         out = self.out("rev-list", "--full-history", "--no-merges", "--stdin", input=feed.encode("utf-8", "surrogateescape"))
         return out.split()
 
+    def log_raw(self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]) -> list[tuple[str, list[tuple[str, str, str]]]]:
+        """(commit, [(path, old blob, new blob), ...every file it changes]) for
+        every non-merge commit reachable from ``tips`` but not ``exclude`` that
+        touches ``paths``, newest first: one ``git log --raw`` (no diffs).
+        A missing side is the zero id."""
+        feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
+        feed += "--\n" + "".join(p + "\n" for p in paths)
+        args = ["log", "--raw", "-z", "--no-merges", "--full-history", "--full-diff", "--no-abbrev", "--no-renames", "--format=%x01%H", "--stdin"]
+        raw = self.run(*args, input=feed.encode("utf-8", "surrogateescape")).stdout.decode("utf-8", "surrogateescape")
+        out = []
+        for chunk in raw.split("\x01")[1:]:
+            fields = chunk.split("\0")
+            sha = fields[0].strip()
+            files = []
+            for i in range(1, len(fields) - 1, 2):
+                meta = fields[i].strip()
+                if meta.startswith(":"):
+                    parts = meta.split()
+                    files.append((fields[i + 1], parts[2], parts[3]))
+            out.append((sha, files))
+        return out
+
     def not_reachable(self, shas: Sequence[str], tip: str) -> set[str]:
         """Which of ``shas`` are not ancestors of ``tip`` (one rev-list for all)."""
         if not shas:
@@ -636,6 +669,68 @@ class Repository:
                 paths.append(path)
             out = self.out("hash-object", "-w", "-t", "commit", "--stdin-paths", input="\n".join(paths).encode())
         return out.split()
+
+    # -- replay: commits without a process each, refs in one read ------------------
+
+    def committer_ident(self) -> str:
+        """``Name <email> <epoch> <tz>`` for new commits, from the environment
+        and config as ``commit-tree`` would take it (``git var``, once a run)."""
+        proc = self.run("var", "GIT_COMMITTER_IDENT", check=False)
+        if proc.returncode != 0:
+            raise UserError(
+                "git has no committer identity: set user.name and user.email (git config) "
+                "or GIT_COMMITTER_NAME / GIT_COMMITTER_EMAIL"
+            )
+        return proc.stdout.decode("utf-8", "surrogateescape").strip()
+
+    def write_commit(self, tree: str, parents: Sequence[str], message: str, author: str, committer: str) -> str:
+        """A commit object from ready ident lines (see ``ident``), written by
+        one long-lived ``hash-object --stdin-paths``: no process per commit."""
+        head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
+        body = f"{head}author {author}\ncommitter {committer}\n\n{message}"
+        if self._writer is None:
+            self._writer = _ObjectWriter(self)
+        return self._writer.write(body.encode("utf-8", "surrogateescape"))
+
+    def read_commit(self, sha: str) -> CommitInfo | None:
+        """The commit ``sha`` (a full id) through the persistent cat-file, or
+        None when it is absent (say, pruned); no rev-parse process."""
+        try:
+            stream = self._repo.odb.stream(bytes.fromhex(sha))
+        except (ValueError, gitpython.BadObject, gitpython.BadName, OSError):
+            return None
+        if stream.type != b"commit":
+            return None
+        return _parse_commit(sha, stream.read().decode("utf-8", "surrogateescape"))
+
+    def ref_values(self, refs: Sequence[str]) -> dict[str, str]:
+        """refname -> sha for those of the full ``refs`` that exist: one for-each-ref."""
+        if not refs:
+            return {}
+        wanted = set(refs)
+        out = self.out("for-each-ref", "--format=%(objectname) %(refname)", *refs)
+        found = (line.split(" ", 1) for line in out.splitlines() if line)
+        return {name: sha for sha, name in found if name in wanted}
+
+    def source_diffs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
+        """(tree of the commit, its diff from the given parent) for each
+        (commit, parent), as ``format_patch`` writes the diff: one ``diff-tree --stdin``."""
+        if not pairs:
+            return []
+        args = [
+            "-c", "core.quotePath=false", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
+            "diff-tree", "--stdin", "--always", "-p", "--full-index", "--binary", "--find-renames", "--no-color",
+            "--format=ggstack-commit %H %T",
+        ]
+        raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
+        chunks = re.split(rb"^ggstack-commit [0-9a-f]{40} (?=[0-9a-f]{40}\n)", raw, flags=re.M)[1:]
+        out = []
+        for chunk in chunks:
+            tree, _, diff = chunk.partition(b"\n")
+            out.append((tree.decode(), diff.lstrip(b"\n")))
+        if len(out) != len(pairs):
+            raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} diffs, read {len(out)}")
+        return out
 
 # -- trailers (no repository needed) --------------------------------------------
 
@@ -736,3 +831,91 @@ def set_patch_number(data: bytes, number: int, total: int) -> bytes:
     """Rewrite the ``[PATCH n/m]`` of a format-patch file (and only that)."""
     label = f"[PATCH {number}/{total}]".encode()
     return _SUBJECT_NUMBER.sub(b"Subject: " + label, data, count=1)
+
+
+# -- writing objects from a long-lived process (replay) ------------------------------
+
+SCRATCH_IDENT = "ggstack <ggstack@localhost> 1700000000 +0000"
+
+
+class _ObjectWriter:
+    """One ``git hash-object -w -t commit --stdin-paths`` kept open: it answers
+    each path with the new object's id (and flushes, stdout being a pipe), so
+    a commit costs a file write and a pipe round trip instead of a process."""
+
+    def __init__(self, repo: Repository) -> None:
+        self._dir = tempfile.mkdtemp(prefix="ggstack-objects-", dir=repo._scratch_dir())
+        self._path = os.path.join(self._dir, "object")
+        self._err = tempfile.TemporaryFile()
+        env = {**os.environ, "LC_ALL": "C"}
+        env.pop("GIT_INDEX_FILE", None)
+        self._proc = subprocess.Popen(
+            ["git", "--git-dir", repo.git_dir, "hash-object", "-w", "-t", "commit", "--no-filters", "--stdin-paths"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            env=env,
+            cwd=repo.git_dir,
+        )
+
+    def write(self, data: bytes) -> str:
+        with open(self._path, "wb") as f:
+            f.write(data)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        try:
+            self._proc.stdin.write(self._path.encode() + b"\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline().decode().strip()
+        except BrokenPipeError:
+            line = ""
+        if len(line) != 40:
+            self._proc.kill()
+            self._err.seek(0)
+            raise GitFailed(("hash-object", "-t", "commit"), self._proc.wait(), self._err.read().decode("utf-8", "replace"))
+        return line
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._proc.stdin.close()  # type: ignore[union-attr]
+            self._proc.wait(timeout=5)
+        with contextlib.suppress(OSError):
+            os.unlink(self._path)
+        with contextlib.suppress(OSError):
+            os.rmdir(self._dir)
+
+
+_CRUD = set(" .,:;<>\"\\'") | {chr(c) for c in range(33)}
+
+
+def ident(name: str, email: str, date: str) -> str | None:
+    """The ident line git would write for ``GIT_AUTHOR_NAME/EMAIL/DATE``
+    (crud trimmed as ident.c does; the date as raw ``<epoch> <tz>`` or RFC
+    2822), or None where only git itself can say (then use ``commit_tree``)."""
+    name, email = _without_crud(name), _without_crud(email)
+    when = _raw_date(date)
+    if not name or when is None:
+        return None
+    return f"{name} <{email}> {when}"
+
+
+def _without_crud(s: str) -> str:
+    start, end = 0, len(s)
+    while start < end and s[start] in _CRUD:
+        start += 1
+    while end > start and s[end - 1] in _CRUD:
+        end -= 1
+    return "".join(c for c in s[start:end] if c not in "\n<>")
+
+
+def _raw_date(date: str) -> str | None:
+    import email.utils
+
+    if re.fullmatch(r"\d+ [+-]\d{4}", date):
+        return date
+    parsed = email.utils.parsedate_tz(date)
+    if parsed is None or parsed[9] is None:
+        return None
+    offset = parsed[9]
+    sign = "-" if offset < 0 else "+"
+    offset = abs(offset)
+    return f"{email.utils.mktime_tz(parsed)} {sign}{offset // 3600:02d}{offset % 3600 // 60:02d}"

@@ -237,6 +237,58 @@ def test_a_commit_that_carries_a_stack_patch_id_keeps_it(world: World) -> None:
     assert world.files()[0].read_text().count("Stack-Patch-Id:") == 1
 
 
+def test_the_users_git_config_does_not_change_the_stored_bytes(world: World, tmp_path: Path) -> None:
+    sha = world.fork.commit(
+        "Ünïcode fix (#9)\n\nBody.",
+        {"f.txt": "a\n\nb\nc\nd\ne\nf\ng\nh\n", "z.txt": "z\n", "vllm/keep.py": None, "vllm/moved.py": "k = 1\n", "čeština.txt": "č\n"},
+        author="John Q. Public <jqp@example.com>",
+    )
+    world.fork.git("notes", "add", "-m", "a note", sha)
+    world.ok("import", "s", sha)
+    clean = snapshot(world.stack)
+
+    order = tmp_path / "order"
+    order.write_text("z.txt\n")
+    config = tmp_path / "noisy.gitconfig"
+    config.write_text(f"""
+[format]
+    subjectPrefix = RFC
+    suffix = .diff
+    coverLetter = true
+    thread = shallow
+    notes = true
+    to = someone@example.com
+    cc = other@example.com
+    headers = "X-Noise: 1\\n"
+    forceInBodyFrom = true
+    signature = my signature
+    numbered = false
+    signOff = true
+    filenameMaxLength = 10
+    from = true
+    encodeEmailHeaders = false
+[diff]
+    context = 10
+    interHunkContext = 10
+    algorithm = patience
+    orderFile = {order}
+    suppressBlankEmpty = true
+    noprefix = true
+    mnemonicPrefix = true
+    renames = false
+    statGraphWidth = 5
+[i18n]
+    logOutputEncoding = ISO-8859-1
+[core]
+    quotePath = true
+""")
+    again = tmp_path / "again"
+    series.init(str(again), "s", SLUG, "main")
+    proc = run_ggstack("--repo", str(world.fork.path), "--patches", str(again), "import", "s", sha, cwd=tmp_path, env={"GIT_CONFIG_GLOBAL": str(config)})
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(again / "s") == clean
+
+
 # -- partial import -----------------------------------------------------------------
 
 
@@ -381,7 +433,7 @@ def test_remove_renumbers_the_rest(world: World) -> None:
 @pytest.mark.parametrize("args", [["move", "s", "9", "--to", "1"], ["move", "s", "1", "--to", "5"], ["move", "s", "1", "--to", "0"], ["remove", "s", "nope"], ["show", "s", "4"]])
 def test_move_remove_show_of_a_missing_patch(world: World, args: list[str]) -> None:
     world.fork.commit("alpha", {"a.txt": "a"})
-    world.ok("import", "s", "HEAD")
+    world.import_("HEAD")
     before = snapshot(world.stack)
     proc = world.gg(*args)
     assert proc.returncode == 2, proc.stderr
@@ -508,7 +560,8 @@ def test_bad_input_is_exit_2_with_file_and_line_and_writes_nothing(one_patch: Wo
     world = one_patch
     breakage(world)
     before = snapshot(world.stack)
-    for args in (["list", "s"], ["import", "s", "HEAD"], ["remove", "s", "1"]):
+    # One command that reads, one that writes; move/remove load the stack the same way.
+    for args in (["list", "s"], ["import", "s", "HEAD"]):
         proc = world.gg(*args)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 2, (args, out)
@@ -572,6 +625,10 @@ def test_unicode_rename_mode_binary_crlf_round_trip(world: World) -> None:
     fork.commit("change the binary", {"blob.bin": bytes(range(255, -1, -1)) * 4})
     fork.commit("a path with spaces", {"dir with space/a b.txt": "x\n", 'odd "quote".txt': "q\n", "tab\tname.txt": "t\n"})
     fork.commit("rename with spaces", {"dir with space/c d.txt": "x\n", "dir with space/a b.txt": None})
+    fork.commit(
+        "[Bugfix][Kernel] Příliš žluťoučký kůň úpěl ďábelské ódy, a předmět tak dlouhý, že ho format-patch zalomí",
+        {"nonl.txt": "no newline", "empty.txt": "", "f.txt": None},
+    )
     tip = fork.commit("CRLF content", {"win.txt": "one\r\ntwo\r\nthree\r\n"})
     crlf_edit = fork.commit("CRLF edit", {"win.txt": "one\r\nTWO\r\nthree\r\n"})
     tip = crlf_edit
@@ -589,9 +646,19 @@ def test_unicode_rename_mode_binary_crlf_round_trip(world: World) -> None:
     assert "rename from vllm/keep.py" in world.files()[1].read_text()
     assert "new mode 100755" in world.files()[3].read_text()
     assert "GIT binary patch" in world.files()[4].read_text()
+    assert patches[8]["subject"] == "[Bugfix][Kernel] Příliš žluťoučký kůň úpěl ďábelské ódy, a předmět tak dlouhý, že ho format-patch zalomí"
+    assert patches[8]["paths"] == ["empty.txt", "f.txt", "nonl.txt"]
+
+    # What replay applies is the parsed diff: it alone must rebuild each commit's tree.
+    repo = git.Repository(str(fork.path))
+    for p in series.load(str(world.patches), "s").patches:
+        info = repo.commit_info(p.source_commit)
+        tree, message = repo.apply_to_tree(repo.commit_info(info.parents[0]).tree, p.diff.encode("utf-8", "surrogateescape"))
+        assert tree == info.tree, (p.name, message)
 
     # git am needs --keep-cr for CRLF content (it strips CRs from mail otherwise);
     # everything up to the CRLF patches applies with plain `git am -3`.
+    # (It also strips "[Bugfix]" from subjects unless given -k: git's own behaviour.)
     checkout = world.am(world.base, world.files()[:-2])
     assert checkout.tree("HEAD") == fork.tree(f"{tip}~2")
     checkout = world.am(world.base, keep_cr=True)
