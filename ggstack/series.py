@@ -558,6 +558,10 @@ def import_commits(
     """Append the commits ``revs`` (shas or ``A..B`` ranges) to the series, with provenance."""
     if original_pr is not None and not _PR_REF.match(original_pr):
         raise UserError(f"--original-pr must look like owner/repo#123, not {original_pr!r}")
+    for flag, patterns in (("--only", only), ("--exclude", exclude)):
+        for pattern in patterns:
+            if os.path.isabs(pattern) or ".." in pattern.split("/"):
+                raise UserError(f"{flag} {pattern}: a path outside the repository (paths are relative to its top, e.g. vllm/)")
     commits = _expand(repo, revs)
     if not commits:
         raise UserError(f"{' '.join(revs)}: no commits to import")
