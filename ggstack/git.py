@@ -846,6 +846,8 @@ class _ObjectWriter:
     def __init__(self, repo: Repository) -> None:
         self._dir = tempfile.mkdtemp(prefix="ggstack-objects-", dir=repo._scratch_dir())
         self._path = os.path.join(self._dir, "object")
+        # Rewritten in place for each object: re-creating a file costs far more than writing it.
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
         self._err = tempfile.TemporaryFile()
         env = {**os.environ, "LC_ALL": "C"}
         env.pop("GIT_INDEX_FILE", None)
@@ -859,8 +861,8 @@ class _ObjectWriter:
         )
 
     def write(self, data: bytes) -> str:
-        with open(self._path, "wb") as f:
-            f.write(data)
+        os.pwrite(self._fd, data, 0)
+        os.ftruncate(self._fd, len(data))
         assert self._proc.stdin is not None and self._proc.stdout is not None
         try:
             self._proc.stdin.write(self._path.encode() + b"\n")
@@ -879,6 +881,7 @@ class _ObjectWriter:
             self._proc.stdin.close()  # type: ignore[union-attr]
             self._proc.wait(timeout=5)
         with contextlib.suppress(OSError):
+            os.close(self._fd)
             os.unlink(self._path)
         with contextlib.suppress(OSError):
             os.rmdir(self._dir)

@@ -27,12 +27,15 @@ content or signals make them candidates.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ggstack import git, replay
+from ggstack.errors import UserError
 from ggstack.model import Applied, Evidence, Outcome, Recommendation, Run, Stack, Verdict
 
 Progress = Callable[[int, int, str], None]
@@ -70,6 +73,7 @@ class Hunk:
     old_start: int
     old_lines: list[str]  # context and removed lines, in order (what `git apply` looks for)
     blocks: list[Block]
+    new_lines: list[str] = field(default_factory=list)  # context and added lines (what `git apply -R` looks for)
 
 
 @dataclass
@@ -145,6 +149,7 @@ def _parse_section(section: str) -> FileChange:
             if tag == " ":
                 block = None
                 hunk.old_lines.append(body)
+                hunk.new_lines.append(body)
                 p += 1
             elif tag in "-+":
                 if block is None:
@@ -156,6 +161,7 @@ def _parse_section(section: str) -> FileChange:
                     p += 1
                 else:
                     block.added.append(body)
+                    hunk.new_lines.append(body)
             i += 1
         hunks.append(hunk)
     zero = git.ZERO
@@ -412,6 +418,35 @@ def applies_in_process(change_set: list[FileChange], base_entries: dict[str, tup
     return True
 
 
+def reverse_applies_in_process(change_set: list[FileChange], base_entries: dict[str, tuple[str, str]], files: Files) -> bool:
+    """Would ``git apply -R`` (no fuzz, any offset) take the patch on the base:
+    is every hunk's post-image there, in order?"""
+    for fc in change_set:
+        if fc.new_path is None:
+            if fc.old_path in base_entries:
+                return False
+            continue
+        entry = base_entries.get(fc.new_path)
+        if entry is None:
+            return False
+        if fc.old_path is None or fc.binary:
+            if entry[1] != fc.new_blob:
+                return False
+            continue
+        if fc.old_path != fc.new_path and fc.old_path in base_entries:
+            return False
+        if entry[1] == fc.new_blob:
+            continue
+        base = _lines(files.blob(entry[1]))
+        at = 0
+        for hunk in fc.hunks:
+            found = _find_run(base[at:], hunk.new_lines, strip=False) if hunk.new_lines else 0
+            if found is None:
+                return False
+            at += found + len(hunk.new_lines)
+    return True
+
+
 # -- the signals -------------------------------------------------------------------------
 
 
@@ -421,10 +456,24 @@ class Signals:
 
     patch_ids: dict[str, str]  # commit -> patch-id, for the candidates and the range
     by_patch_id: dict[str, list[str]]  # patch-id -> base commits of the range with it
-    range_size: int
+    touching: dict[str, list[int]]  # path -> indexes into ``history`` of the base commits changing it
+    history: list[tuple[str, list[tuple[str, str, str]]]]  # base commits touching the paths, newest first
     picked_from: dict[str, list[str]]  # source sha -> base commits whose message names it
     spids: dict[str, list[str]]  # Stack-Patch-Id -> base commits carrying it
     reachable: set[str]  # source shas that are ancestors of the base
+
+    def range_size(self, paths: Sequence[str]) -> int:
+        return len({i for p in paths for i in self.touching.get(p, ())})
+
+    def versions(self, path: str) -> list[tuple[str, str, str]]:
+        """(commit, old blob, new blob) of ``path`` through the range, newest first."""
+        out = []
+        for i in self.touching.get(path, ()):
+            sha, files = self.history[i]
+            for p, old, new in files:
+                if p == path:
+                    out.append((sha, old, new))
+        return out
 
 
 def gather_signals(
@@ -434,9 +483,20 @@ def gather_signals(
     paths: Sequence[str],
     candidates: Sequence[tuple[str, str | None]],
     sources: Sequence[str],
+    keysets: Sequence[frozenset[str]] = (),
 ) -> Signals:
+    """One ``git log --raw`` over the range gives every base commit touching
+    the paths, with the files it changes; as in ``git cherry``, full
+    patch-ids are computed only for base commits that change exactly the
+    same files as some candidate (``keysets``), and cached by commit."""
+    history = repo.log_raw([base], exclude, paths) if paths else []
+    touching: dict[str, list[int]] = {}
+    for i, (_, files) in enumerate(history):
+        for path, _, _ in files:
+            touching.setdefault(path, []).append(i)
+    wanted_sets = set(keysets)
+    in_range = [(sha, None) for sha, files in history if not wanted_sets or frozenset(p for p, _, _ in files) in wanted_sets]
     cache = replay.Cache(repo, f"patch-ids-{_CACHE_VERSION}")
-    in_range = [(c, None) for c in repo.commits_touching([base], exclude, paths)] if paths else []
     want = [pair for pair in [*in_range, *candidates] if cache.get(pair[0]) is None]
     found = repo.patch_ids_of_commits(want)
     for commit, _ in want:
@@ -456,7 +516,7 @@ def gather_signals(
             spids.setdefault(spid, []).append(commit)
     srcs = [s for s in dict.fromkeys(sources) if s]
     reachable = set(srcs) - repo.not_reachable(srcs, base)
-    return Signals(ids, by_id, len(in_range), picked, spids, reachable)
+    return Signals(ids, by_id, touching, history, picked, spids, reachable)
 
 
 def identity_evidence(signals: Signals, commit: str | None, sources: Sequence[str], spid: str) -> Evidence:
@@ -477,7 +537,7 @@ def identity_evidence(signals: Signals, commit: str | None, sources: Sequence[st
     return Evidence("identity", "; ".join(facts), list(dict.fromkeys(commits)), data={"match": True})
 
 
-def patch_id_evidence(signals: Signals, commit: str | None) -> Evidence:
+def patch_id_evidence(signals: Signals, commit: str | None, paths: Sequence[str] = ()) -> Evidence:
     pid = signals.patch_ids.get(commit or "", "")
     matches = signals.by_patch_id.get(pid, []) if pid else []
     if not pid:
@@ -485,10 +545,11 @@ def patch_id_evidence(signals: Signals, commit: str | None) -> Evidence:
     if matches:
         named = ", ".join(c[:10] for c in matches)
         return Evidence("patch-id", f"same patch-id as {named} (an exact cherry-pick)", matches, data={"match": True, "patch_id": pid})
+    checked = signals.range_size(paths)
     return Evidence(
         "patch-id",
-        f"patch-id differs from all {signals.range_size} base commits that touch its paths",
-        data={"match": False, "patch_id": pid, "checked": signals.range_size},
+        f"patch-id differs from all {checked} base commits that touch its paths",
+        data={"match": False, "patch_id": pid, "checked": checked},
     )
 
 
@@ -524,6 +585,43 @@ def blame_evidence(repo: git.Repository, content: Containment, commit: str, sinc
         detail = "added lines come from " + ", ".join(parts)
     base_commits = [sha for sha in shares if sha not in names]
     return Evidence("blame", detail, base_commits, data={"shares": shares, "older_than_merge_base": older / total}), base_commits
+
+
+def attribution_evidence(content: Containment, signals: Signals, files: Files) -> tuple[Evidence | None, list[str]]:
+    """Who brought the present added lines in, from the range's history of
+    each file (what ``git blame`` answers, without a process per file): the
+    newest base commit whose version of the file has the lines and whose
+    parent's does not."""
+    counts: Counter[str] = Counter()
+    older = 0
+    for u in content.units:
+        if not (u.present and u.found and u.block and u.block.added):
+            continue
+        path = content.base_paths.get(u.path, u.path)
+        run = u.block.added
+        brought = None
+        for sha, old, new in signals.versions(path):
+            if _find_run(_lines(files.blob(new)), run, strip=u.whitespace) is None:
+                continue  # not in this version (changed again by a merge): look further back
+            if old == git.ZERO or _find_run(_lines(files.blob(old)), run, strip=u.whitespace) is None:
+                brought = sha
+                break
+        if brought:
+            counts[brought] += len(run)
+        else:
+            older += len(run)
+    total = sum(counts.values()) + older
+    if not total:
+        return None, []
+    shares = {sha: n / total for sha, n in counts.most_common()}
+    parts = [f"{round(100 * f)}% {sha[:10]}" for sha, f in shares.items()]
+    if older:
+        parts.append(f"{round(100 * older / total)}% older than the range")
+    if not older and len(shares) == 1:
+        detail = f"100% of added lines come from {next(iter(shares))[:10]}"
+    else:
+        detail = "added lines come from " + ", ".join(parts)
+    return Evidence("blame", detail, list(shares), data={"shares": shares, "older_than_merge_base": older / total}), list(shares)
 
 
 def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -709,6 +807,7 @@ def check(repo: git.Repository, stack: Stack, base_ref: str, *, run: Run | None 
         repo, base, [merge_base] if merge_base else [], paths,
         [(p.commit, p.parent) for p in picks if p.commit and p.parent],
         [p.patch.provenance.cherry_picked_from or "" for p in picks if p.patch],
+        [frozenset(_paths(cs)) for cs in changes],
     )
     base_tree = repo.resolve(base, "tree")
     reverse = _cumulative_reverse(repo, base_tree, picks)
@@ -732,7 +831,7 @@ def check(repo: git.Repository, stack: Stack, base_ref: str, *, run: Run | None 
             content = contain(cs, entries, files)
             step = replayer.try_pick(pick)
             identity = identity_evidence(signals, pick.commit, [patch.provenance.cherry_picked_from or ""], patch.provenance.stack_patch_id)
-            pid = patch_id_evidence(signals, pick.commit)
+            pid = patch_id_evidence(signals, pick.commit, _paths(cs))
             blame, blamed = (None, [])
             if content.any_present:
                 blame, blamed = blame_evidence(repo, content, tip, merge_base, names)
@@ -813,14 +912,24 @@ def _through_later(repo: git.Repository, run: Run, picks: Sequence[replay.Pick],
 # -- the stage: commits, each on its own ------------------------------------------------------
 
 
+def _paths(cs: list[FileChange]) -> list[str]:
+    return list(dict.fromkeys(p for fc in cs for p in (fc.old_path, fc.new_path) if p))
+
+
 def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Run:
-    """``ggstack check --commits``: each commit judged independently against the base (like ``git cherry``)."""
+    """``ggstack check --commits``: each commit judged independently against the base (like ``git cherry``).
+
+    In phases, so that hundreds of commits cost a handful of processes: read
+    everything (one cat-file for the commits, one diff-tree for their diffs,
+    one log and one patch-id pass over the range, one cat-file for every file
+    version), judge the content in-process, then replay — batched scratch
+    commits, merges in parallel — only the commits the content or a signal
+    makes candidates, or that do not plainly apply.
+    """
     base = replay.resolve_base(repo, None, base_ref)
     infos = list({i.sha: i for i in repo.commit_infos(commits)}.values())
     for info in infos:
         if not info.parents:
-            from ggstack.errors import UserError
-
             raise UserError(f"{info.sha[:12]}: a root commit has no change to compare")
     run = Run(stack=None, base_ref=base_ref, base=base)
     if not infos:
@@ -828,47 +937,65 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
     run.merge_base = repo.merge_base(base, infos[0].sha)
     diffs = repo.diffs_of_commits([(i.sha, i.parents[0]) for i in infos])
     changes = {i.sha: parse_diff(diffs[i.sha]) for i in infos}
-    paths = sorted({p for cs in changes.values() for fc in cs for p in (fc.old_path, fc.new_path) if p})
+    paths = sorted({p for cs in changes.values() for p in _paths(cs)})
     sources = {i.sha: [i.sha, *_PICKED_FROM.findall(i.message)] for i in infos}
-    signals = gather_signals(repo, base, [i.sha for i in infos], paths, [(i.sha, i.parents[0]) for i in infos], [s for v in sources.values() for s in v])
+    keysets = {frozenset(_paths(cs)) for cs in changes.values()}
+    signals = gather_signals(repo, base, [i.sha for i in infos], paths, [(i.sha, i.parents[0]) for i in infos], [s for v in sources.values() for s in v], keysets)
     base_tree = repo.resolve(base, "tree")
     files = Files(repo)
     entries = files.entries(base_tree, paths)
     files.prefetch([fc.old_blob for cs in changes.values() for fc in cs if fc.old_blob] + [sha for _, sha in entries.values()])
-    replayer = replay.Replayer(repo, base)
-    try:
-        for info in infos:
-            run.outcomes.append(_judge_commit(repo, info, diffs[info.sha], changes[info.sha], entries, files, signals, sources[info.sha], replayer, base, base_tree))
-    finally:
-        replayer.close()
+
+    judged = []
+    for info in infos:
+        cs = changes[info.sha]
+        mine = {p: entries[p] for p in _paths(cs) if p in entries}
+        content = contain(cs, mine, files)
+        spid = (_SPID.findall(info.message) or [""])[0]
+        identity = identity_evidence(signals, info.sha, sources[info.sha], spid)
+        pid = patch_id_evidence(signals, info.sha, _paths(cs))
+        plain = not content.any_present and not identity.data.get("match") and not pid.data.get("match") and content.judged and applies_in_process(cs, mine, files)
+        judged.append((info, cs, mine, content, identity, pid, spid, plain))
+
+    steps = _replay_all(repo, base, base_tree, [(j[0], diffs[j[0].sha]) for j in judged if not j[7]])
+    want_versions = [blob for j in judged if j[3].any_present for u in j[3].units if u.present and u.found
+                     for _, old, new in signals.versions(j[3].base_paths.get(u.path, u.path)) for blob in (old, new) if blob != git.ZERO]
+    files.prefetch(want_versions)
+    for info, cs, mine, content, identity, pid, spid, plain in judged:
+        subject = info.message.split("\n", 1)[0]
+        outcome = Outcome(name=info.sha[:12], subject=subject, stack_patch_id=spid, source_commit=info.sha)
+        note = "applies to the base: every hunk's lines are found there in order (checked in-process, as git apply without fuzz)" if plain else ""
+        reverse = None if plain else reverse_applies_in_process(cs, mine, files)
+        blame, blamed = attribution_evidence(content, signals, files) if content.any_present else (None, [])
+        if info.sha in signals.reachable and content.all_present and not blamed:
+            blamed = [info.sha]  # the commit itself is in the base
+        fold(outcome, content, steps.get(info.sha), reverse, identity, pid, blame, blamed, note)
+        if outcome.verdict is Verdict.PARTIAL:
+            outcome.remaining_diff = remaining_diff(repo, base_tree, cs, content, files)
+        run.outcomes.append(outcome)
     run.stages["check"] = "ok"
     return run
 
 
-def _judge_commit(repo, info: git.CommitInfo, diff: bytes, cs: list[FileChange], entries, files: Files, signals: Signals, sources: list[str], replayer: replay.Replayer, base: str, base_tree: str) -> Outcome:
-    subject = info.message.split("\n", 1)[0]
-    spid = (_SPID.findall(info.message) or [""])[0]
-    outcome = Outcome(name=info.sha[:12], subject=subject, stack_patch_id=spid, source_commit=info.sha)
-    mine = {p: entries[p] for fc in cs for p in (fc.old_path, fc.new_path) if p and p in entries}
-    content = contain(cs, mine, files)
-    identity = identity_evidence(signals, info.sha, sources, spid)
-    pid = patch_id_evidence(signals, info.sha)
-    signalled = identity.data.get("match") or pid.data.get("match")
-    step = None
-    note = ""
-    reverse = None
-    if not content.any_present and not signalled and content.judged and applies_in_process(cs, mine, files):
-        note = "applies to the base: every hunk's lines are found there in order (checked in-process, as git apply without fuzz)"
-    else:
-        pick = replay.Pick(None, info.sha, info.parents[0], diff, outcome.name, subject)
-        step = replayer.try_pick(pick)
-        reverse = repo.apply_check(base_tree, diff, reverse=True) if diff else False
-    blame, blamed = (None, [])
-    if content.any_present:
-        # A commit that is itself in the base is blamed over all history, so it can name itself.
-        since = None if info.sha in signals.reachable else info.sha
-        blame, blamed = blame_evidence(repo, content, base, since, {})
-    fold(outcome, content, step, reverse, identity, pid, blame, blamed, note)
-    if outcome.verdict is Verdict.PARTIAL:
-        outcome.remaining_diff = remaining_diff(repo, base_tree, cs, content, files)
-    return outcome
+def _replay_all(repo: git.Repository, base: str, base_tree: str, todo: list[tuple[git.CommitInfo, bytes]]) -> dict[str, replay.Step]:
+    """Cherry-pick's merge of each commit onto the base, independently: the
+    scratch commits (base tree on the commit's parent) in one process, the
+    merge-trees in parallel. Nothing is committed: ``check`` writes no branch."""
+    if not todo:
+        return {}
+    scratch = repo.hash_commits([(base_tree, [info.parents[0]], "ggstack scratch\n") for info, _ in todo])
+    replayer = replay.Replayer(repo, base)
+
+    def one(args: tuple[tuple[git.CommitInfo, bytes], str]) -> git.MergeResult:
+        (info, _), ours = args
+        return repo.merge_trees(ours, info.sha)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        merges = list(pool.map(one, zip(todo, scratch)))
+    steps = {}
+    for (info, _), merged in zip(todo, merges):
+        if not merged.clean:  # conflict regions are read here, not in the threads (one cat-file process)
+            steps[info.sha] = replay.Step(Applied.CONFLICT, merged.tree, conflict=replayer._conflict(merged))
+        else:
+            steps[info.sha] = replay.Step(Applied.EMPTY if merged.tree == base_tree else Applied.APPLIED, merged.tree)
+    return steps
