@@ -168,7 +168,7 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     head, sep, rest = text.partition("\n\n")
     if not sep:
         raise UserError("no blank line after the mail headers", path=path, line=text.count("\n") + 1)
-    headers = email.parser.Parser(policy=email.policy.default).parsestr(head.split("\n", 1)[1] + "\n", headersonly=True)
+    headers = email.parser.Parser(policy=email.policy.default).parsestr(head.partition("\n")[2] + "\n", headersonly=True)
     for required in ("From", "Subject"):
         if headers.get(required) is None:
             raise UserError(f"missing {required}: header", path=path, line=2)
