@@ -13,10 +13,21 @@ current tip's and whose parent is the patch's recorded parent; the merge base
 of that and the materialised commit is the recorded parent, as in a
 cherry-pick. No working tree, index, HEAD or user branch is read or written.
 
+Speed comes from counting processes, the cost that dominates (a few ms
+each): a replay step is one ``merge-tree``; its scratch commit and the new
+commit go through one long-lived ``hash-object`` (``Repository.write_commit``)
+and are read back through the persistent ``cat-file``. A patch is
+materialised without a temporary index when the commit it was imported from
+is here and its diff from the recorded parent is the stored diff byte for
+byte (one ``diff-tree --stdin`` for the whole stack checks that): its tree is
+then that commit's tree. Only a patch edited by hand or imported with
+``--only`` pays for ``git apply`` on a temporary index.
+
 Work is cached under the git dir by the ids of its inputs (materialised
 commit per patch file and parent; result per parent and pick), so
 re-applying onto an unchanged base creates no objects and runs no merges.
-Refs are written at the end, all in one compare-and-swap transaction.
+Refs are written at the end, all in one compare-and-swap transaction, so a
+run killed midway leaves every ref as it was.
 """
 
 from __future__ import annotations
@@ -92,13 +103,12 @@ class Cache:
 def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
     """Each stored patch as a commit on its recorded parent (cached by content)."""
     cache = Cache(repo, "materialized")
-    parents = [p.base_commit for p in stack.patches if p.base_commit]
-    present = repo.has_objects(parents)
     cached = [cache.get(_materialize_key(p)) for p in stack.patches]
-    cached_present = repo.has_objects([c for c in cached if c])
-    picks = []
+    wanted = [p.base_commit for p in stack.patches if p.base_commit]
+    wanted += [p.source_commit for p in stack.patches if p.source_commit] + [c for c in cached if c]
+    present = repo.has_objects(wanted)
+    todo: list[tuple[Patch, str]] = []
     for patch, hit in zip(stack.patches, cached):
-        diff = patch.diff.encode("utf-8", "surrogateescape")
         parent = patch.base_commit
         if parent is None or not present.get(parent):
             if parent and repo.is_shallow():
@@ -106,14 +116,21 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
                     f"the recorded base {parent[:12]} is not in this shallow clone; run `git fetch --unshallow`",
                     path=os.path.join(stack.path, patch.name),
                 )
-            picks.append(Pick(patch, None, None, diff, patch.name, patch.subject))
-            continue
-        commit = hit if hit and cached_present.get(hit) else None
-        if commit is None:
-            commit = _commit_patch(repo, stack, patch, parent, diff)
-            cache.put(_materialize_key(patch), commit)
-        picks.append(Pick(patch, commit, parent, diff, patch.name, patch.subject))
+        elif not (hit and present.get(hit)):
+            todo.append((patch, parent))
+    trees = _trees_from_sources(repo, [(p, parent) for p, parent in todo if p.source_commit and present.get(p.source_commit)])
+    made: dict[str, str] = {}
+    for patch, parent in todo:
+        commit = _commit_patch(repo, stack, patch, parent, trees.get(patch.name))
+        cache.put(_materialize_key(patch), commit)
+        made[patch.name] = commit
     cache.save()
+    picks = []
+    for patch, hit in zip(stack.patches, cached):
+        diff = patch.diff.encode("utf-8", "surrogateescape")
+        parent = patch.base_commit if patch.base_commit and present.get(patch.base_commit) else None
+        commit = (made.get(patch.name) or (hit if hit and present.get(hit) else None)) if parent else None
+        picks.append(Pick(patch, commit, parent, diff, patch.name, patch.subject))
     return picks
 
 
@@ -121,16 +138,32 @@ def _materialize_key(patch: Patch) -> str:
     return hashlib.sha1(patch.raw).hexdigest()
 
 
-def _commit_patch(repo: git.Repository, stack: Stack, patch: Patch, parent: str, diff: bytes) -> str:
-    parent_tree = repo.resolve(parent, "tree")
-    tree, message = repo.apply_to_tree(parent_tree, diff)
+def _trees_from_sources(repo: git.Repository, todo: Sequence[tuple[Patch, str]]) -> dict[str, str]:
+    """patch name -> the tree its source commit has, for the patches whose
+    stored diff is exactly the source commit's diff from the recorded
+    parent: applying that diff to the parent can only give that tree."""
+    diffs = repo.source_diffs([(p.source_commit or "", parent) for p, parent in todo])
+    trees = {}
+    for (patch, _), (tree, diff) in zip(todo, diffs):
+        if diff.rstrip(b"\n") == patch.diff.encode("utf-8", "surrogateescape").rstrip(b"\n"):
+            trees[patch.name] = tree
+    return trees
+
+
+def _commit_patch(repo: git.Repository, stack: Stack, patch: Patch, parent: str, tree: str | None) -> str:
     if tree is None:
-        raise UserError(
-            f"does not apply to its recorded base {parent[:12]}: {message.strip()}",
-            path=os.path.join(stack.path, patch.name),
-        )
+        parent_tree = repo.resolve(parent, "tree")
+        tree, message = repo.apply_to_tree(parent_tree, patch.diff.encode("utf-8", "surrogateescape"))
+        if tree is None:
+            raise UserError(
+                f"does not apply to its recorded base {parent[:12]}: {message.strip()}",
+                path=os.path.join(stack.path, patch.name),
+            )
     name, email = _split_author(patch.author)
-    return repo.commit_tree(tree, [parent], patch.message, author=(name, email, patch.date), scratch=True)
+    author = git.ident(name, email, patch.date)
+    if author is None:  # an identity only git can normalise
+        return repo.commit_tree(tree, [parent], patch.message, author=(name, email, patch.date), scratch=True)
+    return repo.write_commit(tree, [parent], patch.message, author, git.SCRATCH_IDENT)
 
 
 def pick_commits(repo: git.Repository, commits: Sequence[str]) -> list[Pick]:
@@ -165,7 +198,7 @@ class Replayer:
         self.tip = onto
         self.tip_tree = repo.resolve(onto, "tree")
         self._results = Cache(repo, "replayed")
-        self._trees: dict[str, str] = {}
+        self._committer: str | None = None
 
     def try_pick(self, pick: Pick) -> Step:
         if pick.commit is None:
@@ -176,7 +209,8 @@ class Replayer:
             step = self._from_cache(hit)
             if step is not None:
                 return step
-        scratch = self.repo.commit_tree(self.tip_tree, [pick.parent], "ggstack scratch\n", scratch=True)
+        # merge-tree merges at the merge base: give it one whose base is the pick's parent.
+        scratch = self.repo.write_commit(self.tip_tree, [pick.parent or ""], "ggstack scratch\n", git.SCRATCH_IDENT, git.SCRATCH_IDENT)
         merged = self.repo.merge_trees(scratch, pick.commit)
         if not merged.clean:
             return Step(Applied.CONFLICT, merged.tree, conflict=self._conflict(merged))
@@ -198,24 +232,26 @@ class Replayer:
     def _from_cache(self, hit: str) -> Step | None:
         if hit == "empty":
             return Step(Applied.EMPTY, self.tip_tree)
-        try:
-            info = self.repo.commit_info(hit)
-        except UserError:
-            return None  # pruned by gc: redo the merge
-        if info.parents != (self.tip,):
-            return None
+        info = self.repo.read_commit(hit)
+        if info is None or info.parents != (self.tip,):
+            return None  # pruned by gc, or not ours: redo the merge
         return Step(Applied.APPLIED, info.tree, hit)
 
     def _commit(self, pick: Pick, tree: str) -> str:
+        """The replayed commit: the patch's author and message, the committer
+        from the environment (as ``git rebase`` does)."""
         if pick.patch is not None:
             name, email = _split_author(pick.patch.author)
-            author = (name, email, pick.patch.date)
-            message = pick.patch.message
+            date, message = pick.patch.date, pick.patch.message
         else:
-            info = self.repo.commit_info(pick.commit)
-            author = (info.author_name, info.author_email, info.author_date)
-            message = info.message
-        return self.repo.commit_tree(tree, [self.tip], message, author=author)
+            info = self.repo.commit_infos([pick.commit or ""])[0]
+            name, email, date, message = info.author_name, info.author_email, info.author_date, info.message
+        author = git.ident(name, email, date)
+        if author is None:  # an identity only git can normalise
+            return self.repo.commit_tree(tree, [self.tip], message, author=(name, email, date))
+        if self._committer is None:
+            self._committer = self.repo.committer_ident()
+        return self.repo.write_commit(tree, [self.tip], message, author, self._committer)
 
     def _apply_fallback(self, pick: Pick) -> Step:
         """The recorded parent is not here: ``git apply --3way`` from the
@@ -318,11 +354,12 @@ def write_branches(repo: git.Repository, stack: Stack, steps: Sequence[Step], re
     are removed, if ggstack wrote them.
     """
     current = repo.refs(f"refs/ggstack/{stack.name}/written/")
+    values = repo.ref_values(refs)
     updates: list[tuple[str, str | None, str | None]] = []
     moved = []
     result: list[str | None] = []
     for ref, step in zip(refs, steps):
-        value = repo.ref_value(ref)
+        value = values.get(ref)
         shadow = _shadow(stack, ref)
         last = current.get(shadow)
         target = step.commit if step.applied is Applied.APPLIED else None

@@ -1,0 +1,204 @@
+"""ggstack apply against git rebase --onto, on the same work.
+
+Builds a synthetic fork (or takes one: --repo/--range/--onto), imports the
+stack with ``ggstack import``, then times, interleaved and several times each:
+
+- ``ggstack apply`` cold (its cache under <gitdir>/ggstack/cache removed),
+- ``ggstack apply`` warm (cache kept: a rerun onto the same base),
+- ``git rebase --onto <onto> <old-base> <tip>`` in a separate worktree
+  of the same repository (so both read the same object database),
+
+and prints the median wall time of each, the ratio to git rebase, and
+whether every replayed commit's tree is identical to git's. The target is
+ggstack <= 0.33x git rebase. Wall time of whole processes is what is
+measured: ``ggstack apply`` as a user runs it (Python start-up included).
+
+    python benchmarks/apply_vs_rebase.py                 # synthetic default
+    python benchmarks/apply_vs_rebase.py --runs 7 --files 5000 --base-commits 500 --patches 200
+    python benchmarks/apply_vs_rebase.py --repo ~/src/fork --range old..tip --onto origin/main
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+STACK = "bench"
+DATE = 1_700_000_000
+
+
+def git(repo: str, *args: str, input: bytes | None = None, env: dict | None = None) -> str:
+    proc = subprocess.run(["git", "-C", repo, *args], input=input, capture_output=True, env={**os.environ, **(env or {})})
+    if proc.returncode != 0:
+        raise SystemExit(f"git {' '.join(args)} failed: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout.decode().strip()
+
+
+def ggstack(repo: str, patches: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "ggstack", "--repo", repo, "--patches", patches, *args],
+        capture_output=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+# -- the synthetic fork -------------------------------------------------------------
+
+
+def _file(i: int, version: int = 0, edits: dict[int, str] | None = None) -> bytes:
+    lines = [f"file {i} line {n}: some text that looks like code = {n * i % 97}" for n in range(40)]
+    for n, text in (edits or {}).items():
+        lines[n] = text
+    return ("\n".join(lines) + "\n").encode()
+
+
+def build_synthetic(path: str, files: int, base_commits: int, patches: int) -> tuple[str, str, str]:
+    """A fork built with fast-import: (old base, stack tip, new base)."""
+    os.makedirs(path)
+    git(path, "init", "-q", "-b", "main")
+    out: list[bytes] = []
+    mark = 0
+
+    def blob(data: bytes) -> int:
+        nonlocal mark
+        mark += 1
+        out.append(b"blob\nmark :%d\ndata %d\n%s\n" % (mark, len(data), data))
+        return mark
+
+    def commit(ref: str, msg: str, changes: list[tuple[str, int]], tick: int, parent: int | None = None) -> int:
+        nonlocal mark
+        mark += 1
+        who = f"Bench <bench@example.com> {DATE + tick} +0000"
+        msg_b = msg.encode()
+        out.append(f"commit {ref}\nmark :{mark}\nauthor {who}\ncommitter {who}\n".encode())
+        out.append(b"data %d\n%s\n" % (len(msg_b), msg_b))
+        if parent is not None:
+            out.append(b"from :%d\n" % parent)
+        for p, m in changes:
+            out.append(f"M 100644 :{m} {p}\n".encode())
+        return mark
+
+    def name(i: int) -> str:
+        return f"src/dir{i % 100:02d}/sub{i % 7}/file{i:05d}.py"
+
+    root = commit("refs/heads/main", "initial tree", [(name(i), blob(_file(i))) for i in range(files)], 0)
+    # The stack touches the first files, the base the last: the stack applies cleanly.
+    tip = root
+    for k in range(patches):
+        i = k % (files // 2)
+        line = (k // (files // 2)) % 40
+        tip = commit("refs/heads/stack", f"carry patch {k}\n\nStack work {k}.\n", [(name(i), blob(_file(i, edits={line: f"patched by {k}"})))], 1 + k, tip)
+    base = root
+    for k in range(base_commits):
+        i = files // 2 + k % (files - files // 2)
+        base = commit("refs/heads/main", f"upstream commit {k}\n", [(name(i), blob(_file(i, edits={k % 40: f"upstream {k}"})))], 10_000 + k, base)
+    subprocess.run(["git", "-C", path, "fast-import", "--quiet"], input=b"".join(out), check=True)
+    git(path, "checkout", "-q", "main")
+    return git(path, "rev-parse", "refs/heads/main~%d" % base_commits), git(path, "rev-parse", "refs/heads/stack"), git(path, "rev-parse", "refs/heads/main")
+
+
+# -- timing -------------------------------------------------------------------------
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repo", help="an existing repository (default: build a synthetic one)")
+    ap.add_argument("--range", dest="rev_range", help="old-base..tip: the stack's commits (with --repo)")
+    ap.add_argument("--onto", help="the new base (with --repo)")
+    ap.add_argument("--files", type=int, default=5000)
+    ap.add_argument("--base-commits", type=int, default=500)
+    ap.add_argument("--patches", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="ggstack-bench-")
+    try:
+        if args.repo:
+            if not (args.rev_range and args.onto):
+                raise SystemExit("--repo needs --range old..tip and --onto")
+            repo = os.path.abspath(args.repo)
+            old, _, tip = args.rev_range.partition("..")
+            old, tip, onto = git(repo, "rev-parse", old), git(repo, "rev-parse", tip), git(repo, "rev-parse", args.onto)
+        else:
+            repo = os.path.join(work, "fork")
+            start = time.perf_counter()
+            old, tip, onto = build_synthetic(repo, args.files, args.base_commits, args.patches)
+            t = time.perf_counter() - start
+            print(f"built {args.files} files, base +{args.base_commits} commits, {args.patches}-patch stack in {t:.1f}s")
+        patches = os.path.join(work, "patches")
+        for cmd in (("init", STACK, "--repo-slug", "bench/bench", "--base", onto), ("import", STACK, f"{old}..{tip}")):
+            proc = ggstack(repo, patches, *cmd)
+            if proc.returncode != 0:
+                raise SystemExit(proc.stderr.decode())
+        n = int(git(repo, "rev-list", "--count", f"{old}..{tip}"))
+        wt = os.path.join(work, "rebase-wt")
+        git(repo, "worktree", "add", "-q", "--detach", wt, tip)
+        gitdir = git(repo, "rev-parse", "--git-common-dir")
+        cache = os.path.join(gitdir if os.path.isabs(gitdir) else os.path.join(repo, gitdir), "ggstack", "cache")
+        prefix = "refs/ggstack-bench"
+
+        def apply_cold() -> None:
+            shutil.rmtree(cache, ignore_errors=True)
+            apply_warm()
+
+        last_run: list[dict] = []
+
+        def apply_warm() -> None:
+            proc = ggstack(repo, patches, "apply", STACK, "--onto", onto, "--branch-prefix", prefix, "--force", "--json")
+            if proc.returncode != 0:
+                raise SystemExit(proc.stderr.decode()[-3000:])
+            last_run[:] = [json.loads(proc.stdout)]
+
+        def rebase() -> None:
+            git(wt, "-c", "core.hooksPath=/dev/null", "rebase", "-q", "--onto", onto, old)
+
+        def reset_rebase() -> None:
+            git(wt, "checkout", "-q", "--detach", tip)
+
+        times: dict[str, list[float]] = {"ggstack apply (cold)": [], "ggstack apply (warm)": [], "git rebase --onto": []}
+        for _ in range(args.runs):
+            times["ggstack apply (cold)"].append(timed(apply_cold))
+            times["ggstack apply (warm)"].append(timed(apply_warm))
+            reset_rebase()
+            times["git rebase --onto"].append(timed(rebase))
+
+        rebased = git(wt, "rev-list", "--reverse", f"{onto}..HEAD").split()
+        ours = [o["commit"] for o in last_run[0]["patches"]]
+        same = len(rebased) == len(ours) == n and all(
+            git(repo, "rev-parse", a + "^{tree}") == git(repo, "rev-parse", b + "^{tree}") for a, b in zip(rebased, ours)
+        )
+        git(repo, "worktree", "remove", "--force", wt)
+
+        rebase_median = statistics.median(times["git rebase --onto"])
+        print(f"{n} patches onto {onto[:12]} ({args.runs} runs each, interleaved; median wall time)")
+        for label, ts in times.items():
+            med = statistics.median(ts)
+            print(f"  {label:22s} {med:7.3f}s   {med / rebase_median:5.2f}x git rebase   (runs: {', '.join(f'{t:.2f}' for t in ts)})")
+        print(f"  trees identical to git rebase: {'yes' if same else 'NO'} ({len(ours)} of {len(rebased)} commits compared)")
+        cold = statistics.median(times["ggstack apply (cold)"]) / rebase_median
+        print(f"  target <= 0.33x: {'met' if cold <= 0.33 else 'missed'} (cold {cold:.2f}x)")
+        if not same:
+            sys.exit(1)
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
