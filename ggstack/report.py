@@ -373,18 +373,29 @@ def attention(run: Run) -> list[str]:
 
 
 def evidence_words(o: Outcome) -> str:
-    """The verdict and why, as a sentence: "represented: 100% of added lines come from 639aeff; ..."."""
-    details = list(dict.fromkeys(e.detail for e in o.evidence if e.detail))
-    if not any(e.kind == "tests" for e in o.evidence):
-        details += [t for t in (test_words(t) for t in o.tests) if t not in details]
-    if not details and o.conflict:
-        details.append("conflicts in " + ", ".join(o.conflict.paths))
-    if not details and o.applied is Applied.EMPTY:
-        details.append("replaying it onto the base changes nothing")
-    if o.note:
-        details.append(o.note)
+    """The verdict and why, as a sentence a maintainer can act on:
+    "represented: 100% of added lines come from 639aeff; its tests pass on
+    the base without the patch; patch-id differs".
+
+    The text evidence comes as ``check`` words it (``verdict_words``), the
+    judgement of the patch's own tests after its first, strongest reason.
+    """
     verdict = o.verdict.value if o.verdict else (o.applied.value if o.applied else NOT_JUDGED)
-    return f"{verdict}: {'; '.join(details)}" if details else verdict
+    text = verdict_words(o).partition(" — ")[2].replace(" (content)", "") if o.verdict else ""
+    first, _, rest = text.partition("; ")
+    parts = [first] if first else []
+    tests = [e.detail.removeprefix(f"{verdict}: ") for e in o.evidence if e.kind == "tests" and e.detail]
+    if not tests:
+        tests = [test_words(t) for t in o.tests if t.status != "passed" or t.where == "patched"]
+    parts += tests + ([rest] if rest else [])
+    if not parts and o.conflict:
+        parts.append("conflicts in " + ", ".join(o.conflict.paths))
+    if not parts and o.applied is Applied.EMPTY:
+        parts.append("replaying it onto the base changes nothing")
+    if o.note:
+        parts.append(o.note)
+    parts = list(dict.fromkeys(p for p in parts if p))
+    return f"{verdict}: {'; '.join(parts)}" if parts else verdict
 
 
 def test_words(t: TestResult) -> str:

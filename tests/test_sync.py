@@ -1,0 +1,337 @@
+"""``ggstack sync``: the bot's whole run, end to end, as the CI runs it.
+
+A fork checkout whose remote is a bare repository, the local GitHub-compatible
+server reading that same bare repository, and ``ggstack sync`` run as a real
+subprocess through every real stage (apply, check, test with real pytest
+runs, pr through PyGithub over HTTP). The assertions are what the bot and the
+maintainers see: exit codes, PRs on the forge, write calls, the report, the
+lock, and the GitHub Actions output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from markdown_it import MarkdownIt
+
+from forge_server import FakeGitHub
+from gitrepo import GitRepo, run_ggstack
+from ggstack import git, series
+from ggstack.model import Run, Verdict
+
+TOKEN = "ghp_SyncT0kenNeverPrinted0042"
+SLUG = "upstream/proj"
+FAST = {
+    "GGSTACK_RETRY_BASE_SECONDS": "0.01",
+    "GGSTACK_RETRY_ATTEMPTS": "2",
+    "GGSTACK_RETRY_BUDGET_SECONDS": "2",
+    "GGSTACK_WRITE_INTERVAL_SECONDS": "0",
+    "GGSTACK_FORGE_TIMEOUT": "2",
+    "GGSTACK_RATE_LIMIT_MAX_WAIT": "1",
+}
+
+# A test command that waits at a barrier before running pytest, so a test can
+# hold a sync inside its test stage (lock held) for as long as it needs.
+BARRIER = """\
+import os, subprocess, sys, time
+marks = os.environ["GG_BARRIER"]
+open(os.path.join(marks, "started-%d" % os.getpid()), "w").close()
+deadline = time.time() + 60
+while not os.path.exists(os.path.join(marks, "release")) and time.time() < deadline:
+    time.sleep(0.05)
+sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", *sys.argv[1:]]))
+"""
+
+
+def _text(name: str, change: int | None = None) -> str:
+    return "".join(f"{name} line {i}{' changed' if i == change else ''}\n" for i in range(12))
+
+
+class World:
+    """The fork, its remote (the forge's bare repo), the stored stack ``s``, the forge."""
+
+    def __init__(self, tmp: Path, forge: FakeGitHub) -> None:
+        self.tmp = tmp
+        self.forge = forge
+        self.upstream = GitRepo.init(tmp / "upstream.git", bare=True)
+        self.fork = GitRepo.init(tmp / "fork")
+        self.fork.git("remote", "add", "origin", str(self.upstream.path))
+        self.fork.commit("base", {f"{n}.txt": _text(n) for n in "abcx"})
+        self.fork.git("push", "-q", "origin", "main")
+        forge.add_repo(SLUG, str(self.upstream.path))
+        self.fork.git("checkout", "-q", "-b", "feature")
+        self.x = self.fork.commit("fix(x): the change the base already has\n\nAlready in the base.", {"x.txt": _text("x", 3)})
+        self.a = self.fork.commit("fix(a): preallocate the a buffers\n\nKeep them alive.", {"a.txt": _text("a", 3)})
+        self.b = self.fork.commit("fix(b): retain b on prewarm\n\nThe b part.", {"b.txt": _text("b", 5)})
+        self.fork.git("checkout", "-q", "main")
+        self.patches = tmp / "patches"
+        self.repo = git.Repository(str(self.fork.path))
+
+    def stack(self, commits: list[str], *, cpu: str | None = None, name: str = "s") -> None:
+        series.init(str(self.patches), name, SLUG, "main")
+        if cpu is not None:
+            toml = self.patches / name / "stack.toml"
+            text = toml.read_text()
+            old = 'cpu = "python -m pytest -q {tests}"'
+            assert old in text
+            toml.write_text(text.replace(old, f"cpu = {json.dumps(cpu)}"))
+        stack = series.import_commits(self.repo, series.load(str(self.patches), name), commits, original_pr="upstream/proj#130")
+        series.save(stack)
+
+    def land(self, commit: str) -> None:
+        """The base moves: ``commit`` is cherry-picked onto main."""
+        self.fork.git("cherry-pick", "--allow-empty", commit)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": self.forge.url, **FAST, **extra}
+
+    def argv(self, *args: str) -> list[str]:
+        return ["--repo", str(self.fork.path), "--patches", str(self.patches), "sync", "s", "--onto", "main", *args]
+
+    def sync(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        proc = run_ggstack(*self.argv(*args), cwd=self.tmp, env=env if env is not None else self.env())
+        assert TOKEN not in proc.stdout + proc.stderr
+        return proc
+
+    def popen(self, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "ggstack", *self.argv(*args)], cwd=self.tmp, text=True,
+                                env={**os.environ, "COLUMNS": "200", **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def last_run(self, path: Path | None = None) -> Run:
+        path = path or Path(self.repo.state_dir("runs")) / "s.json"
+        return Run.from_json(json.loads(path.read_text()))
+
+    def pulls(self, state: str | None = "open") -> list[dict]:
+        return [p for p in self.forge.pulls(SLUG) if state is None or p["state"] == state]
+
+    def refs(self) -> str:
+        return self.fork.refs()
+
+
+@pytest.fixture
+def forge() -> Iterator[FakeGitHub]:
+    with FakeGitHub(TOKEN) as server:
+        yield server
+
+
+@pytest.fixture
+def world(tmp_path: Path, forge: FakeGitHub) -> World:
+    return World(tmp_path, forge)
+
+
+@pytest.fixture
+def seeded(world: World) -> World:
+    """Stack ``s``: x (already in the base), a and b (needed)."""
+    world.land(world.x)
+    world.stack([world.x, world.a, world.b])
+    return world
+
+
+def verdicts(run: Run) -> list[str | None]:
+    return [o.verdict.value if o.verdict else None for o in run.outcomes]
+
+
+# -- the bot's life: first run, rerun, the base moves ------------------------------------
+
+
+def test_first_run_opens_prs_for_needed_patches_second_is_a_no_op_then_the_base_moves(seeded: World, tmp_path: Path) -> None:
+    w = seeded
+    first = w.sync("--run-json", str(tmp_path / "run1.json"))
+    assert first.returncode == 0, first.stdout + first.stderr
+    run = w.last_run(tmp_path / "run1.json")
+    assert verdicts(run) == ["represented", "unique", "unique"]
+    assert list(run.stages) == ["apply", "check", "test", "pr"] and run.stages["pr"] == "ok"
+    assert [p["title"] for p in w.pulls()] == ["fix(a): preallocate the a buffers", "fix(b): retain b on prewarm"]
+    assert "represented" in first.stdout and "#1" in first.stdout  # the report table
+
+    w.forge.reset_counts()
+    second = w.sync()
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert w.forge.write_calls() == 0
+    assert len(w.pulls(state=None)) == 2
+
+    # The base moves: a lands upstream (its PR is now redundant) and b's lines change under it.
+    w.land(w.a)
+    w.fork.commit("base: rework b", {"b.txt": _text("b", 5).replace("b line 5 changed", "b line 5 reworked")})
+    third = w.sync("--run-json", str(tmp_path / "run3.json"))
+    assert third.returncode == 1, third.stdout + third.stderr
+    run = w.last_run(tmp_path / "run3.json")
+    assert verdicts(run) == ["represented", "represented", "conflict"]
+    pr_a = run.outcomes[1].pr
+    assert pr_a is not None and pr_a.number == 1 and pr_a.state == "open"  # not closed without --close-redundant
+    report = run_ggstack("report", str(tmp_path / "run3.json"), "--format", "markdown", cwd=tmp_path)
+    assert report.returncode == 0
+    md = report.stdout
+    assert "represented, but PR #1 is still open" in md and "0003-fix-b-retain-b-on-prewarm.patch: conflict" in md
+    assert "closing comment for #1 (draft)" in md and "conflict in b.txt" in md
+
+    closed = w.sync("--close-redundant")
+    assert closed.returncode == 1  # b still conflicts: that needs a human
+    assert [p["number"] for p in w.pulls(state="closed")] == [1]
+    comments = w.forge.comments(SLUG, 1)
+    assert len(comments) == 1 and "already represented" in comments[0]["body"]
+
+
+def test_dry_run_changes_nothing_anywhere_and_still_writes_the_run(seeded: World, tmp_path: Path) -> None:
+    w = seeded
+    refs_before = w.refs()
+    remote_before = w.upstream.refs()
+    proc = w.sync("--dry-run", "--run-json", str(tmp_path / "dry.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert w.forge.write_calls() == 0 and w.pulls(state=None) == []
+    assert w.refs() == refs_before and w.upstream.refs() == remote_before
+    run = w.last_run(tmp_path / "dry.json")
+    assert run.stages["pr"] == "dry-run"
+    assert [o.pr.state if o.pr else None for o in run.outcomes] == [None, "planned", "planned"]
+    assert "new PR planned" in proc.stdout
+
+
+# -- exit codes --------------------------------------------------------------------------
+
+
+def test_a_broken_patch_is_attention(world: World) -> None:
+    w = world
+    w.fork.git("checkout", "-q", "feature")
+    broken = w.fork.commit("fix(c): c with a test that fails", {
+        "c.txt": _text("c", 1),
+        "tests/test_c.py": "def test_c():\n    assert open('c.txt').read().startswith('never')\n",
+    })
+    w.fork.git("checkout", "-q", "main")
+    w.stack([w.a, broken])
+    proc = w.sync("--gpu", "off")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    run = w.last_run()
+    assert verdicts(run) == ["unique", "broken"]
+    assert [p["title"] for p in w.pulls()] == ["fix(a): preallocate the a buffers"]  # broken gets no PR
+
+
+def test_an_unknown_base_is_a_usage_error(seeded: World) -> None:
+    proc = run_ggstack(*seeded.argv()[:-2], "--onto", "no-such-ref", cwd=seeded.tmp, env=seeded.env())
+    assert proc.returncode == 2
+    assert "no-such-ref" in proc.stderr
+
+
+def test_a_missing_token_is_exit_2_with_the_run_written(seeded: World) -> None:
+    env = {k: v for k, v in seeded.env().items() if k != "GITHUB_TOKEN"}
+    proc = seeded.sync(env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    run = seeded.last_run()
+    assert run.stages["pr"].startswith("failed (input)") and "GITHUB_TOKEN" in run.stages["pr"]
+    assert verdicts(run) == ["represented", "unique", "unique"]  # the earlier stages' work is kept
+
+
+def test_an_unreachable_forge_is_exit_3(seeded: World) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    proc = seeded.sync(env=seeded.env(GITHUB_API_URL=dead))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert seeded.last_run().stages["pr"].startswith("failed (infrastructure)")
+
+
+def test_a_failing_fetch_is_exit_3_and_the_forge_is_not_touched(seeded: World) -> None:
+    w = seeded
+    w.fork.git("remote", "set-url", "origin", str(w.tmp / "gone.git"))
+    proc = w.sync("--fetch")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    run = w.last_run()
+    assert run.stages["fetch"].startswith("failed (infrastructure)")
+    assert run.stages["pr"].startswith("skipped")
+    assert verdicts(run) == ["represented", "unique", "unique"]  # judged on what is here
+    assert w.forge.write_calls() == 0
+
+
+# -- one bot at a time -------------------------------------------------------------------
+
+
+def _barrier(w: World, tmp: Path) -> tuple[Path, dict[str, str]]:
+    marks = tmp / "marks"
+    marks.mkdir()
+    script = tmp / "barrier.py"
+    script.write_text(BARRIER)
+    w.fork.git("checkout", "-q", "feature")
+    tested = w.fork.commit("fix(t): t with its test", {"t.txt": "t\n", "tests/test_t.py": "def test_t():\n    assert True\n"})
+    w.fork.git("checkout", "-q", "main")
+    w.stack([w.a, tested], cpu=f"{sys.executable} {script} {{tests}}")
+    return marks, w.env(GG_BARRIER=str(marks))
+
+
+def _wait_for(predicate, what: str, limit: float = 60) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_two_syncs_started_together_one_runs_the_other_exits_3_naming_the_lock(world: World, tmp_path: Path) -> None:
+    w = world
+    marks, env = _barrier(w, tmp_path)
+    procs = [w.popen(env=env), w.popen(env=env)]
+    # One of them gets the lock and waits at the barrier in its test stage; the other must give up.
+    _wait_for(lambda: any(p.poll() is not None for p in procs), "one sync to give up")
+    loser = next(p for p in procs if p.poll() is not None)
+    winner = next(p for p in procs if p is not loser)
+    _, err = loser.communicate()
+    assert loser.returncode == 3, err
+    assert f"locked by PID {winner.pid} since " in err
+    assert winner.poll() is None
+    (marks / "release").touch()
+    out, err = winner.communicate(timeout=120)
+    assert winner.returncode == 0, out + err
+    assert len(w.pulls()) == 2
+    assert not os.path.exists(os.path.join(w.repo.state_dir("locks"), "s.lock"))
+
+
+def test_after_kill_9_a_rerun_takes_over_the_stale_lock_and_converges(world: World, tmp_path: Path) -> None:
+    w = world
+    marks, env = _barrier(w, tmp_path)
+    victim = w.popen(env=env)
+    _wait_for(lambda: any(m.name.startswith("started-") for m in marks.iterdir()), "the sync to reach its test stage")
+    lock = Path(w.repo.state_dir("locks")) / "s.lock"
+    assert json.loads(lock.read_text())["pid"] == victim.pid
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    (marks / "release").touch()  # the orphaned test command may finish; the rerun must not wait
+    assert lock.exists()  # a SIGKILL leaves the lock behind
+
+    rerun = w.sync(env=env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert f"taking over the stale lock of PID {victim.pid}" in rerun.stderr
+    assert [p["title"] for p in w.pulls()] == ["fix(a): preallocate the a buffers", "fix(t): t with its test"]
+    assert not lock.exists()
+    w.forge.reset_counts()
+    again = w.sync(env=env)
+    assert again.returncode == 0 and w.forge.write_calls() == 0 and "stale" not in again.stderr
+
+
+# -- GitHub Actions ----------------------------------------------------------------------
+
+
+def test_in_github_actions_the_summary_has_the_table_and_conflicts_are_annotated(seeded: World, tmp_path: Path) -> None:
+    w = seeded
+    w.fork.commit("base: rework b", {"b.txt": _text("b", 5).replace("b line 5 changed", "b line 5 reworked")})
+    summary = tmp_path / "summary.md"
+    summary.write_text("# earlier step\n")
+    env = w.env(GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary), GITHUB_WORKSPACE=str(tmp_path))
+    proc = w.sync(env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    text = summary.read_text()
+    assert text.startswith("# earlier step\n")  # appended, not overwritten
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    assert "<table>" in html and "0003-fix-b-retain-b-on-prewarm.patch" in html
+    out = proc.stdout
+    assert "::error file=patches/s/0003-fix-b-retain-b-on-prewarm.patch,title=ggstack%3A 0003-fix-b-retain-b-on-prewarm.patch is conflict::" in out
+    for stage in ("apply", "check", "test", "pr"):
+        assert f"::group::ggstack {stage}\n" in out
+    assert out.count("::group::") == out.count("::endgroup::")
+    assert verdicts(w.last_run()) == ["represented", "unique", "conflict"]
