@@ -313,11 +313,13 @@ def test_table(run: Run) -> Table:
 
 
 def test_failures(run: Run) -> str:
-    """The kept output of every failing run (the tail), for the terminal and the report."""
+    """The kept output (the tail) of the runs whose failure is a problem: with
+    the patch, or a timeout or error anywhere. Failing without the patch is
+    the evidence, and the Run keeps that output too."""
     parts = []
     for o in run.outcomes:
         for t in o.tests:
-            if t.output_tail:
+            if t.output_tail and (t.where == "patched" or t.status in ("error", "timeout")):
                 parts.append(f"--- {o.name}: {t.kind} on {t.where} ({t.status}: {t.reason or t.command})\n{t.output_tail}")
     return "\n\n".join(parts)
 

@@ -203,8 +203,9 @@ def _trees(
 ) -> tuple[tuple[TestTree, ...], tuple[str, ...]]:
     """The three trees of one patch, and its test files (added or changed, not deleted)."""
     materialised = original.commit if original else None
-    patched = o.commit if o.applied is Applied.APPLIED else start if o.applied is Applied.EMPTY else None
-    source = o.commit if o.applied is Applied.APPLIED else (materialised or patched)
+    replayed = o.commit if o.applied is Applied.APPLIED else None
+    patched = replayed or (start if o.applied is Applied.EMPTY else None)
+    source = replayed or materialised or patched
     if source is None:
         return (), ()
     candidates = [p for p in patch.paths if is_test_path(p, stack.config.tests.paths)]
@@ -239,7 +240,7 @@ def test(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", onl
     """``ggstack test``: every job here, folded into a copy of ``run``."""
     jobs = plan(repo, stack, run, gpu=gpu, only=only)
     results, gpu_state = execute(repo, stack, jobs, gpu=gpu, progress=progress)
-    return fold(repo, stack, run, jobs, results, gpu_state)
+    return fold(repo, run, jobs, results, gpu_state)
 
 
 def matrix(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()) -> dict[str, Any]:
@@ -355,7 +356,7 @@ def merge(
         gpu_state = "present" if all(g == "present" for g in gpu_seen) else "absent"
     else:
         gpu_state = None
-    return fold(repo, stack, run, jobs, results, gpu_state)
+    return fold(repo, run, jobs, results, gpu_state)
 
 
 # -- GPU -------------------------------------------------------------------------------------
@@ -712,9 +713,7 @@ def _proc_entries() -> list[str]:
 # -- folding into the verdict --------------------------------------------------------------------
 
 
-def fold(
-    repo: git.Repository, stack: Stack, run: Run, jobs: Sequence[Job], results: dict[str, list[TestResult]], gpu_state: str | None
-) -> Run:
+def fold(repo: git.Repository, run: Run, jobs: Sequence[Job], results: dict[str, list[TestResult]], gpu_state: str | None) -> Run:
     """A copy of ``run`` with each tested patch's results and the verdict they give."""
     run = copy.deepcopy(run)
     by_patch: dict[str, list[Job]] = {}
@@ -817,7 +816,7 @@ def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgeme
     before = {"verdict": text.value if text else None, "recommendation": o.recommendation.value if o.recommendation else None, "represented_by": list(o.represented_by)}
     kind = combine(judgements)
     fallback = text or _FROM_APPLIED.get(o.applied or Applied.SKIPPED)
-    detail = "; ".join(j.detail for j in judgements)
+    detail = "; ".join(j.detail for j in sorted(judgements, key=lambda j: j.kind != kind))  # the deciding kind first
     tests = sorted({t for j in judgements if j.kind == kind for t in j.tests})
     commits: list[str] = []
     agrees: bool | None = None

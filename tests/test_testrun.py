@@ -391,3 +391,53 @@ def test_which_files_are_tests() -> None:
     assert not testrun.is_test_path("tests/helpers.py", patterns)
     assert not testrun.is_test_path("vllm/tests_util/test_x.py", patterns)
     assert testrun.expand("pytest {tests}", ["tests/a b.py", "tests/c.py"]) == "pytest 'tests/a b.py' tests/c.py"
+
+
+def _results(kind: str, base: str, patched: str, old: str, test: str = "t::test") -> list:
+    from ggstack.model import TestResult
+
+    def one(where: str, status: str) -> TestResult:
+        lists = {"passed": "passed", "failed": "failed", "error": "errors", "skipped": "skipped"}
+        r = TestResult(kind, where, status)
+        if status in lists:
+            getattr(r, lists[status]).append(test if status != "error" else "tests.test_x")
+        return r
+
+    return [one("base", base), one("patched", patched), one("old-base", old)]
+
+
+@pytest.mark.parametrize(
+    "text, runs, verdict, recommendation, judgement",
+    [
+        # text says represented, tests fail on the base without the patch: the signals disagree
+        ("represented", ("failed", "passed", "failed"), "inconclusive", "human look", "needed"),
+        # both say represented: the verdict stands, stronger
+        ("represented", ("passed", "passed", "failed"), "represented", "do not open", "represented"),
+        # the test cannot even be collected without the patch (it imports what the patch adds): needed
+        ("unique", ("error", "passed", "error"), "unique", "open PR", "needed"),
+        # an error with the patch is not a failure of the patch, and never a pass
+        ("unique", ("passed", "error", "passed"), "inconclusive", "hold", "inconclusive"),
+        ("unique", ("timeout", "passed", "failed"), "inconclusive", "hold", "inconclusive"),
+        ("unique", ("passed", "failed", "failed"), "broken", "rework", "broken"),
+        # the patch conflicts: the tests still say whether the base has the behaviour
+        ("conflict", ("passed", "not-run", "failed"), "represented", "do not open", "represented"),
+        ("conflict", ("failed", "not-run", "failed"), "conflict", "rework", "needed"),
+    ],
+)
+def test_fold_rules(world: World, text: str, runs: tuple[str, str, str], verdict: str, recommendation: str, judgement: str) -> None:
+    from ggstack.model import Outcome, Recommendation, Run, Verdict
+
+    o = Outcome("0001-x.patch", "x", "spid", verdict=Verdict(text), represented_by=["abc"] if text == "represented" else [])
+    o.recommendation = {"represented": Recommendation.DO_NOT_OPEN, "unique": Recommendation.OPEN_PR, "conflict": Recommendation.REWORK}[text]
+    run = Run("s", "main", world.old, outcomes=[o])
+    trees = tuple(testrun.TestTree(w, "0" * 40, world.old) for w in testrun.WHERE)
+    job = testrun.Job("0001-x-cpu", o.name, "cpu", "pytest", ("tests/test_x.py",), trees, ())
+    folded = testrun.fold(world.repo, run, [job], {job.id: _results("cpu", *runs)}, None)
+    out = folded.outcomes[0]
+    assert (out.verdict.value, out.recommendation.value) == (verdict, recommendation)
+    (ev,) = [e for e in out.evidence if e.kind == "tests"]
+    assert ev.data["judgement"] == judgement
+    assert ev.data["before"]["verdict"] == text
+    assert run.outcomes[0].verdict.value == text  # fold returns a new Run
+    if text == "represented" and judgement == "needed":
+        assert "disagree" in ev.detail
