@@ -44,6 +44,7 @@ _IDENTITY_GREP = r"(cherry picked from commit|Cherry-picked-from:|Stack-Patch-Id
 _PICKED_FROM = re.compile(r"(?:\(cherry picked from commit |^Cherry-picked-from:\s*)([0-9a-f]{40})", re.M | re.I)
 _SPID = re.compile(r"^Stack-Patch-Id:\s*(\S+)\s*$", re.M | re.I)
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_PATHSPEC_LIMIT = 32
 _CACHE_VERSION = "v1"  # bump when the patch-id flags change
 
 
@@ -338,13 +339,58 @@ def align(pre: list[str], base: list[str]) -> list[int | None]:
     while tail < n - head and tail < m - head and pre[n - 1 - tail] == base[m - 1 - tail]:
         pmap[n - 1 - tail] = m - 1 - tail
         tail += 1
-    mid_p, mid_b = pre[head:n - tail], base[head:m - tail]
-    if mid_p and mid_b:
-        matcher = difflib.SequenceMatcher(None, mid_p, mid_b, autojunk=False)
-        for a, b, size in matcher.get_matching_blocks():
-            for k in range(size):
-                pmap[head + a + k] = head + b + k
+    _align_gap(pre, base, head, n - tail, head, m - tail, pmap, depth=0)
     return pmap
+
+
+def _align_gap(pre: list[str], base: list[str], p0: int, p1: int, b0: int, b1: int, pmap: list[int | None], depth: int) -> None:
+    """Patience-style: lines unique on both sides, in increasing order on both,
+    are anchors; the gaps between them are aligned the same way, and small
+    gaps (or ones without unique lines) by difflib."""
+    if p0 >= p1 or b0 >= b1:
+        return
+    if depth < 4 and (p1 - p0) * (b1 - b0) > 4096:
+        anchors = _unique_anchors(pre, base, p0, p1, b0, b1)
+        if anchors:
+            prev_p, prev_b = p0, b0
+            for pi, bi in anchors:
+                _align_gap(pre, base, prev_p, pi, prev_b, bi, pmap, depth + 1)
+                pmap[pi] = bi
+                prev_p, prev_b = pi + 1, bi + 1
+            _align_gap(pre, base, prev_p, p1, prev_b, b1, pmap, depth + 1)
+            return
+    matcher = difflib.SequenceMatcher(None, pre[p0:p1], base[b0:b1], autojunk=False)
+    for a, b, size in matcher.get_matching_blocks():
+        for k in range(size):
+            pmap[p0 + a + k] = b0 + b + k
+
+
+def _unique_anchors(pre: list[str], base: list[str], p0: int, p1: int, b0: int, b1: int) -> list[tuple[int, int]]:
+    import bisect
+
+    count_p = Counter(pre[p0:p1])
+    count_b = Counter(base[b0:b1])
+    where_b = {base[i]: i for i in range(b0, b1) if count_b[base[i]] == 1}
+    pairs = [(i, where_b[pre[i]]) for i in range(p0, p1) if count_p[pre[i]] == 1 and pre[i] in where_b]
+    # Longest increasing subsequence of the base positions (patience sorting).
+    tails: list[int] = []
+    tail_at: list[int] = []
+    back: list[int] = [-1] * len(pairs)
+    for k, (_, bi) in enumerate(pairs):
+        j = bisect.bisect_left(tails, bi)
+        if j == len(tails):
+            tails.append(bi)
+            tail_at.append(k)
+        else:
+            tails[j] = bi
+            tail_at[j] = k
+        back[k] = tail_at[j - 1] if j else -1
+    out = []
+    k = tail_at[-1] if tail_at else -1
+    while k >= 0:
+        out.append(pairs[k])
+        k = back[k]
+    return out[::-1]
 
 
 def _judge_block(path: str, label: str, hunk: int, block: Block, pre: list[str], base: list[str], pmap: list[int | None]) -> Unit:
@@ -489,7 +535,13 @@ def gather_signals(
     the paths, with the files it changes; as in ``git cherry``, full
     patch-ids are computed only for base commits that change exactly the
     same files as some candidate (``keysets``), and cached by commit."""
-    history = repo.log_raw([base], exclude, paths) if paths else []
+    if len(paths) <= _PATHSPEC_LIMIT:
+        history = repo.log_raw([base], exclude, paths) if paths else []
+    else:
+        # git matches every pathspec against every changed file of every commit:
+        # past a few dozen paths, reading the whole range and filtering here is faster.
+        wanted = set(paths)
+        history = [(c, fs) for c, fs in repo.log_raw([base], exclude, ()) if any(p in wanted for p, _, _ in fs)]
     touching: dict[str, list[int]] = {}
     for i, (_, files) in enumerate(history):
         for path, _, _ in files:
@@ -587,29 +639,50 @@ def blame_evidence(repo: git.Repository, content: Containment, commit: str, sinc
     return Evidence("blame", detail, base_commits, data={"shares": shares, "older_than_merge_base": older / total}), base_commits
 
 
-def attribution_evidence(content: Containment, signals: Signals, files: Files) -> tuple[Evidence | None, list[str]]:
-    """Who brought the present added lines in, from the range's history of
-    each file (what ``git blame`` answers, without a process per file): the
-    newest base commit whose version of the file has the lines and whose
-    parent's does not."""
-    counts: Counter[str] = Counter()
-    older = 0
-    for u in content.units:
-        if not (u.present and u.found and u.block and u.block.added):
-            continue
-        path = content.base_paths.get(u.path, u.path)
-        run = u.block.added
-        brought = None
-        for sha, old, new in signals.versions(path):
-            if _find_run(_lines(files.blob(new)), run, strip=u.whitespace) is None:
-                continue  # not in this version (changed again by a merge): look further back
-            if old == git.ZERO or _find_run(_lines(files.blob(old)), run, strip=u.whitespace) is None:
-                brought = sha
-                break
-        if brought:
-            counts[brought] += len(run)
+def attribution_evidence(contents: list[Containment], signals: Signals, files: Files) -> list[tuple[Evidence | None, list[str]]]:
+    """Who brought the present added lines in, for many patches at once, from
+    the range's history of each file (what ``git blame`` answers, without a
+    process per file): the base commit whose version of the file has the
+    lines and whose parent's does not. The versions are searched by
+    bisection, newest to oldest, all patches in step, so each round is one
+    ``cat-file`` for every patch and a file with a long history costs a few
+    reads, not one per version."""
+    jobs = []  # [content index, run length, versions, lo, hi, whitespace]
+    for k, content in enumerate(contents):
+        for u in content.units:
+            if u.present and u.found and u.block and u.block.added:
+                versions = signals.versions(content.base_paths.get(u.path, u.path))
+                jobs.append([k, u.block.added, versions, 0, len(versions) - 1, u.whitespace])
+
+    def has(blob: str, run: list[str], ws: bool) -> bool:
+        return blob != git.ZERO and _find_run(_lines(files.blob(blob)), run, strip=ws) is not None
+
+    # Bisect for the oldest version that still has the lines (present from
+    # its introduction to the base: the usual history; a revert and re-apply
+    # is still named correctly when the last transition is the one found).
+    while True:
+        active = [j for j in jobs if j[3] < j[4]]
+        if not active:
+            break
+        files.prefetch([j[2][(j[3] + j[4] + 1) // 2][2] for j in active])
+        for j in active:
+            mid = (j[3] + j[4] + 1) // 2
+            if has(j[2][mid][2], j[1], j[5]):
+                j[3] = mid
+            else:
+                j[4] = mid - 1
+    files.prefetch([b for j in jobs if j[2] for b in (j[2][j[3]][1], j[2][j[3]][2])])
+    counts: list[Counter[str]] = [Counter() for _ in contents]
+    older = [0] * len(contents)
+    for k, run, versions, lo, _, ws in jobs:
+        if versions and has(versions[lo][2], run, ws) and not has(versions[lo][1], run, ws):
+            counts[k][versions[lo][0]] += len(run)
         else:
-            older += len(run)
+            older[k] += len(run)
+    return [_shares_evidence(c, o) for c, o in zip(counts, older)]
+
+
+def _shares_evidence(counts: Counter[str], older: int) -> tuple[Evidence | None, list[str]]:
     total = sum(counts.values()) + older
     if not total:
         return None, []
@@ -645,6 +718,8 @@ def remaining_diff(repo: git.Repository, tree: str, change_set: list[FileChange]
     entries = files.entries(tree, [p for fc in change_set for p in (fc.old_path, fc.new_path) if p])
     changes: dict[str, tuple[str, str] | None] = {}
     new_blobs: list[tuple[str, str, bytes]] = []
+    edits: list[tuple[str, str, str, list[str], list[str]]] = []  # plain content edits, for the in-process diff
+    simple = True
     for fc in change_set:
         units = [u for u in content.units if u.path == fc.path]
         gone = [u for u in units if not u.present]
@@ -653,14 +728,17 @@ def remaining_diff(repo: git.Repository, tree: str, change_set: list[FileChange]
         kinds = {u.what for u in gone}
         if "delete" in kinds:
             changes[fc.old_path] = None
+            simple = False
             continue
         if "add" in kinds or "binary" in kinds or (fc.old_path and fc.old_path not in entries and fc.new_path not in entries):
             if fc.new_blob and fc.new_mode:
                 changes[fc.new_path] = (fc.new_mode, fc.new_blob)
+            simple = False
             continue
         base_path = content.base_paths.get(fc.path, fc.new_path)
         mode, blob = entries[base_path]
         lines = _lines(files.blob(blob))
+        before = list(lines)
         data = files.blob(blob) or b""
         last = None
         for u in sorted((u for u in gone if u.block is not None), key=lambda u: u.window, reverse=True):
@@ -675,6 +753,10 @@ def remaining_diff(repo: git.Repository, tree: str, change_set: list[FileChange]
             changes[base_path] = None
         text = "\n".join(lines) + ("\n" if lines and (data.endswith(b"\n") or not data) else "")
         new_blobs.append((fc.new_path, mode, text.encode("utf-8", "surrogateescape")))
+        simple = simple and fc.new_path.isascii() and fc.new_path.isprintable() and '"' not in fc.new_path and base_path == fc.new_path and mode == entries[base_path][0] and bool(data) and data.endswith(b"\n") and bool(lines)
+        edits.append((fc.new_path, mode, blob, before, lines))
+    if simple and edits:
+        return _unified(edits, [b for _, _, b in new_blobs]) or None
     shas = repo.hash_blobs([b for _, _, b in new_blobs])
     for (path, mode, _), sha in zip(new_blobs, shas):
         changes[path] = (mode, sha)
@@ -683,6 +765,22 @@ def remaining_diff(repo: git.Repository, tree: str, change_set: list[FileChange]
     new_tree = repo.edit_tree(tree, changes)
     diff = repo.diff_trees(tree, new_tree).decode("utf-8", "surrogateescape")
     return diff or None
+
+
+def _unified(edits: list[tuple[str, str, str, list[str], list[str]]], new_data: list[bytes]) -> str:
+    """The ``git diff`` of plain content edits, written in-process (git's own
+    header and hunk format, so ``git apply`` takes it)."""
+    import hashlib
+
+    out: list[str] = []
+    for (path, mode, old_sha, before, after), data in zip(edits, new_data):
+        if before == after:
+            continue
+        new_sha = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        out.append(f"diff --git a/{path} b/{path}\nindex {old_sha}..{new_sha} {mode}\n")
+        hunks = list(difflib.unified_diff(before, after, f"a/{path}", f"b/{path}", n=3, lineterm=""))
+        out.append("\n".join(hunks) + "\n")
+    return "".join(out)
 
 
 def _replacement(u: Unit, base: list[str]) -> tuple[int, int]:
@@ -955,18 +1053,19 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
         identity = identity_evidence(signals, info.sha, sources[info.sha], spid)
         pid = patch_id_evidence(signals, info.sha, _paths(cs))
         plain = not content.any_present and not identity.data.get("match") and not pid.data.get("match") and content.judged and applies_in_process(cs, mine, files)
-        judged.append((info, cs, mine, content, identity, pid, spid, plain))
+        # An exact pick whose every line is there needs no replay to be believed.
+        settled = content.all_present and pid.data.get("match")
+        judged.append((info, cs, mine, content, identity, pid, spid, plain, settled))
 
-    steps = _replay_all(repo, base, base_tree, [(j[0], diffs[j[0].sha]) for j in judged if not j[7]])
-    want_versions = [blob for j in judged if j[3].any_present for u in j[3].units if u.present and u.found
-                     for _, old, new in signals.versions(j[3].base_paths.get(u.path, u.path)) for blob in (old, new) if blob != git.ZERO]
-    files.prefetch(want_versions)
-    for info, cs, mine, content, identity, pid, spid, plain in judged:
+    steps = _replay_all(repo, base, base_tree, [(j[0], diffs[j[0].sha]) for j in judged if not j[7] and not j[8]])
+    attributions = attribution_evidence([j[3] for j in judged], signals, files)
+    for (info, cs, mine, content, identity, pid, spid, plain, settled), (blame, blamed) in zip(judged, attributions):
         subject = info.message.split("\n", 1)[0]
         outcome = Outcome(name=info.sha[:12], subject=subject, stack_patch_id=spid, source_commit=info.sha)
         note = "applies to the base: every hunk's lines are found there in order (checked in-process, as git apply without fuzz)" if plain else ""
+        if settled:
+            outcome.evidence.append(Evidence("empty", "not replayed: the patch-id and every line agree that the base has it", data={"replayed": False}))
         reverse = None if plain else reverse_applies_in_process(cs, mine, files)
-        blame, blamed = attribution_evidence(content, signals, files) if content.any_present else (None, [])
         if info.sha in signals.reachable and content.all_present and not blamed:
             blamed = [info.sha]  # the commit itself is in the base
         fold(outcome, content, steps.get(info.sha), reverse, identity, pid, blame, blamed, note)

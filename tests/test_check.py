@@ -84,7 +84,7 @@ def test_exact_pick_is_represented_by_the_pick(world: GitRepo) -> None:
     assert o.represented_fraction == 1.0
     ev = kinds(o)
     assert ev["patch-id"][0].data["match"] and ev["patch-id"][0].commits == [pick]
-    assert ev["empty"][0].data["empty"] is True
+    assert ev["empty"][0].data == {"replayed": False}  # patch-id and content agree: no merge spent on it
     assert ev["reverse-apply"][0].data["applies"] is True
     assert ev["blame"][0].detail == f"100% of added lines come from {pick[:10]}"
     assert o.recommendation is Recommendation.DO_NOT_OPEN
@@ -375,6 +375,7 @@ def test_stack_cherry_picked_from_reachable_is_identity_evidence(world: GitRepo)
     world.git("merge", "-q", "--no-edit", "fork")
     o = represent.check(repo, stack, "main").outcomes[0]
     assert o.verdict is Verdict.REPRESENTED
+    assert kinds(o)["empty"][0].data["empty"] is True
     assert kinds(o)["identity"][0].data["match"]
     assert "reachable from the base" in kinds(o)["identity"][0].detail
 
