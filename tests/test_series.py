@@ -567,14 +567,25 @@ def test_bad_input_is_exit_2_with_file_and_line_and_writes_nothing(one_patch: Wo
     world = one_patch
     breakage(world)
     before = snapshot(world.stack)
-    # One command that reads, one that writes; move/remove load the stack the same way.
-    for args in (["list", "s"], ["import", "s", "HEAD"]):
+    # A command that writes; list/show/move/remove load the stack the same way first.
+    for args in (["import", "s", "HEAD"],):
         proc = world.gg(*args)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 2, (args, out)
         assert "Traceback" not in out
         assert re.search(expected, proc.stderr), (args, proc.stderr)
         assert snapshot(world.stack) == before, args
+
+
+def test_every_command_refuses_a_broken_stack(one_patch: World) -> None:
+    _edit_patch(one_patch, "@@ -1,3 +1,3 @@", "@@ -1,5 +1,5 @@")
+    before = snapshot(one_patch.stack)
+    for args in (["list"], ["list", "s", "--json"], ["show", "s", "1"], ["move", "s", "1", "--to", "1"], ["remove", "s", "1"]):
+        proc = one_patch.gg(*args)
+        assert proc.returncode == 2, (args, proc.stdout + proc.stderr)
+        assert "Traceback" not in proc.stdout + proc.stderr
+        assert re.search(r"0001-fix\.patch:\d+: ", proc.stderr), proc.stderr
+        assert snapshot(one_patch.stack) == before
 
 
 @pytest.mark.parametrize(
