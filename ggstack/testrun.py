@@ -317,7 +317,7 @@ def load_results(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
         except ValueError as e:
             raise UserError(f"not a JSON results file: {e}", path=path) from None
         if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
-            raise UserError(f"not a ggstack test results file (written by `ggstack test --shard`)", path=path)
+            raise UserError("not a ggstack test results file (written by `ggstack test --shard`)", path=path)
         docs.append((path, doc))
     return docs
 

@@ -11,7 +11,6 @@ is left in the git dir, and whether the test processes are gone.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -187,6 +186,10 @@ def wait_dead(pids: list[int], limit: float = 15.0) -> list[int]:
 
 def test_needed_represented_by_behaviour_and_broken(world: World) -> None:
     world.stack("fix", [world.fix])
+    # The user's working tree is not what is tested: its uncommitted pytest
+    # config and conftest.py (the worktrees live inside it, in .git) stay out.
+    (world.fork.path / "conftest.py").write_text("raise SystemExit('the user checkout conftest.py was loaded')\n")
+    (world.fork.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '--no-such-option'\n")
 
     needed = world.test_json("fix", "needed")["patches"][0]
     runs = results(needed)
