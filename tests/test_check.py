@@ -409,3 +409,33 @@ def test_cli_table_and_exit_one_on_partial(world: GitRepo) -> None:
     assert "partial" in proc.stdout and "rework" in proc.stdout
     bad = run_ggstack("check", "--onto", "main", "--commits", "nope", cwd=world.path)
     assert bad.returncode == 2 and "nope" in bad.stderr
+
+
+def test_patch_ids_are_cached_by_commit_so_a_moved_base_costs_only_the_new_commits(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    for i in range(5):
+        world.commit(f"upstream {i}", {"f.txt": text(edited(LINES, l30=f"upstream {i}"))})
+    repo = git.Repository(str(world.path))
+    represent.check_commits(repo, [c], "main")
+    cache = world.path / ".git" / "ggstack" / "cache" / "patch-ids-v1.json"
+    first = json.loads(cache.read_text())
+    assert set(world.git("rev-list", "main", "^" + c).split()) <= set(first)
+    moved = world.commit("upstream moves on", {"f.txt": text(edited(LINES, l30="moved"))})
+    represent.check_commits(repo, [c], "main")
+    second = json.loads(cache.read_text())
+    assert set(second) - set(first) == {moved}
+
+
+def test_cli_check_stack(world: GitRepo) -> None:
+    c1 = on(world, "fork", "fix one", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    c2 = on(world, "fork", "fix two", {"f.txt": text(edited(LINES, l10="x = 2", l30="y = 3"))})
+    repo = git.Repository(str(world.path))
+    _stack(world, repo, c1, c2)
+    world.git("cherry-pick", c1)
+    proc = run_ggstack("--patches", str(world.path / "patches"), "check", "s", "--onto", "main", "--json", cwd=world.path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [p["verdict"] for p in data["patches"]] == ["represented", "unique"]
+    assert data["patches"][0]["represented_by"] == [world.sha("main")]
+    table = run_ggstack("--patches", str(world.path / "patches"), "check", "s", "--onto", "main", cwd=world.path)
+    assert table.returncode == 0 and "represented" in table.stdout and "do not open" in table.stdout
