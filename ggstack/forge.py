@@ -120,6 +120,8 @@ class RemotePR:
     base_ref: str
     labels: list[str]
     marker: str | None  # the Stack-Patch-Id in its body, if any
+    state: str = "open"
+    merged: bool = False
     approved_by: list[str] = field(default_factory=list)
     handle: Any = field(default=None, repr=False)  # the PyGithub PullRequest
 
@@ -250,11 +252,19 @@ class Forge:
         return [_remote(p) for p in self.call(f"list open PRs of {self.slug}", fetch)]
 
     def find_open_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
-        def fetch() -> list[Any]:
-            return list(self.repo.get_pulls(state="open", head=f"{head_owner}:{head_ref}"))
+        pulls = self._pulls_of_head(head_owner, head_ref, "open")
+        return pulls[0] if pulls else None
 
-        pulls = self.call(f"look up the PR of {head_ref}", fetch)
-        return _remote(pulls[0]) if pulls else None
+    def find_closed_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
+        """The latest closed PR from this head branch, if any."""
+        pulls = self._pulls_of_head(head_owner, head_ref, "closed")
+        return max(pulls, key=lambda p: p.number) if pulls else None
+
+    def _pulls_of_head(self, head_owner: str, head_ref: str, state: str) -> list[RemotePR]:
+        def fetch() -> list[Any]:
+            return list(self.repo.get_pulls(state=state, head=f"{head_owner}:{head_ref}"))
+
+        return [_remote(p) for p in self.call(f"look up the {state} PRs of {head_ref}", fetch)]
 
     def approvals(self, pull: RemotePR) -> list[str]:
         """Maintainers whose latest decisive review of the PR approves it."""
@@ -339,6 +349,8 @@ def _remote(p: Any) -> RemotePR:
         base_ref=p.base.ref,
         labels=[label.name for label in p.labels],
         marker=marker.group(1) if marker else None,
+        state=p.state,
+        merged=p.merged_at is not None,  # in the list shape; p.merged would cost a request
         handle=p,
     )
 
@@ -471,11 +483,31 @@ def make_plan(repo: git.Repository, stack: Stack, run: Run, forge: Forge, *, clo
     for s in slots:
         if s.pull is not None:
             s.pull.approved_by = forge.approvals(s.pull)
+        elif s.needed:
+            _respect_closed(s, forge, head_owner)
     plan = Plan(slots, _stacked_mode(stacked, stack, slots), _gate_words(stack), head_owner, target.fork is not None)
     _settle_commits(repo, stack, run, plan, forge)
     _plan_needed(repo, stack, run, plan)
     _plan_others(run, plan, forge, close_redundant)
     return plan
+
+
+def _respect_closed(s: Slot, forge: Forge, head_owner: str) -> None:
+    """A needed patch whose PR someone merged or closed gets no new one.
+
+    Only a PR that ggstack itself closed as redundant (its closing comment
+    says so) may be followed by a new PR when the patch is needed again.
+    """
+    closed = forge.find_closed_pull(head_owner, s.branch)
+    if closed is None or closed.marker not in (None, s.outcome.stack_patch_id):
+        return
+    if closed.merged:
+        s.note = f"its PR #{closed.number} was merged (into {closed.base_ref}); no new PR"
+    elif any(report.CLOSED_PREFIX + s.outcome.stack_patch_id in b for b in forge.comment_bodies(closed)):
+        return
+    else:
+        s.note = f"its PR #{closed.number} was closed by someone else: not reopened or replaced (reopen it, or remove the patch)"
+    s.commit, s.pull = None, closed
 
 
 def _remote_branch(ref: str) -> str:
@@ -543,6 +575,12 @@ def _settle_commits(repo: git.Repository, stack: Stack, run: Run, plan: Plan, fo
             info = repo.commit_info(s.commit)
         if s.remote_sha and s.remote_sha != s.commit:
             facts = forge.commit_facts(head_repo, s.remote_sha)
+            if facts is not None and f"Stack-Patch-Id: {s.outcome.stack_patch_id}" not in facts[2]:
+                # Not a commit ggstack made of this patch: a reviewer's fixup, say. Never overwritten.
+                raise UserError(
+                    f"someone else pushed {s.remote_sha[:10]} ({facts[2].splitlines()[0] if facts[2] else 'no message'!r}) "
+                    f"to {s.branch} on {target.remote!r}; ggstack will not overwrite it: fold that change into "
+                    f"{s.outcome.name} (or delete the branch), then rerun")
             if facts is not None and facts[0] == info.tree and facts[1] == [previous] and facts[2].rstrip("\n") == info.message.rstrip("\n"):
                 s.commit = s.remote_sha
         s.outcome.commit = s.commit
@@ -627,7 +665,7 @@ def _plan_others(run: Run, plan: Plan, forge: Forge, close_redundant: bool) -> N
         if s.needed or s.pull is None:
             continue
         o, pull = s.outcome, s.pull
-        s.state = PRState(number=pull.number, url=pull.url, state="open", draft=pull.draft,
+        s.state = PRState(number=pull.number, url=pull.url, state="merged" if pull.merged else pull.state, draft=pull.draft,
                           approved=bool(pull.approved_by), head=pull.head_ref, base=pull.base_ref,
                           title=pull.title, labels=list(pull.labels), approved_by=list(pull.approved_by))
         if o.verdict is Verdict.REPRESENTED:

@@ -237,6 +237,81 @@ def test_dry_run_prints_plan_and_bodies_and_changes_nothing(seeded: World) -> No
     assert "no PR: represented" in proc.stdout
 
 
+def test_a_fresh_clone_replaying_new_commit_objects_pushes_and_writes_nothing(seeded: World) -> None:
+    w = seeded
+    w.ok()
+    branches = [p["head"]["ref"] for p in w.pulls()]
+    pushes = {b: w.pushes(b) for b in branches}
+    # The CI bot's clone has no ggstack cache and another clock: new commit objects, same change.
+    for cache in Path(w.repo.common_dir, "ggstack", "cache").glob("*.json"):
+        cache.unlink()
+    w.forge.reset_counts()
+    w.ok(env=w.env(GIT_COMMITTER_DATE="1900000000 +0000"))
+    assert w.forge.write_calls() == 0, w.forge.requests
+    assert {b: w.pushes(b) for b in branches} == pushes
+
+
+def test_a_patch_without_a_pr_does_not_ride_along_in_the_next_pr(world: World) -> None:
+    """The test stage says patch 2 is broken: PRs for 1 and 3, and 3's branch sits on 1's."""
+    w = world
+    w.stack("s", [w.a, w.b, w.c])
+    run = checked_run(w.repo, series.load(str(w.patches), "s"), "main")
+    run.outcomes[1].verdict = Verdict.BROKEN
+    path = w.tmp / "tested.json"
+    path.write_text(json.dumps(run.to_json()))
+    proc = run_ggstack("--repo", str(w.fork.path), "--patches", str(w.patches), "pr", "s", "--run", str(path), "--json",
+                       cwd=w.tmp, env=w.env())
+    assert proc.returncode == 0, proc.stderr
+    after = Run.from_json(json.loads(proc.stdout))
+    p1, p3 = w.pulls()
+    assert [p1["title"][:6], p3["title"][:6]] == ["fix(a)", "fix(c)"]
+    assert p3["base"]["ref"] == p1["head"]["ref"]
+    head3 = w.remote_heads()[f"refs/heads/{p3['head']['ref']}"]
+    assert head3 == after.outcomes[2].commit
+    assert w.fork.git("rev-parse", head3 + "^") == w.remote_heads()[f"refs/heads/{p1['head']['ref']}"]
+    assert w.fork.git("diff", "--name-only", head3 + "^", head3) == "c.txt"
+    assert after.outcomes[1].pr is None
+
+
+def test_a_commit_someone_else_pushed_to_a_patch_branch_is_never_overwritten(seeded: World) -> None:
+    w = seeded
+    w.ok()
+    p1, _ = w.pulls()
+    branch = p1["head"]["ref"]
+    # A reviewer pushes a fixup on top of the PR's branch.
+    w.fork.git("checkout", "-q", "-b", "fixup", f"refs/heads/{branch}")
+    fixup = w.fork.commit("reviewer fixup", {"a.txt": _text("a", 4)})
+    w.fork.git("push", "-q", "origin", f"fixup:refs/heads/{branch}")
+    w.fork.git("checkout", "-q", "main")
+    w.land(w.c)  # the base moves: ggstack would push new commits
+    w.forge.reset_counts()
+    proc = w.gg()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "someone else pushed" in proc.stderr and branch in proc.stderr
+    assert w.remote_heads()[f"refs/heads/{branch}"] == fixup
+    assert w.forge.write_calls() == 0
+
+
+def test_a_pr_closed_by_a_maintainer_is_not_replaced_but_one_closed_as_redundant_may_be(world: World) -> None:
+    w = world
+    w.stack("s", [w.a, w.b])
+    w.ok()
+    _, p2 = w.pulls()
+    # A maintainer closes PR 2 by hand: ggstack does not open another one.
+    from github import Auth, Github
+
+    gh = Github(auth=Auth.Token(TOKEN), base_url=w.forge.url)
+    gh.get_repo(SLUG).get_pull(p2["number"]).edit(state="closed")
+    run = w.run_json()
+    assert len(w.pulls(None)) == 2 and w.pull("fix(b)")["state"] == "closed"
+    assert "closed by someone else" in run.outcomes[1].pr.note
+    # ggstack closed it as redundant and the patch is needed again: a new PR is fine.
+    gh.get_repo(SLUG).get_pull(p2["number"]).create_issue_comment(
+        report.closed_marker(run.outcomes[1].stack_patch_id, "0" * 40))
+    w.ok()
+    assert [p["title"][:6] for p in w.pulls()] == ["fix(a)", "fix(b)"] and len(w.pulls(None)) == 3
+
+
 def test_flat_puts_every_pr_on_the_target_base_and_a_rerun_keeps_it(seeded: World) -> None:
     w = seeded
     w.ok("--flat")
