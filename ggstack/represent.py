@@ -314,10 +314,17 @@ def _file_units(fc: FileChange, in_base: tuple[str, str] | None, base_entries: d
         return units
     pre = _lines(files.blob(fc.old_blob)) if fc.old_blob else []
     base = _lines(base_data)
-    pmap = align(pre, base)
+    pmap: list[int | None] | None = None
+    anywhere = {line.rstrip() for line in base}
     for i, hunk in enumerate(fc.hunks):
         label = f"hunk {hunk.header.split(' @@')[0]} @@"
         for block in hunk.blocks:
+            if block.added and any(a.rstrip() not in anywhere for a in block.added):
+                # Not even somewhere in the file: no alignment needed to say no.
+                units.append(Unit(path, label, block.weight, False, "its added lines are not in the base", i, block))
+                continue
+            if pmap is None:
+                pmap = align(pre, base)
             units.append(_judge_block(path, label, i, block, pre, base, pmap))
     return units
 
@@ -354,7 +361,8 @@ def _align_gap(pre: list[str], base: list[str], p0: int, p1: int, b0: int, b1: i
         if anchors:
             prev_p, prev_b = p0, b0
             for pi, bi in anchors:
-                _align_gap(pre, base, prev_p, pi, prev_b, bi, pmap, depth + 1)
+                if pi > prev_p and bi > prev_b:
+                    _align_gap(pre, base, prev_p, pi, prev_b, bi, pmap, depth + 1)
                 pmap[pi] = bi
                 prev_p, prev_b = pi + 1, bi + 1
             _align_gap(pre, base, prev_p, p1, prev_b, b1, pmap, depth + 1)
@@ -393,10 +401,16 @@ def _unique_anchors(pre: list[str], base: list[str], p0: int, p1: int, b0: int, 
     return out[::-1]
 
 
-def _judge_block(path: str, label: str, hunk: int, block: Block, pre: list[str], base: list[str], pmap: list[int | None]) -> Unit:
+def _window(block: Block, pre: list[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:
+    """The block's place in the base file: between the nearest lines around
+    it that the pre-image and the base still share."""
     lo = next((pmap[i] for i in range(min(block.p0, len(pre)) - 1, -1, -1) if pmap[i] is not None), -1)
     hi = next((pmap[i] for i in range(block.p1, len(pre)) if pmap[i] is not None), len(base))
-    start, end = lo + 1, max(lo + 1, hi)
+    return lo + 1, max(lo + 1, hi)
+
+
+def _judge_block(path: str, label: str, hunk: int, block: Block, pre: list[str], base: list[str], pmap: list[int | None]) -> Unit:
+    start, end = _window(block, pre, base, pmap)
     window = base[start:end]
     unit = Unit(path, label, block.weight, False, "", hunk, block, window=(start, end))
     still = [i for i in range(block.p0, min(block.p1, len(pre))) if pmap[i] is not None]
@@ -740,6 +754,12 @@ def remaining_diff(repo: git.Repository, tree: str, change_set: list[FileChange]
         lines = _lines(files.blob(blob))
         before = list(lines)
         data = files.blob(blob) or b""
+        if any(u.block is not None and u.window is None for u in gone):
+            pre = _lines(files.blob(fc.old_blob)) if fc.old_blob else []
+            pmap = align(pre, lines)
+            for u in gone:
+                if u.block is not None and u.window is None:
+                    u.window = _window(u.block, pre, lines, pmap)
         last = None
         for u in sorted((u for u in gone if u.block is not None), key=lambda u: u.window, reverse=True):
             start, end = _replacement(u, lines)
