@@ -258,6 +258,8 @@ class Replayer:
         index lines' blobs where they exist, else a plain apply; said so."""
         tree, message = self.repo.apply_to_tree(self.tip_tree, pick.diff, three_way=True)
         note = "recorded base missing: applied with git apply --3way"
+        if tree is not None and "Falling back to direct application" in message:
+            note = "recorded base and blobs missing: applied with plain git apply"
         if tree is None:
             tree, message = self.repo.apply_to_tree(self.tip_tree, pick.diff)
             note = "recorded base and blobs missing: applied with plain git apply"
