@@ -889,6 +889,13 @@ def fold(outcome: Outcome, content: Containment, step: replay.Step | None, rever
         outcome.recommendation = Recommendation.DO_NOT_OPEN
         if conflict:
             ev.append(Evidence("conflict", "the conflict is only the change already being in the base", data={"spurious": True}))
+        if step is not None and step.applied is Applied.APPLIED:
+            ev.append(Evidence(
+                "content",
+                "signals disagree: every line is there, but replaying it would still change the base; look at what it would change",
+                data={"disagreement": ["empty"]},
+            ))
+            outcome.recommendation = Recommendation.HUMAN_LOOK
         return
     if content.any_present:
         outcome.verdict = Verdict.PARTIAL
@@ -1086,8 +1093,9 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
         if settled:
             outcome.evidence.append(Evidence("empty", "not replayed: the patch-id and every line agree that the base has it", data={"replayed": False}))
         reverse = None if plain else reverse_applies_in_process(cs, mine, files)
-        if info.sha in signals.reachable and content.all_present and not blamed:
-            blamed = [info.sha]  # the commit itself is in the base
+        if info.sha in signals.reachable and content.any_present:
+            # The commit itself is an ancestor of the base: it brought its own lines.
+            blame, blamed = Evidence("blame", f"the commit itself is in the base: its lines come from {info.sha[:10]}", [info.sha], data={"shares": {info.sha: 1.0}}), [info.sha]
         fold(outcome, content, steps.get(info.sha), reverse, identity, pid, blame, blamed, note)
         if outcome.verdict is Verdict.PARTIAL:
             outcome.remaining_diff = remaining_diff(repo, base_tree, cs, content, files)

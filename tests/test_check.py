@@ -439,3 +439,16 @@ def test_cli_check_stack(world: GitRepo) -> None:
     assert data["patches"][0]["represented_by"] == [world.sha("main")]
     table = run_ggstack("--patches", str(world.path / "patches"), "check", "s", "--onto", "main", cwd=world.path)
     assert table.returncode == 0 and "represented" in table.stdout and "do not open" in table.stdout
+
+
+def test_commit_that_is_itself_in_the_base(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    world.commit("upstream", {"other.txt": "u\n"})
+    world.git("merge", "-q", "--no-edit", "fork")
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED and o.represented_by == [c]
+    assert "the commit itself is reachable from the base" in kinds(o)["identity"][0].detail
+    # ... and once reverted on top, it is needed again.
+    world.git("revert", "--no-edit", c)
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE and o.recommendation is Recommendation.HUMAN_LOOK
