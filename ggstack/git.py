@@ -69,6 +69,18 @@ class CommitInfo:
 
 
 @dataclass(frozen=True)
+class TreeChange:
+    """One file changed between two trees, as ``diff-tree --raw`` says it (mode 000000: absent)."""
+
+    path: str
+    old_mode: str
+    old_sha: str
+    new_mode: str
+    new_sha: str
+    status: str  # A, D, M, T
+
+
+@dataclass(frozen=True)
 class MergeResult:
     tree: str
     clean: bool
@@ -88,6 +100,7 @@ class Repository:
         self.common_dir = os.path.abspath(self._repo.common_dir)
         self.worktree = self._repo.working_tree_dir  # None for a bare repository
         self._writer: _ObjectWriter | None = None
+        self._tree_writer: _ObjectWriter | None = None
 
     @classmethod
     def init(cls, path: str, *, bare: bool = False) -> "Repository":
@@ -573,14 +586,6 @@ class Repository:
             result[commit] = patch_id
         return result
 
-    def commits_touching(self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]) -> list[str]:
-        """Every non-merge commit reachable from ``tips`` but not ``exclude``
-        that touches ``paths`` (``--full-history``, not git log's simplified view)."""
-        feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
-        feed += "--\n" + "".join(p + "\n" for p in paths)
-        out = self.out("rev-list", "--full-history", "--no-merges", "--stdin", input=feed.encode("utf-8", "surrogateescape"))
-        return out.split()
-
     def log_raw(self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]) -> list[tuple[str, list[tuple[str, str, str]]]]:
         """(commit, [(path, old blob, new blob), ...every file it changes]) for
         every non-merge commit reachable from ``tips`` but not ``exclude`` that
@@ -712,15 +717,68 @@ class Repository:
         found = (line.split(" ", 1) for line in out.splitlines() if line)
         return {name: sha for sha, name in found if name in wanted}
 
+    def tree_changes(self, pairs: Sequence[tuple[str, str]]) -> list[list[TreeChange]]:
+        """The file-level changes (no rename detection) of each (commit,
+        parent): one ``diff-tree --stdin -r --raw``."""
+        if not pairs:
+            return []
+        raw = self.run("diff-tree", "--stdin", "-r", "--raw", "-z", "--no-renames", "--always",
+                       input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
+        fields = raw.decode("utf-8", "surrogateescape").split("\0")
+        out: list[list[TreeChange]] = []
+        i = 0
+        while i < len(fields):
+            field_ = fields[i]
+            if field_.startswith(":") and out:
+                old_mode, new_mode, old_sha, new_sha, status = field_[1:].split(" ")
+                out[-1].append(TreeChange(fields[i + 1], old_mode, old_sha, new_mode, new_sha, status[:1]))
+                i += 2
+                continue
+            if re.fullmatch(r"[0-9a-f]{40}", field_):
+                out.append([])
+            i += 1
+        if len(out) != len(pairs):
+            raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} commits, read {len(out)}")
+        return out
+
+    def tree_entries(self, tree: str) -> dict[str, tuple[str, str]]:
+        """name -> (mode, sha) of one tree object, through the persistent cat-file."""
+        data = self._repo.odb.stream(bytes.fromhex(tree)).read()
+        entries = {}
+        pos = 0
+        while pos < len(data):
+            space = data.index(b" ", pos)
+            nul = data.index(b"\0", space)
+            name = data[space + 1:nul].decode("utf-8", "surrogateescape")
+            entries[name] = (data[pos:space].decode(), data[nul + 1:nul + 21].hex())
+            pos = nul + 21
+        return entries
+
+    def write_tree(self, entries: dict[str, tuple[str, str]]) -> str:
+        """A tree object of name -> (mode, sha), in git's order, through one
+        long-lived ``hash-object -t tree`` (which checks the format)."""
+        def order(name: str) -> bytes:
+            return name.encode("utf-8", "surrogateescape") + (b"/" if entries[name][0] == "40000" else b"")
+
+        body = b"".join(
+            entries[n][0].encode() + b" " + n.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(entries[n][1])
+            for n in sorted(entries, key=order)
+        )
+        if self._tree_writer is None:
+            self._tree_writer = _ObjectWriter(self, "tree")
+        return self._tree_writer.write(body)
+
     def source_diffs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         """(tree of the commit, its diff from the given parent) for each
         (commit, parent), as ``format_patch`` writes the diff: one ``diff-tree --stdin``."""
         if not pairs:
             return []
-        args = [
+        args = [  # the diff settings ``format_patch`` pins, so equal bytes mean an equal change
             "-c", "core.quotePath=false", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
+            "-c", "diff.suppressBlankEmpty=false",
             "diff-tree", "--stdin", "--always", "-p", "--full-index", "--binary", "--find-renames", "--no-color",
-            "--format=ggstack-commit %H %T",
+            "--no-relative", "--unified=3", "--inter-hunk-context=0", "--diff-algorithm=myers", "--indent-heuristic",
+            "-O/dev/null", "--format=ggstack-commit %H %T",
         ]
         raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
         chunks = re.split(rb"^ggstack-commit [0-9a-f]{40} (?=[0-9a-f]{40}\n)", raw, flags=re.M)[1:]
@@ -839,11 +897,11 @@ SCRATCH_IDENT = "ggstack <ggstack@localhost> 1700000000 +0000"
 
 
 class _ObjectWriter:
-    """One ``git hash-object -w -t commit --stdin-paths`` kept open: it answers
+    """One ``git hash-object -w -t <kind> --stdin-paths`` kept open: it answers
     each path with the new object's id (and flushes, stdout being a pipe), so
     a commit costs a file write and a pipe round trip instead of a process."""
 
-    def __init__(self, repo: Repository) -> None:
+    def __init__(self, repo: Repository, kind: str = "commit") -> None:
         self._dir = tempfile.mkdtemp(prefix="ggstack-objects-", dir=repo._scratch_dir())
         self._path = os.path.join(self._dir, "object")
         # Rewritten in place for each object: re-creating a file costs far more than writing it.
@@ -852,7 +910,7 @@ class _ObjectWriter:
         env = {**os.environ, "LC_ALL": "C"}
         env.pop("GIT_INDEX_FILE", None)
         self._proc = subprocess.Popen(
-            ["git", "--git-dir", repo.git_dir, "hash-object", "-w", "-t", "commit", "--no-filters", "--stdin-paths"],
+            ["git", "--git-dir", repo.git_dir, "hash-object", "-w", "-t", kind, "--no-filters", "--stdin-paths"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._err,
@@ -873,7 +931,7 @@ class _ObjectWriter:
         if len(line) != 40:
             self._proc.kill()
             self._err.seek(0)
-            raise GitFailed(("hash-object", "-t", "commit"), self._proc.wait(), self._err.read().decode("utf-8", "replace"))
+            raise GitFailed(("hash-object", "--stdin-paths"), self._proc.wait(), self._err.read().decode("utf-8", "replace"))
         return line
 
     def __del__(self) -> None:

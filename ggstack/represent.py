@@ -16,12 +16,16 @@ must be there and its removed lines gone. That catches picks whose context
 moved on (which patch-id and ``git apply -R`` miss) and refuses copies of the
 same lines elsewhere (which a plain search would accept).
 
-Speed comes from batching, not from skipping evidence: one ``rev-list`` and
-one streamed ``diff-tree | patch-id`` over the base range (patch-ids cached by
-commit under the git dir, so a base that moved by k commits costs k diffs),
-one ``git log --grep`` for identities, one ``cat-file --batch`` for every file
-version; merges, reverse-applies and blames run only for the patches whose
-content or signals make them candidates.
+Speed comes from batching: one ``git log --raw`` over the base range (the
+base commits touching the patches' paths, with the files each changes); as
+``git cherry`` does, full patch-ids only for base commits changing exactly the
+same files as a patch, in one streamed ``diff-tree | patch-id`` and cached by
+commit under the git dir (a base that moved by k commits costs at most k
+diffs); one ``git log --grep`` for identities; ``cat-file --batch`` for file
+versions. Merges run only for the patches whose content or signals make them
+candidates, or that do not plainly apply; who brought the lines in is found
+by bisecting each file's versions in the range, not by a blame per file
+(``check`` of a stored stack, a handful of patches, uses ``git blame``).
 """
 
 from __future__ import annotations
