@@ -389,7 +389,10 @@ def evidence_words(o: Outcome) -> str:
     tests = [e.detail.removeprefix(f"{verdict}: ") for e in o.evidence if e.kind == "tests" and e.detail]
     if not tests:
         tests = [test_words(t) for t in o.tests if t.status != "passed" or t.where == "patched"]
-    parts += tests + ([rest] if rest else [])
+    if o.verdict in (Verdict.BROKEN, Verdict.INCONCLUSIVE):
+        parts = tests + parts + ([rest] if rest else [])  # the tests decided: they come first
+    else:
+        parts += tests + ([rest] if rest else [])
     if not parts and o.conflict:
         parts.append("conflicts in " + ", ".join(o.conflict.paths))
     if not parts and o.applied is Applied.EMPTY:
@@ -441,12 +444,20 @@ def pr_words(o: Outcome) -> str:
             words.append("draft")
         if pr.approved:
             words.append("approved" + (f" by {', '.join('@' + u for u in pr.approved_by)}" if pr.approved_by else ""))
-        elif o.verdict not in (Verdict.REPRESENTED,):
+        elif o.verdict in (Verdict.UNIQUE, Verdict.PARTIAL, None):
             words.append("waiting for approval")
-    return f"#{pr.number} " + ", ".join(words)
+    text = f"#{pr.number} " + ", ".join(words)
+    return f"{text} ({pr.note})" if pr.note else text
 
 
 def recommendation_words(o: Outcome) -> str:
+    """What the maintainer should do now; where ``pr`` has run, its PR's state
+    says it better than ``check``'s recommendation made before any PR existed."""
+    pr = o.pr
+    if pr is not None and pr.number is not None and pr.state == "open" and o.verdict in (Verdict.UNIQUE, Verdict.PARTIAL):
+        return "merge (approved)" if pr.approved else Recommendation.WAIT_APPROVAL.value
+    if pr is not None and pr.number is not None and pr.state == "open" and o.verdict is Verdict.REPRESENTED:
+        return Recommendation.CLOSE_PR.value
     return o.recommendation.value if o.recommendation else "—"
 
 

@@ -335,3 +335,53 @@ def test_in_github_actions_the_summary_has_the_table_and_conflicts_are_annotated
         assert f"::group::ggstack {stage}\n" in out
     assert out.count("::group::") == out.count("::endgroup::")
     assert verdicts(w.last_run()) == ["represented", "unique", "conflict"]
+
+
+# -- the workflow's job chain ------------------------------------------------------------
+
+
+def test_the_workflow_job_chain_sync_shards_merge_pr_report(world: World, tmp_path: Path) -> None:
+    """The commands of .github/workflows/ggstack-sync.yml, in its order, on one machine:
+    sync --gpu off; test --matrix; a --shard per entry; test --merge; pr --run; report."""
+    w = world
+    w.fork.git("checkout", "-q", "feature")
+    gpu_patch = w.fork.commit("fix(g): g with a GPU test", {
+        "g.txt": "g\n",
+        "tests/test_g.py": "import pytest\n\n@pytest.mark.gpu\ndef test_g():\n    assert open('g.txt').read() == 'g\\n'\n",
+    })
+    w.fork.git("checkout", "-q", "main")
+    w.stack([w.a, gpu_patch])
+    toml = w.patches / "s" / "stack.toml"
+    toml.write_text(toml.read_text().replace('gpu = ""', 'gpu = "python -m pytest -q {tests}"'))
+    out = tmp_path / "ggstack-run"
+    common = ["--repo", str(w.fork.path), "--patches", str(w.patches)]
+
+    sync = w.sync("--gpu", "off", "--run-json", str(out / "run.json"))
+    assert sync.returncode in (0, 1), sync.stdout + sync.stderr
+    base = json.loads((out / "run.json").read_text())["base"]
+    matrix = run_ggstack(*common, "test", "s", "--onto", base, "--matrix", cwd=tmp_path)
+    assert matrix.returncode == 0, matrix.stderr
+    entries = json.loads(matrix.stdout)["include"]
+    assert {e["kind"] for e in entries} == {"cpu", "gpu"}
+    assert all(e["runs-on"] == "gpu" for e in entries if e["kind"] == "gpu")  # stack.toml tests.gpu_runner
+    for e in entries:  # the CPU ones in the sync job, each GPU one in its own job
+        k = e["shard"].split("/")[0]
+        args = ["--shard", e["shard"], "--results", str(out / "results" / f"{e['kind']}-{k}.json")]
+        shard = run_ggstack(*common, "test", "s", "--onto", base, *args, cwd=tmp_path)
+        assert shard.returncode == 0, shard.stdout + shard.stderr
+    merged = run_ggstack(*common, "test", "s", "--onto", base, "--merge", *sorted(map(str, (out / "results").glob("*.json"))), "--json", cwd=tmp_path)
+    assert merged.returncode in (0, 1), merged.stderr
+    (out / "merged.json").write_text(merged.stdout)
+    pr = run_ggstack(*common, "pr", "s", "--run", str(out / "merged.json"), "--json", cwd=tmp_path, env=w.env())
+    assert pr.returncode == 0, pr.stdout + pr.stderr
+    (out / "final.json").write_text(pr.stdout)
+    report = run_ggstack("report", str(out / "final.json"), "--format", "markdown", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    final = Run.from_json(json.loads(pr.stdout))
+    # The CPU job (--gpu off) opened both PRs on the CPU evidence. No GPU here: the GPU
+    # shard's tests are inconclusive (never a pass), so g is held, its PR left as it is.
+    assert verdicts(final)[0] == "unique" and final.outcomes[1].verdict is Verdict.INCONCLUSIVE
+    assert [p["title"] for p in w.pulls()] == ["fix(a): preallocate the a buffers", "fix(g): g with a GPU test"]
+    assert final.outcomes[1].pr is not None and "held" in final.outcomes[1].pr.note
+    assert "0002-fix-g-g-with-a-GPU-test.patch" in report.stdout and "**inconclusive**" in report.stdout
+    assert "| waiting for approval |" in report.stdout  # a's recommendation, now that its PR exists
