@@ -173,3 +173,39 @@ def test_report_of_a_file_that_is_not_a_run_is_a_usage_error(tmp_path: Path) -> 
     proc = run_ggstack("report", str(path), cwd=tmp_path)
     assert proc.returncode == 2
     assert "nope.json" in proc.stderr and "not a ggstack Run" in proc.stderr
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
+    """Run ggstack with a pseudo-terminal as stdout, as a maintainer at a terminal does."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    proc = subprocess.Popen([sys.executable, "-m", "ggstack", *args], stdout=follower, stderr=follower,
+                            env={**base, "COLUMNS": "200", "TERM": "xterm-256color", **env})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(leader)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_colour_on_a_terminal_none_with_no_color_none_when_piped(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(report.run_json(every_verdict_run()))
+    colour = "\x1b[3"  # an SGR foreground colour, e.g. ESC[31m
+    assert colour in _on_a_terminal(["report", str(path)], {})
+    assert colour not in _on_a_terminal(["report", str(path)], {"NO_COLOR": "1"})
+    piped = run_ggstack("report", str(path), cwd=tmp_path)
+    assert "\x1b[" not in piped.stdout and "0005-broken-patch.patch" in piped.stdout
