@@ -164,6 +164,7 @@ def main() -> None:
     ap.add_argument("--base-commits", type=int, default=5000)
     ap.add_argument("--candidates", type=int, default=300)
     ap.add_argument("--seed", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3, help="timed rounds of each tool (the fastest counts)")
     ap.add_argument("--keep", action="store_true", help="keep the synthetic repository and print where")
     a = ap.parse_args()
 
@@ -180,16 +181,20 @@ def main() -> None:
     base_size = len(git(repo, "rev-list", f"{a.head}..{a.base}").split())
     print(f"judging {len(commits)} commits of {a.base}..{a.head} against {base_size} base commits")
 
-    cherry_runs = [timed(["git", "-C", repo, "cherry", a.base, a.head]) for _ in range(3)]
-    cherry_time = min(t for t, _ in cherry_runs)
-    cherry_found = {line[2:] for line in cherry_runs[0][1].splitlines() if line.startswith("- ")}
-
+    cherry_cmd = ["git", "-C", repo, "cherry", a.base, a.head]
     cmd = [sys.executable, "-m", "ggstack", "--repo", repo, "check", "--onto", a.base, "--json", "--commits", *commits]
-    # Cold: no patch-id cache. Warm: the cache from the cold run (a rerun on an unchanged base).
+    # Cold: no patch-id cache. Warm: the cache from the cold run (a rerun on an
+    # unchanged base). The two tools alternate, and each keeps its fastest
+    # round, so a busy machine slows both alike.
     cache = os.path.join(git(repo, "rev-parse", "--absolute-git-dir").strip(), "ggstack")
     subprocess.run(["rm", "-rf", cache], check=True)
+    cherry_time, cherry_out = timed(cherry_cmd)
     cold, out = timed(cmd)
-    warm = min(timed(cmd)[0] for _ in range(2))
+    warm = float("inf")
+    for _ in range(a.rounds):
+        cherry_time = min(cherry_time, timed(cherry_cmd)[0])
+        warm = min(warm, timed(cmd)[0])
+    cherry_found = {line[2:] for line in cherry_out.splitlines() if line.startswith("- ")}
     run = json.loads(out)
     verdicts = {p["source_commit"]: p["verdict"] for p in run["patches"]}
     found = {c for c, v in verdicts.items() if v == "represented"}

@@ -186,6 +186,13 @@ class Repository:
     def read_blob(self, sha: str) -> bytes:
         return self._repo.odb.stream(bytes.fromhex(sha)).read()
 
+    def read_object(self, sha: str) -> bytes | None:
+        """An object's contents through the persistent cat-file, None if it is not here."""
+        try:
+            return self._repo.odb.stream(bytes.fromhex(sha)).read()
+        except (ValueError, gitpython.BadName, gitpython.BadObject, OSError):
+            return None
+
     def commit_info(self, rev: str) -> CommitInfo:
         sha = self.resolve(rev)
         raw = self._repo.odb.stream(bytes.fromhex(sha)).read().decode("utf-8", "surrogateescape")

@@ -49,6 +49,7 @@ _PICKED_FROM = re.compile(r"(?:\(cherry picked from commit |^Cherry-picked-from:
 _SPID = re.compile(r"^Stack-Patch-Id:\s*(\S+)\s*$", re.M | re.I)
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _PATHSPEC_LIMIT = 32
+_FEW = 64  # fewer objects than this are read through the persistent cat-file, not a new process
 _CACHE_VERSION = "v1"  # bump when the patch-id flags change
 
 
@@ -253,12 +254,16 @@ class Files:
         return {p: known[p] for p in paths if known.get(p, ("", ""))[1]}
 
     def prefetch(self, shas: Sequence[str]) -> None:
-        want = [s for s in dict.fromkeys(shas) if s and s not in self._blobs]
+        want = [s for s in dict.fromkeys(shas) if s and s != git.ZERO and s not in self._blobs]
+        if len(want) <= _FEW:
+            for sha in want:
+                self._blobs[sha] = self.repo.read_object(sha)
+            return
         for sha, obj in zip(want, self.repo.cat_file_batch(want)):
             self._blobs[sha] = obj[2] if obj else None
 
     def blob(self, sha: str | None) -> bytes | None:
-        if not sha:
+        if not sha or sha == git.ZERO:
             return None
         if sha not in self._blobs:
             self.prefetch([sha])
@@ -1084,19 +1089,21 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
         identity = identity_evidence(signals, info.sha, sources[info.sha], spid)
         pid = patch_id_evidence(signals, info.sha, _paths(cs))
         plain = not content.any_present and not identity.data.get("match") and not pid.data.get("match") and content.judged and applies_in_process(cs, mine, files)
-        # An exact pick whose every line is there needs no replay to be believed.
-        settled = content.all_present and pid.data.get("match")
-        judged.append((info, cs, mine, content, identity, pid, spid, plain, settled))
+        # Every line there, and git's own view agrees (same patch-id, or the
+        # reverse applies): a replay would add nothing to believe it.
+        reverse = None if plain else reverse_applies_in_process(cs, mine, files)
+        settled = content.all_present and bool(pid.data.get("match") or reverse)
+        judged.append((info, cs, mine, content, identity, pid, spid, plain, settled, reverse))
 
     steps = _replay_all(repo, base, base_tree, [(j[0], diffs[j[0].sha]) for j in judged if not j[7] and not j[8]])
     attributions = attribution_evidence([j[3] for j in judged], signals, files)
-    for (info, cs, mine, content, identity, pid, spid, plain, settled), (blame, blamed) in zip(judged, attributions):
+    for (info, cs, mine, content, identity, pid, spid, plain, settled, reverse), (blame, blamed) in zip(judged, attributions):
         subject = info.message.split("\n", 1)[0]
         outcome = Outcome(name=info.sha[:12], subject=subject, stack_patch_id=spid, source_commit=info.sha)
         note = "applies to the base: every hunk's lines are found there in order (checked in-process, as git apply without fuzz)" if plain else ""
         if settled:
-            outcome.evidence.append(Evidence("empty", "not replayed: the patch-id and every line agree that the base has it", data={"replayed": False}))
-        reverse = None if plain else reverse_applies_in_process(cs, mine, files)
+            why = "its patch-id" if pid.data.get("match") else "its reverse applying"
+            outcome.evidence.append(Evidence("empty", f"not replayed: every line is there and {why} agrees", data={"replayed": False}))
         if info.sha in signals.reachable and content.any_present:
             # The commit itself is an ancestor of the base: it brought its own lines.
             blame, blamed = Evidence("blame", f"the commit itself is in the base: its lines come from {info.sha[:10]}", [info.sha], data={"shares": {info.sha: 1.0}}), [info.sha]
