@@ -199,6 +199,15 @@ class Replayer:
         self.tip_tree = repo.resolve(onto, "tree")
         self._results = Cache(repo, "replayed")
         self._committer: str | None = None
+        self._changes: dict[str, list[git.TreeChange]] = {}
+        self._trees = Trees(repo)
+
+    def prepare(self, picks: Sequence[Pick]) -> None:
+        """Read what every pick changes, in one process, so that picks whose
+        merge is trivial need no merge-tree (see ``trivial_merge``)."""
+        pairs = [(p.commit, p.parent) for p in picks if p.commit and p.parent and p.commit not in self._changes]
+        for (commit, _), changes in zip(pairs, self.repo.tree_changes(pairs)):
+            self._changes[commit] = changes
 
     def try_pick(self, pick: Pick) -> Step:
         if pick.commit is None:
@@ -209,6 +218,13 @@ class Replayer:
             step = self._from_cache(hit)
             if step is not None:
                 return step
+        changes = self._changes.get(pick.commit)
+        edits = trivial_merge(self._trees, self.tip_tree, changes) if changes else None
+        if edits is not None:
+            tree = self._trees.edit(self.tip_tree, edits)
+            commit = self._commit(pick, tree)
+            self._results.put(key, commit)
+            return Step(Applied.APPLIED, tree, commit)
         # merge-tree merges at the merge base: give it one whose base is the pick's parent.
         scratch = self.repo.write_commit(self.tip_tree, [pick.parent or ""], "ggstack scratch\n", git.SCRATCH_IDENT, git.SCRATCH_IDENT)
         merged = self.repo.merge_trees(scratch, pick.commit)
@@ -284,6 +300,93 @@ class Replayer:
         return Conflict(list(merged.conflicted_paths), "\n".join(hunks), merged.messages)
 
 
+class Trees:
+    """Trees by path, read through the persistent cat-file and written through
+    one long-lived hash-object: editing a few paths of a big tree rewrites
+    only the trees on those paths, with no index and no process."""
+
+    def __init__(self, repo: git.Repository) -> None:
+        self.repo = repo
+        self._entries: dict[str, dict[str, tuple[str, str]]] = {}
+
+    def entries(self, tree: str) -> dict[str, tuple[str, str]]:
+        if tree not in self._entries:
+            self._entries[tree] = self.repo.tree_entries(tree)
+        return self._entries[tree]
+
+    def lookup(self, tree: str, path: str) -> tuple[str, str] | None:
+        """(mode, sha) at ``path`` (a blob, link, submodule or tree), None if absent."""
+        *dirs, name = path.split("/")
+        for d in dirs:
+            entry = self.entries(tree).get(d)
+            if entry is None or entry[0] != TREE_MODE:
+                return None
+            tree = entry[1]
+        return self.entries(tree).get(name)
+
+    def edit(self, tree: str | None, changes: dict[str, tuple[str, str] | None]) -> str:
+        """``tree`` with each path set to (mode, sha), or removed for None;
+        a directory left empty goes, as in git."""
+        return self._edit(tree, changes) or self.repo.write_tree({})
+
+    def _edit(self, tree: str | None, changes: dict[str, tuple[str, str] | None]) -> str | None:
+        entries = dict(self.entries(tree)) if tree else {}
+        below: dict[str, dict[str, tuple[str, str] | None]] = {}
+        for path, entry in changes.items():
+            head, sep, rest = path.partition("/")
+            if sep:
+                below.setdefault(head, {})[rest] = entry
+            elif entry is None:
+                entries.pop(head, None)
+            else:
+                entries[head] = entry
+        for name, sub in below.items():
+            current = entries.get(name)
+            new = self._edit(current[1] if current and current[0] == TREE_MODE else None, sub)
+            if new is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (TREE_MODE, new)
+        if not entries:
+            return None
+        sha = self.repo.write_tree(entries)
+        self._entries[sha] = entries
+        return sha
+
+
+TREE_MODE = "40000"
+_ABSENT = "0" * 6
+
+
+def trivial_merge(trees: Trees, tip_tree: str, changes: Sequence[git.TreeChange]) -> dict[str, tuple[str, str] | None] | None:
+    """The edits that turn the tip into the cherry-pick's result, where
+    merge-ort provably has nothing to decide; None where it might.
+
+    Trivial means: every path the pick changes is, on the tip, exactly as it
+    was in the pick's parent (so the tip's side made no change, no rename
+    from or onto it), and no rename can arise that merge-ort would follow:
+    the pick does not both add and delete (no rename within the pick, so no
+    directory of its is renamed), and each file it adds goes into a
+    directory the tip still has (merge-ort only follows a directory rename
+    when the directory is gone). Then merge-ort takes the pick's side for
+    each path, which is what the edits say.
+    """
+    kinds = {c.status for c in changes}
+    if "A" in kinds and "D" in kinds:
+        return None
+    edits: dict[str, tuple[str, str] | None] = {}
+    for c in changes:
+        before = None if c.old_mode == _ABSENT else (c.old_mode, c.old_sha)
+        if trees.lookup(tip_tree, c.path) != before:
+            return None
+        if c.status == "A":
+            parent = c.path.rpartition("/")[0]
+            if parent and (trees.lookup(tip_tree, parent) or ("",))[0] != TREE_MODE:
+                return None
+        edits[c.path] = None if c.new_mode == _ABSENT else (c.new_mode, c.new_sha)
+    return edits
+
+
 def conflict_regions(text: str) -> str:
     """The ``<<<<<<< ... >>>>>>>`` regions of a conflicted file, with a little context."""
     lines = text.split("\n")
@@ -307,6 +410,7 @@ def conflict_regions(text: str) -> str:
 def replay(repo: git.Repository, picks: Sequence[Pick], onto: str, progress: Progress | None = None) -> list[Step]:
     """Every pick in order onto ``onto``; a conflict is recorded and skipped."""
     replayer = Replayer(repo, onto)
+    replayer.prepare(picks)
     steps = []
     kill_after = int(os.environ.get("GGSTACK_DEBUG_KILL_AFTER", "0") or 0)
     try:
@@ -343,9 +447,18 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
     return refs
 
 
-def _shadow(stack: Stack, ref: str) -> str:
-    """Where ggstack remembers what it last wrote to ``ref``."""
-    return f"refs/ggstack/{stack.name}/written/" + ref.removeprefix("refs/")
+def _record_ref(stack: Stack) -> str:
+    """Where ggstack remembers what it last wrote to each branch: one ref to a
+    blob of ``<sha> <ref>`` lines, moved in the same transaction as the
+    branches (one ref, not one shadow ref a branch: every ref is a file write)."""
+    return f"refs/ggstack/{stack.name}/last-apply"
+
+
+def _read_record(repo: git.Repository, sha: str | None) -> dict[str, str]:
+    if sha is None:
+        return {}
+    lines = repo.read_blob(sha).decode("utf-8", "surrogateescape").splitlines()
+    return {ref: value for value, _, ref in (line.partition(" ") for line in lines if line)}
 
 
 def write_branches(repo: git.Repository, stack: Stack, steps: Sequence[Step], refs: Sequence[str], *, force: bool = False) -> list[str | None]:
@@ -355,15 +468,16 @@ def write_branches(repo: git.Repository, stack: Stack, steps: Sequence[Step], re
     overwritten (unless ``force``); refs of patches that no longer apply
     are removed, if ggstack wrote them.
     """
-    current = repo.refs(f"refs/ggstack/{stack.name}/written/")
-    values = repo.ref_values(refs)
+    record_ref = _record_ref(stack)
+    values = repo.ref_values([*refs, record_ref])
+    last_written = _read_record(repo, values.get(record_ref))
+    record = dict(last_written)
     updates: list[tuple[str, str | None, str | None]] = []
     moved = []
     result: list[str | None] = []
     for ref, step in zip(refs, steps):
         value = values.get(ref)
-        shadow = _shadow(stack, ref)
-        last = current.get(shadow)
+        last = last_written.get(ref)
         target = step.commit if step.applied is Applied.APPLIED else None
         result.append(ref if target else None)
         if value is not None and value != last and value != target and not force:
@@ -371,13 +485,18 @@ def write_branches(repo: git.Repository, stack: Stack, steps: Sequence[Step], re
             continue
         if value != target:
             updates.append((ref, target, value))
-        if last != target:
-            updates.append((shadow, target, last))
+        if target:
+            record[ref] = target
+        else:
+            record.pop(ref, None)
     if moved:
         raise UserError(
             "someone else moved these branches since ggstack wrote them (use --force to overwrite): " + ", ".join(moved)
         )
-    repo.update_refs([u for u in updates if not (u[1] is None and u[2] is None)], f"ggstack apply {stack.name}")
+    if record != last_written:
+        blob = repo.hash_blob("".join(f"{sha} {ref}\n" for ref, sha in sorted(record.items())).encode("utf-8", "surrogateescape"))
+        updates.append((record_ref, blob, values.get(record_ref)))
+    repo.update_refs(updates, f"ggstack apply {stack.name}")
     return result
 
 

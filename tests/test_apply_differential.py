@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,8 @@ from ggstack import git, replay, series
 from ggstack.model import Applied
 from gitrepo import GitRepo
 
-PATHS = ["a.txt", "b.txt", "d/c.txt", "d/e.txt", "f/g.txt", "h.txt"]
+# The later names let a rename move a whole directory (d/ -> f/) or add below one.
+PATHS = ["a.txt", "b.txt", "d/c.txt", "d/e.txt", "f/g.txt", "h.txt", "f/c.txt", "f/e.txt", "d/s/k.txt"]
 TOKENS = ["alpha", "beta", "gamma"]
 Files = dict[str, tuple[str, bytes]]  # path -> (mode, content)
 
@@ -181,3 +183,46 @@ def test_trees_equal_git_rebase(seed: int, base_ops: list[list], stack_ops: list
     root, base, stack = histories(seed, base_ops, stack_ops)
     with tempfile.TemporaryDirectory(prefix="ggstack-diff-") as d:
         replay_and_rebase(Path(d), root, base, stack)
+
+
+# -- the cases where merge-ort has something to decide, each made on purpose ------------
+
+ROOT: Files = {p: ("100644", ("\n".join(_lines(p)) + "\n").encode()) for p in ("a.txt", "d/c.txt", "d/e.txt", "g/x.txt")}
+
+
+def moved(files: Files, **renames: str) -> Files:
+    out = dict(files)
+    for src, dst in renames.items():
+        out[dst.replace("__", "/")] = out.pop(src.replace("__", "/"))
+    return out
+
+
+def changed(files: Files, path: str, text: str | None = None, mode: str | None = None) -> Files:
+    out = dict(files)
+    if text is None and mode is None:
+        del out[path]
+        return out
+    old_mode, data = out.get(path, ("100644", b""))
+    out[path] = (mode or old_mode, (text.encode() if text is not None else data))
+    return out
+
+
+D_TO_F = {"d__c.txt": "f__c.txt", "d__e.txt": "f__e.txt"}
+CASES = {
+    "base renames a directory, the stack adds to it": ([moved(ROOT, **D_TO_F)], [changed(ROOT, "d/new.txt", "new file\n")]),
+    "the stack renames a directory, the base adds to it": ([changed(ROOT, "d/new.txt", "new file\n")], [moved(ROOT, **D_TO_F)]),
+    "base renames a file the stack edits": ([moved(ROOT, **{"d__c.txt": "g__c.txt"})], [changed(ROOT, "d/c.txt", "\n".join(_lines("d/c.txt")[:-1] + ["edited"]) + "\n")]),
+    "the stack renames a file the base edits": ([changed(ROOT, "a.txt", "\n".join(["edited"] + _lines("a.txt")[1:]) + "\n")], [moved(ROOT, **{"a.txt": "g__a.txt"})]),
+    "base deletes a file the stack edits": ([changed(ROOT, "a.txt")], [changed(ROOT, "a.txt", "edited\n")]),
+    "base deletes a directory the stack adds to": ([changed(changed(ROOT, "d/c.txt"), "d/e.txt")], [changed(ROOT, "d/s/new.txt", "x\n")]),
+    "the stack deletes the last files of a directory, then adds one back": ([changed(ROOT, "a.txt", "up\n")], [changed(ROOT, "g/x.txt"), changed(ROOT, "g/y.txt", "back\n")]),
+    "mode changes on both sides": ([changed(ROOT, "a.txt", mode="100755")], [changed(ROOT, "d/c.txt", mode="100755"), changed(changed(ROOT, "d/c.txt", mode="100755"), "a.txt", "x\n")]),
+    "a file becomes a directory": ([changed(ROOT, "a.txt", "up\n")], [changed(changed(ROOT, "g/x.txt"), "g/x.txt/inner.txt", "inner\n")]),
+    "both sides make the same change": ([changed(ROOT, "a.txt", "same\n")], [changed(ROOT, "a.txt", "same\n"), changed(changed(ROOT, "a.txt", "same\n"), "d/c.txt", "later\n")]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_merge_ort_decisions_equal_git_rebase(tmp_path: Path, case: str) -> None:
+    base, stack = CASES[case]
+    replay_and_rebase(tmp_path, ROOT, base, stack)
