@@ -278,9 +278,11 @@ class Forge:
     def commit_facts(self, slug: str, sha: str) -> tuple[str, list[str], str] | None:
         """(tree, parents, message) of a commit the forge has, None when it has not."""
 
+        repo = self.repo if slug.lower() == self.slug.lower() else None
+
         def fetch() -> tuple[str, list[str], str] | None:
             try:
-                c = self._gh.get_repo(slug, lazy=True).get_commit(sha)
+                c = (repo or self._gh.get_repo(slug)).get_commit(sha)
                 return c.commit.tree.sha, [p.sha for p in c.parents], c.commit.message or ""
             except GithubException as e:
                 if e.status in (404, 422):
@@ -431,6 +433,7 @@ def pr(
     stacked: bool | None = None,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
+    client: Any = None,
 ) -> Run:
     """``ggstack pr``: plan the forge actions for the Run's verdicts, then (unless
     ``dry_run``) carry them out in merge order. Fills each Outcome's ``pr`` and
@@ -438,7 +441,8 @@ def pr(
     missing = [o.name for o in run.outcomes if o.verdict is None]
     if missing:
         raise UserError(f"no verdict for {', '.join(missing)}: `pr` needs the Run of `check` (run check first)")
-    forge = Forge(stack.config.target.repo, env=env)
+    # ``client``: another forge to read (e.g. ``NoForge`` for the demo's plan).
+    forge = client or Forge(stack.config.target.repo, env=env)
     try:
         plan = make_plan(repo, stack, run, forge, close_redundant=close_redundant, stacked=stacked)
         if not dry_run:
@@ -452,6 +456,39 @@ def pr(
         return run
     finally:
         forge.close()
+
+
+class NoForge:
+    """A forge on which nothing exists yet: no PRs, reviews or comments.
+
+    It lets ``pr --dry-run`` plan without a token or network (``ggstack demo``).
+    """
+
+    writes = 0
+
+    def close(self) -> None:
+        pass
+
+    def scrub(self, text: str) -> str:
+        return text
+
+    def open_pulls(self) -> list[RemotePR]:
+        return []
+
+    def find_open_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
+        return None
+
+    def find_closed_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
+        return None
+
+    def approvals(self, pull: RemotePR) -> list[str]:
+        return []
+
+    def commit_facts(self, slug: str, sha: str) -> None:
+        return None
+
+    def comment_bodies(self, pull: RemotePR) -> list[str]:
+        return []
 
 
 def make_plan(repo: git.Repository, stack: Stack, run: Run, forge: Forge, *, close_redundant: bool, stacked: bool | None) -> Plan:

@@ -22,6 +22,7 @@ import pytest
 
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
+from ggstack import forge as forge_stage
 from ggstack import git, replay, report, series
 from ggstack.model import Applied, Evidence, Run, Verdict
 
@@ -30,7 +31,7 @@ SLUG = "upstream/proj"
 FAST = {  # the retry time scale shrunk, so fault tests take milliseconds, not minutes
     "GGSTACK_RETRY_BASE_SECONDS": "0.01",
     "GGSTACK_WRITE_INTERVAL_SECONDS": "0",
-    "GGSTACK_FORGE_TIMEOUT": "2",
+    "GGSTACK_FORGE_TIMEOUT": "5",
     "GGSTACK_RATE_LIMIT_MAX_WAIT": "5",
 }
 
@@ -105,6 +106,11 @@ class World:
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert TOKEN not in proc.stdout + proc.stderr
         return proc
+
+    def pr(self, *, stack: str = "s", env: dict[str, str] | None = None, **kw) -> Run:
+        """``forge.pr`` in-process (no interpreter start): for the tests about the forge alone."""
+        s = series.load(str(self.patches), stack)
+        return forge_stage.pr(self.repo, s, checked_run(self.repo, s, "main"), env=env or self.env(), **kw)
 
     def run_json(self, *args: str, **kw) -> Run:
         return Run.from_json(json.loads(self.ok(*args, "--json", **kw).stdout))
@@ -398,24 +404,48 @@ def test_prs_from_a_fork_have_owner_prefixed_heads(tmp_path: Path, forge: FakeGi
 # -- faults ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fault", [
-    ("inject", "GET", r"/pulls$", {"status": 502}),
-    ("inject", "POST", r"/pulls$", {"status": 503, "times": 2}),
-    ("inject", "PATCH", r"/pulls/\d+$", {"status": 500}),
-    ("inject_rate_limit", "GET", r"/pulls$", {"reset_in": 1}),
-    ("inject_retry_after", "POST", r"/labels$", {"seconds": 1}),
-    ("inject_retry_after", "POST", r"/pulls$", {"seconds": 1, "status": 403}),
-    ("inject", "GET", r"/repos/upstream/proj$", {"status": 0, "delay": 3}),  # slower than the 2 s timeout
-], ids=["502-read", "503-create-twice", "500-edit", "rate-limit-near-reset", "429-retry-after", "403-retry-after", "timeout"])
-def test_a_transient_fault_is_retried_and_the_run_converges(seeded: World, fault) -> None:
+@pytest.mark.parametrize("phase,fault", [
+    ("open", ("inject", "GET", r"/pulls$", {"status": 502})),
+    ("open", ("inject", "POST", r"/pulls$", {"status": 503, "times": 2})),
+    ("open", ("inject", "PATCH", r"/pulls/\d+$", {"status": 500})),
+    ("open", ("inject_rate_limit", "GET", r"/pulls$", {"reset_in": 1})),
+    ("open", ("inject_retry_after", "POST", r"/labels$", {"seconds": 1})),
+    ("open", ("inject_retry_after", "POST", r"/pulls$", {"seconds": 1, "status": 403})),
+    ("open", ("inject", "GET", r"/repos/upstream/proj$", {"status": 0, "delay": 2.5})),  # slower than the 1 s timeout
+    ("update", ("inject", "PATCH", r"/pulls/\d+$", {"status": 502, "times": 3})),
+    ("update", ("inject", "POST", r"/graphql$", {"status": 502})),
+    ("update", ("inject", "DELETE", r"/labels/", {"status": 503})),
+], ids=["502-read", "503-create-twice", "500-edit", "rate-limit-near-reset", "429-retry-after", "403-retry-after", "timeout",
+        "502-rebase-edit-3x", "502-graphql-ready", "503-unlabel"])
+def test_a_transient_fault_is_retried_and_the_run_converges(seeded: World, phase: str, fault) -> None:
+    """Phase "open": the first run meets the fault; "update": the run after an
+    approval and a base move (push, edit, mark ready, unlabel) does."""
     w = seeded
     method, verb, path, kw = fault
-    getattr(w.forge, method)(verb, path, **kw)
-    w.ok()
-    assert len(w.pulls(None)) == 2
-    assert all([label["name"] for label in p["labels"]] == ["do-not-merge"] for p in w.pulls())
+
+    def faulted_run() -> None:
+        getattr(w.forge, method)(verb, path, **kw)
+        w.forge.reset_counts()
+        run = w.pr(env=w.env(GGSTACK_FORGE_TIMEOUT="1"))
+        assert run.stages["pr"] == "ok"
+        tries = [p for m, p in w.forge.requests if m == verb and re.search(path, p)]
+        assert len(tries) >= kw.get("times", 1) + 1  # the fault was met, and retried
+
+    if phase == "open":
+        faulted_run()
+    else:
+        w.pr()
+    w.forge.approve(SLUG, w.pulls()[0]["number"])
+    w.land(w.c)
+    if phase == "update":
+        faulted_run()
+    else:
+        w.pr()
+    p1, p2 = w.pulls()
+    assert len(w.pulls(None)) == 2 and not p1["draft"] and p2["draft"]
+    assert [[label["name"] for label in p["labels"]] for p in (p1, p2)] == [[], ["do-not-merge"]]
     w.forge.reset_counts()
-    w.ok()
+    w.pr()
     assert w.forge.write_calls() == 0
 
 
