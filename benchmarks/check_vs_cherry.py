@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -147,10 +148,18 @@ def synthesize(path: str, base_commits: int, candidates: int, seed: int) -> dict
     return {sha: [by_mark.get(mark, "unique")] for sha, mark in zip(marks, order)}
 
 
-def timed(args: list[str], cwd: str | None = None) -> tuple[float, str]:
+CPU: dict[str, float] = {}  # the fastest CPU time (user + sys, every descendant) per tool
+
+
+def timed(args: list[str], cwd: str | None = None, tool: str = "") -> tuple[float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
     dt = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if tool:
+        CPU[tool] = min(CPU.get(tool, cpu), cpu)
     if proc.returncode not in (0, 1):
         sys.exit(f"{' '.join(args[:6])} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return dt, proc.stdout
@@ -188,12 +197,12 @@ def main() -> None:
     # round, so a busy machine slows both alike.
     cache = os.path.join(git(repo, "rev-parse", "--absolute-git-dir").strip(), "ggstack")
     subprocess.run(["rm", "-rf", cache], check=True)
-    cherry_time, cherry_out = timed(cherry_cmd)
-    cold, out = timed(cmd)
+    cherry_time, cherry_out = timed(cherry_cmd, tool="cherry")
+    cold, out = timed(cmd, tool="cold")
     warm = float("inf")
     for _ in range(a.rounds):
-        cherry_time = min(cherry_time, timed(cherry_cmd)[0])
-        warm = min(warm, timed(cmd)[0])
+        cherry_time = min(cherry_time, timed(cherry_cmd, tool="cherry")[0])
+        warm = min(warm, timed(cmd, tool="warm")[0])
     cherry_found = {line[2:] for line in cherry_out.splitlines() if line.startswith("- ")}
     run = json.loads(out)
     verdicts = {p["source_commit"]: p["verdict"] for p in run["patches"]}
@@ -201,9 +210,10 @@ def main() -> None:
     partial = {c for c, v in verdicts.items() if v == "partial"}
 
     print()
-    print(f"git cherry          {cherry_time:7.3f}s   found {len(cherry_found)} already upstream")
-    print(f"ggstack check cold  {cold:7.3f}s   ratio {cold / cherry_time:5.2f}x")
-    print(f"ggstack check warm  {warm:7.3f}s   ratio {warm / cherry_time:5.2f}x   (patch-ids cached)")
+    print(f"git cherry          {cherry_time:7.3f}s wall  {CPU['cherry']:6.3f}s cpu   found {len(cherry_found)} already upstream")
+    print(f"ggstack check cold  {cold:7.3f}s wall  {CPU['cold']:6.3f}s cpu   ratio {cold / cherry_time:5.2f}x wall, {CPU['cold'] / CPU['cherry']:5.2f}x cpu")
+    print(f"ggstack check warm  {warm:7.3f}s wall  {CPU['warm']:6.3f}s cpu   ratio {warm / cherry_time:5.2f}x wall, {CPU['warm'] / CPU['cherry']:5.2f}x cpu   (patch-ids cached)")
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     counts = {v: list(verdicts.values()).count(v) for v in ("represented", "partial", "unique", "conflict")}
     print(f"ggstack verdicts    {counts}")
     missed = cherry_found - found - partial

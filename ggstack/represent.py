@@ -1088,11 +1088,13 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
         spid = (_SPID.findall(info.message) or [""])[0]
         identity = identity_evidence(signals, info.sha, sources[info.sha], spid)
         pid = patch_id_evidence(signals, info.sha, _paths(cs))
-        plain = not content.any_present and not identity.data.get("match") and not pid.data.get("match") and content.judged and applies_in_process(cs, mine, files)
+        plain = not content.any_present and content.judged and applies_in_process(cs, mine, files)
         # Every line there, and git's own view agrees (same patch-id, or the
         # reverse applies): a replay would add nothing to believe it.
         reverse = None if plain else reverse_applies_in_process(cs, mine, files)
         settled = content.all_present and bool(pid.data.get("match") or reverse)
+        # A partial verdict is the content's alone, and its remaining diff applies by construction.
+        settled = settled or (content.any_present and not content.all_present)
         judged.append((info, cs, mine, content, identity, pid, spid, plain, settled, reverse))
 
     steps = _replay_all(repo, base, base_tree, [(j[0], diffs[j[0].sha]) for j in judged if not j[7] and not j[8]])
@@ -1101,9 +1103,11 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
         subject = info.message.split("\n", 1)[0]
         outcome = Outcome(name=info.sha[:12], subject=subject, stack_patch_id=spid, source_commit=info.sha)
         note = "applies to the base: every hunk's lines are found there in order (checked in-process, as git apply without fuzz)" if plain else ""
-        if settled:
+        if settled and content.all_present:
             why = "its patch-id" if pid.data.get("match") else "its reverse applying"
             outcome.evidence.append(Evidence("empty", f"not replayed: every line is there and {why} agrees", data={"replayed": False}))
+        elif settled:
+            outcome.evidence.append(Evidence("empty", "not replayed: some of its lines are there, so only the remaining diff is worth applying", data={"replayed": False}))
         if info.sha in signals.reachable and content.any_present:
             # The commit itself is an ancestor of the base: it brought its own lines.
             blame, blamed = Evidence("blame", f"the commit itself is in the base: its lines come from {info.sha[:10]}", [info.sha], data={"shares": {info.sha: 1.0}}), [info.sha]
