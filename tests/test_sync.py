@@ -158,26 +158,33 @@ def test_first_run_opens_prs_for_needed_patches_second_is_a_no_op_then_the_base_
     assert w.forge.write_calls() == 0
     assert len(w.pulls(state=None)) == 2
 
-    # The base moves: a lands upstream (its PR is now redundant) and b's lines change under it.
+    # The base moves: a lands upstream, so its open PR is now redundant.
     w.land(w.a)
-    w.fork.commit("base: rework b", {"b.txt": _text("b", 5).replace("b line 5 changed", "b line 5 reworked")})
     third = w.sync("--run-json", str(tmp_path / "run3.json"))
     assert third.returncode == 1, third.stdout + third.stderr
     run = w.last_run(tmp_path / "run3.json")
-    assert verdicts(run) == ["represented", "represented", "conflict"]
+    assert verdicts(run) == ["represented", "represented", "unique"]
     pr_a = run.outcomes[1].pr
     assert pr_a is not None and pr_a.number == 1 and pr_a.state == "open"  # not closed without --close-redundant
     report = run_ggstack("report", str(tmp_path / "run3.json"), "--format", "markdown", cwd=tmp_path)
     assert report.returncode == 0
     md = report.stdout
-    assert "represented, but PR #1 is still open" in md and "0003-fix-b-retain-b-on-prewarm.patch: conflict" in md
-    assert "closing comment for #1 (draft)" in md and "conflict in b.txt" in md
+    assert "represented, but PR #1 is still open" in md and "closing comment for #1 (draft)" in md
+    assert "| close PR |" in md
 
     closed = w.sync("--close-redundant")
-    assert closed.returncode == 1  # b still conflicts: that needs a human
+    assert closed.returncode == 0, closed.stdout + closed.stderr
     assert [p["number"] for p in w.pulls(state="closed")] == [1]
     comments = w.forge.comments(SLUG, 1)
     assert len(comments) == 1 and "already represented" in comments[0]["body"]
+
+    # The base moves again: b's lines change under it.
+    w.fork.commit("base: rework b", {"b.txt": _text("b", 5).replace("b line 5 changed", "b line 5 reworked")})
+    fifth = w.sync("--run-json", str(tmp_path / "run5.json"))
+    assert fifth.returncode == 1, fifth.stdout + fifth.stderr
+    assert verdicts(w.last_run(tmp_path / "run5.json"))[2] == "conflict"
+    md = run_ggstack("report", str(tmp_path / "run5.json"), "--format", "markdown", cwd=tmp_path).stdout
+    assert "Needs attention: 0003-fix-b-retain-b-on-prewarm.patch: conflict" in md and "conflict in b.txt" in md
 
 
 def test_dry_run_changes_nothing_anywhere_and_still_writes_the_run(seeded: World, tmp_path: Path) -> None:
@@ -197,20 +204,39 @@ def test_dry_run_changes_nothing_anywhere_and_still_writes_the_run(seeded: World
 # -- exit codes --------------------------------------------------------------------------
 
 
-def test_a_broken_patch_is_attention(world: World) -> None:
+def test_a_partial_patch_is_attention_and_the_report_holds_its_remaining_diff(world: World, tmp_path: Path) -> None:
     w = world
     w.fork.git("checkout", "-q", "feature")
-    broken = w.fork.commit("fix(c): c with a test that fails", {
-        "c.txt": _text("c", 1),
-        "tests/test_c.py": "def test_c():\n    assert open('c.txt').read().startswith('never')\n",
-    })
+    both = w.fork.commit("fix(ab): a and c together", {"a.txt": _text("a", 9), "c.txt": _text("c", 9)})
     w.fork.git("checkout", "-q", "main")
-    w.stack([w.a, broken])
-    proc = w.sync("--gpu", "off")
+    w.fork.commit("base: the a half only", {"a.txt": _text("a", 9)})
+    w.stack([both])
+    proc = w.sync("--run-json", str(tmp_path / "run.json"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    run = w.last_run()
-    assert verdicts(run) == ["unique", "broken"]
-    assert [p["title"] for p in w.pulls()] == ["fix(a): preallocate the a buffers"]  # broken gets no PR
+    run = w.last_run(tmp_path / "run.json")
+    assert verdicts(run) == ["partial"]
+    md = run_ggstack("report", str(tmp_path / "run.json"), "--format", "markdown", cwd=tmp_path).stdout
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    details = html[html.index("<details>"):html.index("</details>")]
+    assert "remaining diff" in details and "+c line 9 changed" in details and "a line 9" not in details
+
+
+def test_exit_code_of_each_verdict() -> None:
+    from ggstack import pipeline
+    from ggstack.model import Outcome, PRState
+
+    def code(verdict: Verdict, pr: PRState | None = None, stages: dict[str, str] | None = None) -> int:
+        run = Run("s", "main", "b" * 40, outcomes=[Outcome("0001-p.patch", "p", "id", verdict=verdict, pr=pr)], stages=stages or {"pr": "ok"})
+        return pipeline.exit_code(run)
+
+    waiting = PRState(number=1, state="open", draft=True)
+    assert code(Verdict.UNIQUE, waiting) == 0 and code(Verdict.REPRESENTED) == 0
+    assert code(Verdict.REPRESENTED, PRState(number=1, state="closed")) == 0
+    assert code(Verdict.REPRESENTED, PRState(number=1, state="open")) == 1  # a redundant PR left open
+    for verdict in (Verdict.CONFLICT, Verdict.BROKEN, Verdict.PARTIAL, Verdict.INCONCLUSIVE):
+        assert code(verdict) == 1, verdict
+    assert code(Verdict.UNIQUE, stages={"pr": "failed (input): no GitHub token"}) == 2
+    assert code(Verdict.CONFLICT, stages={"test": "failed (input): x", "pr": "failed (infrastructure): 502"}) == 3
 
 
 def test_an_unknown_base_is_a_usage_error(seeded: World) -> None:
@@ -317,24 +343,35 @@ def test_after_kill_9_a_rerun_takes_over_the_stale_lock_and_converges(world: Wor
 # -- GitHub Actions ----------------------------------------------------------------------
 
 
-def test_in_github_actions_the_summary_has_the_table_and_conflicts_are_annotated(seeded: World, tmp_path: Path) -> None:
-    w = seeded
+def test_in_github_actions_the_summary_has_the_table_and_conflicts_and_broken_patches_are_annotated(world: World, tmp_path: Path) -> None:
+    w = world
+    w.fork.git("checkout", "-q", "feature")
+    broken = w.fork.commit("fix(c): c with a test that fails", {
+        "c.txt": _text("c", 1),
+        "tests/test_c.py": "def test_c():\n    assert open('c.txt').read().startswith('never')\n",
+    })
+    w.fork.git("checkout", "-q", "main")
+    w.stack([w.a, w.b, broken])
     w.fork.commit("base: rework b", {"b.txt": _text("b", 5).replace("b line 5 changed", "b line 5 reworked")})
     summary = tmp_path / "summary.md"
     summary.write_text("# earlier step\n")
     env = w.env(GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary), GITHUB_WORKSPACE=str(tmp_path))
-    proc = w.sync(env=env)
+    proc = w.sync("--gpu", "off", env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
+    run = w.last_run()
+    assert verdicts(run) == ["unique", "conflict", "broken"]
+    assert [p["title"] for p in w.pulls()] == ["fix(a): preallocate the a buffers"]  # conflict and broken get no PR
     text = summary.read_text()
     assert text.startswith("# earlier step\n")  # appended, not overwritten
     html = MarkdownIt("commonmark").enable("table").render(text)
-    assert "<table>" in html and "0003-fix-b-retain-b-on-prewarm.patch" in html
+    assert "<table>" in html and "0002-fix-b-retain-b-on-prewarm.patch" in html and "<strong>broken</strong>" in html
     out = proc.stdout
-    assert "::error file=patches/s/0003-fix-b-retain-b-on-prewarm.patch,title=ggstack%3A 0003-fix-b-retain-b-on-prewarm.patch is conflict::" in out
+    for name, verdict in (("0002-fix-b-retain-b-on-prewarm.patch", "conflict"), ("0003-fix-c-c-with-a-test-that-fails.patch", "broken")):
+        assert f"::error file=patches/s/{name},title=ggstack%3A {name} is {verdict}::{verdict}: " in out
+    assert "::error file=patches/s/0001" not in out and "::warning" not in out
     for stage in ("apply", "check", "test", "pr"):
         assert f"::group::ggstack {stage}\n" in out
     assert out.count("::group::") == out.count("::endgroup::")
-    assert verdicts(w.last_run()) == ["represented", "unique", "conflict"]
 
 
 # -- the workflow's job chain ------------------------------------------------------------
