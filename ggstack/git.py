@@ -515,6 +515,9 @@ class Repository:
         out = self.out("ls-remote", remote, *refs)
         return {name: sha for sha, name in (line.split("\t", 1) for line in out.splitlines() if line)}
 
+    def add_remote(self, name: str, url: str) -> None:
+        self.run("remote", "add", name, url)
+
     def fetch(self, remote: str) -> None:
         self.run("fetch", "--prune", remote)
 
