@@ -45,7 +45,7 @@ import socket
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, TextIO
 
-from ggstack import git, replay, report, series
+from ggstack import forge, git, replay, report, represent, series, testrun
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Run, Stack, Verdict
 
@@ -116,7 +116,7 @@ def sync(
 
     ``dry_run`` changes nothing anywhere: no branch is written, nothing is
     pushed, the forge is only read. An unknown base is a UserError before
-    anything runs (there is nothing to report on).
+    any stage after fetch runs (there is nothing to report on).
     """
     obs = observer or Observer()
     n = len(stack.patches)
@@ -146,24 +146,18 @@ def sync(
         attempt("fetch", lambda _: repo.fetch(stack.config.target.remote))
     base = replay.resolve_base(repo, stack, base_ref)
     run = attempt("apply", lambda p: replay.apply(repo, stack, base_ref, write=not dry_run, progress=p))
-    from ggstack import represent  # the stages import late: sync composes them, it does not need them to load
-
     checked = attempt("check", lambda p: represent.check(repo, stack, base_ref, run=run, progress=p))
     if checked is not None:
         run = checked
     if checked is None:
         skip("test", "needs the verdicts of check")
     else:
-        from ggstack import testrun
-
         tested = attempt("test", lambda p: testrun.test(repo, stack, run, gpu=gpu, progress=p))
         run = tested or run
     unsound = [s for s in ("fetch", "apply", "check", "test") if stages.get(s, "ok").startswith(("failed", SKIPPED))]
     if unsound:
         skip("pr", f"{', '.join(unsound)} did not succeed; the forge is not touched")
     else:
-        from ggstack import forge
-
         acted = attempt("pr", lambda p: forge.pr(repo, stack, run, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env))
         run = acted or run
     if run is None:
