@@ -257,7 +257,7 @@ def pr_documents(run: Run) -> str:
     """Each PR body and closing comment of the plan, for ``pr --dry-run``."""
     out = []
     for o in run.outcomes:
-        if o.pr and o.pr.body is not None and any(a.startswith(("open", "update body")) for a in o.pr.actions):
+        if o.pr and o.pr.body is not None and any(a.startswith("open") or (a.startswith("update") and "body" in a) for a in o.pr.actions):
             out.append(f"===== {o.name}: PR body =====\n{o.pr.body}")
         if o.pr and o.pr.comment is not None:
             out.append(f"===== {o.name}: closing comment =====\n{o.pr.comment}")
