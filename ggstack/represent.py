@@ -832,6 +832,8 @@ def _replacement(u: Unit, base: list[str]) -> tuple[int, int]:
 def _content_evidence(content: Containment) -> Evidence:
     if not content.judged:
         return Evidence("content", "not compared line by line: the patch's pre-image is not in this repository", data={"judged": False})
+    if not content.units:
+        return Evidence("content", "the patch changes nothing: there is nothing to bring into the base", fraction=1.0, data={"units": []})
     hunks: list[dict] = []
     for u in content.units:
         hunks.append({"path": u.path, "what": u.what, "present": u.present, "reason": u.reason, "lines": u.weight})
@@ -891,6 +893,11 @@ def fold(outcome: Outcome, content: Containment, step: replay.Step | None, rever
         else:
             outcome.verdict = Verdict.CONFLICT if conflict else Verdict.UNIQUE
             outcome.recommendation = Recommendation.REWORK if conflict else Recommendation.OPEN_PR
+        return
+    if not content.units:
+        outcome.verdict = Verdict.REPRESENTED
+        outcome.represented_fraction = 1.0
+        outcome.recommendation = Recommendation.DO_NOT_OPEN
         return
     if content.all_present:
         outcome.verdict = Verdict.REPRESENTED

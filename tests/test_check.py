@@ -452,3 +452,12 @@ def test_commit_that_is_itself_in_the_base(world: GitRepo) -> None:
     world.git("revert", "--no-edit", c)
     o = judge(world, c)
     assert o.verdict is Verdict.UNIQUE and o.recommendation is Recommendation.HUMAN_LOOK
+
+
+def test_an_empty_commit_needs_nothing(world: GitRepo) -> None:
+    world.git("checkout", "-q", "fork")
+    c = world.commit("nothing")
+    world.git("checkout", "-q", "main")
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED and o.recommendation is Recommendation.DO_NOT_OPEN
+    assert "changes nothing" in kinds(o)["content"][-1].detail
