@@ -1,0 +1,145 @@
+"""``ggstack demo``: the seed's story, end to end, on a miniature fork built here.
+
+It builds a git repository deterministically from ``ggstack.demofork``
+(fixed identities and dates, so commit ids are the same on every machine):
+the DCP op before the fix, PR #130 mixing the fix with a CUTLASS pin and an
+MLA workaround, merged and reverted, and two bases — ``dev/before`` without
+the fix and ``dev/gilded-gnosis`` carrying it through one consolidating
+commit written in another shape. It then imports the stack ``gg-clean``
+with ``ggstack import`` exactly as a maintainer would, and runs apply →
+check → test → PR plan (a dry run: no forge is needed) on the chosen base.
+
+The same code regenerates the stored ``patches/gg-clean`` (``--export``),
+so the stored stack and the demo can never drift apart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Callable
+
+from ggstack import git, series
+from ggstack.demofork import history
+from ggstack.model import Run, Stack
+
+Progress = Callable[[int, int, str], None]
+
+STACK = "gg-clean"
+REPO_SLUG = "voipmonitor/vllm"
+BASES = {"current": "dev/gilded-gnosis", "before": "dev/before"}
+
+STACK_TOML = f'''# ggstack stack: the clean GG reapply stack (see README.md, "stack.toml")
+
+[target]
+repo = "{REPO_SLUG}"          # owner/name on the forge: where PRs are opened
+remote = "origin"                  # git remote the per-patch branches are pushed to
+base = "{BASES['current']}"       # the base branch the stack is replayed onto
+
+[branches]
+template = "gg/{{stack}}/{{index:02d}}-{{slug}}"
+
+[pr]
+draft = true                       # new PRs open as drafts
+labels = ["do-not-merge"]          # lifted when a maintainer approves
+approval_gate = true               # "Do not merge until explicitly approved."
+stacked = true                     # each PR's base is the previous needed patch's branch
+
+[tests]
+paths = ["tests/**/test_*.py"]
+cpu = "python -m pytest -q -p no:cacheprovider -m 'not gpu' {{tests}}"
+gpu = "python -m pytest -q -p no:cacheprovider -m gpu {{tests}}"
+timeout = 300
+gpu_runner = "gpu"
+'''
+
+
+@dataclass(frozen=True)
+class Fork:
+    repo: git.Repository
+    commits: dict[str, str]  # history key -> sha
+
+
+def build_fork(path: str) -> Fork:
+    """The miniature fork as a bare repository at ``path``, from pure data."""
+    repo = git.Repository.init(path, bare=True)
+    names = sorted({name for c in history.HISTORY for name in c.files.values() if name})
+    blobs = dict(zip(names, repo.hash_blobs([history.snapshot(n) for n in names])))
+    committer = _ident(history.COMMITTER)
+    trees: dict[str, str] = {}
+    commits: dict[str, str] = {}
+    for c in history.HISTORY:
+        parent_tree = trees[c.parents[0]] if c.parents else None
+        changes = {path: (("100644", blobs[name]) if name else None) for path, name in c.files.items()}
+        tree = repo.edit_tree(parent_tree, changes)
+        author = _ident(c.author)
+        trees[c.key] = tree
+        commits[c.key] = repo.commit_tree(
+            tree,
+            [commits[p] for p in c.parents],
+            c.message,
+            author=(author[0], author[1], c.date),
+            committer=(committer[0], committer[1], c.date),
+        )
+    repo.update_refs([(ref, commits[key], None) for ref, key in history.REFS.items()], "ggstack demo: build the fork")
+    return Fork(repo, commits)
+
+
+def history_subject(key: str) -> str:
+    """The subject of the demo history's commit ``key``."""
+    return next(c.message for c in history.HISTORY if c.key == key).split("\n", 1)[0]
+
+
+def _ident(ident: str) -> tuple[str, str]:
+    m = re.match(r"^(.*?) <(.*)>$", ident)
+    assert m, ident
+    return m.group(1), m.group(2)
+
+
+def export_stack(fork: Fork, patches_dir: str) -> Stack:
+    """``patches/gg-clean`` as ``ggstack import`` produces it from the fork."""
+    path = series.stack_dir(patches_dir, STACK)
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    series.init(patches_dir, STACK, REPO_SLUG, BASES["current"])
+    series.write_atomic(os.path.join(path, series.STACK_TOML), STACK_TOML.encode())
+    stack = series.load(patches_dir, STACK)
+    for imp in history.IMPORTS:
+        stack = series.import_commits(
+            fork.repo,
+            stack,
+            [fork.commits[imp.commit]],
+            original_pr=imp.original_pr,
+            only=imp.only,
+            dropped=imp.dropped,
+        )
+        series.save(stack)
+        stack = series.load(patches_dir, STACK)
+    return stack
+
+
+def run(directory: str | None, base: str = "current", *, gpu: str = "auto", progress: Progress | None = None) -> tuple[Run, str]:
+    """Build the fork, import the stack, and run apply → check → test → PR plan on ``base``.
+
+    Returns the Run and the directory everything lives in (``fork.git``,
+    ``remote.git`` standing in for the forge's git remote, ``patches/``).
+    """
+    from ggstack import forge, represent, replay, testrun
+
+    workdir = os.path.abspath(directory or tempfile.mkdtemp(prefix="ggstack-demo-"))
+    os.makedirs(workdir, exist_ok=True)
+    for old in ("fork.git", "remote.git", "patches"):
+        shutil.rmtree(os.path.join(workdir, old), ignore_errors=True)
+    fork = build_fork(os.path.join(workdir, "fork.git"))
+    remote = git.Repository.init(os.path.join(workdir, "remote.git"), bare=True)
+    fork.repo.add_remote("origin", remote.git_dir)
+    stack = export_stack(fork, os.path.join(workdir, "patches"))
+    base_ref = BASES[base]
+    result = replay.apply(fork.repo, stack, base_ref, progress=progress)
+    result = represent.check(fork.repo, stack, base_ref, run=result, progress=progress)
+    result = testrun.test(fork.repo, stack, result, gpu=gpu, progress=progress)
+    result = forge.pr(fork.repo, stack, result, dry_run=True, client=forge.NoForge())
+    return result, workdir
