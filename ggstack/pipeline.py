@@ -152,7 +152,8 @@ def sync(
     if checked is None:
         skip("test", "needs the verdicts of check")
     else:
-        tested = attempt("test", lambda p: testrun.test(repo, stack, run, gpu=gpu, progress=p))
+        with forge_credentials_withheld():
+            tested = attempt("test", lambda p: testrun.test(repo, stack, run, gpu=gpu, progress=p))
         run = tested or run
     unsound = [s for s in ("fetch", "apply", "check", "test") if stages.get(s, "ok").startswith(("failed", SKIPPED))]
     if unsound:
@@ -166,6 +167,30 @@ def sync(
     run.stages = {**ordered, **{k: v for k, v in run.stages.items() if k not in ordered}}
     run.errors = list(dict.fromkeys([*run.errors, *errors]))
     return run
+
+
+@contextlib.contextmanager
+def forge_credentials_withheld() -> Iterator[None]:
+    """The forge token out of this process's environment for the block.
+
+    The test stage runs code from the patches, and their output is kept in
+    the Run: in one sync process that must not see the token that ``pr``
+    needs next (nor a git auth header the CI passes as GIT_CONFIG_*).
+    """
+    saved = {k: v for k, v in os.environ.items() if k in forge.TOKEN_VARS}
+    count = os.environ.get("GIT_CONFIG_COUNT", "")
+    for i in range(int(count) if count.isdigit() else 0):
+        if os.environ.get(f"GIT_CONFIG_KEY_{i}", "").lower().endswith(".extraheader"):
+            saved[f"GIT_CONFIG_VALUE_{i}"] = os.environ[f"GIT_CONFIG_VALUE_{i}"]
+    for k in saved:
+        if k.startswith("GIT_CONFIG_VALUE_"):
+            os.environ[k] = ""  # the key stays, so git still sees a well-formed list
+        else:
+            del os.environ[k]
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 def skeleton(stack: Stack, base_ref: str, base: str) -> Run:

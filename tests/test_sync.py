@@ -348,18 +348,23 @@ def test_in_github_actions_the_summary_has_the_table_and_conflicts_and_broken_pa
     w.fork.git("checkout", "-q", "feature")
     broken = w.fork.commit("fix(c): c with a test that fails", {
         "c.txt": _text("c", 1),
-        "tests/test_c.py": "def test_c():\n    assert open('c.txt').read().startswith('never')\n",
+        # A patch's test is code from the patch: it must not get the forge token to print.
+        "tests/test_c.py": "import os\n\ndef test_c():\n    print(os.environ.get('GITHUB_TOKEN'), os.environ.get('GIT_CONFIG_VALUE_0'))\n"
+                           "    assert open('c.txt').read().startswith('never')\n",
     })
     w.fork.git("checkout", "-q", "main")
     w.stack([w.a, w.b, broken])
     w.fork.commit("base: rework b", {"b.txt": _text("b", 5).replace("b line 5 changed", "b line 5 reworked")})
     summary = tmp_path / "summary.md"
     summary.write_text("# earlier step\n")
-    env = w.env(GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary), GITHUB_WORKSPACE=str(tmp_path))
+    env = w.env(GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary), GITHUB_WORKSPACE=str(tmp_path),
+                GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.http://127.0.0.1/.extraheader", GIT_CONFIG_VALUE_0=f"AUTHORIZATION: bearer {TOKEN}")
     proc = w.sync("--gpu", "off", env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     run = w.last_run()
     assert verdicts(run) == ["unique", "conflict", "broken"]
+    tail = next(t.output_tail for t in run.outcomes[2].tests if t.where == "patched")
+    assert "None " in tail and TOKEN not in (Path(w.repo.state_dir("runs")) / "s.json").read_text()
     assert [p["title"] for p in w.pulls()] == ["fix(a): preallocate the a buffers"]  # conflict and broken get no PR
     text = summary.read_text()
     assert text.startswith("# earlier step\n")  # appended, not overwritten
