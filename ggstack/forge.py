@@ -317,7 +317,14 @@ class Forge:
         self.call(f"label #{pull.number}", lambda: pull.handle.add_to_labels(*labels), write=True)
 
     def remove_label(self, pull: RemotePR, label: str) -> None:
-        self.call(f"remove label {label!r} from #{pull.number}", lambda: pull.handle.remove_from_labels(label), write=True)
+        def remove() -> None:
+            try:
+                pull.handle.remove_from_labels(label)
+            except GithubException as e:
+                if e.status != 404:  # already gone (someone removed it, or a retried call landed): fine
+                    raise
+
+        self.call(f"remove label {label!r} from #{pull.number}", remove, write=True)
 
     def mark_ready(self, pull: RemotePR) -> None:
         self.call(f"mark #{pull.number} ready for review", lambda: pull.handle.mark_ready_for_review(), write=True)
@@ -497,14 +504,14 @@ def make_plan(repo: git.Repository, stack: Stack, run: Run, forge: Forge, *, clo
     head_owner = (target.fork or target.repo).split("/")[0]
     patches = {p.name: p for p in stack.patches}
     refs = replay.branch_refs(stack)
-    pulls = [p for p in forge.open_pulls()]
+    pulls = forge.open_pulls()
     ids = {p.provenance.stack_patch_id for p in stack.patches}
     by_marker: dict[str, RemotePR] = {}
     for p in pulls:  # oldest first: a later duplicate never wins
         if p.marker in ids and p.marker not in by_marker:
             by_marker[p.marker] = p
     slots = []
-    for i, o in enumerate(run.outcomes):
+    for o in run.outcomes:
         patch = patches.get(o.name)
         if patch is None:
             raise UserError(f"the Run names {o.name!r}, which is not in stack {stack.name!r}")
@@ -514,7 +521,8 @@ def make_plan(repo: git.Repository, stack: Stack, run: Run, forge: Forge, *, clo
         # An existing PR keeps its head branch (PRs cannot change head), e.g. after a rename.
         branch = pull.head_ref if pull else default
         slots.append(Slot(o, patch, branch, o.commit if o.verdict in NEEDED else None, None, pull))
-    heads = repo.ls_remote(target.remote, [f"refs/heads/{s.branch}" for s in slots if s.needed])
+    wanted = [f"refs/heads/{s.branch}" for s in slots if s.needed]
+    heads = repo.ls_remote(target.remote, wanted) if wanted else {}  # no patterns would list every ref
     for s in slots:
         s.remote_sha = heads.get(f"refs/heads/{s.branch}")
     for s in slots:
@@ -711,7 +719,8 @@ def _plan_others(run: Run, plan: Plan, forge: Forge, close_redundant: bool) -> N
             if not close_redundant:
                 s.steps.append(Step("would-close", f"would close: represented by {via} (pass --close-redundant)"))
                 continue
-            marker = report.closed_marker(o.stack_patch_id, run.base)
+            # Whatever base it was checked on: one closing comment a PR, also across a moving base.
+            marker = report.CLOSED_PREFIX + o.stack_patch_id
             if not any(marker in b for b in forge.comment_bodies(pull)):
                 s.steps.append(Step("comment", f"comment: represented by {via}, with the evidence"))
             s.steps.append(Step("close", f"close #{pull.number}"))
@@ -788,7 +797,7 @@ def act(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, 
             continue
         for step in s.steps:
             if step.kind == "comment":
-                forge.comment(s.pull, s.state.comment or "", report.closed_marker(s.outcome.stack_patch_id, run.base))
+                forge.comment(s.pull, s.state.comment or "", report.CLOSED_PREFIX + s.outcome.stack_patch_id)
             elif step.kind == "close":
                 forge.edit_pull(s.pull, state="closed")
                 s.state.state = "closed"
