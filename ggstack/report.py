@@ -56,7 +56,8 @@ def verdict_words(o: Outcome) -> str:
         if blame:
             parts.append(blame[0].detail)
     elif o.verdict is Verdict.CONFLICT:
-        parts.append("conflicts in " + ", ".join(o.conflict.paths) if o.conflict else "does not apply")
+        paths = o.conflict.paths if o.conflict else next((e.data.get("paths", []) for e in _evidence(o, "conflict") if "paths" in e.data), [])
+        parts.append("conflicts in " + ", ".join(paths) if paths else "does not apply")
     elif o.verdict is Verdict.UNIQUE:
         parts.append("not in the base; applies")
     if pid:
@@ -347,7 +348,7 @@ def header_line(run: Run) -> str:
     """"gg-clean: 3 patches onto origin/dev at 1a2b3c4d5e — 1 unique, 1 represented, 1 conflict"."""
     n = len(run.outcomes)
     counts = ", ".join(f"{k} {v}" if k == NOT_JUDGED else f"{v} {k}" for k, v in verdict_counts(run).items())
-    return f"{run.stack}: {n} patch{'es' if n != 1 else ''} onto {run.base_ref} at {short(run.base)}" + (f" — {counts}" if counts else "")
+    return f"{run.stack or 'commits'}: {n} patch{'es' if n != 1 else ''} onto {run.base_ref} at {short(run.base)}" + (f" — {counts}" if counts else "")
 
 
 def redundant_open(o: Outcome) -> bool:
@@ -489,7 +490,7 @@ def markdown(run: Run) -> str:
     what is long: the remaining diff of each partial patch and the draft
     closing comment of each redundant PR.
     """
-    lines = [f"## ggstack: `{_md(run.stack or '')}` onto `{_md(run.base_ref)}`", ""]
+    lines = [f"## ggstack: `{run.stack or 'commits'}` onto `{run.base_ref}`", ""]
     lines += [f"**{_md(header_line(run))}**", ""]
     if run.stages:
         lines += [f"Stages: {_md(stage_words(run))}", ""]
