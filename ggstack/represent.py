@@ -863,9 +863,12 @@ def fold(outcome: Outcome, content: Containment, step: replay.Step | None, rever
     ev = outcome.evidence
     ev += [identity, pid]
     if step is not None:
-        outcome.applied = step.applied
-        outcome.conflict = step.conflict
-        outcome.note = step.note or outcome.note
+        if outcome.applied is None:
+            # Left alone when ``apply`` already replayed it: its branch and
+            # conflict are what the PR stage works from; this replay is evidence.
+            outcome.applied = step.applied
+            outcome.conflict = step.conflict
+            outcome.note = step.note or outcome.note
         if step.applied is Applied.EMPTY:
             ev.append(Evidence("empty", "replaying it onto the base changes nothing", data={"empty": True}))
         elif step.applied is Applied.APPLIED:
@@ -1041,7 +1044,7 @@ def _through_later(repo: git.Repository, run: Run, picks: Sequence[replay.Pick],
             fraction=1.0,
             data={"through_later": rev.later},
         ))
-        if o.conflict:
+        if any("paths" in e.data for e in o.evidence if e.kind == "conflict"):
             o.evidence.append(Evidence("conflict", "the conflict is only the change already being in the base", data={"spurious": True}))
         o.verdict = Verdict.REPRESENTED
         o.represented_fraction = 1.0

@@ -461,3 +461,19 @@ def test_an_empty_commit_needs_nothing(world: GitRepo) -> None:
     o = judge(world, c)
     assert o.verdict is Verdict.REPRESENTED and o.recommendation is Recommendation.DO_NOT_OPEN
     assert "changes nothing" in kinds(o)["content"][-1].detail
+
+
+def test_check_after_apply_keeps_the_apply_facts(world: GitRepo) -> None:
+    from ggstack import replay
+
+    c1 = on(world, "fork", "fix one", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    c2 = on(world, "fork", "fix two", {"f.txt": text(edited(LINES, l10="x = 2", l30="y = 3"))})
+    repo = git.Repository(str(world.path))
+    stack = _stack(world, repo, c1, c2)
+    world.git("cherry-pick", c1)
+    applied = replay.apply(repo, stack, "main", write=False)
+    before = [(o.applied, o.commit) for o in applied.outcomes]
+    run = represent.check(repo, stack, "main", run=applied)
+    assert run is applied and run.stages["check"] == "ok" and run.stages["apply"] == "ok"
+    assert [(o.applied, o.commit) for o in run.outcomes] == before
+    assert [o.verdict for o in run.outcomes] == [Verdict.REPRESENTED, Verdict.UNIQUE]
