@@ -520,7 +520,8 @@ class _TerminalObserver:
     """sync's stages on a terminal: a progress bar while a stage runs, its state after."""
 
     def stage(self, name: str, total: int) -> StageProgress:
-        return StageProgress(total, name)
+        # Tests and the forge are slow whatever the stack's size: always a bar for them.
+        return StageProgress(total, name, min_total=1 if name in ("test", "pr") else 6)
 
     def finished(self, name: str, state: str) -> None:
         style = "green" if state in ("ok", "dry-run") else ("yellow" if state.startswith("skipped") else "red")
