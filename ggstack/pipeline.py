@@ -11,7 +11,7 @@ stage vouched for the Run (a PR opened on a stale base or on verdicts that
 were never reached is exactly the noise ggstack exists to avoid).
 
 The exit code is rendered from the Run (``exit_code``), like every report, so
-``ggstack report`` of a saved Run and the bot agree:
+a saved Run gives the same code the bot exited with:
 
 ====  =====================================================================
 0     nothing for a human: every patch needed-and-healthy or represented
