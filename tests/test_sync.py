@@ -340,6 +340,48 @@ def test_after_kill_9_a_rerun_takes_over_the_stale_lock_and_converges(world: Wor
     assert again.returncode == 0 and w.forge.write_calls() == 0 and "stale" not in again.stderr
 
 
+def _contend(repo_path: str, barrier, results, release) -> None:
+    """One contender for the lock: 'won' (with any warning) or the error it got."""
+    from ggstack import pipeline
+    from ggstack.errors import InfraError
+
+    repo = git.Repository(repo_path)
+    warnings: list[str] = []
+    barrier.wait()
+    try:
+        with pipeline.locked(repo, "s", warn=warnings.append):
+            results.put(("won", os.getpid(), warnings))
+            release.wait(60)  # hold it until every contender has tried
+    except InfraError as e:
+        results.put(("locked", os.getpid(), str(e)))
+
+
+def test_a_stale_lock_found_by_many_at_once_is_taken_over_by_exactly_one(world: World) -> None:
+    import multiprocessing
+
+    from ggstack import pipeline
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path = pipeline.lock_path(world.repo, "s")
+    Path(path).write_text(json.dumps({"pid": dead.pid, "started": "2026-01-01T00:00:00Z", "host": __import__("socket").gethostname()}))
+    ctx = multiprocessing.get_context("fork")
+    n = 6
+    barrier, results, release = ctx.Barrier(n), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_contend, args=(str(world.fork.path), barrier, results, release)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=60) for _ in range(n)]
+    release.set()
+    for p in procs:
+        p.join(timeout=60)
+    won = [g for g in got if g[0] == "won"]
+    assert len(won) == 1, got
+    assert len(won[0][2]) == 1 and f"stale lock of PID {dead.pid}" in won[0][2][0]
+    assert all(f"locked by PID {won[0][1]} since " in g[2] for g in got if g[0] == "locked")
+    assert not os.path.exists(path)
+
+
 # -- GitHub Actions ----------------------------------------------------------------------
 
 
