@@ -82,6 +82,7 @@ _TAIL_CHARS = 8000
 _KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a timed-out group
 _GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_PREFIX")
 _FAILING = ("failed", "error", "timeout")
+_SECRET_ENV = ("GITHUB_TOKEN", "GH_TOKEN")
 _GPU_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd")
 
 
@@ -490,7 +491,13 @@ def _cache_key(stack: Stack, job: Job, tree: str, gpu_present: bool, collect_onl
 
 
 def _base_env(stack: Stack) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV}
+    """The tests' environment: ours, without the git variables that would point
+    them at the user's repository, and without the forge token — a patch's tests
+    are the patch's code, and their output lands in the Run."""
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV and k not in _SECRET_ENV}
+    for i in range(int(env["GIT_CONFIG_COUNT"]) if env.get("GIT_CONFIG_COUNT", "").isdigit() else 0):
+        if env.get(f"GIT_CONFIG_KEY_{i}", "").lower().endswith(".extraheader"):
+            env[f"GIT_CONFIG_VALUE_{i}"] = ""  # an auth header the CI passes to git
     env.update(dict(stack.config.tests.env))
     return env
 

@@ -56,6 +56,7 @@ from calc import add
 
 
 def test_add():
+    print("token:", os.environ.get("GITHUB_TOKEN"))
     if os.environ.get("RUNLOG"):
         with open(os.environ["RUNLOG"], "a") as f:
             f.write("ran\\n")
@@ -87,6 +88,7 @@ def test_hang():
     time.sleep(300)
 '''
 
+SECRET = "ghp_not_for_the_tests_eyes"
 CPU = 'python -m pytest -q -p no:cacheprovider -m "not gpu" {tests}'
 GPU = "python -m pytest -q -p no:cacheprovider -m gpu {tests}"
 
@@ -137,7 +139,7 @@ class World:
         series.save(series.import_commits(self.repo, stack, commits))
 
     def gg(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return run_ggstack("--repo", str(self.fork.path), "--patches", str(self.patches), *args, cwd=self.tmp)
+        return run_ggstack("--repo", str(self.fork.path), "--patches", str(self.patches), *args, cwd=self.tmp, env={"GITHUB_TOKEN": SECRET})
 
     def test_json(self, stack: str, base: str, *args: str, rc: int = 0) -> dict:
         proc = self.gg("test", stack, "--onto", f"base-{base}", "--json", *args)
@@ -220,6 +222,7 @@ def test_needed_represented_by_behaviour_and_broken(world: World) -> None:
     assert runs["patched"]["status"] == "failed" and runs["base"]["status"] == "passed"
     assert broken["verdict"] == "broken" and broken["recommendation"] == "rework"
     assert "assert 11 == 5" in runs["patched"]["output_tail"]
+    assert "token: None" in runs["patched"]["output_tail"] and SECRET not in proc.stdout  # the patch's code gets no forge token
     assert runs["base"]["output_tail"] == ""  # only failing runs keep output
     assert world.worktrees_left() == []
 
