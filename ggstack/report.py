@@ -372,6 +372,9 @@ def attention(run: Run) -> list[str]:
             reasons.append(f"{o.name}: represented, but PR #{o.pr.number} is still open")
         elif o.verdict is None and o.applied is Applied.CONFLICT:
             reasons.append(f"{o.name}: conflict")
+        pending = [k for e in o.evidence if e.kind == "tests" for k in e.data.get("pending", [])]
+        if pending and o.verdict is not Verdict.INCONCLUSIVE:
+            reasons.append(f"{o.name}: {', '.join(pending)} tests inconclusive (hold for their results)")
     return reasons
 
 

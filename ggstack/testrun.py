@@ -34,7 +34,10 @@ Verdict rules (README "Tests"), per test kind (cpu, gpu):
 - passes on the old base too, or the control could not run → no behaviour
   evidence.
 
-Then, with the text verdict of ``check``: broken wins; inconclusive holds
+Kinds combine as broken, then needed, then represented, then inconclusive:
+GPU tests skipped for want of a GPU do not overrule CPU tests that decided;
+they are recorded as ``pending`` (never as a pass) and keep the Run in need
+of attention. Then, with the text verdict of ``check``: broken wins; inconclusive holds
 (unless the text already says represented or conflict); needed keeps the
 text's verdict, except where the text says represented — then the signals
 disagree: ``inconclusive``, recommendation ``human look``; represented by
@@ -783,10 +786,13 @@ def _names(tests: Sequence[str], limit: int = 8) -> str:
 
 
 def combine(judgements: Sequence[Judgement]) -> str:
-    """One judgement of the kinds: broken, then inconclusive, then needed (any
-    test failing without the patch means the base lacks something), then represented."""
+    """One judgement of the kinds: broken, then needed (any test failing
+    without the patch means the base lacks something), then represented, then
+    inconclusive. A kind that could not run (GPU tests without a GPU) does not
+    overrule one that ran and decided; it stays in the evidence as
+    inconclusive (``pending``) and keeps the Run in need of attention."""
     kinds = {j.kind for j in judgements}
-    for kind in ("broken", "inconclusive", "needed", "represented"):
+    for kind in ("broken", "needed", "represented", "inconclusive"):
         if kind in kinds:
             return kind
     return "none"
@@ -860,6 +866,7 @@ def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgeme
     else:
         verdict = fallback
         rec = o.recommendation or (_default_recommendation(o, verdict) if verdict else None)
+    pending = sorted(jb.kind for jb, jd in judged if jd.kind == "inconclusive" and kind != "inconclusive")
     o.verdict = verdict
     o.recommendation = rec
     o.evidence.append(
@@ -869,6 +876,7 @@ def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgeme
             commits,
             data={
                 "judgement": kind,
+                "pending": pending,
                 "tests": tests,
                 "runs": {jb.kind: jd.kind for jb, jd in judged},
                 "agrees_with_text": agrees,
