@@ -63,6 +63,7 @@ def verdict_words(o: Outcome) -> str:
     if pid:
         parts.append("patch-id matches " + ", ".join(short(c) for c in pid[0].commits) if pid[0].data.get("match") else "patch-id differs")
     parts += [e.detail for e in ident]
+    parts += [e.detail for e in pid if "reverted_by" in e.data]
     parts += [e.detail for e in _evidence(o, "conflict") if e.data.get("spurious")]
     parts += [e.detail for e in _evidence(o, "content") if "disagreement" in e.data]
     return f"{o.verdict.value} — " + "; ".join(parts)

@@ -933,6 +933,23 @@ def fold(outcome: Outcome, content: Containment, step: replay.Step | None, rever
         outcome.recommendation = Recommendation.HUMAN_LOOK
 
 
+def name_reverts(repo: git.Repository, signals: Signals, pairs: dict[str, tuple[str, str]], outcomes: Sequence[Outcome]) -> None:
+    """Where identity or patch-id says "in the base" but the content says
+    not, look for the base commit that undid it: one whose patch-id is that
+    of the patch reversed (one ``diff-tree | patch-id`` for all of them)."""
+    doubted = [o for o in outcomes if o.verdict is not Verdict.REPRESENTED and any("disagreement" in e.data for e in o.evidence) and o.name in pairs]
+    if not doubted:
+        return
+    # "<parent> <commit>" makes diff-tree diff the commit back to its parent: the patch reversed.
+    reversed_ids = repo.patch_ids_of_commits([(pairs[o.name][1], pairs[o.name][0]) for o in doubted])
+    for o in doubted:
+        pid = reversed_ids.get(pairs[o.name][1], "")
+        reverts = signals.by_patch_id.get(pid, []) if pid else []
+        if reverts:
+            named = ", ".join(c[:10] for c in reverts)
+            o.evidence.append(Evidence("patch-id", f"reverted in the base by {named} (its patch-id is this patch's, reversed)", reverts, data={"match": False, "reverted_by": reverts}))
+
+
 # -- the stage: a stored stack, cumulatively ---------------------------------------------------
 
 
@@ -993,6 +1010,7 @@ def check(repo: git.Repository, stack: Stack, base_ref: str, *, run: Run | None 
     finally:
         replayer.close()
     _through_later(repo, run, picks, changes, reverse, base_tree, files)
+    name_reverts(repo, signals, {p.name: (p.commit, p.parent) for p in picks if p.commit and p.parent}, run.outcomes)
     run.stages["check"] = "ok"
     return run
 
@@ -1125,6 +1143,7 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
         if outcome.verdict is Verdict.PARTIAL:
             outcome.remaining_diff = remaining_diff(repo, base_tree, cs, content, files)
         run.outcomes.append(outcome)
+    name_reverts(repo, signals, {i.sha[:12]: (i.sha, i.parents[0]) for i in infos}, run.outcomes)
     run.stages["check"] = "ok"
     return run
 

@@ -103,6 +103,7 @@ def test_picked_then_reverted_upstream_is_unique(world: GitRepo) -> None:
     assert ev["identity"][0].data["match"]  # ... and so does -x's "(cherry picked from ...)"
     assert any("signals disagree" in e.detail for e in ev["content"])
     assert o.recommendation is Recommendation.HUMAN_LOOK
+    assert ev["patch-id"][-1].data["reverted_by"] == [world.sha("main")]
 
 
 def test_squash_into_a_larger_base_commit_names_it(world: GitRepo) -> None:
