@@ -196,12 +196,13 @@ def main() -> None:
     # unchanged base). The two tools alternate, and each keeps its fastest
     # round, so a busy machine slows both alike.
     cache = os.path.join(git(repo, "rev-parse", "--absolute-git-dir").strip(), "ggstack")
-    subprocess.run(["rm", "-rf", cache], check=True)
-    cherry_time, cherry_out = timed(cherry_cmd, tool="cherry")
-    cold, out = timed(cmd, tool="cold")
-    warm = float("inf")
+    cherry_time = cold = warm = float("inf")
     for _ in range(a.rounds):
-        cherry_time = min(cherry_time, timed(cherry_cmd, tool="cherry")[0])
+        subprocess.run(["rm", "-rf", cache], check=True)
+        t, cherry_out = timed(cherry_cmd, tool="cherry")
+        cherry_time = min(cherry_time, t)
+        t, out = timed(cmd, tool="cold")
+        cold = min(cold, t)
         warm = min(warm, timed(cmd, tool="warm")[0])
     cherry_found = {line[2:] for line in cherry_out.splitlines() if line.startswith("- ")}
     run = json.loads(out)

@@ -1102,17 +1102,25 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
     paths = sorted({p for cs in changes.values() for p in _paths(cs)})
     sources = {i.sha: [i.sha, *_PICKED_FROM.findall(i.message)] for i in infos}
     keysets = {frozenset(_paths(cs)) for cs in changes.values()}
-    signals = gather_signals(repo, base, [i.sha for i in infos], paths, [(i.sha, i.parents[0]) for i in infos], [s for v in sources.values() for s in v], keysets)
-    base_tree = repo.resolve(base, "tree")
-    files = Files(repo)
-    entries = files.entries(base_tree, paths)
-    files.prefetch([fc.old_blob for cs in changes.values() for fc in cs if fc.old_blob] + [sha for _, sha in entries.values()])
+    # The range's signals are git's work (log, diff-tree | patch-id) and the
+    # content is ours: they run side by side.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(gather_signals, repo, base, [i.sha for i in infos], paths, [(i.sha, i.parents[0]) for i in infos], [s for v in sources.values() for s in v], keysets)
+        base_tree = repo.resolve(base, "tree")
+        files = Files(repo)
+        entries = files.entries(base_tree, paths)
+        files.prefetch([fc.old_blob for cs in changes.values() for fc in cs if fc.old_blob] + [sha for _, sha in entries.values()])
+        contents = {}
+        for info in infos:
+            cs = changes[info.sha]
+            mine = {p: entries[p] for p in _paths(cs) if p in entries}
+            contents[info.sha] = (mine, contain(cs, mine, files))
+        signals = pending.result()
 
     judged = []
     for info in infos:
         cs = changes[info.sha]
-        mine = {p: entries[p] for p in _paths(cs) if p in entries}
-        content = contain(cs, mine, files)
+        mine, content = contents[info.sha]
         spid = (_SPID.findall(info.message) or [""])[0]
         identity = identity_evidence(signals, info.sha, sources[info.sha], spid)
         pid = patch_id_evidence(signals, info.sha, _paths(cs))
