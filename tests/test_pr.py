@@ -11,7 +11,6 @@ drafts, labels, bodies, comments, and how many write calls were made.
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -23,8 +22,8 @@ import pytest
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 from ggstack import forge as forge_stage
-from ggstack import git, replay, report, series
-from ggstack.model import Applied, Evidence, Run, Verdict
+from ggstack import git, replay, report, represent, series
+from ggstack.model import Run, Verdict
 
 TOKEN = "ghp_T0kenThatMustNeverBeSeen4242"
 SLUG = "upstream/proj"
@@ -92,14 +91,8 @@ class World:
 
     def gg(self, *args: str, env: dict[str, str] | None = None, stack: str = "s", onto: str = "main") -> subprocess.CompletedProcess[str]:
         """``ggstack pr STACK --onto main ARGS`` as a user runs it."""
-        extra: list[str] = []
-        if not _has_represent():  # until represent.check lands, the Run comes from checked_run()
-            path = self.tmp / f"run-{stack}.json"
-            run = checked_run(self.repo, series.load(str(self.patches), stack), onto, write="--dry-run" not in args)
-            path.write_text(json.dumps(run.to_json()))
-            extra = ["--run", str(path)]
         return run_ggstack("--repo", str(self.fork.path), "--patches", str(self.patches), "pr", stack, "--onto", onto,
-                           *extra, *args, cwd=self.tmp, env=env if env is not None else self.env())
+                           *args, cwd=self.tmp, env=env if env is not None else self.env())
 
     def ok(self, *args: str, **kw) -> subprocess.CompletedProcess[str]:
         proc = self.gg(*args, **kw)
@@ -132,33 +125,9 @@ class World:
         return len(self.upstream.git("reflog", "show", "--format=%H", f"refs/heads/{branch}").split())
 
 
-def _has_represent() -> bool:
-    try:
-        from ggstack import represent  # noqa: F401
-    except ImportError:
-        return False
-    return hasattr(represent, "check")
-
-
 def checked_run(repo: git.Repository, stack, base: str, *, write: bool = True) -> Run:
-    """apply + check. Until ``represent.check`` exists, verdicts come from facts
-    of the history the tests built: an empty replay whose patch-id is in the
-    base is represented by that commit, an applied one is unique."""
-    run = replay.apply(repo, stack, base, write=write)
-    if _has_represent():
-        from ggstack import represent
-
-        return represent.check(repo, stack, base, run=run)
-    ids = repo.patch_ids_of_range([f"{run.merge_base}..{run.base}"])
-    for o, patch in zip(run.outcomes, stack.patches):
-        if o.applied is Applied.EMPTY:
-            pid = repo.patch_id_of_diff(patch.diff.encode())
-            by = [c for c, i in ids.items() if i == pid]
-            o.verdict, o.represented_by, o.represented_fraction = Verdict.REPRESENTED, by, 1.0
-            o.evidence = [Evidence("patch-id", f"same patch-id as {by[0][:10]}", by, 1.0)]
-        else:
-            o.verdict = Verdict.CONFLICT if o.applied is Applied.CONFLICT else Verdict.UNIQUE
-    return run
+    """apply + check, as ``ggstack pr`` runs them, in-process."""
+    return represent.check(repo, stack, base, run=replay.apply(repo, stack, base, write=write))
 
 
 @pytest.fixture
