@@ -209,13 +209,17 @@ def closing_comment(run: Run, outcome: Outcome) -> str:
         f"Closing as already represented in the current `{run.base_ref}` base (checked at {short(run.base)}). "
         f"The change of this PR is present there{via}, so this branch has no unique change left to merge.",
     ]
-    if outcome.evidence:
+    # Only the signals that say "it is there": a non-matching patch-id is no reason to close.
+    supporting = [e for e in outcome.evidence if all(e.data.get(k) is not False for k in ("match", "empty", "applies"))
+                  and "disagreement" not in e.data]
+    if supporting:
         lines += ["", "Evidence:"]
-        for e in outcome.evidence:
+        for e in supporting:
             extra = []
-            if e.commits:
-                extra.append(", ".join(short(c) for c in e.commits))
-            if e.fraction is not None:
+            named = ", ".join(short(c) for c in e.commits)
+            if named and named not in e.detail:
+                extra.append(named)
+            if e.fraction is not None and f"{e.fraction:.0%}" not in e.detail:
                 extra.append(f"{e.fraction:.0%} of lines")
             tail = f" ({'; '.join(extra)})" if extra else ""
             lines.append(f"- {e.kind}: {e.detail}{tail}")
