@@ -19,10 +19,15 @@ so reading a thousand blobs costs one process, not a thousand.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
+import struct
 import subprocess
 import tempfile
+import threading
+import weakref
+import zlib
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
@@ -99,8 +104,11 @@ class Repository:
         self.git_dir = os.path.abspath(self._repo.git_dir)
         self.common_dir = os.path.abspath(self._repo.common_dir)
         self.worktree = self._repo.working_tree_dir  # None for a bare repository
-        self._writer: _ObjectWriter | None = None
-        self._tree_writer: _ObjectWriter | None = None
+        self._queued: dict[str, tuple[str, bytes]] = {}  # objects made here, not yet written (see queue_object)
+        self._flushing = threading.RLock()  # a git run from another thread waits for a flush under way
+        # Whatever is still queued when the Repository goes (or the program
+        # ends) is written then: a printed Run may name those commits.
+        weakref.finalize(self, _write_pack, self.git_dir, self._queued)
 
     @classmethod
     def init(cls, path: str, *, bare: bool = False) -> "Repository":
@@ -119,6 +127,7 @@ class Repository:
         check: bool = True,
         cwd: str | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
+        self.flush_objects()  # what git is asked about must be in the object database
         full_env = os.environ.copy()
         # An inherited GIT_INDEX_FILE (say, from a hook) would be the user's index.
         full_env.pop("GIT_INDEX_FILE", None)
@@ -141,6 +150,7 @@ class Repository:
         return self.run(*args, **kw).stdout.decode("utf-8", "surrogateescape").strip()
 
     def popen(self, *args: str, stdin=None) -> subprocess.Popen:
+        self.flush_objects()
         env = {**os.environ, "LC_ALL": "C", "GIT_PAGER": "cat"}
         return subprocess.Popen(
             ["git", "--git-dir", self.git_dir, *args],
@@ -183,19 +193,27 @@ class Repository:
             found[sha] = not line.endswith(" missing")
         return found
 
+    def _stream(self, sha: str):
+        """An object through GitPython's persistent cat-file (which sees new
+        packs), or from the queue if it was made here and not written yet."""
+        if sha in self._queued:
+            kind, body = self._queued[sha]
+            return _Queued(kind.encode(), body)
+        return self._repo.odb.stream(bytes.fromhex(sha))
+
     def read_blob(self, sha: str) -> bytes:
-        return self._repo.odb.stream(bytes.fromhex(sha)).read()
+        return self._stream(sha).read()
 
     def read_object(self, sha: str) -> bytes | None:
         """An object's contents through the persistent cat-file, None if it is not here."""
         try:
-            return self._repo.odb.stream(bytes.fromhex(sha)).read()
+            return self._stream(sha).read()
         except (ValueError, gitpython.BadName, gitpython.BadObject, OSError):
             return None
 
     def commit_info(self, rev: str) -> CommitInfo:
         sha = self.resolve(rev)
-        raw = self._repo.odb.stream(bytes.fromhex(sha)).read().decode("utf-8", "surrogateescape")
+        raw = self._stream(sha).read().decode("utf-8", "surrogateescape")
         header, _, message = raw.partition("\n\n")
         tree, parents, author, committer = "", [], "", ""
         for line in header.splitlines():
@@ -699,19 +717,38 @@ class Repository:
         return proc.stdout.decode("utf-8", "surrogateescape").strip()
 
     def write_commit(self, tree: str, parents: Sequence[str], message: str, author: str, committer: str) -> str:
-        """A commit object from ready ident lines (see ``ident``), written by
-        one long-lived ``hash-object --stdin-paths``: no process per commit."""
+        """A commit object from ready ident lines (see ``ident``); queued, see ``queue_object``."""
         head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
         body = f"{head}author {author}\ncommitter {committer}\n\n{message}"
-        if self._writer is None:
-            self._writer = _ObjectWriter(self)
-        return self._writer.write(body.encode("utf-8", "surrogateescape"))
+        return self.queue_object("commit", body.encode("utf-8", "surrogateescape"))
+
+    def queue_object(self, kind: str, body: bytes) -> str:
+        """The id of a new object, which is written with the others queued as
+        one pack (``index-pack --stdin``) before git next runs or reads: a
+        replay's hundreds of small objects cost one process and one file,
+        not a process or a file each. The id is git's by definition (the
+        SHA-1 of the object), and ``flush_objects`` checks git agrees."""
+        sha = hashlib.sha1(b"%s %d\0" % (kind.encode(), len(body)) + body).hexdigest()
+        self._queued.setdefault(sha, (kind, body))
+        return sha
+
+    def flush_objects(self) -> None:
+        """Write the queued objects, as one pack."""
+        with self._flushing:  # taken even when empty: another thread's flush may be under way
+            queued = dict(self._queued)
+            self._queued.clear()  # in place: the finalizer holds this dict
+            if not queued:
+                return
+            self.run("index-pack", "--stdin", "--strict", input=_pack(queued.values()))
+            found = self.has_objects(list(queued))
+            if not all(found.values()):
+                raise GitFailed(("index-pack", "--stdin"), 0, "objects written as a pack are not readable back")
 
     def read_commit(self, sha: str) -> CommitInfo | None:
         """The commit ``sha`` (a full id) through the persistent cat-file, or
         None when it is absent (say, pruned); no rev-parse process."""
         try:
-            stream = self._repo.odb.stream(bytes.fromhex(sha))
+            stream = self._stream(sha)
         except (ValueError, gitpython.BadObject, gitpython.BadName, OSError):
             return None
         if stream.type != b"commit":
@@ -753,7 +790,7 @@ class Repository:
 
     def tree_entries(self, tree: str) -> dict[str, tuple[str, str]]:
         """name -> (mode, sha) of one tree object, through the persistent cat-file."""
-        data = self._repo.odb.stream(bytes.fromhex(tree)).read()
+        data = self._stream(tree).read()
         entries = {}
         pos = 0
         while pos < len(data):
@@ -765,8 +802,7 @@ class Repository:
         return entries
 
     def write_tree(self, entries: dict[str, tuple[str, str]]) -> str:
-        """A tree object of name -> (mode, sha), in git's order, through one
-        long-lived ``hash-object -t tree`` (which checks the format)."""
+        """A tree object of name -> (mode, sha), in git's order; queued (see ``queue_object``)."""
         def order(name: str) -> bytes:
             return name.encode("utf-8", "surrogateescape") + (b"/" if entries[name][0] == "40000" else b"")
 
@@ -774,9 +810,7 @@ class Repository:
             entries[n][0].encode() + b" " + n.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(entries[n][1])
             for n in sorted(entries, key=order)
         )
-        if self._tree_writer is None:
-            self._tree_writer = _ObjectWriter(self, "tree")
-        return self._tree_writer.write(body)
+        return self.queue_object("tree", body)
 
     def source_diffs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         """(tree of the commit, its diff from the given parent) for each
@@ -906,53 +940,45 @@ def set_patch_number(data: bytes, number: int, total: int) -> bytes:
 SCRATCH_IDENT = "ggstack <ggstack@localhost> 1700000000 +0000"
 
 
-class _ObjectWriter:
-    """One ``git hash-object -w -t <kind> --stdin-paths`` kept open: it answers
-    each path with the new object's id (and flushes, stdout being a pipe), so
-    a commit costs a file write and a pipe round trip instead of a process."""
+@dataclass(frozen=True)
+class _Queued:
+    """A queued object, read like a GitPython stream."""
 
-    def __init__(self, repo: Repository, kind: str = "commit") -> None:
-        self._dir = tempfile.mkdtemp(prefix="ggstack-objects-", dir=repo._scratch_dir())
-        self._path = os.path.join(self._dir, "object")
-        # Rewritten in place for each object: re-creating a file costs far more than writing it.
-        self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
-        self._err = tempfile.TemporaryFile()
-        env = {**os.environ, "LC_ALL": "C"}
-        env.pop("GIT_INDEX_FILE", None)
-        self._proc = subprocess.Popen(
-            ["git", "--git-dir", repo.git_dir, "hash-object", "-w", "-t", kind, "--no-filters", "--stdin-paths"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._err,
-            env=env,
-            cwd=repo.git_dir,
-        )
+    type: bytes
+    body: bytes
 
-    def write(self, data: bytes) -> str:
-        os.pwrite(self._fd, data, 0)
-        os.ftruncate(self._fd, len(data))
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        try:
-            self._proc.stdin.write(self._path.encode() + b"\n")
-            self._proc.stdin.flush()
-            line = self._proc.stdout.readline().decode().strip()
-        except BrokenPipeError:
-            line = ""
-        if len(line) != 40:
-            self._proc.kill()
-            self._err.seek(0)
-            raise GitFailed(("hash-object", "--stdin-paths"), self._proc.wait(), self._err.read().decode("utf-8", "replace"))
-        return line
+    def read(self) -> bytes:
+        return self.body
 
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self._proc.stdin.close()  # type: ignore[union-attr]
-            self._proc.wait(timeout=5)
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
-            os.unlink(self._path)
-        with contextlib.suppress(OSError):
-            os.rmdir(self._dir)
+
+def _write_pack(git_dir: str, queued: dict[str, tuple[str, bytes]]) -> None:
+    """The queued objects, written when their Repository is gone."""
+    if queued:
+        objects = list(queued.values())
+        queued.clear()
+        subprocess.run(["git", "--git-dir", git_dir, "index-pack", "--stdin", "--strict"], input=_pack(objects), capture_output=True)
+
+
+_PACK_TYPES = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}
+
+
+def _pack(objects: Iterable[tuple[str, bytes]]) -> bytes:
+    """A version-2 pack of whole (undeltified) objects, as index-pack reads it."""
+    objects = list(objects)
+    out = [b"PACK", struct.pack(">II", 2, len(objects))]
+    for kind, body in objects:
+        size = len(body)
+        byte = (_PACK_TYPES[kind] << 4) | (size & 0x0F)
+        size >>= 4
+        header = bytearray()
+        while size:
+            header.append(byte | 0x80)
+            byte = size & 0x7F
+            size >>= 7
+        header.append(byte)
+        out += [bytes(header), zlib.compress(body, 1)]
+    data = b"".join(out)
+    return data + hashlib.sha1(data).digest()
 
 
 _CRUD = set(" .,:;<>\"\\'") | {chr(c) for c in range(33)}

@@ -124,6 +124,7 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
         commit = _commit_patch(repo, stack, patch, parent, trees.get(patch.name))
         cache.put(_materialize_key(patch), commit)
         made[patch.name] = commit
+    repo.flush_objects()  # before the cache names them
     cache.save()
     picks = []
     for patch, hit in zip(stack.patches, cached):
@@ -243,6 +244,7 @@ class Replayer:
             self.tip_tree = step.tree
 
     def close(self) -> None:
+        self.repo.flush_objects()  # before the cache names them
         self._results.save()
 
     def _from_cache(self, hit: str) -> Step | None:

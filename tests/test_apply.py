@@ -244,10 +244,27 @@ def test_sigkill_midway_leaves_refs_all_old_or_all_new(tmp_path: Path) -> None:
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        assert g.refs() in (old_refs, new_refs), f"half-written refs after a kill at {delay}s"
+        assert settled_refs(g) in (old_refs, new_refs), f"half-written refs after a kill at {delay}s"
         assert subprocess.run(["git", "-C", str(g.path), "fsck", "--no-progress"], capture_output=True).returncode == 0
         fork.apply("--onto", "main", env=env)  # back to all new for the next round
         assert g.refs() == new_refs
+
+
+def settled_refs(g: GitRepo) -> str:
+    """The refs once no git is writing them. A ``git update-ref`` that ggstack
+    started may outlive ggstack by a moment, committing its transaction (all
+    of it: it had every line); a reader in that moment can see some refs
+    moved, as with any ref transaction of git's files backend."""
+    deadline = time.monotonic() + 10
+    refs = g.refs()
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        busy = any(p.name.endswith(".lock") for p in (g.path / ".git").rglob("*") if "refs" in p.parts or p.name.startswith("packed-refs"))
+        again = g.refs()
+        if again == refs and not busy:
+            return again
+        refs = again
+    return refs
 
 
 # -- errors and fallbacks ---------------------------------------------------------------

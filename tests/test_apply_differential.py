@@ -173,7 +173,7 @@ def author_line(g: GitRepo, commit: str) -> str:
     return next(line for line in g.git("cat-file", "commit", commit).splitlines() if line.startswith("author "))
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 63),
     base_ops=st.lists(commit_ops, min_size=0, max_size=3),
