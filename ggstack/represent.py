@@ -930,7 +930,11 @@ def fold(outcome: Outcome, content: Containment, step: replay.Step | None, rever
             "but its lines are not all there (reverted, or applied at another place); the verdict follows the content",
             data={"disagreement": says_present},
         ))
-        outcome.recommendation = Recommendation.HUMAN_LOOK
+        # A pick that was later reverted (identity, patch-id) is simply needed
+        # again; but git finding the change in the base's text where the
+        # line check does not is worth a maintainer's look.
+        if {"empty", "reverse-apply"} & set(says_present):
+            outcome.recommendation = Recommendation.HUMAN_LOOK
 
 
 def name_reverts(repo: git.Repository, signals: Signals, pairs: dict[str, tuple[str, str]], outcomes: Sequence[Outcome]) -> None:

@@ -102,8 +102,8 @@ def test_picked_then_reverted_upstream_is_unique(world: GitRepo) -> None:
     assert ev["patch-id"][0].commits == [pick]  # patch-id matches ...
     assert ev["identity"][0].data["match"]  # ... and so does -x's "(cherry picked from ...)"
     assert any("signals disagree" in e.detail for e in ev["content"])
-    assert o.recommendation is Recommendation.HUMAN_LOOK
     assert ev["patch-id"][-1].data["reverted_by"] == [world.sha("main")]
+    assert o.recommendation is Recommendation.OPEN_PR  # needed again: the evidence says why the signals disagree
 
 
 def test_squash_into_a_larger_base_commit_names_it(world: GitRepo) -> None:
@@ -452,7 +452,7 @@ def test_commit_that_is_itself_in_the_base(world: GitRepo) -> None:
     # ... and once reverted on top, it is needed again.
     world.git("revert", "--no-edit", c)
     o = judge(world, c)
-    assert o.verdict is Verdict.UNIQUE and o.recommendation is Recommendation.HUMAN_LOOK
+    assert o.verdict is Verdict.UNIQUE and o.recommendation is Recommendation.OPEN_PR
 
 
 def test_an_empty_commit_needs_nothing(world: GitRepo) -> None:
