@@ -354,6 +354,16 @@ def test_approval_lifts_the_gate_of_that_pr_and_leaves_the_other(seeded: World) 
     assert w.forge.write_calls() == 0
 
 
+def test_github_enterprise_api_url_works_rest_and_graphql(seeded: World) -> None:
+    w = seeded
+    env = w.env(GITHUB_API_URL=w.forge.url + "/api/v3")  # GHE's shape; GraphQL lives at /api/graphql
+    w.pr(env=env)
+    w.forge.approve(SLUG, w.pulls()[0]["number"])
+    w.pr(env=env)
+    assert [p["draft"] for p in w.pulls()] == [False, True]
+    assert ("POST", "/graphql") in w.forge.requests
+
+
 def test_prs_from_a_fork_have_owner_prefixed_heads(tmp_path: Path, forge: FakeGitHub) -> None:
     w = World(tmp_path, forge)
     fork_bare = GitRepo.init(tmp_path / "forker.git", bare=True)
