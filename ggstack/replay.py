@@ -13,15 +13,20 @@ current tip's and whose parent is the patch's recorded parent; the merge base
 of that and the materialised commit is the recorded parent, as in a
 cherry-pick. No working tree, index, HEAD or user branch is read or written.
 
-Speed comes from counting processes, the cost that dominates (a few ms
-each): a replay step is one ``merge-tree``; its scratch commit and the new
-commit go through one long-lived ``hash-object`` (``Repository.write_commit``)
-and are read back through the persistent ``cat-file``. A patch is
-materialised without a temporary index when the commit it was imported from
-is here and its diff from the recorded parent is the stored diff byte for
-byte (one ``diff-tree --stdin`` for the whole stack checks that): its tree is
-then that commit's tree. Only a patch edited by hand or imported with
-``--only`` pays for ``git apply`` on a temporary index.
+Speed comes from counting processes and files, the costs that dominate (a
+few ms each): new trees and commits are hashed here and written together as
+one pack just before git next runs (``Repository.queue_object``); objects
+are read through the persistent ``cat-file``. A step whose merge is trivial
+(``trivial_merge``: every path the patch changes is untouched on the tip, and
+no rename can arise) edits the tip's tree in memory and runs no process at
+all; any other step is one ``merge-tree``. A patch is materialised without a
+temporary index when the commit it was imported from is here and its diff
+from the recorded parent is the stored diff byte for byte (one ``diff-tree
+--stdin`` for the whole stack checks that): its tree is then that commit's
+tree. Only a patch edited by hand or imported with ``--only`` pays for ``git
+apply`` on a temporary index. The differential test against ``git rebase``
+(tests/test_apply_differential.py) holds every one of these shortcuts to
+git's own result.
 
 Work is cached under the git dir by the ids of its inputs (materialised
 commit per patch file and parent; result per parent and pick), so
