@@ -480,8 +480,13 @@ def applies_in_process(change_set: list[FileChange], base_entries: dict[str, tup
         base = _lines(files.blob(entry[1]))
         at = 0
         for hunk in fc.hunks:
-            found = _find_run(base[at:], hunk.old_lines, strip=False) if hunk.old_lines else 0
+            if not hunk.old_lines:
+                continue
+            found = _find_run(base[at:], hunk.old_lines, strip=False)
             if found is None:
+                return False
+            # A context found twice might be the wrong place: let the merge decide.
+            if _find_run(base[at + found + 1:], hunk.old_lines, strip=False) is not None:
                 return False
             at += found + len(hunk.old_lines)
     return True
