@@ -924,7 +924,9 @@ def fold(outcome: Outcome, content: Containment, step: replay.Step | None, rever
     if content.any_present:
         outcome.verdict = Verdict.PARTIAL
         outcome.represented_by = list(blame_commits)
-        outcome.recommendation = Recommendation.REWORK
+        # Replayed onto the base, an applying partial patch adds only what is
+        # missing: its PR carries exactly the remaining diff.
+        outcome.recommendation = Recommendation.REWORK if conflict else Recommendation.OPEN_PR
     else:
         outcome.verdict = Verdict.CONFLICT if conflict else Verdict.UNIQUE
         outcome.recommendation = Recommendation.REWORK if conflict else Recommendation.OPEN_PR

@@ -192,7 +192,7 @@ def test_adapted_pick_with_a_dropped_hunk_is_partial_with_that_hunk_left(world: 
     o = judge(world, c)
     assert o.verdict is Verdict.PARTIAL
     assert 0 < o.represented_fraction < 1
-    assert o.recommendation is Recommendation.REWORK
+    assert o.recommendation is Recommendation.OPEN_PR
     diff = o.remaining_diff
     assert diff and "+line twenty" in diff and "-line 20" in diff
     assert "line five" not in diff.replace(" line five", "") and "extra after 35" not in diff
@@ -407,7 +407,7 @@ def test_cli_table_and_exit_one_on_partial(world: GitRepo) -> None:
     world.commit("pick without the middle hunk", {"f.txt": text(edited(LINES, l5="line five", l35=["line 35", "extra after 35"]))})
     proc = run_ggstack("check", "--onto", "main", "--commits", c, cwd=world.path)
     assert proc.returncode == 1, proc.stderr
-    assert "partial" in proc.stdout and "rework" in proc.stdout
+    assert "partial" in proc.stdout and "open PR" in proc.stdout
     bad = run_ggstack("check", "--onto", "main", "--commits", "nope", cwd=world.path)
     assert bad.returncode == 2 and "nope" in bad.stderr
 
