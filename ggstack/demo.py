@@ -32,29 +32,13 @@ STACK = "gg-clean"
 REPO_SLUG = "voipmonitor/vllm"
 BASES = {"current": "dev/gilded-gnosis", "before": "dev/before"}
 
-STACK_TOML = f'''# ggstack stack: the clean GG reapply stack (see README.md, "stack.toml")
-
-[target]
-repo = "{REPO_SLUG}"          # owner/name on the forge: where PRs are opened
-remote = "origin"                  # git remote the per-patch branches are pushed to
-base = "{BASES['current']}"       # the base branch the stack is replayed onto
-
-[branches]
-template = "gg/{{stack}}/{{index:02d}}-{{slug}}"
-
-[pr]
-draft = true                       # new PRs open as drafts
-labels = ["do-not-merge"]          # lifted when a maintainer approves
-approval_gate = true               # "Do not merge until explicitly approved."
-stacked = true                     # each PR's base is the previous needed patch's branch
-
-[tests]
-paths = ["tests/**/test_*.py"]
-cpu = "python -m pytest -q -p no:cacheprovider -m 'not gpu' {{tests}}"
-gpu = "python -m pytest -q -p no:cacheprovider -m gpu {{tests}}"
-timeout = 300
-gpu_runner = "gpu"
-'''
+STACK_TOML = series.render_config(
+    REPO_SLUG,
+    BASES["current"],
+    cpu="python -m pytest -q -p no:cacheprovider -m 'not gpu' {tests}",
+    gpu="python -m pytest -q -p no:cacheprovider -m gpu {tests}",
+    timeout=300,
+)
 
 
 @dataclass(frozen=True)

@@ -213,22 +213,7 @@ class Repository:
 
     def commit_info(self, rev: str) -> CommitInfo:
         sha = self.resolve(rev)
-        raw = self._stream(sha).read().decode("utf-8", "surrogateescape")
-        header, _, message = raw.partition("\n\n")
-        tree, parents, author, committer = "", [], "", ""
-        for line in header.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "tree":
-                tree = value
-            elif key == "parent":
-                parents.append(value)
-            elif key == "author":
-                author = value
-            elif key == "committer":
-                committer = value
-        an, ae, ad = _split_ident(author)
-        cn, ce, cd = _split_ident(committer)
-        return CommitInfo(sha, tree, tuple(parents), an, ae, ad, cn, ce, cd, message)
+        return _parse_commit(sha, self._stream(sha).read().decode("utf-8", "surrogateescape"))
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         return self.run("merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode == 0

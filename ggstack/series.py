@@ -54,8 +54,17 @@ _SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
 }
 
 
-def render_config(repo_slug: str, base: str, remote: str = "origin") -> str:
+def render_config(
+    repo_slug: str,
+    base: str,
+    remote: str = "origin",
+    *,
+    cpu: str = "python -m pytest -q {tests}",
+    gpu: str = "",
+    timeout: int = 900,
+) -> str:
     """The stack.toml that ``ggstack init`` writes; every key documented in the README."""
+    gpu_line = f"gpu = {_toml_string(gpu)}" if gpu else 'gpu = ""                       # e.g. "python -m pytest -q -m gpu {tests}"'
     return f'''# ggstack stack configuration (see README.md, "stack.toml")
 
 [target]
@@ -75,11 +84,15 @@ stacked = true                 # each PR's base is the previous needed patch's b
 
 [tests]
 paths = ["tests/**/test_*.py"] # which files of a patch are its tests
-cpu = "python -m pytest -q {{tests}}"
-gpu = ""                       # e.g. "python -m pytest -q -m gpu {{tests}}"
-timeout = 900                  # seconds per test command
+cpu = {_toml_string(cpu)}
+{gpu_line}
+timeout = {timeout}                  # seconds per test command
 gpu_runner = "gpu"             # runs-on label for GPU jobs in the CI matrix
 '''
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def parse_config(text: str, path: str) -> StackConfig:
