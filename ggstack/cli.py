@@ -354,10 +354,11 @@ def check(obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tu
 @click.option("--job", "job_id", default=None, help="Run one job of the matrix (its id) into --results.")
 @click.option("--results", "results_path", default=None, type=click.Path(dir_okay=False), help="Where --shard/--job write their results [default: ggstack-test-<shard or job>.json].")
 @click.option("--merge", is_flag=True, help="Fold the RESULTS_FILES written by --shard/--job into the Run.")
+@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64), help="Run this many CPU test commands at once (each in its own worktree); GPU commands always run one at a time.")
 @click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON.")
 @click.pass_obj
 @handled
-def test_(obj: Ctx, stack: str, results_files: tuple[str, ...], onto: str | None, gpu: str, only: tuple[str, ...], matrix: bool, shard: str | None, job_id: str | None, results_path: str | None, merge: bool, as_json: bool) -> None:
+def test_(obj: Ctx, stack: str, results_files: tuple[str, ...], onto: str | None, gpu: str, only: tuple[str, ...], matrix: bool, shard: str | None, job_id: str | None, results_path: str | None, merge: bool, jobs: int, as_json: bool) -> None:
     """Run each patch's own tests on the base without it, with it, and on its
     old base, and fold what they say into the verdict.
 
@@ -403,7 +404,7 @@ def test_(obj: Ctx, stack: str, results_files: tuple[str, ...], onto: str | None
         run = testrun.merge(obj.repo, s, run, testrun.load_results(results_files), gpu=gpu, only=only)
     else:
         with StageProgress(1, "test", min_total=1) as progress:
-            run = testrun.test(obj.repo, s, run, gpu=gpu, only=only, progress=progress)
+            run = testrun.test(obj.repo, s, run, gpu=gpu, only=only, progress=progress, jobs=jobs)
     if as_json:
         print_json(run.to_json())
     else:

@@ -124,6 +124,7 @@ def run(directory: str | None, base: str = "current", *, gpu: str = "auto", prog
     base_ref = BASES[base]
     result = replay.apply(fork.repo, stack, base_ref, progress=progress)
     result = represent.check(fork.repo, stack, base_ref, run=result, progress=progress)
-    result = testrun.test(fork.repo, stack, result, gpu=gpu, progress=progress)
+    # The demo's tests are known to run side by side (file rendezvous, no fixed ports).
+    result = testrun.test(fork.repo, stack, result, gpu=gpu, progress=progress, jobs=max(1, min(4, os.cpu_count() or 1)))
     result = forge.pr(fork.repo, stack, result, dry_run=True, client=forge.NoForge())
     return result, workdir

@@ -62,8 +62,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -240,11 +242,23 @@ def _overlay(repo: git.Repository, commit: str, entries: dict[str, tuple[str, st
 # -- the stage --------------------------------------------------------------------------
 
 
-def test(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = (), progress: Progress | None = None) -> Run:
-    """``ggstack test``: every job here, folded into a copy of ``run``."""
-    jobs = plan(repo, stack, run, gpu=gpu, only=only)
-    results, gpu_state = execute(repo, stack, jobs, gpu=gpu, progress=progress)
-    return fold(repo, run, jobs, results, gpu_state)
+def test(
+    repo: git.Repository,
+    stack: Stack,
+    run: Run,
+    *,
+    gpu: str = "auto",
+    only: Sequence[str] = (),
+    progress: Progress | None = None,
+    jobs: int = 1,
+) -> Run:
+    """``ggstack test``: every job here, folded into a copy of ``run``.
+
+    ``jobs``: how many CPU test commands may run at once (GPU commands always
+    run one at a time: they share the one device)."""
+    planned = plan(repo, stack, run, gpu=gpu, only=only)
+    results, gpu_state = execute(repo, stack, planned, gpu=gpu, progress=progress, parallel=jobs)
+    return fold(repo, run, planned, results, gpu_state)
 
 
 def matrix(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()) -> dict[str, Any]:
@@ -404,7 +418,13 @@ def detect_gpu(stack: Stack) -> tuple[bool, str]:
 
 
 def execute(
-    repo: git.Repository, stack: Stack, jobs: Sequence[Job], *, gpu: str = "auto", progress: Progress | None = None
+    repo: git.Repository,
+    stack: Stack,
+    jobs: Sequence[Job],
+    *,
+    gpu: str = "auto",
+    progress: Progress | None = None,
+    parallel: int = 1,
 ) -> tuple[dict[str, list[TestResult]], str | None]:
     """Every run of ``jobs`` (cache first); (results by job id, what GPU there was)."""
     check_gpu_mode(gpu)
@@ -419,6 +439,7 @@ def execute(
     total = sum(len(j.trees) for j in jobs)
     done = 0
     results: dict[str, list[TestResult]] = {}
+    cpu_runs: list[tuple[Job, int, TestTree]] = []
     for job in jobs:
         if job.kind == "gpu" and not present:
             if progress:
@@ -426,13 +447,25 @@ def execute(
             results[job.id] = _without_gpu(repo, stack, job, why)
             done += len(job.trees)
             continue
-        out = []
-        for i, tt in enumerate(job.trees, 1):
+        results[job.id] = [None] * len(job.trees)  # type: ignore[list-item]
+        for i, tt in enumerate(job.trees):
+            if job.kind == "cpu" and parallel > 1:
+                cpu_runs.append((job, i, tt))
+                continue
             if progress:
-                progress(done, total, f"{job.patch} {job.kind} run {i}/{len(job.trees)} ({LABELS[tt.where]})")
-            out.append(_run_cached(repo, stack, job, tt, present))
+                progress(done, total, f"{job.patch} {job.kind} run {i + 1}/{len(job.trees)} ({LABELS[tt.where]})")
+            results[job.id][i] = _run_cached(repo, stack, job, tt, present)
             done += 1
-        results[job.id] = out
+    if cpu_runs:
+        # The test commands are independent processes in their own worktrees;
+        # what touches git (worktree add/remove) is serialised by _GIT_LOCK.
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            futures = [(job, i, pool.submit(_run_cached, repo, stack, job, tt, present)) for job, i, tt in cpu_runs]
+            for job, i, future in futures:
+                results[job.id][i] = future.result()
+                done += 1
+                if progress:
+                    progress(done, total, f"{job.patch} cpu run {i + 1}/{len(job.trees)}")
     if progress:
         progress(done, total, "done")
     return results, gpu_state
@@ -627,19 +660,25 @@ def _tail(output: str) -> str:
 # -- worktrees ------------------------------------------------------------------------------------
 
 
+_GIT_LOCK = threading.Lock()  # one Repository (its object queue, its cat-file process) is not thread-safe
+
+
 @contextlib.contextmanager
 def _worktree(repo: git.Repository, tt: TestTree) -> Iterator[str]:
     """A temporary worktree of ``tt.tree``, named after this process so that
     a later run can tell a crashed run's leftovers from a live run's."""
-    root = repo.state_dir("worktrees")
-    _stop_pytest_config_search(root)
-    path = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root)
+    with _GIT_LOCK:
+        root = repo.state_dir("worktrees")
+        _stop_pytest_config_search(root)
+        path = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root)
     try:
-        commit = repo.commit_tree(tt.tree, [tt.parent] if tt.parent else [], "ggstack test tree\n", scratch=True)
-        repo.add_worktree(path, commit)
+        with _GIT_LOCK:
+            commit = repo.commit_tree(tt.tree, [tt.parent] if tt.parent else [], "ggstack test tree\n", scratch=True)
+            repo.add_worktree(path, commit)
         yield path
     finally:
-        _remove_worktree(repo, path)
+        with _GIT_LOCK:
+            _remove_worktree(repo, path)
 
 
 def _stop_pytest_config_search(root: str) -> None:

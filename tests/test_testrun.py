@@ -390,6 +390,16 @@ def test_matrix_then_shards_then_merge_equals_a_single_run(world: World, tmp_pat
     assert proc.returncode == 2 and files[0] in proc.stderr
 
 
+def test_jobs_run_cpu_commands_side_by_side_with_the_same_result(world: World) -> None:
+    world.stack("two", [world.fix, world.kernel])
+    sequential = world.test_json("two", "equivalent")
+    shutil.rmtree(world.repo.state_dir("cache", "tests"))  # the parallel run must really run
+    parallel = world.test_json("two", "equivalent", "--jobs", "3")
+    assert not any(t["cached"] for p in parallel["patches"] for t in p["tests"])
+    assert _comparable(parallel) == _comparable(sequential)
+    assert world.worktrees_left() == []
+
+
 def test_which_files_are_tests() -> None:
     patterns = ("tests/**/test_*.py",)
     assert testrun.is_test_path("tests/test_calc.py", patterns)
