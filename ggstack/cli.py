@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ggstack import git, replay, report, series
@@ -54,10 +55,10 @@ def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except UserError as e:
-            err_console.print(f"[bold red]ggstack:[/] {e}", markup=True, highlight=False)
+            err_console.print(f"[bold red]ggstack:[/] {escape(str(e))}", highlight=False)
             sys.exit(e.exit_code)
         except InfraError as e:
-            err_console.print(f"[bold red]ggstack: infrastructure failure:[/] {e}", highlight=False)
+            err_console.print(f"[bold red]ggstack: infrastructure failure:[/] {escape(str(e))}", highlight=False)
             sys.exit(e.exit_code)
 
     return wrapper
@@ -168,10 +169,10 @@ def list_(obj: Ctx, stack: str | None, as_json: bool) -> None:
             prov = p.provenance
             table.add_row(
                 str(i),
-                p.subject,
+                escape(p.subject),
                 prov.original_pr or "",
                 (prov.cherry_picked_from or "")[:10],
-                "\n".join(prov.dropped),
+                escape("\n".join(prov.dropped)),
                 prov.stack_patch_id[:12],
             )
         out.print(table)
@@ -504,13 +505,13 @@ def sync(obj: Ctx, stack: str, onto: str | None, fetch: bool, gpu: str, dry_run:
     s = obj.stack(stack)
     actions = pipeline.in_actions(os.environ)
     observer = pipeline.ActionsObserver(sys.stdout) if actions else _TerminalObserver()
-    warn = lambda message: err_console.print(f"[yellow]ggstack: warning:[/] {message}", highlight=False)  # noqa: E731
+    warn = lambda message: err_console.print(f"[yellow]ggstack: warning:[/] {escape(message)}", highlight=False)  # noqa: E731
     with pipeline.locked(obj.repo, s.name, command=f"ggstack sync {s.name}", warn=warn):
         run = pipeline.sync(obj.repo, s, onto or s.config.target.base, fetch=fetch, gpu=gpu, dry_run=dry_run, close_redundant=close_redundant, observer=observer)
         path = pipeline.save_run(obj.repo, run, run_json)
     console().print(report.report_table(run))
     for error in run.errors:
-        err_console.print(f"[bold red]ggstack:[/] {error}", highlight=False)
+        err_console.print(f"[bold red]ggstack:[/] {escape(error)}", highlight=False)
     if actions:
         pipeline.publish_to_actions(run, s, os.environ, sys.stdout)
     err_console.print(f"wrote the Run to {path}" + (" (dry run: nothing else changed)" if dry_run else ""), highlight=False)
@@ -526,7 +527,7 @@ class _TerminalObserver:
 
     def finished(self, name: str, state: str) -> None:
         style = "green" if state in ("ok", "dry-run") else ("yellow" if state.startswith("skipped") else "red")
-        err_console.print(f"[{style}]{name}[/]: {state}", highlight=False)
+        err_console.print(f"[{style}]{name}[/]: {escape(state)}", highlight=False)
 
 
 @main.command("report")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -29,7 +30,7 @@ def apply_table(run: Run) -> Table:
         detail = ", ".join(o.conflict.paths) if o.conflict else ""
         if o.note:
             detail = f"{detail} ({o.note})" if detail else o.note
-        table.add_row(o.name, f"[{styles.get(applied, '')}]{applied.value}[/]", short(o.commit), detail)
+        table.add_row(escape(o.name), f"[{styles.get(applied, '')}]{applied.value}[/]", short(o.commit), escape(detail))
     return table
 
 
@@ -80,10 +81,10 @@ def check_table(run: Run) -> Table:
         if o.verdict is Verdict.PARTIAL:
             verdict += f" {round(100 * o.represented_fraction)}%"
         table.add_row(
-            f"{o.name}\n{o.subject}",
+            escape(f"{o.name}\n{o.subject}"),
             f"[{styles.get(o.verdict, '')}]{verdict}[/]",
             " ".join(short(c) for c in o.represented_by),
-            verdict_words(o),
+            escape(verdict_words(o)),
             o.recommendation.value if o.recommendation else "",
         )
     return table
@@ -246,7 +247,7 @@ def pr_plan_table(run: Run) -> Table:
         if pr is None:
             why = {Verdict.REPRESENTED: "no PR: represented", Verdict.CONFLICT: "no PR: needs rework (conflict)",
                    Verdict.BROKEN: "no PR: needs rework (broken)", Verdict.INCONCLUSIVE: "no PR: held (inconclusive)"}
-            table.add_row(o.name, verdict, "", "", "", why.get(o.verdict, "") if o.verdict else "")
+            table.add_row(escape(o.name), verdict, "", "", "", why.get(o.verdict, "") if o.verdict else "")
             continue
         number = f"#{pr.number}" if pr.number else ("new" if pr.state == "planned" else "")
         if pr.number and pr.state and pr.state != "open":
@@ -255,7 +256,7 @@ def pr_plan_table(run: Run) -> Table:
         actions = "\n".join(pr.actions) or (pr.action or "nothing")
         if pr.note:
             actions += f"\n({pr.note})"
-        table.add_row(o.name, verdict, number, pr.base or "", gate, actions)
+        table.add_row(escape(o.name), verdict, number, escape(pr.base or ""), escape(gate), escape(actions))
     return table
 
 
@@ -308,12 +309,12 @@ def test_table(run: Run) -> Table:
     for o in run.outcomes:
         evidence = next((e for e in o.evidence if e.kind == "tests"), None)
         table.add_row(
-            o.name,
+            escape(o.name),
             o.verdict.value if o.verdict else "",
             o.recommendation.value if o.recommendation else "",
-            _test_cells(o, "cpu"),
-            _test_cells(o, "gpu"),
-            evidence.detail if evidence else ("no test files" if o.applied is not Applied.SKIPPED else ""),
+            escape(_test_cells(o, "cpu")),
+            escape(_test_cells(o, "gpu")),
+            escape(evidence.detail) if evidence else ("no test files" if o.applied is not Applied.SKIPPED else ""),
         )
     return table
 
