@@ -64,7 +64,7 @@ def build_fork(path: str) -> Fork:
         commits[c.key] = repo.commit_tree(
             tree,
             [commits[p] for p in c.parents],
-            c.message,
+            re.sub(r"\{([a-z0-9-]+)\}", lambda m: commits[m.group(1)], c.message),
             author=(author[0], author[1], c.date),
             committer=(committer[0], committer[1], c.date),
         )

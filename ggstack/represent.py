@@ -44,7 +44,8 @@ from ggstack.model import Applied, Evidence, Outcome, Recommendation, Run, Stack
 
 Progress = Callable[[int, int, str], None]
 
-_IDENTITY_GREP = r"(cherry picked from commit|Cherry-picked-from:|Stack-Patch-Id:)"
+_IDENTITY_GREP = r"(cherry picked from commit|Cherry-picked-from:|Stack-Patch-Id:|This reverts commit)"
+_REVERTS = re.compile(r"This reverts commit ([0-9a-f]{40})")
 _PICKED_FROM = re.compile(r"(?:\(cherry picked from commit |^Cherry-picked-from:\s*)([0-9a-f]{40})", re.M | re.I)
 _SPID = re.compile(r"^Stack-Patch-Id:\s*(\S+)\s*$", re.M | re.I)
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -535,6 +536,7 @@ class Signals:
     picked_from: dict[str, list[str]]  # source sha -> base commits whose message names it
     spids: dict[str, list[str]]  # Stack-Patch-Id -> base commits carrying it
     reachable: set[str]  # source shas that are ancestors of the base
+    reverted: dict[str, list[str]] = field(default_factory=dict)  # source sha -> base commits that say they revert it (or the merge that brought it)
 
     def range_size(self, paths: Sequence[str]) -> int:
         return len({i for p in paths for i in self.touching.get(p, ())})
@@ -589,22 +591,49 @@ def gather_signals(
             by_id.setdefault(ids[commit], []).append(commit)
     picked: dict[str, list[str]] = {}
     spids: dict[str, list[str]] = {}
+    reverts: dict[str, list[str]] = {}  # reverted sha -> reverting commits (git revert's own line)
     for commit, message in repo.messages_matching([base], exclude, _IDENTITY_GREP):
         for src in _PICKED_FROM.findall(message):
             picked.setdefault(src, []).append(commit)
         for spid in _SPID.findall(message):
             spids.setdefault(spid, []).append(commit)
+        for undone in _REVERTS.findall(message):
+            reverts.setdefault(undone, []).append(commit)
     srcs = [s for s in dict.fromkeys(sources) if s]
     reachable = set(srcs) - repo.not_reachable(srcs, base)
-    return Signals(ids, by_id, touching, history, picked, spids, reachable)
+    return Signals(ids, by_id, touching, history, picked, spids, reachable, _reverted_sources(repo, reverts, reachable))
+
+
+def _reverted_sources(repo: git.Repository, reverts: dict[str, list[str]], sources: set[str]) -> dict[str, list[str]]:
+    """source -> the base commits that reverted it: directly, or by reverting
+    the merge that brought it in (a GitHub PR merge has the PR's head as its
+    second parent) — the "merge/revert block" of the seed."""
+    out: dict[str, list[str]] = {}
+    for undone, by in reverts.items():
+        if undone in sources:
+            out.setdefault(undone, []).extend(by)
+            continue
+        info = repo.read_commit(undone)
+        for src in (info.parents[1:] if info else ()):
+            if src in sources:
+                out.setdefault(src, []).extend(by)
+    return out
 
 
 def identity_evidence(signals: Signals, commit: str | None, sources: Sequence[str], spid: str) -> Evidence:
     commits: list[str] = []
     facts: list[str] = []
+    reverted: list[str] = []
     for src in dict.fromkeys(s for s in sources if s):
         if src in signals.reachable:
-            facts.append(f"{'the commit itself' if src == commit else 'its source ' + src[:10]} is reachable from the base")
+            who = 'the commit itself' if src == commit else 'its source ' + src[:10]
+            undone = signals.reverted.get(src, [])
+            if undone:
+                # In the base, then taken out again: no evidence that the base has it now.
+                facts.append(f"{who} is reachable from the base, but {', '.join(c[:10] for c in undone)} reverted it")
+                reverted += undone
+                continue
+            facts.append(f"{who} is reachable from the base")
             commits.append(src)
         for c in signals.picked_from.get(src, []):
             facts.append(f"base commit {c[:10]} says it was cherry-picked from {src[:10]}")
@@ -614,6 +643,8 @@ def identity_evidence(signals: Signals, commit: str | None, sources: Sequence[st
         commits.append(c)
     if not facts:
         return Evidence("identity", "no identity match: its source is not in the base and no base commit names it", data={"match": False})
+    if not commits:
+        return Evidence("identity", "; ".join(facts), list(dict.fromkeys(reverted)), data={"match": False, "reverted_by": list(dict.fromkeys(reverted))})
     return Evidence("identity", "; ".join(facts), list(dict.fromkeys(commits)), data={"match": True})
 
 

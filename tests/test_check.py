@@ -106,6 +106,23 @@ def test_picked_then_reverted_upstream_is_unique(world: GitRepo) -> None:
     assert o.recommendation is Recommendation.OPEN_PR  # needed again: the evidence says why the signals disagree
 
 
+def test_merged_then_the_merge_reverted_names_the_revert_as_identity_evidence(world: GitRepo) -> None:
+    """The seed's "merge/revert block": the PR's commit is reachable from the
+    base through its merge, and ``git revert -m 1`` of that merge took it out."""
+    c = on(world, "fork", "fix (#130)", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
+    world.git("merge", "-q", "--no-ff", "-m", "Merge pull request #130 from me/fix", "fork")
+    merge = world.sha("HEAD")
+    world.git("revert", "--no-edit", "-m", "1", merge)
+    revert = world.sha("HEAD")
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE
+    identity = kinds(o)["identity"][0]
+    assert identity.data == {"match": False, "reverted_by": [revert]}
+    assert identity.detail == f"the commit itself is reachable from the base, but {revert[:10]} reverted it"
+    assert not any("signals disagree" in e.detail for e in o.evidence)  # the revert explains it
+    assert o.recommendation is Recommendation.OPEN_PR
+
+
 def test_squash_into_a_larger_base_commit_names_it(world: GitRepo) -> None:
     """The 639aeff case: the fix folded into a commit with other lifecycle work."""
     c = on(world, "fork", "fix(dcp): preallocate buffers", {"f.txt": text(edited(LINES, **THREE_HUNKS))})

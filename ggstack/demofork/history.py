@@ -29,7 +29,7 @@ from importlib import resources
 class DemoCommit:
     key: str  # how other entries and refs name it
     parents: tuple[str, ...]  # keys; () for the root
-    message: str  # full message (subject, blank line, body)
+    message: str  # full message (subject, blank line, body); "{key}" names an earlier commit's sha, as git revert writes it
     author: str  # "Name <email>"
     date: str  # author and committer date
     files: dict[str, str | None] = field(default_factory=dict)  # fork path -> snapshot name; None deletes; unlisted paths inherit from the first parent
@@ -147,6 +147,9 @@ HISTORY: tuple[DemoCommit, ...] = (
         parents=("merge130",),
         message=(
             'Revert "Merge pull request #130 from voipmonitor/fix/dcp-a2a-prewarm"\n'
+            "\n"
+            "This reverts commit {merge130}, reversing\n"
+            "changes made to {work-topk}.\n"
             "\n"
             "This reverts the Jul 20 merge of #130: the CUTLASS pin and the MLA\n"
             "workaround were not wanted. The tree is back to before #130; the DCP\n"
