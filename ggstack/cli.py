@@ -397,7 +397,10 @@ def test_(obj: Ctx, stack: str, results_files: tuple[str, ...], onto: str | None
             doc = testrun.shard(obj.repo, s, run, part=part, job_id=job_id, gpu=gpu, only=only, progress=progress)
         path = results_path or f"ggstack-test-{job_id or shard.replace('/', '-of-')}.json"
         if os.path.dirname(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            except OSError as e:
+                raise UserError(f"--results: cannot create its directory: {e.strerror}", path=path) from None
         series.write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
         click.echo(f"wrote {path} ({len(doc['jobs'])} job(s))")
         return
@@ -451,8 +454,7 @@ def pr(obj: Ctx, stack: str, onto: str | None, dry_run: bool, close_redundant: b
 
     s = obj.stack(stack)
     if run_path:
-        with open(run_path, encoding="utf-8") as f:
-            run = Run.from_json(json.load(f))
+        run = _load_run(run_path)
     else:
         base = onto or s.config.target.base
         with StageProgress(len(s.patches), "apply") as progress:
@@ -545,11 +547,7 @@ def report_(run_file: str, fmt: str) -> None:
     Example:
       ggstack report run.json --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
-    try:
-        with open(run_file, encoding="utf-8") as f:
-            run = Run.from_json(json.load(f))
-    except (ValueError, KeyError, TypeError) as e:
-        raise UserError(f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): {e}", path=run_file) from None
+    run = _load_run(run_file)
     if fmt == "json":
         click.echo(report.run_json(run), nl=False)
     elif fmt == "markdown":
@@ -562,6 +560,21 @@ def report_(run_file: str, fmt: str) -> None:
                 out.print(f"\n{o.name}: remaining diff", markup=False)
                 out.print(o.remaining_diff, markup=False, highlight=False)
 
+
+
+def _load_run(path: str) -> Run:
+    """A saved Run, or a UserError naming the file (report and pr --run read hand-made files too)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise TypeError(f"the top level is {json.dumps(data)[:40]}, not a JSON object")
+        return Run.from_json(data)
+    except KeyError as e:
+        raise UserError(f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): no key {e}", path=path) from None
+    except (ValueError, TypeError, AttributeError) as e:
+        # UnicodeDecodeError and JSONDecodeError are ValueErrors; the others are a wrong shape.
+        raise UserError(f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): {e}", path=path) from None
 
 
 @main.command()

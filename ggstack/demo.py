@@ -24,6 +24,7 @@ from typing import Callable
 
 from ggstack import git, series
 from ggstack.demofork import history
+from ggstack.errors import UserError
 from ggstack.model import Run, Stack
 
 Progress = Callable[[int, int, str], None]
@@ -114,7 +115,10 @@ def run(directory: str | None, base: str = "current", *, gpu: str = "auto", prog
     from ggstack import forge, represent, replay, testrun
 
     workdir = os.path.abspath(directory or tempfile.mkdtemp(prefix="ggstack-demo-"))
-    os.makedirs(workdir, exist_ok=True)
+    try:
+        os.makedirs(workdir, exist_ok=True)
+    except OSError as e:  # DIRECTORY, or a folder above it, is a file
+        raise UserError(f"cannot create the demo directory: {e.strerror}", path=workdir) from None
     for old in ("fork.git", "remote.git", "patches"):
         shutil.rmtree(os.path.join(workdir, old), ignore_errors=True)
     fork = build_fork(os.path.join(workdir, "fork.git"))

@@ -40,6 +40,7 @@ import os
 import re
 import signal
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Mapping, Sequence, TypeVar
@@ -126,6 +127,19 @@ class RemotePR:
     handle: Any = field(default=None, repr=False)  # the PyGithub PullRequest
 
 
+def _api_url(raw: str) -> str:
+    """GITHUB_API_URL, checked here: PyGithub fails on a malformed one with a bare AttributeError."""
+    try:
+        parts = urllib.parse.urlsplit(raw)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # e.g. an unclosed "[" of an IPv6 host
+        ok = False
+    if not ok:
+        shown = repr(raw) if "@" not in raw else "(a value with credentials in it)"  # never echo a secret
+        raise UserError(f"GITHUB_API_URL={shown} is not an http(s) URL with a host (e.g. {DEFAULT_API_URL})")
+    return raw.rstrip("/")
+
+
 class Forge:
     """PyGithub behind ggstack's retry, error and scrubbing rules."""
 
@@ -133,7 +147,7 @@ class Forge:
         env = os.environ if env is None else env
         self.slug = slug
         self.token, self.token_var = _token(env, slug)
-        self.api_url = (env.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
+        self.api_url = _api_url(env.get("GITHUB_API_URL") or DEFAULT_API_URL)
         self.policy = RetryPolicy.from_env(env)
         self.writes = 0
         self._waited = 0.0

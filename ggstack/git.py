@@ -165,14 +165,16 @@ class Repository:
 
     def resolve(self, ref: str, what: str = "commit") -> str:
         """The full sha of ``ref``, or a UserError naming it."""
-        proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{{what}}}", check=False)
-        if proc.returncode != 0:
+        sha = self.try_resolve(ref, what)
+        if sha is None:
             raise UserError(f"unknown ref {ref!r}: not a {what} in {self.worktree or self.git_dir}")
-        return proc.stdout.decode().strip()
+        return sha
 
     def try_resolve(self, ref: str, what: str = "commit") -> str | None:
         proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{{what}}}", check=False)
-        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+        sha = proc.stdout.decode().strip() if proc.returncode == 0 else ""
+        # "^X" passes --verify and prints "^<sha>": a negated range end, not one object.
+        return sha if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) else None
 
     def ref_value(self, ref: str) -> str | None:
         """The sha a ref points at right now, without peeling; None if absent."""

@@ -221,8 +221,11 @@ def save_run(repo: git.Repository, run: Run, path: str | None = None) -> str:
     series.write_atomic(last, data)
     if path:
         parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        series.write_atomic(path, data)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            series.write_atomic(path, data)
+        except OSError as e:  # a folder on the way is a file, or not writable
+            raise UserError(f"--run-json: cannot write it: {e.strerror} (the Run is saved in {last})", path=path) from None
         return path
     return last
 

@@ -412,6 +412,8 @@ def load(patches_dir: str, name: str) -> Stack:
     config = parse_config(toml_text, toml_path)
     series_path = os.path.join(path, SERIES)
     series_raw = b""
+    if os.path.isdir(series_path):
+        raise UserError(f"{SERIES} is a directory; it must be the file listing the patches", path=series_path)
     if os.path.exists(series_path):
         with open(series_path, "rb") as f:
             series_raw = f.read()
@@ -521,7 +523,10 @@ def init(patches_dir: str, name: str, repo_slug: str, base: str, remote: str = "
         raise UserError(f"--repo-slug must be owner/name, not {repo_slug!r}")
     text = render_config(repo_slug, base, remote)
     parse_config(text, os.path.join(path, STACK_TOML))  # what init writes must load
-    os.makedirs(path, exist_ok=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:  # the patches directory or the stack's own name is a file
+        raise UserError(f"cannot create the stack directory: {e.strerror}", path=path) from None
     write_atomic(os.path.join(path, SERIES), f"# ggstack series for {name}: one patch a line, in merge order\n".encode())
     write_atomic(os.path.join(path, STACK_TOML), text.encode())
     return path

@@ -336,6 +336,13 @@ def load_results(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
             raise UserError(f"not a JSON results file: {e}", path=path) from None
         if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
             raise UserError("not a ggstack test results file (written by `ggstack test --shard`)", path=path)
+        jobs = doc.get("jobs", [])
+        if not isinstance(jobs, list) or not all(
+            isinstance(j, dict) and isinstance(j.get("id"), str) and isinstance(j.get("tests", []), list)
+            and all(isinstance(t, dict) for t in j.get("tests", []))
+            for j in jobs
+        ):
+            raise UserError('"jobs" must be a list of objects, each with an "id" and a list of "tests" (edited by hand?)', path=path)
         docs.append((path, doc))
     return docs
 
@@ -361,7 +368,10 @@ def merge(
                 continue  # left out by this merge's --only or --gpu off
             if entry.get("trees") != {t.where: t.tree for t in job.trees}:
                 raise UserError(f"job {job.id} was run on other trees than this stack gives on this base", path=path)
-            results[job.id] = [TestResult(**t) for t in entry.get("tests", [])]
+            try:
+                results[job.id] = [TestResult(**t) for t in entry.get("tests", [])]
+            except TypeError as e:  # a test result with missing or unknown keys
+                raise UserError(f"job {job.id}: not a test result: {e}", path=path) from None
             if job.kind == "gpu":
                 gpu_seen.append(doc.get("gpu"))
     for job in jobs:

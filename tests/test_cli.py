@@ -25,3 +25,111 @@ def test_subjects_and_messages_with_brackets_are_printed_as_written(repo: GitRep
     missing = run_ggstack("--patches", patches, "show", "s", "[bold]x[/bold]", cwd=repo.path)
     assert missing.returncode == 2 and "'[bold]x[/bold]'" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+# -- bad input is a message and exit 2, never a traceback -------------------------------
+
+
+def _stack(repo: GitRepo, tmp_path) -> str:
+    """A stack s of one patch on branch old; returns the patches directory."""
+    repo.commit("init", {"f.txt": "a\n"})
+    repo.git("branch", "old")
+    repo.commit("second", {"f.txt": "a\nb\n"})
+    patches = str(tmp_path / "patches")
+    assert run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "old", cwd=repo.path).returncode == 0
+    assert run_ggstack("--patches", patches, "import", "s", "HEAD", cwd=repo.path).returncode == 0
+    return patches
+
+
+def _fails_cleanly(proc, code: int, *needles: str) -> None:
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr
+
+
+def test_a_negated_ref_is_an_unknown_ref_not_a_sha(repo: GitRepo, tmp_path) -> None:
+    # rev-parse --verify accepts "^X" and prints "^<sha>", which is no object name.
+    patches = _stack(repo, tmp_path)
+    _fails_cleanly(run_ggstack("--patches", patches, "apply", "s", "--onto", "^old", cwd=repo.path), 2, "unknown base ref '^old'")
+    _fails_cleanly(run_ggstack("--patches", patches, "import", "s", "^HEAD", cwd=repo.path), 2, "unknown ref '^HEAD'")
+    assert not repo.git("for-each-ref", "refs/heads/gg")
+
+
+def test_a_saved_run_that_is_not_a_run_names_the_file(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    cases = {
+        "list.json": ("[1, 2]", "the top level is [1, 2]"),
+        "null.json": ("null", "the top level is null"),
+        "old.json": ('{"base": "x"}', "no key 'base_ref'"),
+        "evidence.json": ('{"base_ref": "old", "base": "x", "patches": [{"name": "0001", "evidence": "zz"}]}', "not a ggstack Run"),
+        "latin1.json": (b'\xff{}', "not a ggstack Run"),
+    }
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        _fails_cleanly(run_ggstack("report", str(path), cwd=repo.path), 2, str(path), message)
+        _fails_cleanly(run_ggstack("--patches", patches, "pr", "s", "--run", str(path), "--dry-run", cwd=repo.path), 2, str(path), message)
+
+
+def test_a_series_that_is_a_directory_is_named(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    series = tmp_path / "patches" / "s" / "series"
+    series.unlink()
+    series.mkdir()
+    _fails_cleanly(run_ggstack("--patches", patches, "list", "s", cwd=repo.path), 2, f"{series}: series is a directory")
+
+
+def test_init_where_a_file_is_in_the_way_and_results_under_a_file(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    (tmp_path / "patches" / "t").write_text("x\n")
+    _fails_cleanly(run_ggstack("--patches", patches, "init", "t", "--repo-slug", "o/r", "--base", "old", cwd=repo.path), 2, "cannot create the stack directory")
+    (tmp_path / "blocker").write_text("x\n")
+    proc = run_ggstack("--patches", patches, "test", "s", "--shard", "1/1", "--results", str(tmp_path / "blocker" / "r.json"), cwd=repo.path)
+    _fails_cleanly(proc, 2, "--results: cannot create its directory")
+
+
+def test_a_malformed_api_url_is_a_message_without_the_token(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    token = "ghp_doNotPrintThis0123456789"
+    for url in ("not a url", "ftp://x", "http://[::1", f"ftp://{token}@x"):
+        proc = run_ggstack("--patches", patches, "pr", "s", "--dry-run", cwd=repo.path, env={"GITHUB_TOKEN": token, "GITHUB_API_URL": url})
+        _fails_cleanly(proc, 2, "GITHUB_API_URL=", "is not an http(s) URL")
+        assert token not in proc.stdout + proc.stderr
+
+
+def test_demo_into_a_directory_under_a_file(tmp_path) -> None:
+    (tmp_path / "afile").write_text("x\n")
+    proc = run_ggstack("demo", str(tmp_path / "afile" / "sub"), "--gpu", "off", cwd=tmp_path)
+    _fails_cleanly(proc, 2, "cannot create the demo directory")
+
+
+def test_merge_of_results_edited_by_hand_names_the_file(repo: GitRepo, tmp_path) -> None:
+    import json
+
+    repo.commit("init", {"f.txt": "a\n"})
+    repo.git("branch", "old")
+    repo.commit("add a test", {"tests/test_x.py": "def test_x():\n    assert True\n"})
+    patches = str(tmp_path / "patches")
+    assert run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "old", cwd=repo.path).returncode == 0
+    assert run_ggstack("--patches", patches, "import", "s", "HEAD", cwd=repo.path).returncode == 0
+    good = tmp_path / "good.json"
+    assert run_ggstack("--patches", patches, "test", "s", "--shard", "1/1", "--results", str(good), cwd=repo.path).returncode == 0
+    doc = json.loads(good.read_text())
+    for name, edit, message in (
+        ("jobs.json", lambda d: d.update(jobs=None), '"jobs" must be a list of objects'),
+        ("id.json", lambda d: d["jobs"][0].update(id=["x"]), '"jobs" must be a list of objects'),
+        ("tests.json", lambda d: d["jobs"][0].update(tests=[{"bogus": 1}]), "not a test result"),
+    ):
+        bad = json.loads(json.dumps(doc))
+        edit(bad)
+        path = tmp_path / name
+        path.write_text(json.dumps(bad))
+        _fails_cleanly(run_ggstack("--patches", patches, "test", "s", "--merge", str(path), cwd=repo.path), 2, str(path), message)
+
+
+def test_sync_run_json_under_a_file_says_where_the_run_is(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    (tmp_path / "afile").write_text("x\n")
+    proc = run_ggstack("--patches", patches, "sync", "s", "--dry-run", "--run-json", str(tmp_path / "afile" / "r.json"), cwd=repo.path)
+    _fails_cleanly(proc, 2, "--run-json: cannot write it", "ggstack/runs/s.json")
