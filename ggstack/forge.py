@@ -353,6 +353,9 @@ class Forge:
 def _token(env: Mapping[str, str], slug: str) -> tuple[str, str]:
     for var in TOKEN_VARS:
         value = env.get(var, "").strip()
+        if value and any(c.isspace() or not c.isprintable() for c in value):
+            # An HTTP header cannot carry it, and requests' error would quote it (escaped, past scrub).
+            raise UserError(f"{var} has whitespace or control characters inside it (a pasted line break?); the value is not shown")
         if value:
             return value, var
     raise UserError(f"no GitHub token: set GITHUB_TOKEN (or GH_TOKEN) to a token that may open PRs on {slug}")

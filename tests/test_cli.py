@@ -133,3 +133,12 @@ def test_sync_run_json_under_a_file_says_where_the_run_is(repo: GitRepo, tmp_pat
     (tmp_path / "afile").write_text("x\n")
     proc = run_ggstack("--patches", patches, "sync", "s", "--dry-run", "--run-json", str(tmp_path / "afile" / "r.json"), cwd=repo.path)
     _fails_cleanly(proc, 2, "--run-json: cannot write it", "ggstack/runs/s.json")
+
+
+def test_a_token_with_a_line_break_inside_is_refused_unshown(repo: GitRepo, tmp_path) -> None:
+    # requests would refuse the header and quote it escaped ("\n"), past the scrubbing of the raw token.
+    patches = _stack(repo, tmp_path)
+    env = {"GITHUB_TOKEN": "ghp_secretPart1\nsecretPart2", "GITHUB_API_URL": "http://127.0.0.1:9", "GGSTACK_RETRY_ATTEMPTS": "1"}
+    proc = run_ggstack("--patches", patches, "pr", "s", "--dry-run", cwd=repo.path, env=env)
+    _fails_cleanly(proc, 2, "GITHUB_TOKEN has whitespace or control characters")
+    assert "secretPart" not in proc.stdout + proc.stderr
