@@ -92,6 +92,8 @@ class RetryPolicy:
                 raise UserError(f"{var}={raw!r} is not a {kind.__name__}") from None
             if parsed < 0:
                 raise UserError(f"{var} must not be negative")
+            if not parsed < 10**9:  # NaN, inf, or past what a timer can hold
+                raise UserError(f"{var}={raw!r} is not a usable number of seconds or tries")
             return parsed
 
         return cls(

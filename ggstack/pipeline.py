@@ -392,8 +392,11 @@ def publish_to_actions(run: Run, stack: Stack, env: Mapping[str, str], out: Text
     out.flush()
     summary = env.get("GITHUB_STEP_SUMMARY")
     if summary:
-        with open(summary, "a", encoding="utf-8") as f:
-            f.write(report.markdown(run) + "\n")
+        try:
+            with open(summary, "a", encoding="utf-8") as f:
+                f.write(report.markdown(run) + "\n")
+        except OSError as e:  # the runner gave a path it cannot take: the machine's fault, not the input's
+            raise InfraError(f"GITHUB_STEP_SUMMARY={summary}: cannot append the report: {e.strerror}") from None
 
 
 def _data(text: str) -> str:

@@ -142,3 +142,15 @@ def test_a_token_with_a_line_break_inside_is_refused_unshown(repo: GitRepo, tmp_
     proc = run_ggstack("--patches", patches, "pr", "s", "--dry-run", cwd=repo.path, env=env)
     _fails_cleanly(proc, 2, "GITHUB_TOKEN has whitespace or control characters")
     assert "secretPart" not in proc.stdout + proc.stderr
+
+
+def test_unusable_retry_numbers_and_step_summary_are_messages(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    forge = {"GITHUB_TOKEN": "ghp_x", "GITHUB_API_URL": "http://127.0.0.1:9"}
+    for var, value in (("GGSTACK_RETRY_BASE_SECONDS", "nan"), ("GGSTACK_FORGE_TIMEOUT", "9" * 20)):
+        proc = run_ggstack("--patches", patches, "pr", "s", "--dry-run", cwd=repo.path, env={**forge, var: value})
+        _fails_cleanly(proc, 2, f"{var}=")
+    (tmp_path / "summary").mkdir()
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")}
+    proc = run_ggstack("--patches", patches, "sync", "s", "--dry-run", cwd=repo.path, env=env)
+    _fails_cleanly(proc, 3, "GITHUB_STEP_SUMMARY=", "cannot append the report")
