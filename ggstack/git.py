@@ -360,7 +360,10 @@ class Repository:
     def state_dir(self, *parts: str) -> str:
         """ggstack's own directory under the git dir (caches, locks, worktrees)."""
         path = os.path.join(self.common_dir, "ggstack", *parts)
-        os.makedirs(path, exist_ok=True)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:  # something else took the name: ggstack's own state, not the user's input
+            raise InfraError(f"cannot use ggstack's state directory {path}: {e.strerror} (move aside what is in the way)") from None
         return path
 
     # -- merging --------------------------------------------------------

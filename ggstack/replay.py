@@ -86,6 +86,8 @@ class Cache:
                 self._data: dict[str, str] = json.load(f)
         except (OSError, ValueError):
             self._data = {}
+        if not isinstance(self._data, dict):  # valid JSON of another shape is as corrupt
+            self._data = {}
         self._dirty = False
 
     def get(self, key: str) -> str | None:

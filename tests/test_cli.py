@@ -154,3 +154,20 @@ def test_unusable_retry_numbers_and_step_summary_are_messages(repo: GitRepo, tmp
     env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")}
     proc = run_ggstack("--patches", patches, "sync", "s", "--dry-run", cwd=repo.path, env=env)
     _fails_cleanly(proc, 3, "GITHUB_STEP_SUMMARY=", "cannot append the report")
+
+
+def test_ggstack_state_that_is_corrupt_or_in_the_way(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    assert run_ggstack("--patches", patches, "apply", "s", cwd=repo.path).returncode == 0
+    caches = list((repo.path / ".git" / "ggstack" / "cache").glob("*.json"))
+    assert caches
+    for cache in caches:
+        cache.write_text("[1]\n")  # valid JSON, not a map: as good as lost
+    proc = run_ggstack("--patches", patches, "apply", "s", cwd=repo.path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    state = repo.path / ".git" / "ggstack"
+    for p in sorted(state.rglob("*"), reverse=True):
+        p.rmdir() if p.is_dir() else p.unlink()
+    state.rmdir()
+    state.write_text("x\n")
+    _fails_cleanly(run_ggstack("--patches", patches, "apply", "s", cwd=repo.path), 3, "cannot use ggstack's state directory")
