@@ -627,6 +627,10 @@ def _import_one(
     changed = repo.diff_names(parent, sha)
     kept = [p for p in changed if _selected(p, only, exclude)]
     left_out = [p for p in changed if p not in kept]
+    for path in kept:
+        if _not_utf8(path):
+            raise UserError(f"commit {sha[:12]} changes {path.encode('utf-8', 'surrogateescape')!r}, a file name that is not UTF-8 "
+                            "(a patch file is UTF-8); leave it out with --exclude")
     if not kept:
         raise UserError(f"importing {sha[:12]} would leave an empty patch (--only/--exclude keep none of: {', '.join(changed) or 'no files'})")
     existing = dict(t for t in git.parse_trailers([message])[0])
@@ -706,6 +710,15 @@ def _merge_message(message: str) -> str:
         title, _, rest = body.partition("\n")
         return title + "\n\n" + (rest.strip("\n") + "\n\n" if rest.strip() else "") + subject + "\n"
     return message
+
+
+def _not_utf8(path: str) -> bool:
+    """git's bytes read as UTF-8 with surrogateescape: a lone surrogate is a byte that was not UTF-8."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _stack_patch_id(stack: str, sha: str, kept: Iterable[str]) -> str:

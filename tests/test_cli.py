@@ -171,3 +171,13 @@ def test_ggstack_state_that_is_corrupt_or_in_the_way(repo: GitRepo, tmp_path) ->
     state.rmdir()
     state.write_text("x\n")
     _fails_cleanly(run_ggstack("--patches", patches, "apply", "s", cwd=repo.path), 3, "cannot use ggstack's state directory")
+
+
+def test_import_of_a_file_name_that_is_not_utf8_is_refused_by_name(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    repo.commit("latin-1 name", {"ok.txt": "x\n"})
+    (repo.path / b"caf\xe9.txt".decode("utf-8", "surrogateescape")).write_bytes(b"x\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-q", "-m", "latin-1 name")
+    proc = run_ggstack("--patches", patches, "import", "s", "HEAD", cwd=repo.path)
+    _fails_cleanly(proc, 2, "a file name that is not UTF-8", "--exclude")
