@@ -598,6 +598,8 @@ def import_commits(
 def _expand(repo: git.Repository, revs: Sequence[str]) -> list[str]:
     commits: list[str] = []
     for rev in revs:
+        if "..." in rev:
+            raise UserError(f"{rev}: A...B (either side, not the other) has no merge order to import; use A..B")
         if ".." in rev:
             a, _, b = rev.partition("..")
             lo, hi = repo.resolve(a or "HEAD"), repo.resolve(b or "HEAD")

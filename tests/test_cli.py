@@ -181,3 +181,8 @@ def test_import_of_a_file_name_that_is_not_utf8_is_refused_by_name(repo: GitRepo
     repo.git("commit", "-q", "-m", "latin-1 name")
     proc = run_ggstack("--patches", patches, "import", "s", "HEAD", cwd=repo.path)
     _fails_cleanly(proc, 2, "a file name that is not UTF-8", "--exclude")
+
+
+def test_import_of_a_symmetric_range_says_to_use_two_dots(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    _fails_cleanly(run_ggstack("--patches", patches, "import", "s", "old...HEAD", cwd=repo.path), 2, "old...HEAD: A...B", "use A..B")
