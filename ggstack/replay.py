@@ -444,6 +444,8 @@ def replay(repo: git.Repository, picks: Sequence[Pick], onto: str, progress: Pro
 def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
     """The ref each patch's branch lives at."""
     refs = []
+    if prefix and prefix != prefix.encode("utf-8", "replace").decode("utf-8"):
+        raise UserError(f"--branch-prefix {prefix!r} is not UTF-8")  # a surrogate-escaped byte from the command line
     for i, p in enumerate(stack.patches, 1):
         if prefix:
             refs.append(f"{prefix.rstrip('/')}/{i:02d}-{p.slug}")

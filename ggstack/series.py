@@ -521,6 +521,9 @@ def init(patches_dir: str, name: str, repo_slug: str, base: str, remote: str = "
         raise UserError(f"stack {name!r} already exists", path=path)
     if not re.match(r"^[^/\s]+/[^/\s]+$", repo_slug):
         raise UserError(f"--repo-slug must be owner/name, not {repo_slug!r}")
+    for option, value in (("--repo-slug", repo_slug), ("--base", base), ("--remote", remote)):
+        if _not_utf8(value):
+            raise UserError(f"{option} {value!r} is not UTF-8 (stack.toml is UTF-8)")
     text = render_config(repo_slug, base, remote)
     parse_config(text, os.path.join(path, STACK_TOML))  # what init writes must load
     try:

@@ -186,3 +186,11 @@ def test_import_of_a_file_name_that_is_not_utf8_is_refused_by_name(repo: GitRepo
 def test_import_of_a_symmetric_range_says_to_use_two_dots(repo: GitRepo, tmp_path) -> None:
     patches = _stack(repo, tmp_path)
     _fails_cleanly(run_ggstack("--patches", patches, "import", "s", "old...HEAD", cwd=repo.path), 2, "old...HEAD: A...B", "use A..B")
+
+
+def test_command_line_bytes_that_are_not_utf8(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    bad = b"\xff".decode("utf-8", "surrogateescape")  # what Python makes of a non-UTF-8 argv byte
+    _fails_cleanly(run_ggstack("--patches", patches, "init", "t", "--repo-slug", "o/r", "--base", bad, cwd=repo.path), 2, "--base", "is not UTF-8")
+    assert not (tmp_path / "patches" / "t").exists()
+    _fails_cleanly(run_ggstack("--patches", patches, "apply", "s", "--branch-prefix", bad, cwd=repo.path), 2, "--branch-prefix", "is not UTF-8")
