@@ -68,9 +68,9 @@ def render_config(
     return f'''# ggstack stack configuration (see README.md, "stack.toml")
 
 [target]
-repo = "{repo_slug}"          # owner/name on the forge: where PRs are opened
-remote = "{remote}"              # git remote the per-patch branches are pushed to
-base = "{base}"     # the base branch the stack is replayed onto
+repo = {_toml_string(repo_slug)}          # owner/name on the forge: where PRs are opened
+remote = {_toml_string(remote)}              # git remote the per-patch branches are pushed to
+base = {_toml_string(base)}     # the base branch the stack is replayed onto
 # fork = "me/name"             # set when PR heads live in a fork (head = "me:branch")
 
 [branches]

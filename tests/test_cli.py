@@ -194,3 +194,16 @@ def test_command_line_bytes_that_are_not_utf8(repo: GitRepo, tmp_path) -> None:
     _fails_cleanly(run_ggstack("--patches", patches, "init", "t", "--repo-slug", "o/r", "--base", bad, cwd=repo.path), 2, "--base", "is not UTF-8")
     assert not (tmp_path / "patches" / "t").exists()
     _fails_cleanly(run_ggstack("--patches", patches, "apply", "s", "--branch-prefix", bad, cwd=repo.path), 2, "--branch-prefix", "is not UTF-8")
+
+
+def test_init_with_a_quote_in_the_base_writes_a_stack_toml_that_loads(repo: GitRepo, tmp_path) -> None:
+    repo.commit("init", {"f.txt": "a\n"})
+    repo.git("branch", 'dev/"q"')  # git allows a double quote in a branch name
+    patches = str(tmp_path / "patches")
+    made = run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", 'dev/"q"', cwd=repo.path)
+    assert made.returncode == 0, made.stderr
+    listed = run_ggstack("--patches", patches, "list", "s", "--json", cwd=repo.path)
+    assert listed.returncode == 0, listed.stderr
+    applied = run_ggstack("--patches", patches, "apply", "s", "--json", cwd=repo.path)
+    assert applied.returncode == 0, applied.stderr
+    assert '"base_ref": "dev/\\"q\\""' in applied.stdout
