@@ -119,6 +119,8 @@ def parse_config(text: str, path: str) -> StackConfig:
         raise UserError('target.repo must be "owner/name"', path=path, line=_line_of(text, r"^\s*repo\s*="))
     tests = data.get("tests", {})
     env = tests.get("env", {})
+    if "timeout" in tests and tests["timeout"] <= 0:
+        raise UserError("tests.timeout must be a positive number of seconds", path=path, line=_line_of(text, r"^\s*timeout\s*="))
     if not all(isinstance(v, str) for v in env.values()):
         raise UserError("tests.env values must be strings", path=path, line=_line_of(text, r"^\s*env\s*="))
     pr = data.get("pr", {})

@@ -207,3 +207,16 @@ def test_init_with_a_quote_in_the_base_writes_a_stack_toml_that_loads(repo: GitR
     applied = run_ggstack("--patches", patches, "apply", "s", "--json", cwd=repo.path)
     assert applied.returncode == 0, applied.stderr
     assert '"base_ref": "dev/\\"q\\""' in applied.stdout
+
+
+def test_a_non_positive_test_timeout_is_refused_naming_the_line(repo: GitRepo, tmp_path) -> None:
+    patches = tmp_path / "patches"
+    assert run_ggstack("--patches", str(patches), "init", "s", "--repo-slug", "o/r", "--base", "main", cwd=repo.path).returncode == 0
+    toml = patches / "s" / "stack.toml"
+    lines = toml.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if line.startswith("timeout"))
+    lines[number - 1] = "timeout = -5"
+    toml.write_text("\n".join(lines) + "\n")
+    proc = run_ggstack("--patches", str(patches), "list", "s", cwd=repo.path)
+    assert proc.returncode == 2
+    assert f"stack.toml:{number}: tests.timeout must be a positive number of seconds" in proc.stderr
