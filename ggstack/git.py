@@ -286,16 +286,21 @@ class Repository:
 
     def hash_blobs(self, blobs: Sequence[bytes]) -> list[str]:
         """Write many blobs in one ``git hash-object --stdin-paths`` call."""
-        if not blobs:
+        return self._hash_objects("blob", blobs)
+
+    def _hash_objects(self, kind: str, bodies: Sequence[bytes]) -> list[str]:
+        """Write objects of one ``kind`` in one ``git hash-object --stdin-paths`` call
+        (git validates each; one temporary file an object, one process for all)."""
+        if not bodies:
             return []
         with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as d:
             paths = []
-            for i, data in enumerate(blobs):
+            for i, data in enumerate(bodies):
                 path = os.path.join(d, str(i))
                 with open(path, "wb") as f:
                     f.write(data)
                 paths.append(path)
-            out = self.out("hash-object", "-w", "--no-filters", "--stdin-paths", input="\n".join(paths).encode())
+            out = self.out("hash-object", "-w", "--no-filters", "-t", kind, "--stdin-paths", input="\n".join(paths).encode())
         return out.split()
 
     def edit_tree(self, tree: str | None, changes: dict[str, tuple[str, str] | None]) -> str:
@@ -681,17 +686,7 @@ class Repository:
         for tree, parents, message in commits:
             head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
             bodies.append((head + f"author {ident}\ncommitter {ident}\n\n{message}").encode("utf-8", "surrogateescape"))
-        if not bodies:
-            return []
-        with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as d:
-            paths = []
-            for i, data in enumerate(bodies):
-                path = os.path.join(d, str(i))
-                with open(path, "wb") as f:
-                    f.write(data)
-                paths.append(path)
-            out = self.out("hash-object", "-w", "-t", "commit", "--stdin-paths", input="\n".join(paths).encode())
-        return out.split()
+        return self._hash_objects("commit", bodies)
 
     # -- replay: commits without a process each, refs in one read ------------------
 
