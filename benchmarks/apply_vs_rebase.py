@@ -35,7 +35,9 @@ DATE = 1_700_000_000
 
 
 def git(repo: str, *args: str, input: bytes | None = None, env: dict | None = None) -> str:
-    proc = subprocess.run(["git", "-C", repo, *args], input=input, capture_output=True, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        ["git", "-C", repo, *args], input=input, capture_output=True, env={**os.environ, **(env or {})}
+    )
     if proc.returncode != 0:
         raise SystemExit(f"git {' '.join(args)} failed: {proc.stderr.decode(errors='replace')}")
     return proc.stdout.decode().strip()
@@ -94,14 +96,30 @@ def build_synthetic(path: str, files: int, base_commits: int, patches: int) -> t
     for k in range(patches):
         i = k % (files // 2)
         line = (k // (files // 2)) % 40
-        tip = commit("refs/heads/stack", f"carry patch {k}\n\nStack work {k}.\n", [(name(i), blob(_file(i, edits={line: f"patched by {k}"})))], 1 + k, tip)
+        tip = commit(
+            "refs/heads/stack",
+            f"carry patch {k}\n\nStack work {k}.\n",
+            [(name(i), blob(_file(i, edits={line: f"patched by {k}"})))],
+            1 + k,
+            tip,
+        )
     base = root
     for k in range(base_commits):
         i = files // 2 + k % (files - files // 2)
-        base = commit("refs/heads/main", f"upstream commit {k}\n", [(name(i), blob(_file(i, edits={k % 40: f"upstream {k}"})))], 10_000 + k, base)
+        base = commit(
+            "refs/heads/main",
+            f"upstream commit {k}\n",
+            [(name(i), blob(_file(i, edits={k % 40: f"upstream {k}"})))],
+            10_000 + k,
+            base,
+        )
     subprocess.run(["git", "-C", path, "fast-import", "--quiet"], input=b"".join(out), check=True)
     git(path, "checkout", "-q", "main")
-    return git(path, "rev-parse", "refs/heads/main~%d" % base_commits), git(path, "rev-parse", "refs/heads/stack"), git(path, "rev-parse", "refs/heads/main")
+    return (
+        git(path, "rev-parse", "refs/heads/main~%d" % base_commits),
+        git(path, "rev-parse", "refs/heads/stack"),
+        git(path, "rev-parse", "refs/heads/main"),
+    )
 
 
 _BREAKDOWN = """
@@ -125,7 +143,9 @@ print(json.dumps({"imports": t1 - t0, "series.load": t2 - t1, "materialize": t3 
 def breakdown(repo: str, patches: str, onto: str, prefix: str) -> dict[str, float]:
     """A cold apply's stages, timed inside one process (start-up not included)."""
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _BREAKDOWN, repo, patches, STACK, onto, prefix], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", _BREAKDOWN, repo, patches, STACK, onto, prefix], capture_output=True, text=True
+    )
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
@@ -167,7 +187,9 @@ def main() -> None:
             start = time.perf_counter()
             old, tip, onto = build_synthetic(repo, args.files, args.base_commits, args.patches)
             t = time.perf_counter() - start
-            print(f"built {args.files} files, base +{args.base_commits} commits, {args.patches}-patch stack in {t:.1f}s")
+            print(
+                f"built {args.files} files, base +{args.base_commits} commits, {args.patches}-patch stack in {t:.1f}s"
+            )
         patches = os.path.join(work, "patches")
         for cmd in (("init", STACK, "--repo-slug", "bench/bench", "--base", onto), ("import", STACK, f"{old}..{tip}")):
             proc = ggstack(repo, patches, *cmd)
@@ -187,7 +209,9 @@ def main() -> None:
         last_run: list[dict] = []
 
         def apply_warm() -> None:
-            proc = ggstack(repo, patches, "apply", STACK, "--onto", onto, "--branch-prefix", prefix, "--force", "--json")
+            proc = ggstack(
+                repo, patches, "apply", STACK, "--onto", onto, "--branch-prefix", prefix, "--force", "--json"
+            )
             if proc.returncode != 0:
                 raise SystemExit(proc.stderr.decode()[-3000:])
             last_run[:] = [json.loads(proc.stdout)]
@@ -198,7 +222,11 @@ def main() -> None:
         def reset_rebase() -> None:
             git(wt, "checkout", "-q", "--detach", tip)
 
-        times: dict[str, list[float]] = {"ggstack apply (cold)": [], "ggstack apply (warm)": [], "git rebase --onto": []}
+        times: dict[str, list[float]] = {
+            "ggstack apply (cold)": [],
+            "ggstack apply (warm)": [],
+            "git rebase --onto": [],
+        }
         for _ in range(args.runs):
             times["ggstack apply (cold)"].append(timed(apply_cold))
             times["ggstack apply (warm)"].append(timed(apply_warm))
@@ -208,7 +236,8 @@ def main() -> None:
         rebased = git(wt, "rev-list", "--reverse", f"{onto}..HEAD").split()
         ours = [o["commit"] for o in last_run[0]["patches"]]
         same = len(rebased) == len(ours) == n and all(
-            git(repo, "rev-parse", a + "^{tree}") == git(repo, "rev-parse", b + "^{tree}") for a, b in zip(rebased, ours)
+            git(repo, "rev-parse", a + "^{tree}") == git(repo, "rev-parse", b + "^{tree}")
+            for a, b in zip(rebased, ours)
         )
         git(repo, "worktree", "remove", "--force", wt)
         if args.repo:  # leave the user's repository as it was: no benchmark refs
@@ -222,9 +251,16 @@ def main() -> None:
         print(f"{n} patches onto {onto[:12]} ({args.runs} runs each, interleaved; median wall time)")
         for label, ts in times.items():
             med = statistics.median(ts)
-            print(f"  {label:22s} {med:7.3f}s   {med / rebase_median:5.2f}x git rebase   (runs: {', '.join(f'{t:.2f}' for t in ts)})")
-        print(f"  trees identical to git rebase: {'yes' if same else 'NO'} ({len(ours)} of {len(rebased)} commits compared)")
-        print("  where a cold ggstack apply spends its time (one run, in-process): " + ", ".join(f"{k} {v:.3f}s" for k, v in split.items()))
+            print(
+                f"  {label:22s} {med:7.3f}s   {med / rebase_median:5.2f}x git rebase   (runs: {', '.join(f'{t:.2f}' for t in ts)})"
+            )
+        print(
+            f"  trees identical to git rebase: {'yes' if same else 'NO'} ({len(ours)} of {len(rebased)} commits compared)"
+        )
+        print(
+            "  where a cold ggstack apply spends its time (one run, in-process): "
+            + ", ".join(f"{k} {v:.3f}s" for k, v in split.items())
+        )
         cold = statistics.median(times["ggstack apply (cold)"]) / rebase_median
         print(f"  target <= 0.33x: {'met' if cold <= 0.33 else 'missed'} (cold {cold:.2f}x)")
         if not same:

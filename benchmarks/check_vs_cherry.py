@@ -61,7 +61,9 @@ class Synth:
         self.tick += 60
         msg = message.encode()
         out = [f"commit {ref}\nmark :{self.mark}\n".encode()]
-        out.append(f"author Bench <bench@example.com> {self.tick} +0000\ncommitter Bench <bench@example.com> {self.tick} +0000\n".encode())
+        out.append(
+            f"author Bench <bench@example.com> {self.tick} +0000\ncommitter Bench <bench@example.com> {self.tick} +0000\n".encode()
+        )
         out.append(b"data %d\n%s\n" % (len(msg), msg))
         if parent is not None:
             out.append(f"from :{parent}\n".encode())
@@ -106,7 +108,12 @@ class Synth:
 def synthesize(path: str, base_commits: int, candidates: int, seed: int) -> dict[str, list[str]]:
     """Build the fork; return which candidate marks ended up how in the base."""
     s = Synth(max(50, candidates // 2), seed)
-    kinds = ["exact"] * (candidates // 6) + ["reverted"] * (candidates // 15) + ["squashed"] * (candidates // 10) + ["adapted"] * (candidates // 10)
+    kinds = (
+        ["exact"] * (candidates // 6)
+        + ["reverted"] * (candidates // 15)
+        + ["squashed"] * (candidates // 10)
+        + ["adapted"] * (candidates // 10)
+    )
     kinds += ["unique"] * (candidates - len(kinds))
     s.rng.shuffle(kinds)
     for _ in range(base_commits // 4):  # the fork point is well behind the base
@@ -128,9 +135,18 @@ def synthesize(path: str, base_commits: int, candidates: int, seed: int) -> dict
             if kind in ("exact", "reverted"):
                 s.base_commit(f"picked fork change (mark {mark})", edits)
                 if kind == "reverted":
-                    reverts.append((min(remaining - 1, n + s.rng.randrange(5, 200)), {k: s.base[k[0]][k[1] - 1] for k in edits}, edits))
+                    reverts.append(
+                        (
+                            min(remaining - 1, n + s.rng.randrange(5, 200)),
+                            {k: s.base[k[0]][k[1] - 1] for k in edits},
+                            edits,
+                        )
+                    )
             elif kind == "squashed":
-                extra = {(s.rng.choice(s.files), s.rng.randrange(SLOT // 2, LINES, SLOT)): f"lifecycle work {n}" for _ in range(3)}
+                extra = {
+                    (s.rng.choice(s.files), s.rng.randrange(SLOT // 2, LINES, SLOT)): f"lifecycle work {n}"
+                    for _ in range(3)
+                }
                 s.base_commit("lifecycle rework (squash)", {**edits, **extra})
             elif kind == "adapted":
                 first, second = list(edits)
@@ -185,7 +201,9 @@ def main() -> None:
         repo = os.path.join(tmp, "fork")
         t0 = time.perf_counter()
         truth = synthesize(repo, a.base_commits, a.candidates, a.seed)
-        print(f"synthetic repository: {a.base_commits} base commits, {a.candidates} fork commits, built in {time.perf_counter() - t0:.1f}s ({repo})")
+        print(
+            f"synthetic repository: {a.base_commits} base commits, {a.candidates} fork commits, built in {time.perf_counter() - t0:.1f}s ({repo})"
+        )
     commits = git(repo, "rev-list", "--reverse", "--no-merges", f"{a.base}..{a.head}").split()
     base_size = len(git(repo, "rev-list", f"{a.head}..{a.base}").split())
     print(f"judging {len(commits)} commits of {a.base}..{a.head} against {base_size} base commits")
@@ -211,9 +229,15 @@ def main() -> None:
     partial = {c for c, v in verdicts.items() if v == "partial"}
 
     print()
-    print(f"git cherry          {cherry_time:7.3f}s wall  {CPU['cherry']:6.3f}s cpu   found {len(cherry_found)} already upstream")
-    print(f"ggstack check cold  {cold:7.3f}s wall  {CPU['cold']:6.3f}s cpu   ratio {cold / cherry_time:5.2f}x wall, {CPU['cold'] / CPU['cherry']:5.2f}x cpu")
-    print(f"ggstack check warm  {warm:7.3f}s wall  {CPU['warm']:6.3f}s cpu   ratio {warm / cherry_time:5.2f}x wall, {CPU['warm'] / CPU['cherry']:5.2f}x cpu   (patch-ids cached)")
+    print(
+        f"git cherry          {cherry_time:7.3f}s wall  {CPU['cherry']:6.3f}s cpu   found {len(cherry_found)} already upstream"
+    )
+    print(
+        f"ggstack check cold  {cold:7.3f}s wall  {CPU['cold']:6.3f}s cpu   ratio {cold / cherry_time:5.2f}x wall, {CPU['cold'] / CPU['cherry']:5.2f}x cpu"
+    )
+    print(
+        f"ggstack check warm  {warm:7.3f}s wall  {CPU['warm']:6.3f}s cpu   ratio {warm / cherry_time:5.2f}x wall, {CPU['warm'] / CPU['cherry']:5.2f}x cpu   (patch-ids cached)"
+    )
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     counts = {v: list(verdicts.values()).count(v) for v in ("represented", "partial", "unique", "conflict")}
     print(f"ggstack verdicts    {counts}")
@@ -231,7 +255,12 @@ def main() -> None:
             by_kind.setdefault(kind[0], {}).setdefault(verdicts.get(c, "?"), 0)
             by_kind[kind[0]][verdicts.get(c, "?")] += 1
         print("truth -> ggstack verdicts:", json.dumps(by_kind, sort_keys=True))
-        print("truth -> git cherry '-':  ", json.dumps({k: sum(1 for c, t in truth.items() if t[0] == k and c in cherry_found) for k in sorted(by_kind)}))
+        print(
+            "truth -> git cherry '-':  ",
+            json.dumps(
+                {k: sum(1 for c, t in truth.items() if t[0] == k and c in cherry_found) for k in sorted(by_kind)}
+            ),
+        )
     else:
         print()
         print(f"found by ggstack only: {len(found - cherry_found)} represented + {len(partial - cherry_found)} partial")

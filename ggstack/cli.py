@@ -11,7 +11,8 @@ import functools
 import json
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 from rich.console import Console
@@ -70,7 +71,9 @@ def print_json(data: Any) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--repo", default=".", show_default=True, help="The fork checkout (any path inside it).")
-@click.option("--patches", default=None, help="Directory holding the stacks [default: $GGSTACK_PATCHES, else ./patches].")
+@click.option(
+    "--patches", default=None, help="Directory holding the stacks [default: $GGSTACK_PATCHES, else ./patches]."
+)
 @click.version_option(package_name="ggstack")
 @click.pass_context
 def main(ctx: click.Context, repo: str, patches: str | None) -> None:
@@ -110,14 +113,31 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str) -> None:
 @main.command("import")
 @click.argument("stack")
 @click.argument("revs", nargs=-1, required=True)
-@click.option("--original-pr", default=None, help="owner/repo#N of the PR the commits came from [default: parsed from '(#N)' or a merge commit].")
+@click.option(
+    "--original-pr",
+    default=None,
+    help="owner/repo#N of the PR the commits came from [default: parsed from '(#N)' or a merge commit].",
+)
 @click.option("--only", multiple=True, help="Import only these paths (repeatable; a directory or a glob).")
 @click.option("--exclude", multiple=True, help="Leave these paths out (repeatable).")
-@click.option("--dropped", multiple=True, help="Describe a left-out part for its Dropped: trailer, e.g. 'CUTLASS pin (cmake/cutlass.cmake)'.")
+@click.option(
+    "--dropped",
+    multiple=True,
+    help="Describe a left-out part for its Dropped: trailer, e.g. 'CUTLASS pin (cmake/cutlass.cmake)'.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the imported patches as JSON.")
 @click.pass_obj
 @handled
-def import_(obj: Ctx, stack: str, revs: tuple[str, ...], original_pr: str | None, only: tuple[str, ...], exclude: tuple[str, ...], dropped: tuple[str, ...], as_json: bool) -> None:
+def import_(
+    obj: Ctx,
+    stack: str,
+    revs: tuple[str, ...],
+    original_pr: str | None,
+    only: tuple[str, ...],
+    exclude: tuple[str, ...],
+    dropped: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Append commits (a sha, or a range A..B) to the series, with provenance.
 
     Cherry-picked-from is the source commit; Original-PR comes from
@@ -131,9 +151,11 @@ def import_(obj: Ctx, stack: str, revs: tuple[str, ...], original_pr: str | None
           --dropped 'CUTLASS version pin' --dropped 'MLA .contiguous() workaround'
     """
     before = obj.stack(stack)
-    after = series.import_commits(obj.repo, before, revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped)
+    after = series.import_commits(
+        obj.repo, before, revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped
+    )
     series.save(after)
-    added = after.patches[len(before.patches):]
+    added = after.patches[len(before.patches) :]
     if as_json:
         print_json([_patch_json(p) for p in added])
         return
@@ -251,10 +273,17 @@ class StageProgress:
 
         self._bar = None
         if sys.stdout.isatty() and total >= min_total:
-            self._bar = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True)
+            self._bar = Progress(
+                TextColumn(what),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                transient=True,
+            )
             self._task = self._bar.add_task("", total=total)
 
-    def __enter__(self) -> "StageProgress":
+    def __enter__(self) -> StageProgress:
         if self._bar:
             self._bar.start()
         return self
@@ -271,7 +300,11 @@ class StageProgress:
 @main.command()
 @click.argument("stack")
 @click.option("--onto", default=None, help="The base to replay onto [default: stack.toml target.base].")
-@click.option("--branch-prefix", default=None, help="Write the per-patch branches under this ref prefix instead of branches.template.")
+@click.option(
+    "--branch-prefix",
+    default=None,
+    help="Write the per-patch branches under this ref prefix instead of branches.template.",
+)
 @click.option("--force", is_flag=True, help="Overwrite ggstack branches that someone else moved.")
 @click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON.")
 @click.pass_obj
@@ -289,7 +322,9 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     """
     s = obj.stack(stack)
     with StageProgress(len(s.patches), "apply") as progress:
-        run = replay.apply(obj.repo, s, onto or s.config.target.base, prefix=branch_prefix, force=force, progress=progress)
+        run = replay.apply(
+            obj.repo, s, onto or s.config.target.base, prefix=branch_prefix, force=force, progress=progress
+        )
     if as_json:
         print_json(run.to_json())
     else:
@@ -299,8 +334,15 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
 
 @main.command()
 @click.argument("stack", required=False)
-@click.option("--onto", default=None, help="The base to judge against [default: stack.toml target.base; required with --commits].")
-@click.option("--commits", "commits", is_flag=True, help="Judge the commits given as arguments (STACK is then the first of them), each on its own.")
+@click.option(
+    "--onto", default=None, help="The base to judge against [default: stack.toml target.base; required with --commits]."
+)
+@click.option(
+    "--commits",
+    "commits",
+    is_flag=True,
+    help="Judge the commits given as arguments (STACK is then the first of them), each on its own.",
+)
 @click.argument("more", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON (the documented shape).")
 @click.pass_obj
@@ -348,18 +390,58 @@ def check(obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tu
 @click.argument("stack")
 @click.argument("results_files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("--onto", default=None, help="The base to test on [default: stack.toml target.base].")
-@click.option("--gpu", type=click.Choice(["auto", "require", "off"]), default="auto", show_default=True, help="auto: GPU tests where there is a GPU, else inconclusive; require: fail without one; off: skip them.")
+@click.option(
+    "--gpu",
+    type=click.Choice(["auto", "require", "off"]),
+    default="auto",
+    show_default=True,
+    help="auto: GPU tests where there is a GPU, else inconclusive; require: fail without one; off: skip them.",
+)
 @click.option("--only", multiple=True, help="Test only this patch (index or file name; repeatable).")
-@click.option("--matrix", is_flag=True, help="Print the job list for GitHub Actions strategy.matrix (fromJSON) and run nothing.")
-@click.option("--shard", default=None, metavar="K/N", help="Run every N-th job of the matrix, starting at the K-th, into --results.")
+@click.option(
+    "--matrix", is_flag=True, help="Print the job list for GitHub Actions strategy.matrix (fromJSON) and run nothing."
+)
+@click.option(
+    "--shard",
+    default=None,
+    metavar="K/N",
+    help="Run every N-th job of the matrix, starting at the K-th, into --results.",
+)
 @click.option("--job", "job_id", default=None, help="Run one job of the matrix (its id) into --results.")
-@click.option("--results", "results_path", default=None, type=click.Path(dir_okay=False), help="Where --shard/--job write their results [default: ggstack-test-<shard or job>.json].")
+@click.option(
+    "--results",
+    "results_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Where --shard/--job write their results [default: ggstack-test-<shard or job>.json].",
+)
 @click.option("--merge", is_flag=True, help="Fold the RESULTS_FILES written by --shard/--job into the Run.")
-@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64), help="Run this many CPU test commands at once (each in its own worktree); GPU commands always run one at a time.")
+@click.option(
+    "--jobs",
+    "-j",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Run this many CPU test commands at once (each in its own worktree); GPU commands always run one at a time.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON.")
 @click.pass_obj
 @handled
-def test_(obj: Ctx, stack: str, results_files: tuple[str, ...], onto: str | None, gpu: str, only: tuple[str, ...], matrix: bool, shard: str | None, job_id: str | None, results_path: str | None, merge: bool, jobs: int, as_json: bool) -> None:
+def test_(
+    obj: Ctx,
+    stack: str,
+    results_files: tuple[str, ...],
+    onto: str | None,
+    gpu: str,
+    only: tuple[str, ...],
+    matrix: bool,
+    shard: str | None,
+    job_id: str | None,
+    results_path: str | None,
+    merge: bool,
+    jobs: int,
+    as_json: bool,
+) -> None:
     """Run each patch's own tests on the base without it, with it, and on its
     old base, and fold what they say into the verdict.
 
@@ -431,13 +513,35 @@ def _parse_shard(text: str) -> tuple[int, int]:
 @click.argument("stack")
 @click.option("--onto", default=None, help="The base to check against [default: stack.toml target.base].")
 @click.option("--dry-run", is_flag=True, help="Print the plan and every PR body; change nothing, locally or remotely.")
-@click.option("--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence.")
-@click.option("--stacked/--flat", "stacked", default=None, help="Each PR on the previous one's branch, or all on the target base [default: as opened, else stack.toml].")
-@click.option("--run", "run_path", default=None, type=click.Path(exists=True, dir_okay=False), help="Use a saved Run (e.g. `ggstack test --json`) instead of running apply and check.")
+@click.option(
+    "--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence."
+)
+@click.option(
+    "--stacked/--flat",
+    "stacked",
+    default=None,
+    help="Each PR on the previous one's branch, or all on the target base [default: as opened, else stack.toml].",
+)
+@click.option(
+    "--run",
+    "run_path",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Use a saved Run (e.g. `ggstack test --json`) instead of running apply and check.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the Run (with the plan) as JSON.")
 @click.pass_obj
 @handled
-def pr(obj: Ctx, stack: str, onto: str | None, dry_run: bool, close_redundant: bool, stacked: bool | None, run_path: str | None, as_json: bool) -> None:
+def pr(
+    obj: Ctx,
+    stack: str,
+    onto: str | None,
+    dry_run: bool,
+    close_redundant: bool,
+    stacked: bool | None,
+    run_path: str | None,
+    as_json: bool,
+) -> None:
     """Open or update stacked PRs for the patches the base still needs.
 
     Only unique and partial patches get PRs; represented ones never do
@@ -462,7 +566,9 @@ def pr(obj: Ctx, stack: str, onto: str | None, dry_run: bool, close_redundant: b
         with StageProgress(len(s.patches), "check") as progress:
             run = represent.check(obj.repo, s, base, run=run, progress=progress)
     with StageProgress(len(s.patches), "pr") as progress:
-        run = forge.pr(obj.repo, s, run, dry_run=dry_run, close_redundant=close_redundant, stacked=stacked, progress=progress)
+        run = forge.pr(
+            obj.repo, s, run, dry_run=dry_run, close_redundant=close_redundant, stacked=stacked, progress=progress
+        )
     if as_json:
         print_json(run.to_json())
         return
@@ -476,13 +582,40 @@ def pr(obj: Ctx, stack: str, onto: str | None, dry_run: bool, close_redundant: b
 @click.argument("stack")
 @click.option("--onto", default=None, help="The base to sync onto [default: stack.toml target.base].")
 @click.option("--fetch", is_flag=True, help="git fetch the stack's remote first.")
-@click.option("--gpu", type=click.Choice(["auto", "require", "off"]), default="auto", show_default=True, help="GPU tests: where there is a GPU (else inconclusive), required, or skipped.")
-@click.option("--dry-run", is_flag=True, help="Change nothing anywhere (no branch, push or PR); still write the Run and the report.")
-@click.option("--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence.")
-@click.option("--run-json", "run_json", default=None, type=click.Path(dir_okay=False), help="Also write the Run to this file [always: under the git dir, ggstack/runs/STACK.json].")
+@click.option(
+    "--gpu",
+    type=click.Choice(["auto", "require", "off"]),
+    default="auto",
+    show_default=True,
+    help="GPU tests: where there is a GPU (else inconclusive), required, or skipped.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Change nothing anywhere (no branch, push or PR); still write the Run and the report.",
+)
+@click.option(
+    "--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence."
+)
+@click.option(
+    "--run-json",
+    "run_json",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Also write the Run to this file [always: under the git dir, ggstack/runs/STACK.json].",
+)
 @click.pass_obj
 @handled
-def sync(obj: Ctx, stack: str, onto: str | None, fetch: bool, gpu: str, dry_run: bool, close_redundant: bool, run_json: str | None) -> None:
+def sync(
+    obj: Ctx,
+    stack: str,
+    onto: str | None,
+    fetch: bool,
+    gpu: str,
+    dry_run: bool,
+    close_redundant: bool,
+    run_json: str | None,
+) -> None:
     """The CI rebase bot: fetch, apply, check, test and pr in one run, one Run.
 
     A stage that fails is recorded in the Run and the later stages carry on
@@ -509,14 +642,25 @@ def sync(obj: Ctx, stack: str, onto: str | None, fetch: bool, gpu: str, dry_run:
     observer = pipeline.ActionsObserver(sys.stdout) if actions else _TerminalObserver()
     warn = lambda message: err_console.print(f"[yellow]ggstack: warning:[/] {escape(message)}", highlight=False)  # noqa: E731
     with pipeline.locked(obj.repo, s.name, command=f"ggstack sync {s.name}", warn=warn):
-        run = pipeline.sync(obj.repo, s, onto or s.config.target.base, fetch=fetch, gpu=gpu, dry_run=dry_run, close_redundant=close_redundant, observer=observer)
+        run = pipeline.sync(
+            obj.repo,
+            s,
+            onto or s.config.target.base,
+            fetch=fetch,
+            gpu=gpu,
+            dry_run=dry_run,
+            close_redundant=close_redundant,
+            observer=observer,
+        )
         path = pipeline.save_run(obj.repo, run, run_json)
     console().print(report.report_table(run))
     for error in run.errors:
         err_console.print(f"[bold red]ggstack:[/] {escape(error)}", highlight=False)
     if actions:
         pipeline.publish_to_actions(run, s, os.environ, sys.stdout)
-    err_console.print(f"wrote the Run to {path}" + (" (dry run: nothing else changed)" if dry_run else ""), highlight=False)
+    err_console.print(
+        f"wrote the Run to {path}" + (" (dry run: nothing else changed)" if dry_run else ""), highlight=False
+    )
     sys.exit(pipeline.exit_code(run))
 
 
@@ -534,7 +678,14 @@ class _TerminalObserver:
 
 @main.command("report")
 @click.argument("run_file", metavar="RUN.json", type=click.Path(exists=True, dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True, help="table for the terminal, markdown for GitHub (PR comment, step summary), json for the Run itself.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "markdown", "json"]),
+    default="table",
+    show_default=True,
+    help="table for the terminal, markdown for GitHub (PR comment, step summary), json for the Run itself.",
+)
 @handled
 def report_(run_file: str, fmt: str) -> None:
     """Render a saved Run for the maintainer deciding merge or close.
@@ -561,7 +712,6 @@ def report_(run_file: str, fmt: str) -> None:
                 out.print(o.remaining_diff, markup=False, highlight=False)
 
 
-
 def _load_run(path: str) -> Run:
     """A saved Run, or a UserError naming the file (report and pr --run read hand-made files too)."""
     try:
@@ -571,18 +721,40 @@ def _load_run(path: str) -> Run:
             raise TypeError(f"the top level is {json.dumps(data)[:40]}, not a JSON object")
         return Run.from_json(data)
     except KeyError as e:
-        raise UserError(f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): no key {e}", path=path) from None
+        raise UserError(
+            f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): no key {e}", path=path
+        ) from None
     except (ValueError, TypeError, AttributeError) as e:
         # UnicodeDecodeError and JSONDecodeError are ValueErrors; the others are a wrong shape.
-        raise UserError(f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): {e}", path=path) from None
+        raise UserError(
+            f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): {e}", path=path
+        ) from None
 
 
 @main.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
-@click.option("--base", type=click.Choice(["current", "before"]), default="current", show_default=True, help="current: dev/gilded-gnosis, which already carries the fix; before: dev/before, which does not.")
-@click.option("--gpu", type=click.Choice(["auto", "require", "off"]), default="auto", show_default=True, help="Run the GPU tests where a GPU is present (auto), insist on one, or skip them.")
+@click.option(
+    "--base",
+    type=click.Choice(["current", "before"]),
+    default="current",
+    show_default=True,
+    help="current: dev/gilded-gnosis, which already carries the fix; before: dev/before, which does not.",
+)
+@click.option(
+    "--gpu",
+    type=click.Choice(["auto", "require", "off"]),
+    default="auto",
+    show_default=True,
+    help="Run the GPU tests where a GPU is present (auto), insist on one, or skip them.",
+)
 @click.option("--keep", is_flag=True, help="Keep the temporary directory (always kept when DIRECTORY is given).")
-@click.option("--export", "export_dir", default=None, type=click.Path(file_okay=False), help="Only write the stack gg-clean, as imported from the demo fork, into this patches directory.")
+@click.option(
+    "--export",
+    "export_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Only write the stack gg-clean, as imported from the demo fork, into this patches directory.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON.")
 @handled
 def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str | None, as_json: bool) -> None:

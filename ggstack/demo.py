@@ -19,8 +19,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ggstack import git, series
 from ggstack.demofork import history
@@ -106,13 +106,15 @@ def export_stack(fork: Fork, patches_dir: str) -> Stack:
     return stack
 
 
-def run(directory: str | None, base: str = "current", *, gpu: str = "auto", progress: Progress | None = None) -> tuple[Run, str]:
+def run(
+    directory: str | None, base: str = "current", *, gpu: str = "auto", progress: Progress | None = None
+) -> tuple[Run, str]:
     """Build the fork, import the stack, and run apply → check → test → PR plan on ``base``.
 
     Returns the Run and the directory everything lives in (``fork.git``,
     ``remote.git`` standing in for the forge's git remote, ``patches/``).
     """
-    from ggstack import forge, represent, replay, testrun
+    from ggstack import forge, replay, represent, testrun
 
     workdir = os.path.abspath(directory or tempfile.mkdtemp(prefix="ggstack-demo-"))
     try:
@@ -129,6 +131,8 @@ def run(directory: str | None, base: str = "current", *, gpu: str = "auto", prog
     result = replay.apply(fork.repo, stack, base_ref, progress=progress)
     result = represent.check(fork.repo, stack, base_ref, run=result, progress=progress)
     # The demo's tests are known to run side by side (file rendezvous, no fixed ports).
-    result = testrun.test(fork.repo, stack, result, gpu=gpu, progress=progress, jobs=max(1, min(4, os.cpu_count() or 1)))
+    result = testrun.test(
+        fork.repo, stack, result, gpu=gpu, progress=progress, jobs=max(1, min(4, os.cpu_count() or 1))
+    )
     result = forge.pr(fork.repo, stack, result, dry_run=True, client=forge.NoForge())
     return result, workdir

@@ -41,9 +41,10 @@ import re
 import signal
 import time
 import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import requests
 from github import Auth, Github, GithubException
@@ -163,9 +164,14 @@ class Forge:
             seconds_between_requests=None,
             seconds_between_writes=self.policy.write_interval or None,
         )
-        self.repo = self.call(f"read repository {slug}", lambda: self._gh.get_repo(slug), not_found=(
-            f"target.repo {slug!r} not found at {self.api_url} (check stack.toml, GITHUB_API_URL, "
-            f"and that the token in {self.token_var} can see it)"))
+        self.repo = self.call(
+            f"read repository {slug}",
+            lambda: self._gh.get_repo(slug),
+            not_found=(
+                f"target.repo {slug!r} not found at {self.api_url} (check stack.toml, GITHUB_API_URL, "
+                f"and that the token in {self.token_var} can see it)"
+            ),
+        )
 
     def close(self) -> None:
         self._gh.close()
@@ -203,7 +209,9 @@ class Forge:
                 return result
             attempt += 1
             if attempt >= self.policy.attempts:
-                raise InfraError(self.scrub(f"{what}: the forge at {self.api_url} still fails after {attempt} tries ({why})")) from None
+                raise InfraError(
+                    self.scrub(f"{what}: the forge at {self.api_url} still fails after {attempt} tries ({why})")
+                ) from None
             self._sleep(wait, what, why)
             if recheck is not None:
                 found = recheck()
@@ -216,24 +224,38 @@ class Forge:
         message = _message(e)
         status = e.status
         if status == 401:
-            raise UserError(f"the forge at {self.api_url} rejected the token in {self.token_var} (401 {message}); set {self.token_var} to a valid token")
+            raise UserError(
+                f"the forge at {self.api_url} rejected the token in {self.token_var} (401 {message}); set {self.token_var} to a valid token"
+            )
         if status in (403, 429):
             if "retry-after" in headers:
                 seconds = _seconds(headers["retry-after"])
                 if seconds > self.policy.max_wait:
-                    raise InfraError(self.scrub(f"{what}: the forge asks to wait {seconds:.0f} s (Retry-After), more than the {self.policy.max_wait:.0f} s ggstack waits; try again later"))
+                    raise InfraError(
+                        self.scrub(
+                            f"{what}: the forge asks to wait {seconds:.0f} s (Retry-After), more than the {self.policy.max_wait:.0f} s ggstack waits; try again later"
+                        )
+                    )
                 return seconds, f"{status} Retry-After {seconds:.0f} s"
             if headers.get("x-ratelimit-remaining") == "0":
                 reset = int(headers.get("x-ratelimit-reset", "0") or 0)
                 wait = max(reset - time.time(), 0) + 1  # the reset happens some time within that second
-                at = datetime.datetime.fromtimestamp(reset, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+                at = datetime.datetime.fromtimestamp(reset, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
                 if wait > self.policy.max_wait:
-                    raise InfraError(self.scrub(f"{what}: GitHub API rate limit exhausted; it resets at {at} (in {wait:.0f} s); try again then"))
+                    raise InfraError(
+                        self.scrub(
+                            f"{what}: GitHub API rate limit exhausted; it resets at {at} (in {wait:.0f} s); try again then"
+                        )
+                    )
                 return wait, f"rate limit exhausted until {at}"
             if "secondary rate limit" in message.lower():
                 # GitHub: "wait at least one minute"; scaled with the back-off base.
                 return max(60 * self.policy.base, self._backoff(attempt)), "secondary rate limit"
-            raise UserError(self.scrub(f"{what}: the forge refused ({status} {message}); does the token in {self.token_var} have write access to {self.slug}?"))
+            raise UserError(
+                self.scrub(
+                    f"{what}: the forge refused ({status} {message}); does the token in {self.token_var} have write access to {self.slug}?"
+                )
+            )
         if status == 404:
             raise UserError(self.scrub(not_found or f"{what}: not found on the forge (404 {message})"))
         if status == 422:
@@ -247,9 +269,12 @@ class Forge:
 
     def _sleep(self, wait: float, what: str, why: str) -> None:
         if self._waited + wait > self.policy.budget:
-            raise InfraError(self.scrub(
-                f"{what}: gave up: waiting {wait:.0f} s more ({why}) would exceed the retry budget of "
-                f"{self.policy.budget:.0f} s (GGSTACK_RETRY_BUDGET_SECONDS)")) from None
+            raise InfraError(
+                self.scrub(
+                    f"{what}: gave up: waiting {wait:.0f} s more ({why}) would exceed the retry budget of "
+                    f"{self.policy.budget:.0f} s (GGSTACK_RETRY_BUDGET_SECONDS)"
+                )
+            ) from None
         self._waited += wait
         time.sleep(wait)
 
@@ -313,18 +338,26 @@ class Forge:
 
     # -- writes (one at a time; each retried) --------------------------------------------
 
-    def create_pull(self, *, title: str, body: str, base: str, head_owner: str, head_ref: str, head: str, draft: bool) -> RemotePR:
+    def create_pull(
+        self, *, title: str, body: str, base: str, head_owner: str, head_ref: str, head: str, draft: bool
+    ) -> RemotePR:
         def create() -> RemotePR:
             try:
                 return _remote(self.repo.create_pull(title=title, body=body, base=base, head=head, draft=draft))
             except GithubException as e:
                 # A create re-sent after a lost answer may find its first copy already there.
-                found = self.find_open_pull(head_owner, head_ref) if e.status == 422 and "already exists" in str(e.data) else None
+                found = (
+                    self.find_open_pull(head_owner, head_ref)
+                    if e.status == 422 and "already exists" in str(e.data)
+                    else None
+                )
                 if found is None:
                     raise
                 return found
 
-        return self.call(f"open the PR of {head_ref}", create, write=True, recheck=lambda: self.find_open_pull(head_owner, head_ref))
+        return self.call(
+            f"open the PR of {head_ref}", create, write=True, recheck=lambda: self.find_open_pull(head_owner, head_ref)
+        )
 
     def edit_pull(self, pull: RemotePR, **fields: str) -> None:
         self.call(f"update #{pull.number} ({', '.join(fields)})", lambda: pull.handle.edit(**fields), write=True)
@@ -349,7 +382,9 @@ class Forge:
         def landed() -> bool | None:
             return True if any(marker in b for b in self.comment_bodies(pull)) else None
 
-        self.call(f"comment on #{pull.number}", lambda: pull.handle.create_issue_comment(body), write=True, recheck=landed)
+        self.call(
+            f"comment on #{pull.number}", lambda: pull.handle.create_issue_comment(body), write=True, recheck=landed
+        )
 
 
 def _token(env: Mapping[str, str], slug: str) -> tuple[str, str]:
@@ -357,7 +392,9 @@ def _token(env: Mapping[str, str], slug: str) -> tuple[str, str]:
         value = env.get(var, "").strip()
         if value and any(c.isspace() or not c.isprintable() for c in value):
             # An HTTP header cannot carry it, and requests' error would quote it (escaped, past scrub).
-            raise UserError(f"{var} has whitespace or control characters inside it (a pasted line break?); the value is not shown")
+            raise UserError(
+                f"{var} has whitespace or control characters inside it (a pasted line break?); the value is not shown"
+            )
         if value:
             return value, var
     raise UserError(f"no GitHub token: set GITHUB_TOKEN (or GH_TOKEN) to a token that may open PRs on {slug}")
@@ -517,7 +554,9 @@ class NoForge:
         return []
 
 
-def make_plan(repo: git.Repository, stack: Stack, run: Run, forge: Forge, *, close_redundant: bool, stacked: bool | None) -> Plan:
+def make_plan(
+    repo: git.Repository, stack: Stack, run: Run, forge: Forge, *, close_redundant: bool, stacked: bool | None
+) -> Plan:
     """Read the forge and the remote, and decide every step (nothing is written)."""
     target = stack.config.target
     head_owner = (target.fork or target.repo).split("/")[0]
@@ -536,7 +575,13 @@ def make_plan(repo: git.Repository, stack: Stack, run: Run, forge: Forge, *, clo
             raise UserError(f"the Run names {o.name!r}, which is not in stack {stack.name!r}")
         default = _remote_branch(o.branch or refs[stack.patches.index(patch)])
         pull = by_marker.get(o.stack_patch_id) or next(
-            (p for p in pulls if p.marker is None and p.head_ref == default and p.head_owner.lower() == head_owner.lower()), None)
+            (
+                p
+                for p in pulls
+                if p.marker is None and p.head_ref == default and p.head_owner.lower() == head_owner.lower()
+            ),
+            None,
+        )
         # An existing PR keeps its head branch (PRs cannot change head), e.g. after a rename.
         branch = pull.head_ref if pull else default
         slots.append(Slot(o, patch, branch, o.commit if o.verdict in NEEDED else None, None, pull))
@@ -587,8 +632,10 @@ def _stacked_mode(stacked: bool | None, stack: Stack, slots: list[Slot]) -> bool
     target = stack.config.target
     if target.fork is not None:
         if stacked:
-            raise UserError(f"--stacked needs the patch branches in {target.repo}, but target.fork puts them in "
-                            f"{target.fork}: fork PRs are flat (use --flat, or push to {target.repo})")
+            raise UserError(
+                f"--stacked needs the patch branches in {target.repo}, but target.fork puts them in "
+                f"{target.fork}: fork PRs are flat (use --flat, or push to {target.repo})"
+            )
         return False
     if stacked is not None:
         return stacked
@@ -633,7 +680,10 @@ def _settle_commits(repo: git.Repository, stack: Stack, run: Run, plan: Plan, fo
             finally:
                 replayer.close()
             if step.applied is not Applied.APPLIED or step.commit is None:
-                s.commit, s.note = None, f"does not apply on the previous needed patch alone ({step.applied.value}): no PR action"
+                s.commit, s.note = (
+                    None,
+                    f"does not apply on the previous needed patch alone ({step.applied.value}): no PR action",
+                )
                 continue
             s.commit = step.commit
             info = repo.commit_info(s.commit)
@@ -644,8 +694,14 @@ def _settle_commits(repo: git.Repository, stack: Stack, run: Run, plan: Plan, fo
                 raise UserError(
                     f"someone else pushed {s.remote_sha[:10]} ({facts[2].splitlines()[0] if facts[2] else 'no message'!r}) "
                     f"to {s.branch} on {target.remote!r}; ggstack will not overwrite it: fold that change into "
-                    f"{s.outcome.name} (or delete the branch), then rerun")
-            if facts is not None and facts[0] == info.tree and facts[1] == [previous] and facts[2].rstrip("\n") == info.message.rstrip("\n"):
+                    f"{s.outcome.name} (or delete the branch), then rerun"
+                )
+            if (
+                facts is not None
+                and facts[0] == info.tree
+                and facts[1] == [previous]
+                and facts[2].rstrip("\n") == info.message.rstrip("\n")
+            ):
                 s.commit = s.remote_sha
         s.outcome.commit = s.commit
         previous = s.commit
@@ -679,7 +735,12 @@ def _plan_needed(repo: git.Repository, stack: Stack, run: Run, plan: Plan) -> No
         s.diffstat = repo.numstat(parent, s.commit)
         s.summary = summary_of(s.patch)
         if s.commit != s.remote_sha:
-            s.steps.append(Step("push", f"push {s.branch} {report.short(s.remote_sha) or '(new)'} → {report.short(s.commit)} (--force-with-lease)"))
+            s.steps.append(
+                Step(
+                    "push",
+                    f"push {s.branch} {report.short(s.remote_sha) or '(new)'} → {report.short(s.commit)} (--force-with-lease)",
+                )
+            )
         if pull is None:
             gate = f" as {plan.gate}" if plan.gate else ""
             s.steps.append(Step("open", f"open PR {n} of {len(needed)}: {s.state.head} → {base}{gate}"))
@@ -707,8 +768,9 @@ def _plan_needed(repo: git.Repository, stack: Stack, run: Run, plan: Plan) -> No
 def _body(run: Run, plan: Plan, s: Slot) -> str:
     if s.state is not None:
         s.state.approved = bool(s.pull and s.pull.approved_by)
-    return report.pr_body(run, s.outcome, summary=s.summary, diffstat=s.diffstat,
-                          order=[x.outcome for x in plan.needed], gate=plan.gate)
+    return report.pr_body(
+        run, s.outcome, summary=s.summary, diffstat=s.diffstat, order=[x.outcome for x in plan.needed], gate=plan.gate
+    )
 
 
 def _changed_fields(s: Slot) -> dict[str, str]:
@@ -729,9 +791,18 @@ def _plan_others(run: Run, plan: Plan, forge: Forge, close_redundant: bool) -> N
         if s.needed or s.pull is None:
             continue
         o, pull = s.outcome, s.pull
-        s.state = PRState(number=pull.number, url=pull.url, state="merged" if pull.merged else pull.state, draft=pull.draft,
-                          approved=bool(pull.approved_by), head=pull.head_ref, base=pull.base_ref,
-                          title=pull.title, labels=list(pull.labels), approved_by=list(pull.approved_by))
+        s.state = PRState(
+            number=pull.number,
+            url=pull.url,
+            state="merged" if pull.merged else pull.state,
+            draft=pull.draft,
+            approved=bool(pull.approved_by),
+            head=pull.head_ref,
+            base=pull.base_ref,
+            title=pull.title,
+            labels=list(pull.labels),
+            approved_by=list(pull.approved_by),
+        )
         if o.verdict is Verdict.REPRESENTED:
             s.state.comment = report.closing_comment(run, o)
             via = ", ".join(report.short(c) for c in o.represented_by) or "the base"
@@ -790,9 +861,15 @@ def act(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, 
             continue
         assert s.state is not None
         body = _body(run, plan, s)
-        s.pull = forge.create_pull(title=s.state.title or s.patch.subject, body=body, base=s.state.base or stack.config.target.base,
-                                   head_owner=plan.head_owner, head_ref=s.branch, head=s.state.head or s.branch,
-                                   draft=bool(s.state.draft))
+        s.pull = forge.create_pull(
+            title=s.state.title or s.patch.subject,
+            body=body,
+            base=s.state.base or stack.config.target.base,
+            head_owner=plan.head_owner,
+            head_ref=s.branch,
+            head=s.state.head or s.branch,
+            draft=bool(s.state.draft),
+        )
         s.state.number, s.state.url, s.state.state = s.pull.number, s.pull.url, "open"
         tick(s, "open")
         missing = [x for x in policy.labels if x.lower() not in {y.lower() for y in s.pull.labels}] if plan.gate else []
@@ -854,9 +931,12 @@ def _push(repo: git.Repository, stack: Stack, slots: Sequence[Slot]) -> None:
         return
     out = proc.stdout.decode("utf-8", "replace")
     err = proc.stderr.decode("utf-8", "replace").strip()
-    rejected = [line.split("\t")[1].split(":")[-1] for line in out.splitlines() if line.startswith("!") and "\t" in line]
+    rejected = [
+        line.split("\t")[1].split(":")[-1] for line in out.splitlines() if line.startswith("!") and "\t" in line
+    ]
     if rejected and ("stale info" in out or "fetch first" in out or "rejected" in out):
         raise UserError(
             f"git push to {remote!r} refused ({', '.join(rejected)}): someone pushed to these branches since "
-            f"ggstack looked; nothing was pushed — rerun `ggstack pr` to plan from the new state")
+            f"ggstack looked; nothing was pushed — rerun `ggstack pr` to plan from the new state"
+        )
     raise InfraError(f"git push to {remote!r} failed: {err[-2000:] or out[-2000:]}")

@@ -28,8 +28,8 @@ import tempfile
 import threading
 import weakref
 import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
 import git as gitpython
 
@@ -111,7 +111,7 @@ class Repository:
         weakref.finalize(self, _write_pack, self.git_dir, self._queued)
 
     @classmethod
-    def init(cls, path: str, *, bare: bool = False) -> "Repository":
+    def init(cls, path: str, *, bare: bool = False) -> Repository:
         """A new repository at ``path`` (for the demo's miniature fork)."""
         os.makedirs(path, exist_ok=True)
         _plain_git("init", "-q", "-b", "main", *(["--bare"] if bare else []), path)
@@ -232,7 +232,9 @@ class Repository:
 
     def ls_tree(self, tree: str, paths: Sequence[str] = ()) -> dict[str, tuple[str, str]]:
         """path -> (mode, sha) for the blobs of ``tree`` (limited to ``paths``)."""
-        out = self.run("ls-tree", "-r", "-z", "--full-tree", tree, "--", *paths).stdout.decode("utf-8", "surrogateescape")
+        out = self.run("ls-tree", "-r", "-z", "--full-tree", tree, "--", *paths).stdout.decode(
+            "utf-8", "surrogateescape"
+        )
         entries = {}
         for rec in out.split("\0"):
             if rec:
@@ -242,7 +244,9 @@ class Repository:
         return entries
 
     def diff_names(self, a: str, b: str) -> list[str]:
-        out = self.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", a, b).stdout.decode("utf-8", "surrogateescape")
+        out = self.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", a, b).stdout.decode(
+            "utf-8", "surrogateescape"
+        )
         return [p for p in out.split("\0") if p]
 
     # -- writing objects --------------------------------------------------
@@ -270,7 +274,9 @@ class Repository:
         if author:
             env.update(GIT_AUTHOR_NAME=author[0], GIT_AUTHOR_EMAIL=author[1], GIT_AUTHOR_DATE=author[2])
         if committer:
-            env.update(GIT_COMMITTER_NAME=committer[0], GIT_COMMITTER_EMAIL=committer[1], GIT_COMMITTER_DATE=committer[2])
+            env.update(
+                GIT_COMMITTER_NAME=committer[0], GIT_COMMITTER_EMAIL=committer[1], GIT_COMMITTER_DATE=committer[2]
+            )
         args = ["commit-tree", tree]
         for p in parents:
             args += ["-p", p]
@@ -300,7 +306,9 @@ class Repository:
                 with open(path, "wb") as f:
                     f.write(data)
                 paths.append(path)
-            out = self.out("hash-object", "-w", "--no-filters", "-t", kind, "--stdin-paths", input="\n".join(paths).encode())
+            out = self.out(
+                "hash-object", "-w", "--no-filters", "-t", kind, "--stdin-paths", input="\n".join(paths).encode()
+            )
         return out.split()
 
     def edit_tree(self, tree: str | None, changes: dict[str, tuple[str, str] | None]) -> str:
@@ -368,7 +376,9 @@ class Repository:
         try:
             os.makedirs(path, exist_ok=True)
         except OSError as e:  # something else took the name: ggstack's own state, not the user's input
-            raise InfraError(f"cannot use ggstack's state directory {path}: {e.strerror} (move aside what is in the way)") from None
+            raise InfraError(
+                f"cannot use ggstack's state directory {path}: {e.strerror} (move aside what is in the way)"
+            ) from None
         return path
 
     # -- merging --------------------------------------------------------
@@ -387,7 +397,9 @@ class Repository:
 
     # -- patches ----------------------------------------------------------
 
-    def format_patch(self, commit: str, base: str, paths: Sequence[str] = (), number: int = 1, total: int = 1) -> tuple[str, bytes]:
+    def format_patch(
+        self, commit: str, base: str, paths: Sequence[str] = (), number: int = 1, total: int = 1
+    ) -> tuple[str, bytes]:
         """``git format-patch --full-index`` of one commit: (git's file name, contents).
 
         ``--no-signature`` keeps the bytes independent of the git version, and
@@ -397,21 +409,53 @@ class Repository:
         """
         with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as out_dir:
             args = [
-                "-c", "core.quotePath=false",
-                "-c", "diff.noprefix=false",
-                "-c", "diff.mnemonicPrefix=false",
-                "-c", "diff.suppressBlankEmpty=false",
-                "-c", "format.signOff=false",
-                "-c", "format.from=false",
-                "-c", "format.forceInBodyFrom=false",
-                "-c", "format.encodeEmailHeaders=true",
-                "-c", "i18n.logOutputEncoding=UTF-8",
-                "format-patch", "--full-index", "--binary", "--no-signature", "--no-color",
-                "--find-renames", f"--base={base}", "--numbered", "--subject-prefix=PATCH", "--suffix=.patch",
-                "--no-cover-letter", "--no-thread", "--no-notes", "--no-attach", "--no-add-header", "--no-to", "--no-cc",
-                "--no-relative", "--unified=3", "--inter-hunk-context=0", "--diff-algorithm=myers", "--indent-heuristic",
-                "-O/dev/null", "--filename-max-length=64",
-                f"--start-number={number}", "-o", out_dir, "-1", commit,
+                "-c",
+                "core.quotePath=false",
+                "-c",
+                "diff.noprefix=false",
+                "-c",
+                "diff.mnemonicPrefix=false",
+                "-c",
+                "diff.suppressBlankEmpty=false",
+                "-c",
+                "format.signOff=false",
+                "-c",
+                "format.from=false",
+                "-c",
+                "format.forceInBodyFrom=false",
+                "-c",
+                "format.encodeEmailHeaders=true",
+                "-c",
+                "i18n.logOutputEncoding=UTF-8",
+                "format-patch",
+                "--full-index",
+                "--binary",
+                "--no-signature",
+                "--no-color",
+                "--find-renames",
+                f"--base={base}",
+                "--numbered",
+                "--subject-prefix=PATCH",
+                "--suffix=.patch",
+                "--no-cover-letter",
+                "--no-thread",
+                "--no-notes",
+                "--no-attach",
+                "--no-add-header",
+                "--no-to",
+                "--no-cc",
+                "--no-relative",
+                "--unified=3",
+                "--inter-hunk-context=0",
+                "--diff-algorithm=myers",
+                "--indent-heuristic",
+                "-O/dev/null",
+                "--filename-max-length=64",
+                f"--start-number={number}",
+                "-o",
+                out_dir,
+                "-1",
+                commit,
             ]
             if paths:
                 args += ["--", *paths]
@@ -432,7 +476,9 @@ class Repository:
 
     def numstat(self, a: str, b: str) -> list[tuple[str, int | None, int | None]]:
         """(path, added, deleted) per file from ``a`` to ``b``; None counts for a binary file."""
-        out = self.run("diff-tree", "-r", "--numstat", "-z", "--find-renames", "--no-color", a, b).stdout.decode("utf-8", "surrogateescape")
+        out = self.run("diff-tree", "-r", "--numstat", "-z", "--find-renames", "--no-color", a, b).stdout.decode(
+            "utf-8", "surrogateescape"
+        )
         fields = out.split("\0")
         rows: list[tuple[str, int | None, int | None]] = []
         i = 0
@@ -456,7 +502,16 @@ class Repository:
 
         One streaming pass: ``git log -p`` piped into one ``git patch-id``.
         """
-        args = ["log", "-p", "--no-merges", "--format=commit %H", "--full-index", "--no-color", "--no-renames", *rev_range]
+        args = [
+            "log",
+            "-p",
+            "--no-merges",
+            "--format=commit %H",
+            "--full-index",
+            "--no-color",
+            "--no-renames",
+            *rev_range,
+        ]
         if paths:
             args += ["--", *paths]
         log = self.popen(*args)
@@ -512,14 +567,21 @@ class Repository:
     # -- the user's state (read only) ----------------------------------------
 
     def in_progress_operation(self) -> str | None:
-        for name, what in (("rebase-merge", "rebase"), ("rebase-apply", "rebase/am"), ("MERGE_HEAD", "merge"), ("CHERRY_PICK_HEAD", "cherry-pick")):
+        for name, what in (
+            ("rebase-merge", "rebase"),
+            ("rebase-apply", "rebase/am"),
+            ("MERGE_HEAD", "merge"),
+            ("CHERRY_PICK_HEAD", "cherry-pick"),
+        ):
             if os.path.exists(os.path.join(self.git_dir, name)):
                 return what
         return None
 
     # -- remotes ----------------------------------------------------------
 
-    def push(self, remote: str, refspecs: Sequence[str], leases: Sequence[str], *, atomic: bool = False) -> subprocess.CompletedProcess[bytes]:
+    def push(
+        self, remote: str, refspecs: Sequence[str], leases: Sequence[str], *, atomic: bool = False
+    ) -> subprocess.CompletedProcess[bytes]:
         args = ["push", "--porcelain", "--no-verify"] + (["--atomic"] if atomic else [])
         args += [f"--force-with-lease={lease}" for lease in leases]
         return self.run(*args, remote, *refspecs, check=False)
@@ -548,7 +610,9 @@ class Repository:
         ``rev^{commit}``), None where it is missing: one ``cat-file --batch``."""
         if not names:
             return []
-        data = self.run("cat-file", "--batch", input="".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")).stdout
+        data = self.run(
+            "cat-file", "--batch", input="".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")
+        ).stdout
         out: list[tuple[str, str, bytes] | None] = []
         pos = 0
         for _ in names:
@@ -560,7 +624,7 @@ class Repository:
                 out.append(None)  # "<name> missing" / "ambiguous"
                 continue
             size = int(parts[2])
-            out.append((parts[0], parts[1], data[pos:pos + size]))
+            out.append((parts[0], parts[1], data[pos : pos + size]))
             pos += size + 1
         return out
 
@@ -579,7 +643,16 @@ class Repository:
         renames found), for many (commit, parent) pairs in one ``diff-tree --stdin``."""
         if not pairs:
             return {}
-        args = ["diff-tree", "--stdin", "-p", "--full-index", "--binary", "--find-renames", "--no-color", "--format=commit %H"]
+        args = [
+            "diff-tree",
+            "--stdin",
+            "-p",
+            "--full-index",
+            "--binary",
+            "--find-renames",
+            "--no-color",
+            "--format=commit %H",
+        ]
         raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
         out: dict[str, bytes] = {c: b"" for c, _ in pairs}
         for chunk in re.split(rb"^commit (?=[0-9a-f]{40}\n)", raw, flags=re.M):
@@ -594,7 +667,16 @@ class Repository:
         ``patch-id``. Empty changes have none."""
         if not pairs:
             return {}
-        args = ["diff-tree", "--stdin", "-p", "--full-index", "--binary", "--find-renames", "--no-color", "--format=commit %H"]
+        args = [
+            "diff-tree",
+            "--stdin",
+            "-p",
+            "--full-index",
+            "--binary",
+            "--find-renames",
+            "--no-color",
+            "--format=commit %H",
+        ]
         with tempfile.TemporaryFile() as feed:
             feed.write("".join(f"{c} {p}\n" if p else f"{c}\n" for c, p in pairs).encode())
             feed.seek(0)
@@ -609,14 +691,27 @@ class Repository:
             result[commit] = patch_id
         return result
 
-    def log_raw(self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    def log_raw(
+        self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]
+    ) -> list[tuple[str, list[tuple[str, str, str]]]]:
         """(commit, [(path, old blob, new blob), ...every file it changes]) for
         every non-merge commit reachable from ``tips`` but not ``exclude`` that
         touches ``paths``, newest first: one ``git log --raw`` (no diffs).
         A missing side is the zero id."""
         feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
         feed += "--\n" + "".join(p + "\n" for p in paths)
-        args = ["log", "--raw", "-z", "--no-merges", "--full-history", "--full-diff", "--no-abbrev", "--no-renames", "--format=%x01%H", "--stdin"]
+        args = [
+            "log",
+            "--raw",
+            "-z",
+            "--no-merges",
+            "--full-history",
+            "--full-diff",
+            "--no-abbrev",
+            "--no-renames",
+            "--format=%x01%H",
+            "--stdin",
+        ]
         raw = self.run(*args, input=feed.encode("utf-8", "surrogateescape")).stdout.decode("utf-8", "surrogateescape")
         out = []
         for chunk in raw.split("\x01")[1:]:
@@ -648,7 +743,9 @@ class Repository:
         fields = raw.decode("utf-8", "surrogateescape").split("\0")
         return [(fields[i].strip(), fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
 
-    def blame_lines(self, commit: str, path: str, ranges: Sequence[tuple[int, int]], since: str | None = None) -> dict[int, tuple[str, bool]]:
+    def blame_lines(
+        self, commit: str, path: str, ranges: Sequence[tuple[int, int]], since: str | None = None
+    ) -> dict[int, tuple[str, bool]]:
         """final line number -> (commit that brought the line, is-boundary) for
         the 1-based inclusive ``ranges`` of ``path`` at ``commit``; lines older
         than ``since`` are boundary lines (``git blame since..commit``)."""
@@ -673,7 +770,9 @@ class Repository:
     def reverse_apply_to_tree(self, tree: str, patch: bytes) -> str | None:
         """``tree`` with ``patch`` reverse-applied (``git apply -R``), or None if it does not apply."""
         with self.temp_index(tree) as env:
-            proc = self.run("apply", "--cached", "--reverse", "--whitespace=nowarn", "-", input=patch, env=env, check=False)
+            proc = self.run(
+                "apply", "--cached", "--reverse", "--whitespace=nowarn", "-", input=patch, env=env, check=False
+            )
             if proc.returncode != 0:
                 return None
             return self.out("write-tree", env=env)
@@ -754,8 +853,16 @@ class Repository:
         parent): one ``diff-tree --stdin -r --raw``."""
         if not pairs:
             return []
-        raw = self.run("diff-tree", "--stdin", "-r", "--raw", "-z", "--no-renames", "--always",
-                       input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
+        raw = self.run(
+            "diff-tree",
+            "--stdin",
+            "-r",
+            "--raw",
+            "-z",
+            "--no-renames",
+            "--always",
+            input="".join(f"{c} {p}\n" for c, p in pairs).encode(),
+        ).stdout
         fields = raw.decode("utf-8", "surrogateescape").split("\0")
         out: list[list[TreeChange]] = []
         i = 0
@@ -781,13 +888,14 @@ class Repository:
         while pos < len(data):
             space = data.index(b" ", pos)
             nul = data.index(b"\0", space)
-            name = data[space + 1:nul].decode("utf-8", "surrogateescape")
-            entries[name] = (data[pos:space].decode(), data[nul + 1:nul + 21].hex())
+            name = data[space + 1 : nul].decode("utf-8", "surrogateescape")
+            entries[name] = (data[pos:space].decode(), data[nul + 1 : nul + 21].hex())
             pos = nul + 21
         return entries
 
     def write_tree(self, entries: dict[str, tuple[str, str]]) -> str:
         """A tree object of name -> (mode, sha), in git's order; queued (see ``queue_object``)."""
+
         def order(name: str) -> bytes:
             return name.encode("utf-8", "surrogateescape") + (b"/" if entries[name][0] == "40000" else b"")
 
@@ -803,11 +911,29 @@ class Repository:
         if not pairs:
             return []
         args = [  # the diff settings ``format_patch`` pins, so equal bytes mean an equal change
-            "-c", "core.quotePath=false", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
-            "-c", "diff.suppressBlankEmpty=false",
-            "diff-tree", "--stdin", "--always", "-p", "--full-index", "--binary", "--find-renames", "--no-color",
-            "--no-relative", "--unified=3", "--inter-hunk-context=0", "--diff-algorithm=myers", "--indent-heuristic",
-            "-O/dev/null", "--format=ggstack-commit %H %T",
+            "-c",
+            "core.quotePath=false",
+            "-c",
+            "diff.noprefix=false",
+            "-c",
+            "diff.mnemonicPrefix=false",
+            "-c",
+            "diff.suppressBlankEmpty=false",
+            "diff-tree",
+            "--stdin",
+            "--always",
+            "-p",
+            "--full-index",
+            "--binary",
+            "--find-renames",
+            "--no-color",
+            "--no-relative",
+            "--unified=3",
+            "--inter-hunk-context=0",
+            "--diff-algorithm=myers",
+            "--indent-heuristic",
+            "-O/dev/null",
+            "--format=ggstack-commit %H %T",
         ]
         raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
         chunks = re.split(rb"^ggstack-commit [0-9a-f]{40} (?=[0-9a-f]{40}\n)", raw, flags=re.M)[1:]
@@ -818,6 +944,7 @@ class Repository:
         if len(out) != len(pairs):
             raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} diffs, read {len(out)}")
         return out
+
 
 # -- trailers (no repository needed) --------------------------------------------
 
@@ -847,9 +974,19 @@ def parse_trailers(messages: Sequence[str]) -> list[list[tuple[str, str]]]:
                 f.write(msg.encode("utf-8", "surrogateescape"))
             files.append(path)
         out = _plain_git(
-            "-c", "trailer.where=end", "-c", "trailer.ifexists=add", "-c", "trailer.separators=:",
-            "interpret-trailers", "--only-trailers", "--unfold", "--no-divider",
-            "--trailer", f"{sentinel}: x", *files,
+            "-c",
+            "trailer.where=end",
+            "-c",
+            "trailer.ifexists=add",
+            "-c",
+            "trailer.separators=:",
+            "interpret-trailers",
+            "--only-trailers",
+            "--unfold",
+            "--no-divider",
+            "--trailer",
+            f"{sentinel}: x",
+            *files,
         )
     result: list[list[tuple[str, str]]] = [[]]
     for line in out.splitlines():
@@ -941,7 +1078,11 @@ def _write_pack(git_dir: str, queued: dict[str, tuple[str, bytes]]) -> None:
     if queued:
         objects = list(queued.values())
         queued.clear()
-        subprocess.run(["git", "--git-dir", git_dir, "index-pack", "--stdin", "--strict"], input=_pack(objects), capture_output=True)
+        subprocess.run(
+            ["git", "--git-dir", git_dir, "index-pack", "--stdin", "--strict"],
+            input=_pack(objects),
+            capture_output=True,
+        )
 
 
 _PACK_TYPES = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}

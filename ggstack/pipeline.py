@@ -42,8 +42,9 @@ import json
 import os
 import re
 import socket
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, TextIO
+from typing import TextIO
 
 from ggstack import forge, git, replay, report, represent, series, testrun
 from ggstack.errors import InfraError, UserError
@@ -159,7 +160,10 @@ def sync(
     if unsound:
         skip("pr", f"{', '.join(unsound)} did not succeed; the forge is not touched")
     else:
-        acted = attempt("pr", lambda p: forge.pr(repo, stack, run, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env))
+        acted = attempt(
+            "pr",
+            lambda p: forge.pr(repo, stack, run, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env),
+        )
         run = acted or run
     if run is None:
         run = skeleton(stack, base_ref, base)
@@ -197,8 +201,15 @@ def skeleton(stack: Stack, base_ref: str, base: str) -> Run:
     """A Run with one unjudged Outcome a patch, for when no stage produced one."""
     run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
     for p in stack.patches:
-        run.outcomes.append(Outcome(p.name, p.subject, p.provenance.stack_patch_id,
-                                    source_commit=p.provenance.cherry_picked_from or p.source_commit, provenance=p.provenance))
+        run.outcomes.append(
+            Outcome(
+                p.name,
+                p.subject,
+                p.provenance.stack_patch_id,
+                source_commit=p.provenance.cherry_picked_from or p.source_commit,
+                provenance=p.provenance,
+            )
+        )
     return run
 
 
@@ -225,7 +236,9 @@ def save_run(repo: git.Repository, run: Run, path: str | None = None) -> str:
             os.makedirs(parent, exist_ok=True)
             series.write_atomic(path, data)
         except OSError as e:  # a folder on the way is a file, or not writable
-            raise UserError(f"--run-json: cannot write it: {e.strerror} (the Run is saved in {last})", path=path) from None
+            raise UserError(
+                f"--run-json: cannot write it: {e.strerror} (the Run is saved in {last})", path=path
+            ) from None
         return path
     return last
 
@@ -248,7 +261,13 @@ class LockInfo:
     command: str = ""
 
     def to_json(self) -> dict[str, object]:
-        return {"pid": self.pid, "started": self.started, "host": self.host, "proc_start": self.proc_start, "command": self.command}
+        return {
+            "pid": self.pid,
+            "started": self.started,
+            "host": self.host,
+            "proc_start": self.proc_start,
+            "command": self.command,
+        }
 
 
 def lock_path(repo: git.Repository, stack_name: str) -> str:
@@ -256,7 +275,9 @@ def lock_path(repo: git.Repository, stack_name: str) -> str:
 
 
 @contextlib.contextmanager
-def locked(repo: git.Repository, stack_name: str, *, command: str = "ggstack sync", warn: Callable[[str], None] | None = None) -> Iterator[LockInfo]:
+def locked(
+    repo: git.Repository, stack_name: str, *, command: str = "ggstack sync", warn: Callable[[str], None] | None = None
+) -> Iterator[LockInfo]:
     """Hold the stack's lock for the block; InfraError (exit 3) when another live run holds it."""
     path = lock_path(repo, stack_name)
     mine = LockInfo(os.getpid(), _now(), socket.gethostname(), _proc_start(os.getpid()), command)
@@ -288,7 +309,9 @@ def read_lock(path: str) -> LockInfo | None:
     try:
         with open(path, encoding="utf-8") as f:
             d = json.load(f)
-        return LockInfo(int(d["pid"]), str(d["started"]), str(d.get("host", "")), d.get("proc_start"), str(d.get("command", "")))
+        return LockInfo(
+            int(d["pid"]), str(d["started"]), str(d.get("host", "")), d.get("proc_start"), str(d.get("command", ""))
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -348,7 +371,7 @@ def _is_zombie(pid: int) -> bool:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- GitHub Actions ------------------------------------------------------------------

@@ -41,8 +41,8 @@ import hashlib
 import json
 import os
 import signal
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from ggstack import git, series
 from ggstack.errors import UserError
@@ -125,7 +125,9 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
                 )
         elif not (hit and present.get(hit)):
             todo.append((patch, parent))
-    trees = _trees_from_sources(repo, [(p, parent) for p, parent in todo if p.source_commit and present.get(p.source_commit)])
+    trees = _trees_from_sources(
+        repo, [(p, parent) for p, parent in todo if p.source_commit and present.get(p.source_commit)]
+    )
     made: dict[str, str] = {}
     for patch, parent in todo:
         commit = _commit_patch(repo, stack, patch, parent, trees.get(patch.name))
@@ -234,7 +236,9 @@ class Replayer:
             self._results.put(key, commit)
             return Step(Applied.APPLIED, tree, commit)
         # merge-tree merges at the merge base: give it one whose base is the pick's parent.
-        scratch = self.repo.write_commit(self.tip_tree, [pick.parent or ""], "ggstack scratch\n", git.SCRATCH_IDENT, git.SCRATCH_IDENT)
+        scratch = self.repo.write_commit(
+            self.tip_tree, [pick.parent or ""], "ggstack scratch\n", git.SCRATCH_IDENT, git.SCRATCH_IDENT
+        )
         merged = self.repo.merge_trees(scratch, pick.commit)
         if not merged.clean:
             return Step(Applied.CONFLICT, merged.tree, conflict=self._conflict(merged))
@@ -289,7 +293,10 @@ class Replayer:
             tree, message = self.repo.apply_to_tree(self.tip_tree, pick.diff)
             note = "recorded base and blobs missing: applied with plain git apply"
         if tree is None:
-            paths = sorted({line.split(": ", 2)[1] for line in message.splitlines() if line.startswith("error: patch failed: ")} or {"?"})
+            paths = sorted(
+                {line.split(": ", 2)[1] for line in message.splitlines() if line.startswith("error: patch failed: ")}
+                or {"?"}
+            )
             paths = [p.rsplit(":", 1)[0] for p in paths]
             return Step(Applied.CONFLICT, self.tip_tree, conflict=Conflict(paths, "", message.strip()), note=note)
         if tree == self.tip_tree:
@@ -367,7 +374,9 @@ TREE_MODE = "40000"
 _ABSENT = "0" * 6
 
 
-def trivial_merge(trees: Trees, tip_tree: str, changes: Sequence[git.TreeChange]) -> dict[str, tuple[str, str] | None] | None:
+def trivial_merge(
+    trees: Trees, tip_tree: str, changes: Sequence[git.TreeChange]
+) -> dict[str, tuple[str, str] | None] | None:
     """The edits that turn the tip into the cherry-pick's result, where
     merge-ort provably has nothing to decide; None where it might.
 
@@ -451,9 +460,14 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
             refs.append(f"{prefix.rstrip('/')}/{i:02d}-{p.slug}")
             continue
         try:
-            name = stack.config.branch_template.format(stack=stack.name, index=i, slug=p.slug, name=p.name.removesuffix(".patch"))
+            name = stack.config.branch_template.format(
+                stack=stack.name, index=i, slug=p.slug, name=p.name.removesuffix(".patch")
+            )
         except (KeyError, IndexError, ValueError) as e:
-            raise UserError(f"branches.template: {e} (fields: stack, index, slug, name)", path=os.path.join(stack.path, series.STACK_TOML)) from None
+            raise UserError(
+                f"branches.template: {e} (fields: stack, index, slug, name)",
+                path=os.path.join(stack.path, series.STACK_TOML),
+            ) from None
         refs.append(name if name.startswith("refs/") else "refs/heads/" + name)
     return refs
 
@@ -472,7 +486,9 @@ def _read_record(repo: git.Repository, sha: str | None) -> dict[str, str]:
     return {ref: value for value, _, ref in (line.partition(" ") for line in lines if line)}
 
 
-def write_branches(repo: git.Repository, stack: Stack, steps: Sequence[Step], refs: Sequence[str], *, force: bool = False) -> list[str | None]:
+def write_branches(
+    repo: git.Repository, stack: Stack, steps: Sequence[Step], refs: Sequence[str], *, force: bool = False
+) -> list[str | None]:
     """Point each applied patch's ref at its commit, in one transaction.
 
     A ref that someone else moved since ggstack last wrote it is not
@@ -505,7 +521,9 @@ def write_branches(repo: git.Repository, stack: Stack, steps: Sequence[Step], re
             "someone else moved these branches since ggstack wrote them (use --force to overwrite): " + ", ".join(moved)
         )
     if record != last_written:
-        blob = repo.hash_blob("".join(f"{sha} {ref}\n" for ref, sha in sorted(record.items())).encode("utf-8", "surrogateescape"))
+        blob = repo.hash_blob(
+            "".join(f"{sha} {ref}\n" for ref, sha in sorted(record.items())).encode("utf-8", "surrogateescape")
+        )
         updates.append((record_ref, blob, values.get(record_ref)))
     repo.update_refs(updates, f"ggstack apply {stack.name}")
     return result

@@ -51,18 +51,32 @@ def verdict_words(o: Outcome) -> str:
     ident = [e for e in _evidence(o, "identity") if e.data.get("match")]
     parts: list[str] = []
     if o.verdict is Verdict.REPRESENTED:
-        parts.append(f"{blame[0].detail} (content)" if blame else f"{content[0].detail} (content)" if content else "the base has it")
+        parts.append(
+            f"{blame[0].detail} (content)"
+            if blame
+            else f"{content[0].detail} (content)"
+            if content
+            else "the base has it"
+        )
     elif o.verdict is Verdict.PARTIAL:
         parts.append(content[0].detail if content else f"{round(100 * o.represented_fraction)}% present")
         if blame:
             parts.append(blame[0].detail)
     elif o.verdict is Verdict.CONFLICT:
-        paths = o.conflict.paths if o.conflict else next((e.data.get("paths", []) for e in _evidence(o, "conflict") if "paths" in e.data), [])
+        paths = (
+            o.conflict.paths
+            if o.conflict
+            else next((e.data.get("paths", []) for e in _evidence(o, "conflict") if "paths" in e.data), [])
+        )
         parts.append("conflicts in " + ", ".join(paths) if paths else "does not apply")
     elif o.verdict is Verdict.UNIQUE:
         parts.append("not in the base; applies")
     if pid:
-        parts.append("patch-id matches " + ", ".join(short(c) for c in pid[0].commits) if pid[0].data.get("match") else "patch-id differs")
+        parts.append(
+            "patch-id matches " + ", ".join(short(c) for c in pid[0].commits)
+            if pid[0].data.get("match")
+            else "patch-id differs"
+        )
     parts += [e.detail for e in ident]
     parts += [e.detail for e in pid if "reverted_by" in e.data]
     parts += [e.detail for e in _evidence(o, "conflict") if e.data.get("spurious")]
@@ -75,7 +89,12 @@ def check_table(run: Run) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("patch", "verdict", "represented by", "evidence", "recommendation"):
         table.add_column(col, overflow="fold")
-    styles = {Verdict.UNIQUE: "green", Verdict.REPRESENTED: "yellow", Verdict.PARTIAL: "magenta", Verdict.CONFLICT: "bold red"}
+    styles = {
+        Verdict.UNIQUE: "green",
+        Verdict.REPRESENTED: "yellow",
+        Verdict.PARTIAL: "magenta",
+        Verdict.CONFLICT: "bold red",
+    }
     for o in run.outcomes:
         verdict = o.verdict.value if o.verdict else ""
         if o.verdict is Verdict.PARTIAL:
@@ -88,6 +107,7 @@ def check_table(run: Run) -> Table:
             o.recommendation.value if o.recommendation else "",
         )
     return table
+
 
 # -- pull requests (the ``pr`` stage) ------------------------------------------------
 #
@@ -123,7 +143,9 @@ def diffstat_text(diffstat: Diffstat) -> str:
     adds = sum(a or 0 for _, a, _ in diffstat)
     dels = sum(d or 0 for _, _, d in diffstat)
     n = len(diffstat)
-    lines.append(f" {n} file{'s' if n != 1 else ''} changed, {adds} insertion{'s' if adds != 1 else ''}(+), {dels} deletion{'s' if dels != 1 else ''}(-)")
+    lines.append(
+        f" {n} file{'s' if n != 1 else ''} changed, {adds} insertion{'s' if adds != 1 else ''}(+), {dels} deletion{'s' if dels != 1 else ''}(-)"
+    )
     return "\n".join(lines)
 
 
@@ -161,7 +183,9 @@ def pr_body(
     if origin:
         parts.append("### Original PR\n\n" + "\n".join(origin))
     if prov and prov.dropped:
-        parts.append("### Dropped\n\nLeft out of the original on purpose:\n\n" + "\n".join(f"- {d}" for d in prov.dropped))
+        parts.append(
+            "### Dropped\n\nLeft out of the original on purpose:\n\n" + "\n".join(f"- {d}" for d in prov.dropped)
+        )
     changes = f"Replayed onto `{run.base_ref}` at {short(run.base)}.\n\n```\n{diffstat_text(diffstat)}\n```"
     if outcome.verdict is Verdict.PARTIAL:
         via = f" via {', '.join(short(c) for c in outcome.represented_by)}" if outcome.represented_by else ""
@@ -176,15 +200,22 @@ def pr_body(
             who = ", ".join(f"@{u}" for u in outcome.pr.approved_by) or "a maintainer"
             parts.append(f"### Approval\n\nApproved by {who}; ggstack has lifted the gate ({gate}).")
         else:
-            parts.append(f"### Approval\n\n{PR_GATE}\n\nGate: {gate}; ggstack lifts it when a maintainer approves this PR.")
-    parts.append(f"<sub>Opened by ggstack from `{run.stack}/{outcome.name}`.</sub>\n{pr_marker(outcome.stack_patch_id)}")
+            parts.append(
+                f"### Approval\n\n{PR_GATE}\n\nGate: {gate}; ggstack lifts it when a maintainer approves this PR."
+            )
+    parts.append(
+        f"<sub>Opened by ggstack from `{run.stack}/{outcome.name}`.</sub>\n{pr_marker(outcome.stack_patch_id)}"
+    )
     return "\n\n".join(parts) + "\n"
 
 
 def _merge_order(run: Run, outcome: Outcome, order: list[Outcome]) -> str:
     names = [o.name for o in order]
     n = names.index(outcome.name) + 1
-    lines = [f"This is PR {n} of {len(order)} in the `{run.stack}` stack onto `{run.base_ref}`. Merge in this order:", ""]
+    lines = [
+        f"This is PR {n} of {len(order)} in the `{run.stack}` stack onto `{run.base_ref}`. Merge in this order:",
+        "",
+    ]
     for i, o in enumerate(order, 1):
         # Its own number is not known before it is opened: naming it would cost an edit.
         lines.append(f"{i}. **this PR**: {o.subject}" if o.name == outcome.name else f"{i}. {_pr_ref(o)} {o.subject}")
@@ -211,8 +242,11 @@ def closing_comment(run: Run, outcome: Outcome) -> str:
         f"The change of this PR is present there{via}, so this branch has no unique change left to merge.",
     ]
     # Only the signals that say "it is there": a non-matching patch-id is no reason to close.
-    supporting = [e for e in outcome.evidence if all(e.data.get(k) is not False for k in ("match", "empty", "applies"))
-                  and "disagreement" not in e.data]
+    supporting = [
+        e
+        for e in outcome.evidence
+        if all(e.data.get(k) is not False for k in ("match", "empty", "applies")) and "disagreement" not in e.data
+    ]
     if supporting:
         lines += ["", "Evidence:"]
         for e in supporting:
@@ -237,7 +271,9 @@ def closing_comment(run: Run, outcome: Outcome) -> str:
 def pr_plan_table(run: Run) -> Table:
     """One row a patch: its verdict, its PR and what ``pr`` did or would do."""
     stage = run.stages.get("pr", "")
-    title = f"{run.stack}: pull requests onto {run.base_ref} ({short(run.base)})" + (" — plan only (dry run)" if stage == "dry-run" else "")
+    title = f"{run.stack}: pull requests onto {run.base_ref} ({short(run.base)})" + (
+        " — plan only (dry run)" if stage == "dry-run" else ""
+    )
     table = Table(title=title, title_justify="left")
     for col in ("patch", "verdict", "PR", "base", "gate", "actions"):
         table.add_column(col, overflow="fold")
@@ -245,8 +281,12 @@ def pr_plan_table(run: Run) -> Table:
         pr = o.pr
         verdict = o.verdict.value if o.verdict else ""
         if pr is None:
-            why = {Verdict.REPRESENTED: "no PR: represented", Verdict.CONFLICT: "no PR: needs rework (conflict)",
-                   Verdict.BROKEN: "no PR: needs rework (broken)", Verdict.INCONCLUSIVE: "no PR: held (inconclusive)"}
+            why = {
+                Verdict.REPRESENTED: "no PR: represented",
+                Verdict.CONFLICT: "no PR: needs rework (conflict)",
+                Verdict.BROKEN: "no PR: needs rework (broken)",
+                Verdict.INCONCLUSIVE: "no PR: held (inconclusive)",
+            }
             table.add_row(escape(o.name), verdict, "", "", "", why.get(o.verdict, "") if o.verdict else "")
             continue
         number = f"#{pr.number}" if pr.number else ("new" if pr.state == "planned" else "")
@@ -264,7 +304,11 @@ def pr_documents(run: Run) -> str:
     """Each PR body and closing comment of the plan, for ``pr --dry-run``."""
     out = []
     for o in run.outcomes:
-        if o.pr and o.pr.body is not None and any(a.startswith("open") or (a.startswith("update") and "body" in a) for a in o.pr.actions):
+        if (
+            o.pr
+            and o.pr.body is not None
+            and any(a.startswith("open") or (a.startswith("update") and "body" in a) for a in o.pr.actions)
+        ):
             out.append(f"===== {o.name}: PR body =====\n{o.pr.body}")
         if o.pr and o.pr.comment is not None:
             out.append(f"===== {o.name}: closing comment =====\n{o.pr.comment}")
@@ -327,7 +371,9 @@ def test_failures(run: Run) -> str:
     for o in run.outcomes:
         for t in o.tests:
             if t.output_tail and (t.where == "patched" or t.status in ("error", "timeout")):
-                parts.append(f"--- {o.name}: {t.kind} on {t.where} ({t.status}: {t.reason or t.command})\n{t.output_tail}")
+                parts.append(
+                    f"--- {o.name}: {t.kind} on {t.where} ({t.status}: {t.reason or t.command})\n{t.output_tail}"
+                )
     return "\n\n".join(parts)
 
 
@@ -337,7 +383,14 @@ def test_failures(run: Run) -> str:
 # the exit code, so that what the maintainer reads and what the bot branches
 # on are the same facts.
 
-VERDICT_ORDER = (Verdict.UNIQUE, Verdict.PARTIAL, Verdict.REPRESENTED, Verdict.CONFLICT, Verdict.BROKEN, Verdict.INCONCLUSIVE)
+VERDICT_ORDER = (
+    Verdict.UNIQUE,
+    Verdict.PARTIAL,
+    Verdict.REPRESENTED,
+    Verdict.CONFLICT,
+    Verdict.BROKEN,
+    Verdict.INCONCLUSIVE,
+)
 NOT_JUDGED = "not judged"
 
 
@@ -351,10 +404,12 @@ def verdict_counts(run: Run) -> dict[str, int]:
 
 
 def header_line(run: Run) -> str:
-    """"gg-clean: 3 patches onto origin/dev at 1a2b3c4d5e — 1 unique, 1 represented, 1 conflict"."""
+    """ "gg-clean: 3 patches onto origin/dev at 1a2b3c4d5e — 1 unique, 1 represented, 1 conflict"."""
     n = len(run.outcomes)
     counts = ", ".join(f"{k} {v}" if k == NOT_JUDGED else f"{v} {k}" for k, v in verdict_counts(run).items())
-    return f"{run.stack or 'commits'}: {n} patch{'es' if n != 1 else ''} onto {run.base_ref} at {short(run.base)}" + (f" — {counts}" if counts else "")
+    return f"{run.stack or 'commits'}: {n} patch{'es' if n != 1 else ''} onto {run.base_ref} at {short(run.base)}" + (
+        f" — {counts}" if counts else ""
+    )
 
 
 def redundant_open(o: Outcome) -> bool:
@@ -415,7 +470,9 @@ def evidence_words(o: Outcome) -> str:
 
 def test_words(t: TestResult) -> str:
     """One test run in words: "gpu tests on base+patch: skipped (no GPU on this machine)"."""
-    where = {"patched": "base+patch", "base": "base without the patch", "old-base": "the old base"}.get(t.where, t.where)
+    where = {"patched": "base+patch", "base": "base without the patch", "old-base": "the old base"}.get(
+        t.where, t.where
+    )
     extra = []
     if t.failed:
         extra.append(f"{len(t.failed)} failed: {', '.join(t.failed[:3])}{' …' if len(t.failed) > 3 else ''}")
@@ -464,7 +521,12 @@ def recommendation_words(o: Outcome) -> str:
     """What the maintainer should do now; where ``pr`` has run, its PR's state
     says it better than ``check``'s recommendation made before any PR existed."""
     pr = o.pr
-    if pr is not None and pr.number is not None and pr.state == "open" and o.verdict in (Verdict.UNIQUE, Verdict.PARTIAL):
+    if (
+        pr is not None
+        and pr.number is not None
+        and pr.state == "open"
+        and o.verdict in (Verdict.UNIQUE, Verdict.PARTIAL)
+    ):
         return "merge (approved)" if pr.approved else Recommendation.WAIT_APPROVAL.value
     if pr is not None and pr.number is not None and pr.state == "open" and o.verdict is Verdict.REPRESENTED:
         return Recommendation.CLOSE_PR.value
@@ -476,14 +538,26 @@ def report_table(run: Run) -> Table:
     table = Table(title=Text(header_line(run)), title_justify="left")
     for col in ("#", "patch", "verdict", "recommendation", "evidence", "provenance", "PR"):
         table.add_column(col, overflow="fold")
-    styles = {Verdict.UNIQUE: "green", Verdict.REPRESENTED: "cyan", Verdict.PARTIAL: "yellow",
-              Verdict.CONFLICT: "bold red", Verdict.BROKEN: "bold red", Verdict.INCONCLUSIVE: "yellow"}
+    styles = {
+        Verdict.UNIQUE: "green",
+        Verdict.REPRESENTED: "cyan",
+        Verdict.PARTIAL: "yellow",
+        Verdict.CONFLICT: "bold red",
+        Verdict.BROKEN: "bold red",
+        Verdict.INCONCLUSIVE: "yellow",
+    }
     for i, o in enumerate(run.outcomes, 1):
         verdict = o.verdict.value if o.verdict else NOT_JUDGED
         pr = pr_words(o) + (f"\n{o.pr.url}" if o.pr and o.pr.url else "")
         # Text, not markup: subjects and evidence may hold "[...]".
-        cells = [f"{o.name}\n{o.subject}", verdict, recommendation_words(o), evidence_words(o).partition(": ")[2],
-                 "\n".join(provenance_words(o)), pr]
+        cells = [
+            f"{o.name}\n{o.subject}",
+            verdict,
+            recommendation_words(o),
+            evidence_words(o).partition(": ")[2],
+            "\n".join(provenance_words(o)),
+            pr,
+        ]
         table.add_row(str(i), *(Text(c, style=styles.get(o.verdict, "") if c is verdict else "") for c in cells))
     return table
 
@@ -523,12 +597,21 @@ def markdown(run: Run) -> str:
     lines.append("")
     for o in run.outcomes:
         if o.verdict is Verdict.PARTIAL and o.remaining_diff:
-            lines += _details(f"{o.name}: remaining diff ({1 - o.represented_fraction:.0%} of its lines still needed)", o.remaining_diff, "diff")
+            lines += _details(
+                f"{o.name}: remaining diff ({1 - o.represented_fraction:.0%} of its lines still needed)",
+                o.remaining_diff,
+                "diff",
+            )
         if o.conflict and o.conflict.hunks:
             lines += _details(f"{o.name}: conflict in {', '.join(o.conflict.paths)}", o.conflict.hunks, "diff")
         if o.verdict is Verdict.REPRESENTED and o.pr is not None and o.pr.number is not None:
             comment = o.pr.comment or closing_comment(run, o)
-            lines += _details(f"{o.name}: closing comment for #{o.pr.number}" + (" (posted)" if o.pr.state == "closed" else " (draft)"), comment, "markdown")
+            lines += _details(
+                f"{o.name}: closing comment for #{o.pr.number}"
+                + (" (posted)" if o.pr.state == "closed" else " (draft)"),
+                comment,
+                "markdown",
+            )
     if run.errors:
         lines += ["### Errors", ""] + [f"- {_md(e)}" for e in run.errors] + [""]
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -536,7 +619,17 @@ def markdown(run: Run) -> str:
 
 def _details(summary: str, body: str, lang: str) -> list[str]:
     fence = "`" * max(3, _longest_backtick_run(body) + 1)
-    return ["<details>", f"<summary>{html.escape(summary, quote=False)}</summary>", "", f"{fence}{lang}", body.rstrip("\n"), fence, "", "</details>", ""]
+    return [
+        "<details>",
+        f"<summary>{html.escape(summary, quote=False)}</summary>",
+        "",
+        f"{fence}{lang}",
+        body.rstrip("\n"),
+        fence,
+        "",
+        "</details>",
+        "",
+    ]
 
 
 def _longest_backtick_run(text: str) -> int:

@@ -33,10 +33,10 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from ggstack import git, replay
 from ggstack.errors import UserError
@@ -287,29 +287,59 @@ def contain(change_set: list[FileChange], base_entries: dict[str, tuple[str, str
     return Containment(units, base_paths, judged)
 
 
-def _file_units(fc: FileChange, in_base: tuple[str, str] | None, base_entries: dict[str, tuple[str, str]], files: Files) -> list[Unit]:
+def _file_units(
+    fc: FileChange, in_base: tuple[str, str] | None, base_entries: dict[str, tuple[str, str]], files: Files
+) -> list[Unit]:
     path = fc.path
     if fc.new_path is None:  # deleted by the patch
         weight = max(1, sum(len(b.removed) for h in fc.hunks for b in h.blocks))
         if fc.old_path not in base_entries:
             return [Unit(path, "delete", weight, True, "file already deleted in the base")]
         same = base_entries[fc.old_path][1] == fc.old_blob
-        return [Unit(path, "delete", weight, False, "file still in the base" + ("" if same else " (with other content)"))]
+        return [
+            Unit(path, "delete", weight, False, "file still in the base" + ("" if same else " (with other content)"))
+        ]
     if fc.old_path is None and in_base and in_base[1] == fc.new_blob:
         weight = max(1, sum(len(b.added) for h in fc.hunks for b in h.blocks))
-        return [Unit(path, "add", weight, True, "file added by the patch already exists in the base with the same content")]
+        return [
+            Unit(path, "add", weight, True, "file added by the patch already exists in the base with the same content")
+        ]
     if fc.old_path is None and not in_base:
         weight = max(1, sum(len(b.added) for h in fc.hunks for b in h.blocks))
         return [Unit(path, "add", weight, False, "file added by the patch is not in the base")]
     units: list[Unit] = []
     if fc.old_path and fc.new_path and fc.old_path != fc.new_path:
         done = fc.new_path in base_entries and fc.old_path not in base_entries
-        units.append(Unit(path, "rename", 1, done, f"renamed {fc.old_path} → {fc.new_path} in the base" if done else f"the base does not rename {fc.old_path} → {fc.new_path}"))
+        units.append(
+            Unit(
+                path,
+                "rename",
+                1,
+                done,
+                f"renamed {fc.old_path} → {fc.new_path} in the base"
+                if done
+                else f"the base does not rename {fc.old_path} → {fc.new_path}",
+            )
+        )
     if fc.old_mode and fc.new_mode and fc.old_mode != fc.new_mode:
         mode = in_base[0] if in_base else None
-        units.append(Unit(path, "mode", 1, mode == fc.new_mode, f"mode {fc.new_mode} in the base" if mode == fc.new_mode else f"the base has mode {mode or 'none'}, the patch sets {fc.new_mode}"))
+        units.append(
+            Unit(
+                path,
+                "mode",
+                1,
+                mode == fc.new_mode,
+                f"mode {fc.new_mode} in the base"
+                if mode == fc.new_mode
+                else f"the base has mode {mode or 'none'}, the patch sets {fc.new_mode}",
+            )
+        )
     if in_base is None:
-        units += [Unit(path, f"hunk {h.header.split(' @@')[0]} @@", b.weight, False, "file is not in the base", i, b) for i, h in enumerate(fc.hunks) for b in h.blocks]
+        units += [
+            Unit(path, f"hunk {h.header.split(' @@')[0]} @@", b.weight, False, "file is not in the base", i, b)
+            for i, h in enumerate(fc.hunks)
+            for b in h.blocks
+        ]
         if fc.binary:
             units.append(Unit(path, "binary", 1, False, "binary file is not in the base"))
         return units
@@ -320,7 +350,15 @@ def _file_units(fc: FileChange, in_base: tuple[str, str] | None, base_entries: d
         elif fc.old_blob == in_base[1]:
             units.append(Unit(path, "binary", 1, False, "binary file in the base is still the pre-patch version"))
         else:
-            units.append(Unit(path, "binary", 1, False, "binary file in the base differs from both the patch's versions: cannot tell"))
+            units.append(
+                Unit(
+                    path,
+                    "binary",
+                    1,
+                    False,
+                    "binary file in the base differs from both the patch's versions: cannot tell",
+                )
+            )
         return units
     pre = _lines(files.blob(fc.old_blob)) if fc.old_blob else []
     base = _lines(base_data)
@@ -360,7 +398,9 @@ def align(pre: list[str], base: list[str]) -> list[int | None]:
     return pmap
 
 
-def _align_gap(pre: list[str], base: list[str], p0: int, p1: int, b0: int, b1: int, pmap: list[int | None], depth: int) -> None:
+def _align_gap(
+    pre: list[str], base: list[str], p0: int, p1: int, b0: int, b1: int, pmap: list[int | None], depth: int
+) -> None:
     """Patience-style: lines unique on both sides, in increasing order on both,
     are anchors; the gaps between them are aligned the same way, and small
     gaps (or ones without unique lines) by difflib."""
@@ -419,7 +459,9 @@ def _window(block: Block, pre: list[str], base: list[str], pmap: list[int | None
     return lo + 1, max(lo + 1, hi)
 
 
-def _judge_block(path: str, label: str, hunk: int, block: Block, pre: list[str], base: list[str], pmap: list[int | None]) -> Unit:
+def _judge_block(
+    path: str, label: str, hunk: int, block: Block, pre: list[str], base: list[str], pmap: list[int | None]
+) -> Unit:
     start, end = _window(block, pre, base, pmap)
     window = base[start:end]
     unit = Unit(path, label, block.weight, False, "", hunk, block, window=(start, end))
@@ -440,11 +482,15 @@ def _judge_block(path: str, label: str, hunk: int, block: Block, pre: list[str],
         unit.whitespace = at is not None
     if at is None:
         elsewhere = _find_run(base, block.added, strip=False) is not None
-        unit.reason = "its added lines are not in the base" + (" at its place (they are elsewhere in the file)" if elsewhere else "")
+        unit.reason = "its added lines are not in the base" + (
+            " at its place (they are elsewhere in the file)" if elsewhere else ""
+        )
         return unit
     unit.present = True
     unit.found = (start + at, start + at + len(block.added))
-    unit.reason = f"added lines present at base line {start + at + 1}" + (" (ignoring trailing whitespace)" if unit.whitespace else "")
+    unit.reason = f"added lines present at base line {start + at + 1}" + (
+        " (ignoring trailing whitespace)" if unit.whitespace else ""
+    )
     return unit
 
 
@@ -456,7 +502,7 @@ def _find_run(haystack: list[str], needle: list[str], *, strip: bool) -> int | N
         needle = [s.rstrip() for s in needle]
     first = needle[0]
     for i in range(len(haystack) - len(needle) + 1):
-        if haystack[i] == first and haystack[i:i + len(needle)] == needle:
+        if haystack[i] == first and haystack[i : i + len(needle)] == needle:
             return i
     return None
 
@@ -487,13 +533,15 @@ def applies_in_process(change_set: list[FileChange], base_entries: dict[str, tup
             if found is None:
                 return False
             # A context found twice might be the wrong place: let the merge decide.
-            if _find_run(base[at + found + 1:], hunk.old_lines, strip=False) is not None:
+            if _find_run(base[at + found + 1 :], hunk.old_lines, strip=False) is not None:
                 return False
             at += found + len(hunk.old_lines)
     return True
 
 
-def reverse_applies_in_process(change_set: list[FileChange], base_entries: dict[str, tuple[str, str]], files: Files) -> bool:
+def reverse_applies_in_process(
+    change_set: list[FileChange], base_entries: dict[str, tuple[str, str]], files: Files
+) -> bool:
     """Would ``git apply -R`` (no fuzz, any offset) take the patch on the base:
     is every hunk's post-image there, in order?"""
     for fc in change_set:
@@ -536,7 +584,9 @@ class Signals:
     picked_from: dict[str, list[str]]  # source sha -> base commits whose message names it
     spids: dict[str, list[str]]  # Stack-Patch-Id -> base commits carrying it
     reachable: set[str]  # source shas that are ancestors of the base
-    reverted: dict[str, list[str]] = field(default_factory=dict)  # source sha -> base commits that say they revert it (or the merge that brought it)
+    reverted: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # source sha -> base commits that say they revert it (or the merge that brought it)
 
     def range_size(self, paths: Sequence[str]) -> int:
         return len({i for p in paths for i in self.touching.get(p, ())})
@@ -577,7 +627,9 @@ def gather_signals(
         for path, _, _ in files:
             touching.setdefault(path, []).append(i)
     wanted_sets = set(keysets)
-    in_range = [(sha, None) for sha, files in history if not wanted_sets or frozenset(p for p, _, _ in files) in wanted_sets]
+    in_range = [
+        (sha, None) for sha, files in history if not wanted_sets or frozenset(p for p, _, _ in files) in wanted_sets
+    ]
     cache = replay.Cache(repo, f"patch-ids-{_CACHE_VERSION}")
     want = [pair for pair in [*in_range, *candidates] if cache.get(pair[0]) is None]
     found = repo.patch_ids_of_commits(want)
@@ -614,7 +666,7 @@ def _reverted_sources(repo: git.Repository, reverts: dict[str, list[str]], sourc
             out.setdefault(undone, []).extend(by)
             continue
         info = repo.read_commit(undone)
-        for src in (info.parents[1:] if info else ()):
+        for src in info.parents[1:] if info else ():
             if src in sources:
                 out.setdefault(src, []).extend(by)
     return out
@@ -626,7 +678,7 @@ def identity_evidence(signals: Signals, commit: str | None, sources: Sequence[st
     reverted: list[str] = []
     for src in dict.fromkeys(s for s in sources if s):
         if src in signals.reachable:
-            who = 'the commit itself' if src == commit else 'its source ' + src[:10]
+            who = "the commit itself" if src == commit else "its source " + src[:10]
             undone = signals.reverted.get(src, [])
             if undone:
                 # In the base, then taken out again: no evidence that the base has it now.
@@ -642,9 +694,18 @@ def identity_evidence(signals: Signals, commit: str | None, sources: Sequence[st
         facts.append(f"base commit {c[:10]} carries its Stack-Patch-Id")
         commits.append(c)
     if not facts:
-        return Evidence("identity", "no identity match: its source is not in the base and no base commit names it", data={"match": False})
+        return Evidence(
+            "identity",
+            "no identity match: its source is not in the base and no base commit names it",
+            data={"match": False},
+        )
     if not commits:
-        return Evidence("identity", "; ".join(facts), list(dict.fromkeys(reverted)), data={"match": False, "reverted_by": list(dict.fromkeys(reverted))})
+        return Evidence(
+            "identity",
+            "; ".join(facts),
+            list(dict.fromkeys(reverted)),
+            data={"match": False, "reverted_by": list(dict.fromkeys(reverted))},
+        )
     return Evidence("identity", "; ".join(facts), list(dict.fromkeys(commits)), data={"match": True})
 
 
@@ -655,7 +716,12 @@ def patch_id_evidence(signals: Signals, commit: str | None, paths: Sequence[str]
         return Evidence("patch-id", "no patch-id (the patch is empty or was not computed)", data={"match": False})
     if matches:
         named = ", ".join(c[:10] for c in matches)
-        return Evidence("patch-id", f"same patch-id as {named} (an exact cherry-pick)", matches, data={"match": True, "patch_id": pid})
+        return Evidence(
+            "patch-id",
+            f"same patch-id as {named} (an exact cherry-pick)",
+            matches,
+            data={"match": True, "patch_id": pid},
+        )
     checked = signals.range_size(paths)
     return Evidence(
         "patch-id",
@@ -667,7 +733,9 @@ def patch_id_evidence(signals: Signals, commit: str | None, paths: Sequence[str]
 # -- blame ---------------------------------------------------------------------------------
 
 
-def blame_evidence(repo: git.Repository, content: Containment, commit: str, since: str | None, names: dict[str, str]) -> tuple[Evidence | None, list[str]]:
+def blame_evidence(
+    repo: git.Repository, content: Containment, commit: str, since: str | None, names: dict[str, str]
+) -> tuple[Evidence | None, list[str]]:
     """Who brought the present added lines into the base, with shares."""
     by_file: dict[str, list[tuple[int, int]]] = {}
     for u in content.units:
@@ -695,10 +763,14 @@ def blame_evidence(repo: git.Repository, content: Containment, commit: str, sinc
     else:
         detail = "added lines come from " + ", ".join(parts)
     base_commits = [sha for sha in shares if sha not in names]
-    return Evidence("blame", detail, base_commits, data={"shares": shares, "older_than_merge_base": older / total}), base_commits
+    return Evidence(
+        "blame", detail, base_commits, data={"shares": shares, "older_than_merge_base": older / total}
+    ), base_commits
 
 
-def attribution_evidence(contents: list[Containment], signals: Signals, files: Files) -> list[tuple[Evidence | None, list[str]]]:
+def attribution_evidence(
+    contents: list[Containment], signals: Signals, files: Files
+) -> list[tuple[Evidence | None, list[str]]]:
     """Who brought the present added lines in, for many patches at once, from
     the range's history of each file (what ``git blame`` answers, without a
     process per file): the base commit whose version of the file has the
@@ -753,7 +825,9 @@ def _shares_evidence(counts: Counter[str], older: int) -> tuple[Evidence | None,
         detail = f"100% of added lines come from {next(iter(shares))[:10]}"
     else:
         detail = "added lines come from " + ", ".join(parts)
-    return Evidence("blame", detail, list(shares), data={"shares": shares, "older_than_merge_base": older / total}), list(shares)
+    return Evidence(
+        "blame", detail, list(shares), data={"shares": shares, "older_than_merge_base": older / total}
+    ), list(shares)
 
 
 def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -769,7 +843,9 @@ def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 # -- the remaining diff -------------------------------------------------------------------
 
 
-def remaining_diff(repo: git.Repository, tree: str, change_set: list[FileChange], content: Containment, files: Files) -> str | None:
+def remaining_diff(
+    repo: git.Repository, tree: str, change_set: list[FileChange], content: Containment, files: Files
+) -> str | None:
     """A diff against ``tree`` of only the parts of the patch it lacks (it applies by construction)."""
     missing = [u for u in content.units if not u.present]
     if not missing or not content.judged:
@@ -789,7 +865,11 @@ def remaining_diff(repo: git.Repository, tree: str, change_set: list[FileChange]
             changes[fc.old_path] = None
             simple = False
             continue
-        if "add" in kinds or "binary" in kinds or (fc.old_path and fc.old_path not in entries and fc.new_path not in entries):
+        if (
+            "add" in kinds
+            or "binary" in kinds
+            or (fc.old_path and fc.old_path not in entries and fc.new_path not in entries)
+        ):
             if fc.new_blob and fc.new_mode:
                 changes[fc.new_path] = (fc.new_mode, fc.new_blob)
             simple = False
@@ -818,7 +898,17 @@ def remaining_diff(repo: git.Repository, tree: str, change_set: list[FileChange]
             changes[base_path] = None
         text = "\n".join(lines) + ("\n" if lines and (data.endswith(b"\n") or not data) else "")
         new_blobs.append((fc.new_path, mode, text.encode("utf-8", "surrogateescape")))
-        simple = simple and fc.new_path.isascii() and fc.new_path.isprintable() and '"' not in fc.new_path and base_path == fc.new_path and mode == entries[base_path][0] and bool(data) and data.endswith(b"\n") and bool(lines)
+        simple = (
+            simple
+            and fc.new_path.isascii()
+            and fc.new_path.isprintable()
+            and '"' not in fc.new_path
+            and base_path == fc.new_path
+            and mode == entries[base_path][0]
+            and bool(data)
+            and data.endswith(b"\n")
+            and bool(lines)
+        )
         edits.append((fc.new_path, mode, blob, before, lines))
     if simple and edits:
         return _unified(edits, [b for _, _, b in new_blobs]) or None
@@ -867,19 +957,33 @@ def _replacement(u: Unit, base: list[str]) -> tuple[int, int]:
 
 def _content_evidence(content: Containment) -> Evidence:
     if not content.judged:
-        return Evidence("content", "not compared line by line: the patch's pre-image is not in this repository", data={"judged": False})
+        return Evidence(
+            "content",
+            "not compared line by line: the patch's pre-image is not in this repository",
+            data={"judged": False},
+        )
     if not content.units:
-        return Evidence("content", "the patch changes nothing: there is nothing to bring into the base", fraction=1.0, data={"units": []})
+        return Evidence(
+            "content",
+            "the patch changes nothing: there is nothing to bring into the base",
+            fraction=1.0,
+            data={"units": []},
+        )
     hunks: list[dict] = []
     for u in content.units:
         hunks.append({"path": u.path, "what": u.what, "present": u.present, "reason": u.reason, "lines": u.weight})
     total = len(content.units)
     present = sum(1 for u in content.units if u.present)
     pct = round(100 * content.fraction)
-    reasons = "; ".join(f"{u.path}: {u.what}: {u.reason}" for u in content.units if not u.present) or "every change is present"
+    reasons = (
+        "; ".join(f"{u.path}: {u.what}: {u.reason}" for u in content.units if not u.present)
+        or "every change is present"
+    )
     if content.all_present:
         ws = any(u.whitespace for u in content.units)
-        detail = f"all {total} changes present in the base ({pct}% of changed lines)" + (", ignoring trailing whitespace" if ws else "")
+        detail = f"all {total} changes present in the base ({pct}% of changed lines)" + (
+            ", ignoring trailing whitespace" if ws else ""
+        )
         whole = [u.reason for u in content.units if u.block is None]
         if whole:
             detail += ": " + "; ".join(dict.fromkeys(whole))
@@ -890,7 +994,17 @@ def _content_evidence(content: Containment) -> Evidence:
     return Evidence("content", detail, fraction=content.fraction, data={"units": hunks})
 
 
-def fold(outcome: Outcome, content: Containment, step: replay.Step | None, reverse: bool | None, identity: Evidence, pid: Evidence, blame: Evidence | None, blame_commits: list[str], applied_note: str = "") -> None:
+def fold(
+    outcome: Outcome,
+    content: Containment,
+    step: replay.Step | None,
+    reverse: bool | None,
+    identity: Evidence,
+    pid: Evidence,
+    blame: Evidence | None,
+    blame_commits: list[str],
+    applied_note: str = "",
+) -> None:
     """Set verdict, fraction, representing commits and recommendation from the evidence.
 
     The verdict follows the content of the base; the other signals are only
@@ -908,21 +1022,43 @@ def fold(outcome: Outcome, content: Containment, step: replay.Step | None, rever
         if step.applied is Applied.EMPTY:
             ev.append(Evidence("empty", "replaying it onto the base changes nothing", data={"empty": True}))
         elif step.applied is Applied.APPLIED:
-            ev.append(Evidence("empty", "replaying it onto the base applies cleanly and changes the base", data={"empty": False}))
+            ev.append(
+                Evidence(
+                    "empty", "replaying it onto the base applies cleanly and changes the base", data={"empty": False}
+                )
+            )
         elif step.conflict:
-            ev.append(Evidence("conflict", "replaying it conflicts in " + ", ".join(step.conflict.paths), data={"paths": step.conflict.paths}))
+            ev.append(
+                Evidence(
+                    "conflict",
+                    "replaying it conflicts in " + ", ".join(step.conflict.paths),
+                    data={"paths": step.conflict.paths},
+                )
+            )
     elif applied_note:
         outcome.applied = Applied.APPLIED
         ev.append(Evidence("empty", applied_note, data={"empty": False}))
     if reverse is not None:
-        ev.append(Evidence("reverse-apply", "its reverse applies to the base (its post-image is there)" if reverse else "its reverse does not apply to the base", data={"applies": reverse}))
+        ev.append(
+            Evidence(
+                "reverse-apply",
+                "its reverse applies to the base (its post-image is there)"
+                if reverse
+                else "its reverse does not apply to the base",
+                data={"applies": reverse},
+            )
+        )
     ev.append(_content_evidence(content))
     if blame:
         ev.append(blame)
     outcome.represented_fraction = round(content.fraction, 4) if content.judged else 0.0
     empty = step is not None and step.applied is Applied.EMPTY
     conflict = step is not None and step.applied is Applied.CONFLICT
-    says_present = [e.kind for e in (identity, pid) if e.data.get("match")] + (["empty"] if empty else []) + (["reverse-apply"] if reverse else [])
+    says_present = (
+        [e.kind for e in (identity, pid) if e.data.get("match")]
+        + (["empty"] if empty else [])
+        + (["reverse-apply"] if reverse else [])
+    )
     if not content.judged:
         # No pre-image to compare: git's own signals are all there is.
         if empty or reverse:
@@ -943,13 +1079,19 @@ def fold(outcome: Outcome, content: Containment, step: replay.Step | None, rever
         outcome.represented_by = list(dict.fromkeys(blame_commits + pid.commits))
         outcome.recommendation = Recommendation.DO_NOT_OPEN
         if conflict:
-            ev.append(Evidence("conflict", "the conflict is only the change already being in the base", data={"spurious": True}))
+            ev.append(
+                Evidence(
+                    "conflict", "the conflict is only the change already being in the base", data={"spurious": True}
+                )
+            )
         if step is not None and step.applied is Applied.APPLIED:
-            ev.append(Evidence(
-                "content",
-                "signals disagree: every line is there, but replaying it would still change the base; look at what it would change",
-                data={"disagreement": ["empty"]},
-            ))
+            ev.append(
+                Evidence(
+                    "content",
+                    "signals disagree: every line is there, but replaying it would still change the base; look at what it would change",
+                    data={"disagreement": ["empty"]},
+                )
+            )
             outcome.recommendation = Recommendation.HUMAN_LOOK
         return
     if content.any_present:
@@ -962,12 +1104,14 @@ def fold(outcome: Outcome, content: Containment, step: replay.Step | None, rever
         outcome.verdict = Verdict.CONFLICT if conflict else Verdict.UNIQUE
         outcome.recommendation = Recommendation.REWORK if conflict else Recommendation.OPEN_PR
     if says_present:
-        ev.append(Evidence(
-            "content",
-            f"signals disagree: {', '.join(says_present)} say{'s' if len(says_present) == 1 else ''} the base has it, "
-            "but its lines are not all there (reverted, or applied at another place); the verdict follows the content",
-            data={"disagreement": says_present},
-        ))
+        ev.append(
+            Evidence(
+                "content",
+                f"signals disagree: {', '.join(says_present)} say{'s' if len(says_present) == 1 else ''} the base has it, "
+                "but its lines are not all there (reverted, or applied at another place); the verdict follows the content",
+                data={"disagreement": says_present},
+            )
+        )
         # A pick that was later reverted (identity, patch-id) is simply needed
         # again; but git finding the change in the base's text where the
         # line check does not is worth a maintainer's look.
@@ -975,11 +1119,19 @@ def fold(outcome: Outcome, content: Containment, step: replay.Step | None, rever
             outcome.recommendation = Recommendation.HUMAN_LOOK
 
 
-def name_reverts(repo: git.Repository, signals: Signals, pairs: dict[str, tuple[str, str]], outcomes: Sequence[Outcome]) -> None:
+def name_reverts(
+    repo: git.Repository, signals: Signals, pairs: dict[str, tuple[str, str]], outcomes: Sequence[Outcome]
+) -> None:
     """Where identity or patch-id says "in the base" but the content says
     not, look for the base commit that undid it: one whose patch-id is that
     of the patch reversed (one ``diff-tree | patch-id`` for all of them)."""
-    doubted = [o for o in outcomes if o.verdict is not Verdict.REPRESENTED and any("disagreement" in e.data for e in o.evidence) and o.name in pairs]
+    doubted = [
+        o
+        for o in outcomes
+        if o.verdict is not Verdict.REPRESENTED
+        and any("disagreement" in e.data for e in o.evidence)
+        and o.name in pairs
+    ]
     if not doubted:
         return
     # "<parent> <commit>" makes diff-tree diff the commit back to its parent: the patch reversed.
@@ -989,13 +1141,22 @@ def name_reverts(repo: git.Repository, signals: Signals, pairs: dict[str, tuple[
         reverts = signals.by_patch_id.get(pid, []) if pid else []
         if reverts:
             named = ", ".join(c[:10] for c in reverts)
-            o.evidence.append(Evidence("patch-id", f"reverted in the base by {named} (its patch-id is this patch's, reversed)", reverts, data={"match": False, "reverted_by": reverts}))
+            o.evidence.append(
+                Evidence(
+                    "patch-id",
+                    f"reverted in the base by {named} (its patch-id is this patch's, reversed)",
+                    reverts,
+                    data={"match": False, "reverted_by": reverts},
+                )
+            )
 
 
 # -- the stage: a stored stack, cumulatively ---------------------------------------------------
 
 
-def check(repo: git.Repository, stack: Stack, base_ref: str, *, run: Run | None = None, progress: Progress | None = None) -> Run:
+def check(
+    repo: git.Repository, stack: Stack, base_ref: str, *, run: Run | None = None, progress: Progress | None = None
+) -> Run:
     """``ggstack check STACK``: each patch judged on the base plus the earlier patches still needed."""
     base = replay.resolve_base(repo, stack, base_ref)
     picks = replay.materialize(repo, stack)
@@ -1007,7 +1168,10 @@ def check(repo: git.Repository, stack: Stack, base_ref: str, *, run: Run | None 
     changes = [parse_diff(p.diff) for p in picks]
     paths = sorted({p for cs in changes for fc in cs for p in (fc.old_path, fc.new_path) if p})
     signals = gather_signals(
-        repo, base, [merge_base] if merge_base else [], paths,
+        repo,
+        base,
+        [merge_base] if merge_base else [],
+        paths,
         [(p.commit, p.parent) for p in picks if p.commit and p.parent],
         [p.patch.provenance.cherry_picked_from or "" for p in picks if p.patch],
         [frozenset(_paths(cs)) for cs in changes],
@@ -1033,7 +1197,9 @@ def check(repo: git.Repository, stack: Stack, base_ref: str, *, run: Run | None 
             files.prefetch([b for fc in cs for b in (fc.old_blob,)] + [sha for _, sha in entries.values()])
             content = contain(cs, entries, files)
             step = replayer.try_pick(pick)
-            identity = identity_evidence(signals, pick.commit, [patch.provenance.cherry_picked_from or ""], patch.provenance.stack_patch_id)
+            identity = identity_evidence(
+                signals, pick.commit, [patch.provenance.cherry_picked_from or ""], patch.provenance.stack_patch_id
+            )
             pid = patch_id_evidence(signals, pick.commit, _paths(cs))
             blame, blamed = (None, [])
             if content.any_present:
@@ -1080,7 +1246,15 @@ def _cumulative_reverse(repo: git.Repository, tree: str, picks: Sequence[replay.
     return result
 
 
-def _through_later(repo: git.Repository, run: Run, picks: Sequence[replay.Pick], changes: list[list[FileChange]], reverse: dict[str, Reversal], base_tree: str, files: Files) -> None:
+def _through_later(
+    repo: git.Repository,
+    run: Run,
+    picks: Sequence[replay.Pick],
+    changes: list[list[FileChange]],
+    reverse: dict[str, Reversal],
+    base_tree: str,
+    files: Files,
+) -> None:
     """A patch whose own lines a later patch changed is represented when the
     later patches are (by content) and its lines are in the base with those
     later patches taken out — the dependent case StGit's --merged catches."""
@@ -1098,14 +1272,20 @@ def _through_later(repo: git.Repository, run: Run, picks: Sequence[replay.Pick],
             continue
         names = ", ".join(l.name for l in later)
         o.evidence = [e for e in o.evidence if "disagreement" not in e.data]
-        o.evidence.append(Evidence(
-            "content",
-            f"all its changes are in the base once the later patches it has ({names}) are taken out: they changed its lines",
-            fraction=1.0,
-            data={"through_later": rev.later},
-        ))
+        o.evidence.append(
+            Evidence(
+                "content",
+                f"all its changes are in the base once the later patches it has ({names}) are taken out: they changed its lines",
+                fraction=1.0,
+                data={"through_later": rev.later},
+            )
+        )
         if any("paths" in e.data for e in o.evidence if e.kind == "conflict"):
-            o.evidence.append(Evidence("conflict", "the conflict is only the change already being in the base", data={"spurious": True}))
+            o.evidence.append(
+                Evidence(
+                    "conflict", "the conflict is only the change already being in the base", data={"spurious": True}
+                )
+            )
         o.verdict = Verdict.REPRESENTED
         o.represented_fraction = 1.0
         o.represented_by = list(dict.fromkeys(c for l in later for c in l.represented_by))
@@ -1147,11 +1327,22 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
     # The range's signals are git's work (log, diff-tree | patch-id) and the
     # content is ours: they run side by side.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(gather_signals, repo, base, [i.sha for i in infos], paths, [(i.sha, i.parents[0]) for i in infos], [s for v in sources.values() for s in v], keysets)
+        pending = pool.submit(
+            gather_signals,
+            repo,
+            base,
+            [i.sha for i in infos],
+            paths,
+            [(i.sha, i.parents[0]) for i in infos],
+            [s for v in sources.values() for s in v],
+            keysets,
+        )
         base_tree = repo.resolve(base, "tree")
         files = Files(repo)
         entries = files.entries(base_tree, paths)
-        files.prefetch([fc.old_blob for cs in changes.values() for fc in cs if fc.old_blob] + [sha for _, sha in entries.values()])
+        files.prefetch(
+            [fc.old_blob for cs in changes.values() for fc in cs if fc.old_blob] + [sha for _, sha in entries.values()]
+        )
         contents = {}
         for info in infos:
             cs = changes[info.sha]
@@ -1177,18 +1368,40 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
 
     steps = _replay_all(repo, base, base_tree, [(j[0], diffs[j[0].sha]) for j in judged if not j[7] and not j[8]])
     attributions = attribution_evidence([j[3] for j in judged], signals, files)
-    for (info, cs, mine, content, identity, pid, spid, plain, settled, reverse), (blame, blamed) in zip(judged, attributions):
+    for (info, cs, mine, content, identity, pid, spid, plain, settled, reverse), (blame, blamed) in zip(
+        judged, attributions
+    ):
         subject = info.message.split("\n", 1)[0]
         outcome = Outcome(name=info.sha[:12], subject=subject, stack_patch_id=spid, source_commit=info.sha)
-        note = "applies to the base: every hunk's lines are found there in order (checked in-process, as git apply without fuzz)" if plain else ""
+        note = (
+            "applies to the base: every hunk's lines are found there in order (checked in-process, as git apply without fuzz)"
+            if plain
+            else ""
+        )
         if settled and content.all_present:
             why = "its patch-id" if pid.data.get("match") else "its reverse applying"
-            outcome.evidence.append(Evidence("empty", f"not replayed: every line is there and {why} agrees", data={"replayed": False}))
+            outcome.evidence.append(
+                Evidence("empty", f"not replayed: every line is there and {why} agrees", data={"replayed": False})
+            )
         elif settled:
-            outcome.evidence.append(Evidence("empty", "not replayed: some of its lines are there, so only the remaining diff is worth applying", data={"replayed": False}))
+            outcome.evidence.append(
+                Evidence(
+                    "empty",
+                    "not replayed: some of its lines are there, so only the remaining diff is worth applying",
+                    data={"replayed": False},
+                )
+            )
         if info.sha in signals.reachable and content.any_present:
             # The commit itself is an ancestor of the base: it brought its own lines.
-            blame, blamed = Evidence("blame", f"the commit itself is in the base: its lines come from {info.sha[:10]}", [info.sha], data={"shares": {info.sha: 1.0}}), [info.sha]
+            blame, blamed = (
+                Evidence(
+                    "blame",
+                    f"the commit itself is in the base: its lines come from {info.sha[:10]}",
+                    [info.sha],
+                    data={"shares": {info.sha: 1.0}},
+                ),
+                [info.sha],
+            )
         fold(outcome, content, steps.get(info.sha), reverse, identity, pid, blame, blamed, note)
         if outcome.verdict is Verdict.PARTIAL:
             outcome.remaining_diff = remaining_diff(repo, base_tree, cs, content, files)
@@ -1198,7 +1411,9 @@ def check_commits(repo: git.Repository, commits: list[str], base_ref: str) -> Ru
     return run
 
 
-def _replay_all(repo: git.Repository, base: str, base_tree: str, todo: list[tuple[git.CommitInfo, bytes]]) -> dict[str, replay.Step]:
+def _replay_all(
+    repo: git.Repository, base: str, base_tree: str, todo: list[tuple[git.CommitInfo, bytes]]
+) -> dict[str, replay.Step]:
     """Cherry-pick's merge of each commit onto the base, independently: the
     scratch commits (base tree on the commit's parent) in one process, the
     merge-trees in parallel. Nothing is committed: ``check`` writes no branch."""

@@ -21,12 +21,13 @@ import os
 import re
 import tempfile
 import tomllib
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ggstack import git
 from ggstack.errors import UserError
-from ggstack.model import Patch, PRPolicy, Provenance, Stack, StackConfig, TargetConfig, TestConfig
+from ggstack.model import Patch, Provenance, PRPolicy, Stack, StackConfig, TargetConfig, TestConfig
 
 STACK_TOML = "stack.toml"
 SERIES = "series"
@@ -64,8 +65,12 @@ def render_config(
     timeout: int = 900,
 ) -> str:
     """The stack.toml that ``ggstack init`` writes; every key documented in the README."""
-    gpu_line = f"gpu = {_toml_string(gpu)}" if gpu else 'gpu = ""                       # e.g. "python -m pytest -q -m gpu {tests}"'
-    return f'''# ggstack stack configuration (see README.md, "stack.toml")
+    gpu_line = (
+        f"gpu = {_toml_string(gpu)}"
+        if gpu
+        else 'gpu = ""                       # e.g. "python -m pytest -q -m gpu {tests}"'
+    )
+    return f"""# ggstack stack configuration (see README.md, "stack.toml")
 
 [target]
 repo = {_toml_string(repo_slug)}          # owner/name on the forge: where PRs are opened
@@ -88,7 +93,7 @@ cpu = {_toml_string(cpu)}
 {gpu_line}
 timeout = {timeout}                  # seconds per test command
 gpu_runner = "gpu"             # runs-on label for GPU jobs in the CI matrix
-'''
+"""
 
 
 def _toml_string(value: str) -> str:
@@ -102,16 +107,24 @@ def parse_config(text: str, path: str) -> StackConfig:
         raise UserError(f"invalid TOML: {e}", path=path, line=_toml_error_line(e)) from None
     for section, value in data.items():
         if section not in _SCHEMA:
-            raise UserError(f"unknown section [{section}] (known: {', '.join(_SCHEMA)})", path=path, line=_line_of(text, rf"\[{re.escape(section)}\]"))
+            raise UserError(
+                f"unknown section [{section}] (known: {', '.join(_SCHEMA)})",
+                path=path,
+                line=_line_of(text, rf"\[{re.escape(section)}\]"),
+            )
         if not isinstance(value, dict):
             raise UserError(f"{section} must be a table", path=path, line=_line_of(text, rf"^{re.escape(section)}\s*="))
         for key, item in value.items():
             expected = _SCHEMA[section].get(key)
             line = _line_of(text, rf"^\s*{re.escape(key)}\s*=")
             if expected is None:
-                raise UserError(f"unknown key {section}.{key} (known: {', '.join(_SCHEMA[section])})", path=path, line=line)
+                raise UserError(
+                    f"unknown key {section}.{key} (known: {', '.join(_SCHEMA[section])})", path=path, line=line
+                )
             if not isinstance(item, expected) or (expected is int and isinstance(item, bool)):
-                raise UserError(f"{section}.{key} must be a {expected.__name__}, not {type(item).__name__}", path=path, line=line)
+                raise UserError(
+                    f"{section}.{key} must be a {expected.__name__}, not {type(item).__name__}", path=path, line=line
+                )
             if expected is list and not all(isinstance(x, str) for x in item):
                 raise UserError(f"{section}.{key} must be a list of strings", path=path, line=line)
     target = data.get("target", {})
@@ -120,7 +133,9 @@ def parse_config(text: str, path: str) -> StackConfig:
     tests = data.get("tests", {})
     env = tests.get("env", {})
     if "timeout" in tests and tests["timeout"] <= 0:
-        raise UserError("tests.timeout must be a positive number of seconds", path=path, line=_line_of(text, r"^\s*timeout\s*="))
+        raise UserError(
+            "tests.timeout must be a positive number of seconds", path=path, line=_line_of(text, r"^\s*timeout\s*=")
+        )
     if not all(isinstance(v, str) for v in env.values()):
         raise UserError("tests.env values must be strings", path=path, line=_line_of(text, r"^\s*env\s*="))
     pr = data.get("pr", {})
@@ -174,7 +189,9 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     first = raw.split(b"\n", 1)[0]
     m = _FROM_LINE.match(first)
     if not m:
-        raise UserError("not a git format-patch file: line 1 must be 'From <40-hex sha> <date>' (mbox)", path=path, line=1)
+        raise UserError(
+            "not a git format-patch file: line 1 must be 'From <40-hex sha> <date>' (mbox)", path=path, line=1
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -183,7 +200,9 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     head, sep, rest = text.partition("\n\n")
     if not sep:
         raise UserError("no blank line after the mail headers", path=path, line=text.count("\n") + 1)
-    headers = email.parser.Parser(policy=email.policy.default).parsestr(head.partition("\n")[2] + "\n", headersonly=True)
+    headers = email.parser.Parser(policy=email.policy.default).parsestr(
+        head.partition("\n")[2] + "\n", headersonly=True
+    )
     for required in ("From", "Subject"):
         if headers.get(required) is None:
             raise UserError(f"missing {required}: header", path=path, line=2)
@@ -217,7 +236,7 @@ def parse_patch(raw: bytes, path: str) -> Patch:
 
 
 def _author(header: Any) -> str:
-    """"Name <email>" as git has it: the mail header's quoting ("John Q. Public") undone."""
+    """ "Name <email>" as git has it: the mail header's quoting ("John Q. Public") undone."""
     addresses = getattr(header, "addresses", ())
     if len(addresses) != 1:
         return str(header)
@@ -265,7 +284,11 @@ def _split_diff(text: str, path: str, first_line: int) -> tuple[str, str]:
                 elif tag == "\\":
                     pass
                 else:
-                    raise UserError(f"hunk line count does not match its header (unexpected {body[:40]!r})", path=path, line=first_line + i)
+                    raise UserError(
+                        f"hunk line count does not match its header (unexpected {body[:40]!r})",
+                        path=path,
+                        line=first_line + i,
+                    )
                 if old < 0 or new < 0:
                     raise UserError("hunk has more lines than its header says", path=path, line=first_line + i)
                 i += 1
@@ -275,7 +298,11 @@ def _split_diff(text: str, path: str, first_line: int) -> tuple[str, str]:
         if line.startswith((" ", "+", "-")) and not line.startswith(("+++ ", "--- ")) and line != "-- ":
             # A hunk line outside any hunk: its header is missing or broken,
             # or the hunk before it claims fewer lines than it has.
-            raise UserError(f"diff line outside any hunk ({line[:40]!r}): a hunk header is broken or its line counts are too small", path=path, line=first_line + i)
+            raise UserError(
+                f"diff line outside any hunk ({line[:40]!r}): a hunk header is broken or its line counts are too small",
+                path=path,
+                line=first_line + i,
+            )
         if line.startswith("GIT binary patch"):
             i += 1
             blocks = 0
@@ -302,7 +329,7 @@ def diff_paths(diff: str) -> list[str]:
     paths: list[str] = []
     for line in diff.split("\n"):
         if line.startswith("diff --git "):
-            paths += _split_diff_git_line(line[len("diff --git "):])
+            paths += _split_diff_git_line(line[len("diff --git ") :])
         elif line.startswith(("rename from ", "copy from ")) and paths:
             # Exact, where "a/X b/Y" of a renamed file is ambiguous (X may hold " b/").
             paths[-2] = _unquote(line.split(" ", 2)[2])
@@ -318,11 +345,11 @@ def _split_diff_git_line(rest: str) -> tuple[str, str]:
         return a[2:], b[2:]
     if rest.endswith('"'):
         idx = rest.index(' "')
-        return rest[: idx][2:], _unquote(rest[idx + 1:])[2:]
+        return rest[:idx][2:], _unquote(rest[idx + 1 :])[2:]
     # Unquoted "a/X b/Y": when X == Y (no rename) the split is at the middle.
     half = (len(rest) - 1) // 2
-    if rest[half] == " " and rest[2:half] == rest[half + 3:]:
-        return rest[2:half], rest[half + 3:]
+    if rest[half] == " " and rest[2:half] == rest[half + 3 :]:
+        return rest[2:half], rest[half + 3 :]
     a, _, b = rest.partition(" b/")
     return a[2:], b
 
@@ -334,7 +361,7 @@ def _read_quoted(s: str) -> tuple[str, str]:
             i += 2
             continue
         if s[i] == '"':
-            return _unquote(s[: i + 1]), s[i + 1:]
+            return _unquote(s[: i + 1]), s[i + 1 :]
         i += 1
     return _unquote(s), ""
 
@@ -346,7 +373,17 @@ def _unquote(s: str) -> str:
     out = bytearray()
     body = s[1:-1]
     i = 0
-    simple = {"n": b"\n", "t": b"\t", '"': b'"', "\\": b"\\", "a": b"\a", "b": b"\b", "f": b"\f", "r": b"\r", "v": b"\v"}
+    simple = {
+        "n": b"\n",
+        "t": b"\t",
+        '"': b'"',
+        "\\": b"\\",
+        "a": b"\a",
+        "b": b"\b",
+        "f": b"\f",
+        "r": b"\r",
+        "v": b"\v",
+    }
     while i < len(body):
         c = body[i]
         if c == "\\" and i + 1 < len(body):
@@ -356,7 +393,7 @@ def _unquote(s: str) -> str:
                 i += 2
                 continue
             if nxt.isdigit():
-                out.append(int(body[i + 1:i + 4], 8))
+                out.append(int(body[i + 1 : i + 4], 8))
                 i += 4
                 continue
         out += c.encode("utf-8")
@@ -380,7 +417,9 @@ def with_provenance(patch: Patch, trailers: list[tuple[str, str]]) -> Patch:
     if cherry is None:
         m = _CHERRY_LINE.search(patch.message)
         cherry = m.group(1) if m else None
-    prov = Provenance(stack_patch_id=spid or "", original_pr=original_pr, cherry_picked_from=cherry, dropped=tuple(dropped))
+    prov = Provenance(
+        stack_patch_id=spid or "", original_pr=original_pr, cherry_picked_from=cherry, dropped=tuple(dropped)
+    )
     return replace(patch, provenance=prov)
 
 
@@ -410,7 +449,9 @@ def load(patches_dir: str, name: str) -> Stack:
     try:
         toml_text = raw_toml.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UserError("not valid UTF-8 (TOML is UTF-8)", path=toml_path, line=raw_toml[: e.start].count(b"\n") + 1) from None
+        raise UserError(
+            "not valid UTF-8 (TOML is UTF-8)", path=toml_path, line=raw_toml[: e.start].count(b"\n") + 1
+        ) from None
     config = parse_config(toml_text, toml_path)
     series_path = os.path.join(path, SERIES)
     series_raw = b""
@@ -429,16 +470,23 @@ def load(patches_dir: str, name: str) -> Stack:
     listed = set(names)
     for fname in sorted(os.listdir(path)):
         if fname.endswith(".patch") and fname not in listed:
-            raise UserError(f"patch file is not in {SERIES} (add it to the series or delete it)", path=os.path.join(path, fname))
+            raise UserError(
+                f"patch file is not in {SERIES} (add it to the series or delete it)", path=os.path.join(path, fname)
+            )
     trailers = git.parse_trailers([p.message for p in patches])
     patches = [with_provenance(p, t) for p, t in zip(patches, trailers)]
     seen: dict[str, str] = {}
     for p in patches:
         spid = p.provenance.stack_patch_id
         if not spid:
-            raise UserError(f"no {T_STACK_PATCH_ID}: trailer (patches get one from `ggstack import`)", path=os.path.join(path, p.name))
+            raise UserError(
+                f"no {T_STACK_PATCH_ID}: trailer (patches get one from `ggstack import`)",
+                path=os.path.join(path, p.name),
+            )
         if spid in seen:
-            raise UserError(f"duplicate {T_STACK_PATCH_ID} {spid}, also in {seen[spid]}", path=os.path.join(path, p.name))
+            raise UserError(
+                f"duplicate {T_STACK_PATCH_ID} {spid}, also in {seen[spid]}", path=os.path.join(path, p.name)
+            )
         seen[spid] = p.name
     return Stack(name=name, path=path, config=config, patches=tuple(patches), series_raw=series_raw)
 
@@ -452,7 +500,11 @@ def _series_entries(raw: bytes, series_path: str, stack_path: str) -> list[str]:
         fields = line.split()
         entry = fields[0]
         if len(fields) > 1 and fields[1:] != ["-p1"]:
-            raise UserError(f"unsupported patch options {' '.join(fields[1:])!r} (ggstack stores -p1 patches)", path=series_path, line=n)
+            raise UserError(
+                f"unsupported patch options {' '.join(fields[1:])!r} (ggstack stores -p1 patches)",
+                path=series_path,
+                line=n,
+            )
         if "/" in entry or entry.startswith("."):
             raise UserError(f"series entry {entry!r} must be a file in the stack directory", path=series_path, line=n)
         if not os.path.isfile(os.path.join(stack_path, entry)):
@@ -532,7 +584,9 @@ def init(patches_dir: str, name: str, repo_slug: str, base: str, remote: str = "
         os.makedirs(path, exist_ok=True)
     except OSError as e:  # the patches directory or the stack's own name is a file
         raise UserError(f"cannot create the stack directory: {e.strerror}", path=path) from None
-    write_atomic(os.path.join(path, SERIES), f"# ggstack series for {name}: one patch a line, in merge order\n".encode())
+    write_atomic(
+        os.path.join(path, SERIES), f"# ggstack series for {name}: one patch a line, in merge order\n".encode()
+    )
     write_atomic(os.path.join(path, STACK_TOML), text.encode())
     return path
 
@@ -584,7 +638,9 @@ def import_commits(
     for flag, patterns in (("--only", only), ("--exclude", exclude)):
         for pattern in patterns:
             if os.path.isabs(pattern) or ".." in pattern.split("/"):
-                raise UserError(f"{flag} {pattern}: a path outside the repository (paths are relative to its top, e.g. vllm/)")
+                raise UserError(
+                    f"{flag} {pattern}: a path outside the repository (paths are relative to its top, e.g. vllm/)"
+                )
     commits = _expand(repo, revs)
     if not commits:
         raise UserError(f"{' '.join(revs)}: no commits to import")
@@ -636,10 +692,14 @@ def _import_one(
     left_out = [p for p in changed if p not in kept]
     for path in kept:
         if _not_utf8(path):
-            raise UserError(f"commit {sha[:12]} changes {path.encode('utf-8', 'surrogateescape')!r}, a file name that is not UTF-8 "
-                            "(a patch file is UTF-8); leave it out with --exclude")
+            raise UserError(
+                f"commit {sha[:12]} changes {path.encode('utf-8', 'surrogateescape')!r}, a file name that is not UTF-8 "
+                "(a patch file is UTF-8); leave it out with --exclude"
+            )
     if not kept:
-        raise UserError(f"importing {sha[:12]} would leave an empty patch (--only/--exclude keep none of: {', '.join(changed) or 'no files'})")
+        raise UserError(
+            f"importing {sha[:12]} would leave an empty patch (--only/--exclude keep none of: {', '.join(changed) or 'no files'})"
+        )
     existing = dict(t for t in git.parse_trailers([message])[0])
     trailers: list[tuple[str, str]] = []
     if pr:

@@ -65,9 +65,10 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ggstack import git, replay, series
 from ggstack.errors import UserError
@@ -228,7 +229,9 @@ def _trees(
         old_entries = repo.ls_tree(repo.resolve(materialised, "tree"), tests)
         trees.append(TestTree("old-base", _overlay(repo, original.parent, old_entries), original.parent))
     elif patch.base_commit:
-        trees.append(TestTree("old-base", None, None, f"its original parent {patch.base_commit[:12]} is not in this repository"))
+        trees.append(
+            TestTree("old-base", None, None, f"its original parent {patch.base_commit[:12]} is not in this repository")
+        )
     else:
         trees.append(TestTree("old-base", None, None, "the patch records no original parent (base-commit:)"))
     return tuple(trees), tests
@@ -261,7 +264,9 @@ def test(
     return fold(repo, run, planned, results, gpu_state)
 
 
-def matrix(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()) -> dict[str, Any]:
+def matrix(
+    repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()
+) -> dict[str, Any]:
     """The job list for GitHub Actions ``strategy.matrix: ${{ fromJSON(...) }}``."""
     jobs = plan(repo, stack, run, gpu=gpu, only=only)
     n = len(jobs)
@@ -338,17 +343,27 @@ def load_results(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
             raise UserError("not a ggstack test results file (written by `ggstack test --shard`)", path=path)
         jobs = doc.get("jobs", [])
         if not isinstance(jobs, list) or not all(
-            isinstance(j, dict) and isinstance(j.get("id"), str) and isinstance(j.get("tests", []), list)
+            isinstance(j, dict)
+            and isinstance(j.get("id"), str)
+            and isinstance(j.get("tests", []), list)
             and all(isinstance(t, dict) for t in j.get("tests", []))
             for j in jobs
         ):
-            raise UserError('"jobs" must be a list of objects, each with an "id" and a list of "tests" (edited by hand?)', path=path)
+            raise UserError(
+                '"jobs" must be a list of objects, each with an "id" and a list of "tests" (edited by hand?)', path=path
+            )
         docs.append((path, doc))
     return docs
 
 
 def merge(
-    repo: git.Repository, stack: Stack, run: Run, documents: Sequence[tuple[str, dict[str, Any]]], *, gpu: str = "auto", only: Sequence[str] = ()
+    repo: git.Repository,
+    stack: Stack,
+    run: Run,
+    documents: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    gpu: str = "auto",
+    only: Sequence[str] = (),
 ) -> Run:
     """Fold shards' results documents into ``run``, as ``test`` would have."""
     jobs = plan(repo, stack, run, gpu=gpu, only=only)
@@ -410,11 +425,15 @@ def detect_gpu(stack: Stack) -> tuple[bool, str]:
         said = ["nvidia-smi: no GPU listed"]
     if sys.platform == "linux" and not any(os.path.exists(p) for p in _GPU_DRIVER_PATHS):
         # CUDA (and ROCm) need their kernel driver: without it torch could only say False, slowly.
-        return False, "no GPU on this machine (" + "; ".join(said + ["no GPU driver: " + ", ".join(_GPU_DRIVER_PATHS)]) + ")"
+        return False, "no GPU on this machine (" + "; ".join(
+            said + ["no GPU driver: " + ", ".join(_GPU_DRIVER_PATHS)]
+        ) + ")"
     python = shutil.which("python", path=path) or sys.executable
     probe = "import torch; print(torch.cuda.is_available())"
     try:
-        proc = subprocess.run([python, "-c", probe], env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [python, "-c", probe], env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+        )
         answer = proc.stdout.strip().splitlines()[-1:] if proc.returncode == 0 else []
         if answer == ["True"]:
             return True, "torch.cuda.is_available() is True"
@@ -485,7 +504,9 @@ def _without_gpu(repo: git.Repository, stack: Stack, job: Job, why: str) -> list
     """GPU tests on a machine without a GPU: skipped (so inconclusive) where the
     patch has any — found by collecting them — and "no-tests" where it has none,
     so that a patch without GPU tests is not held for want of a GPU."""
-    tt = next((t for t in job.trees if t.where == "patched" and t.tree), None) or next((t for t in job.trees if t.tree), None)
+    tt = next((t for t in job.trees if t.where == "patched" and t.tree), None) or next(
+        (t for t in job.trees if t.tree), None
+    )
     if tt is None:
         return [_not_run(job, t, t.reason) for t in job.trees]
     probe = _run_cached(repo, stack, job, tt, False, collect_only=True)
@@ -502,7 +523,9 @@ def _not_run(job: Job, tt: TestTree, reason: str, *, status: str = "not-run") ->
     return TestResult(job.kind, tt.where, status, tree=tt.tree or "", command=job.command, reason=reason or tt.reason)
 
 
-def _run_cached(repo: git.Repository, stack: Stack, job: Job, tt: TestTree, gpu_present: bool, *, collect_only: bool = False) -> TestResult:
+def _run_cached(
+    repo: git.Repository, stack: Stack, job: Job, tt: TestTree, gpu_present: bool, *, collect_only: bool = False
+) -> TestResult:
     if tt.tree is None:
         return _not_run(job, tt, tt.reason)
     key = _cache_key(stack, job, tt.tree, gpu_present, collect_only)
@@ -513,7 +536,11 @@ def _run_cached(repo: git.Repository, stack: Stack, job: Job, tt: TestTree, gpu_
         return TestResult(job.kind, tt.where, tree=tt.tree, command=job.command, cached=True, **stored)
     result = _run_in_worktree(repo, stack, job, tt, collect_only)
     if result.status != "timeout":  # a hang may be the machine's load: try it again next time
-        keep = {k: v for k, v in dataclasses.asdict(result).items() if k not in ("kind", "where", "tree", "command", "cached")}
+        keep = {
+            k: v
+            for k, v in dataclasses.asdict(result).items()
+            if k not in ("kind", "where", "tree", "command", "cached")
+        }
         series.write_atomic(path, json.dumps(keep, sort_keys=True).encode())
     return result
 
@@ -548,21 +575,30 @@ def _base_env(stack: Stack) -> dict[str, str]:
     return env
 
 
-def _run_in_worktree(repo: git.Repository, stack: Stack, job: Job, tt: TestTree, collect_only: bool = False) -> TestResult:
+def _run_in_worktree(
+    repo: git.Repository, stack: Stack, job: Job, tt: TestTree, collect_only: bool = False
+) -> TestResult:
     timeout = stack.config.tests.timeout
-    with _worktree(repo, tt) as wt, tempfile.TemporaryDirectory(prefix="ggstack-test-", dir=repo.state_dir("tmp")) as tmp:
+    with (
+        _worktree(repo, tt) as wt,
+        tempfile.TemporaryDirectory(prefix="ggstack-test-", dir=repo.state_dir("tmp")) as tmp,
+    ):
         junit = os.path.join(tmp, "junit.xml")
         log = os.path.join(tmp, "output.log")
         env = _base_env(stack)
         env["PYTHONPATH"] = wt + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         # The XML and a rootdir of the worktree's own, whatever the command looks like.
-        extra = f"--junitxml={shlex.quote(junit)} --rootdir={shlex.quote(wt)}" + (" --collect-only" if collect_only else "")
+        extra = f"--junitxml={shlex.quote(junit)} --rootdir={shlex.quote(wt)}" + (
+            " --collect-only" if collect_only else ""
+        )
         env["PYTEST_ADDOPTS"] = f"{env['PYTEST_ADDOPTS']} {extra}" if env.get("PYTEST_ADDOPTS") else extra
         started = time.monotonic()
         rc, timed_out = run_group(job.command, wt, env, log, timeout, wt + ".pgid")
         seconds = round(time.monotonic() - started, 2)
         with open(log, "rb") as f:
-            f.seek(max(0, os.path.getsize(log) - 8 * _TAIL_CHARS))  # only the tail is kept: a chatty suite can write gigabytes
+            f.seek(
+                max(0, os.path.getsize(log) - 8 * _TAIL_CHARS)
+            )  # only the tail is kept: a chatty suite can write gigabytes
             output = f.read().decode("utf-8", "replace")
         cases = read_junit(junit)
     status = _status(rc, timed_out, cases)
@@ -570,19 +606,32 @@ def _run_in_worktree(repo: git.Repository, stack: Stack, job: Job, tt: TestTree,
         status = "no-tests" if rc == 5 else "passed" if rc == 0 else "timeout" if timed_out else "error"
     result = TestResult(job.kind, tt.where, status, tree=tt.tree or "", command=job.command, seconds=seconds)
     if cases:
-        result.passed, result.failed, result.skipped, result.errors = cases["passed"], cases["failed"], cases["skipped"], cases["errors"]
+        result.passed, result.failed, result.skipped, result.errors = (
+            cases["passed"],
+            cases["failed"],
+            cases["skipped"],
+            cases["errors"],
+        )
     if status in _FAILING:
         result.output_tail = _tail(output)
     result.reason = _reason(status, rc, timeout, cases)
     return result
 
 
-def run_group(command: str, cwd: str, env: dict[str, str], log_path: str, timeout: float, pgid_path: str) -> tuple[int | None, bool]:
+def run_group(
+    command: str, cwd: str, env: dict[str, str], log_path: str, timeout: float, pgid_path: str
+) -> tuple[int | None, bool]:
     """``command`` in a session of its own: (exit code, timed out). Whatever it
     started is killed with it, on a timeout and after a normal exit alike."""
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            ["/bin/sh", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            ["/bin/sh", "-c", command],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     with open(pgid_path, "w") as f:
         f.write(str(proc.pid))  # for prune_leftovers, should ggstack die before the group
@@ -697,7 +746,9 @@ def _stop_pytest_config_search(root: str) -> None:
     is inside it), conftest.py files included."""
     path = os.path.join(root, "pytest.ini")
     if not os.path.exists(path):
-        series.write_atomic(path, b"# ggstack: pytest's config search stops here, outside the user's checkout\n[pytest]\n")
+        series.write_atomic(
+            path, b"# ggstack: pytest's config search stops here, outside the user's checkout\n[pytest]\n"
+        )
 
 
 def _remove_worktree(repo: git.Repository, path: str) -> None:
@@ -736,9 +787,8 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     return True
 
 
@@ -773,7 +823,9 @@ def _proc_entries() -> list[str]:
 # -- folding into the verdict --------------------------------------------------------------------
 
 
-def fold(repo: git.Repository, run: Run, jobs: Sequence[Job], results: dict[str, list[TestResult]], gpu_state: str | None) -> Run:
+def fold(
+    repo: git.Repository, run: Run, jobs: Sequence[Job], results: dict[str, list[TestResult]], gpu_state: str | None
+) -> Run:
     """A copy of ``run`` with each tested patch's results and the verdict they give."""
     run = copy.deepcopy(run)
     by_patch: dict[str, list[Job]] = {}
@@ -798,23 +850,37 @@ def judge(kind: str, runs: dict[str, TestResult]) -> Judgement:
     passing: set[str] | None = None
     if patched is not None and patched.status != "not-run":
         if patched.status == "failed":
-            return Judgement("broken", tuple(patched.failed), f"{kind} tests fail with the patch: {_names(patched.failed)}")
+            return Judgement(
+                "broken", tuple(patched.failed), f"{kind} tests fail with the patch: {_names(patched.failed)}"
+            )
         if patched.status in ("error", "timeout", "skipped"):
-            return Judgement("inconclusive", tuple(patched.errors or patched.skipped), f"{kind} tests with the patch: {_why(patched)}")
+            return Judgement(
+                "inconclusive",
+                tuple(patched.errors or patched.skipped),
+                f"{kind} tests with the patch: {_why(patched)}",
+            )
         if patched.status == "no-tests":
             return Judgement("none", (), f"no {kind} tests collected")
         passing = set(patched.passed)
     if base.status in ("failed", "error"):
         failing = [t for t in sorted(passing) if t not in base.passed] if passing else base.failed + base.errors
         how = "and pass with it" if passing is not None else "(the patch does not apply, so they were not run with it)"
-        return Judgement("needed", tuple(failing), f"{kind} tests fail on the base without the patch {how}: {_names(failing)}")
+        return Judgement(
+            "needed", tuple(failing), f"{kind} tests fail on the base without the patch {how}: {_names(failing)}"
+        )
     if base.status in ("timeout", "skipped", "not-run"):
-        return Judgement("inconclusive", tuple(base.skipped), f"{kind} tests on the base without the patch: {_why(base)}")
+        return Judgement(
+            "inconclusive", tuple(base.skipped), f"{kind} tests on the base without the patch: {_why(base)}"
+        )
     if base.status == "no-tests":
         return Judgement("none", (), f"no {kind} tests collected on the base")
     if old is None or old.status in ("not-run", "timeout", "skipped", "no-tests"):
         why = _why(old) if old else "not run"
-        return Judgement("none", (), f"{kind} tests pass on the base without the patch, but the control on the old base did not run ({why}): no behaviour evidence")
+        return Judgement(
+            "none",
+            (),
+            f"{kind} tests pass on the base without the patch, but the control on the old base did not run ({why}): no behaviour evidence",
+        )
     if old.status in ("failed", "error"):
         shown = [t for t in base.passed if t not in old.passed] or old.failed + old.errors
         return Judgement(
@@ -822,7 +888,11 @@ def judge(kind: str, runs: dict[str, TestResult]) -> Judgement:
             tuple(shown),
             f"{kind} tests fail on the old base and pass on the base without the patch: {_names(shown)}",
         )
-    return Judgement("none", (), f"{kind} tests pass on the old base too (the control), so they cannot tell the change apart: no behaviour evidence")
+    return Judgement(
+        "none",
+        (),
+        f"{kind} tests pass on the old base too (the control), so they cannot tell the change apart: no behaviour evidence",
+    )
 
 
 def _why(r: TestResult) -> str:
@@ -858,7 +928,11 @@ def _restore(o: Outcome) -> None:
     o.tests = []
 
 
-_FROM_APPLIED = {Applied.APPLIED: Verdict.UNIQUE, Applied.EMPTY: Verdict.REPRESENTED, Applied.CONFLICT: Verdict.CONFLICT}
+_FROM_APPLIED = {
+    Applied.APPLIED: Verdict.UNIQUE,
+    Applied.EMPTY: Verdict.REPRESENTED,
+    Applied.CONFLICT: Verdict.CONFLICT,
+}
 
 
 def _default_recommendation(o: Outcome, verdict: Verdict) -> Recommendation:
@@ -876,7 +950,11 @@ def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgeme
     judgements = [j for _, j in judged]
     job = judged[0][0]
     text = o.verdict  # None when check did not run: apply's result stands for it
-    before = {"verdict": text.value if text else None, "recommendation": o.recommendation.value if o.recommendation else None, "represented_by": list(o.represented_by)}
+    before = {
+        "verdict": text.value if text else None,
+        "recommendation": o.recommendation.value if o.recommendation else None,
+        "represented_by": list(o.represented_by),
+    }
     kind = combine(judgements)
     fallback = text or _FROM_APPLIED.get(o.applied or Applied.SKIPPED)
     detail = "; ".join(j.detail for j in sorted(judgements, key=lambda j: j.kind != kind))  # the deciding kind first
@@ -897,7 +975,10 @@ def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgeme
             agrees = False
             verdict, rec = Verdict.INCONCLUSIVE, Recommendation.HUMAN_LOOK
             by = ", ".join(c[:10] for c in o.represented_by) or "the base"
-            detail = f"needed by its tests, but the text evidence says represented by {by}: the signals disagree, a human should look; " + detail
+            detail = (
+                f"needed by its tests, but the text evidence says represented by {by}: the signals disagree, a human should look; "
+                + detail
+            )
         else:
             agrees = True if text else None
             verdict = fallback or Verdict.UNIQUE
@@ -908,9 +989,13 @@ def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgeme
         verdict = Verdict.REPRESENTED
         commits = list(o.represented_by) or _candidates(repo, job)
         o.represented_by = commits
-        rec = (o.recommendation if agrees and o.recommendation else _default_recommendation(o, verdict))
+        rec = o.recommendation if agrees and o.recommendation else _default_recommendation(o, verdict)
         said = "agrees with the text evidence" if agrees else f"the text evidence says {text.value}" if text else ""
-        found = f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}" if commits and not before["represented_by"] else ""
+        found = (
+            f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
+            if commits and not before["represented_by"]
+            else ""
+        )
         detail = "represented by behaviour: " + detail + (f"; {said}" if said else "") + found
     else:
         verdict = fallback

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
-
 from gitrepo import GitRepo, run_ggstack  # noqa: F401  (re-exported for tests)
 
 
@@ -23,7 +20,14 @@ def _isolated_git(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
         "GIT_COMMITTER_EMAIL": "committer@example.com",
     }.items():
         monkeypatch.setenv(key, value)
-    for key in ("GITHUB_TOKEN", "GH_TOKEN", "GITHUB_API_URL", "GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GGSTACK_PATCHES"):
+    for key in (
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "GITHUB_API_URL",
+        "GITHUB_ACTIONS",
+        "GITHUB_STEP_SUMMARY",
+        "GGSTACK_PATCHES",
+    ):
         monkeypatch.delenv(key, raising=False)
 
 

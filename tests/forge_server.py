@@ -32,9 +32,10 @@ import threading
 import time
 import traceback
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 DOCS = "https://docs.github.com/rest"
 RATE_LIMIT = 5000
@@ -186,8 +187,9 @@ class FakeGitHub:
 
     # -- test-side setup and inspection --------------------------------------
 
-    def add_repo(self, full_name: str, bare_path: str, default_branch: str = "main",
-                 fork_of: str | None = None) -> None:
+    def add_repo(
+        self, full_name: str, bare_path: str, default_branch: str = "main", fork_of: str | None = None
+    ) -> None:
         with self.lock:
             self._repos[full_name.lower()] = Repo(full_name, str(bare_path), default_branch, fork_of, self.new_id())
 
@@ -196,20 +198,24 @@ class FakeGitHub:
             pull = self.find_pull(full_name, number)
             view = View(self)
             review_id = self.new_id()
-            pull.reviews.append({
-                "id": review_id,
-                "node_id": f"PRR_fake{review_id}",
-                "user": view.user(user),
-                "body": "",
-                "state": "APPROVED",
-                "commit_id": view.head_sha(pull),
-                "submitted_at": now_iso(),
-                "author_association": "MEMBER",
-                "html_url": f"{view.pull_html(pull)}#pullrequestreview-{review_id}",
-                "pull_request_url": view.pull_url(pull),
-                "_links": {"html": {"href": f"{view.pull_html(pull)}#pullrequestreview-{review_id}"},
-                           "pull_request": {"href": view.pull_url(pull)}},
-            })
+            pull.reviews.append(
+                {
+                    "id": review_id,
+                    "node_id": f"PRR_fake{review_id}",
+                    "user": view.user(user),
+                    "body": "",
+                    "state": "APPROVED",
+                    "commit_id": view.head_sha(pull),
+                    "submitted_at": now_iso(),
+                    "author_association": "MEMBER",
+                    "html_url": f"{view.pull_html(pull)}#pullrequestreview-{review_id}",
+                    "pull_request_url": view.pull_url(pull),
+                    "_links": {
+                        "html": {"href": f"{view.pull_html(pull)}#pullrequestreview-{review_id}"},
+                        "pull_request": {"href": view.pull_url(pull)},
+                    },
+                }
+            )
 
     def merge(self, full_name: str, number: int) -> None:
         """Mark a PR merged, as a maintainer pressing the button would (the bare repo is left alone)."""
@@ -239,16 +245,32 @@ class FakeGitHub:
 
     # -- fault injection -------------------------------------------------------
 
-    def inject(self, method: str, path_regex: str, *, status: int = 502, times: int = 1,
-               headers: dict | None = None, body: dict | None = None, delay: float = 0.0) -> None:
+    def inject(
+        self,
+        method: str,
+        path_regex: str,
+        *,
+        status: int = 502,
+        times: int = 1,
+        headers: dict | None = None,
+        body: dict | None = None,
+        delay: float = 0.0,
+    ) -> None:
         """The next `times` requests matching method and path get this answer.
 
         `path_regex` is searched in the percent-decoded path without the query
         string; method "*" matches any. status 0 means: only wait `delay`
         seconds, then answer normally.
         """
-        fault = Fault(method.upper(), re.compile(path_regex), status, times,
-                      {k: str(v) for k, v in (headers or {}).items()}, body, delay)
+        fault = Fault(
+            method.upper(),
+            re.compile(path_regex),
+            status,
+            times,
+            {k: str(v) for k, v in (headers or {}).items()},
+            body,
+            delay,
+        )
         with self.lock:
             self._faults.append(fault)
 
@@ -256,17 +278,23 @@ class FakeGitHub:
         # X-RateLimit-Reset is whole epoch seconds; round up so the reset is never in the past.
         reset = math.ceil(time.time() + reset_in)
         headers = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset), "X-RateLimit-Used": str(RATE_LIMIT)}
-        body = {"message": "API rate limit exceeded for user ID 1.",
-                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}
+        body = {
+            "message": "API rate limit exceeded for user ID 1.",
+            "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+        }
         self.inject(method, path_regex, status=403, times=times, headers=headers, body=body)
 
-    def inject_retry_after(self, method: str, path_regex: str, seconds: float, times: int = 1,
-                           status: int = 429) -> None:
+    def inject_retry_after(
+        self, method: str, path_regex: str, seconds: float, times: int = 1, status: int = 429
+    ) -> None:
         # Retry-After is delay-seconds, an integer (RFC 9110); fractions are rounded up.
-        body = {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
-                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}
-        self.inject(method, path_regex, status=status, times=times,
-                    headers={"Retry-After": str(math.ceil(seconds))}, body=body)
+        body = {
+            "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+            "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+        }
+        self.inject(
+            method, path_regex, status=status, times=times, headers={"Retry-After": str(math.ceil(seconds))}, body=body
+        )
 
     # -- state helpers used by View/Call ----------------------------------------
 
@@ -368,24 +396,44 @@ class View:
 
     def user(self, login: str) -> Json:
         return {
-            "login": login, "id": self.forge.user_id(login), "node_id": f"U_fake{login}",
-            "type": "User", "site_admin": False, "url": f"{self.api}/users/{login}",
-            "html_url": f"{self.web}/{login}", "avatar_url": "", "gravatar_id": "",
+            "login": login,
+            "id": self.forge.user_id(login),
+            "node_id": f"U_fake{login}",
+            "type": "User",
+            "site_admin": False,
+            "url": f"{self.api}/users/{login}",
+            "html_url": f"{self.web}/{login}",
+            "avatar_url": "",
+            "gravatar_id": "",
         }
 
     def repo(self, repo: Repo, with_parent: bool = True) -> Json:
         api = f"{self.api}/repos/{repo.full_name}"
         out: Json = {
-            "id": repo.id, "node_id": f"R_fake{repo.id}", "name": repo.full_name.split("/")[1],
-            "full_name": repo.full_name, "owner": self.user(repo.owner), "private": False,
-            "html_url": f"{self.web}/{repo.full_name}", "description": None, "fork": repo.fork_of is not None,
-            "url": api, "pulls_url": f"{api}/pulls{{/number}}", "issues_url": f"{api}/issues{{/number}}",
-            "labels_url": f"{api}/labels{{/name}}", "branches_url": f"{api}/branches{{/branch}}",
+            "id": repo.id,
+            "node_id": f"R_fake{repo.id}",
+            "name": repo.full_name.split("/")[1],
+            "full_name": repo.full_name,
+            "owner": self.user(repo.owner),
+            "private": False,
+            "html_url": f"{self.web}/{repo.full_name}",
+            "description": None,
+            "fork": repo.fork_of is not None,
+            "url": api,
+            "pulls_url": f"{api}/pulls{{/number}}",
+            "issues_url": f"{api}/issues{{/number}}",
+            "labels_url": f"{api}/labels{{/name}}",
+            "branches_url": f"{api}/branches{{/branch}}",
             # clone_url is the bare repository itself, so code that pushes via clone_url works in tests.
-            "clone_url": repo.bare_path, "default_branch": repo.default_branch, "visibility": "public",
-            "archived": False, "disabled": False,
+            "clone_url": repo.bare_path,
+            "default_branch": repo.default_branch,
+            "visibility": "public",
+            "archived": False,
+            "disabled": False,
             "permissions": {"admin": True, "maintain": True, "push": True, "triage": True, "pull": True},
-            "created_at": "2024-01-01T00:00:00Z", "updated_at": now_iso(), "pushed_at": now_iso(),
+            "created_at": "2024-01-01T00:00:00Z",
+            "updated_at": now_iso(),
+            "pushed_at": now_iso(),
         }
         if with_parent and repo.fork_of and self.forge.has_repo(repo.fork_of):
             parent = self.forge.repo(repo.fork_of)
@@ -401,16 +449,20 @@ class View:
         tree, parents, an, ae, ad, cn, ce, cd, message = out.stdout.split("\x00", 8)
         api = f"{self.api}/repos/{repo.full_name}"
         return {
-            "sha": sha, "node_id": f"C_fake{sha[:12]}", "url": f"{api}/commits/{sha}",
+            "sha": sha,
+            "node_id": f"C_fake{sha[:12]}",
+            "url": f"{api}/commits/{sha}",
             "html_url": f"{self.web}/{repo.full_name}/commit/{sha}",
             "commit": {
-                "message": message.rstrip("\n"), "url": f"{api}/git/commits/{sha}",
+                "message": message.rstrip("\n"),
+                "url": f"{api}/git/commits/{sha}",
                 "author": {"name": an, "email": ae, "date": ad},
                 "committer": {"name": cn, "email": ce, "date": cd},
                 "tree": {"sha": tree, "url": f"{api}/git/trees/{tree}"},
             },
             "parents": [{"sha": p, "url": f"{api}/commits/{p}"} for p in parents.split()],
-            "author": None, "committer": None,
+            "author": None,
+            "committer": None,
         }
 
     def label(self, repo: Repo, name: str) -> Json:
@@ -426,8 +478,13 @@ class View:
         return f"{self.web}/{pull.repo}/pull/{pull.number}"
 
     def part(self, repo: Repo, ref: str, sha: str) -> Json:
-        return {"label": f"{repo.owner}:{ref}", "ref": ref, "sha": sha,
-                "user": self.user(repo.owner), "repo": self.repo(repo)}
+        return {
+            "label": f"{repo.owner}:{ref}",
+            "ref": ref,
+            "sha": sha,
+            "user": self.user(repo.owner),
+            "repo": self.repo(repo),
+        }
 
     def pull(self, pull: Pull, full: bool) -> Json:
         """A PR as `GET /pulls` (full=False) or `GET /pulls/{n}` (full=True) returns it."""
@@ -436,24 +493,46 @@ class View:
         base_sha = self.heads(base_repo).get(pull.base_ref, "")
         url, issue_url, html = self.pull_url(pull), self.issue_url(pull), self.pull_html(pull)
         out: Json = {
-            "url": url, "id": pull.id, "node_id": pull.node_id, "html_url": html,
-            "diff_url": f"{html}.diff", "patch_url": f"{html}.patch", "issue_url": issue_url,
-            "commits_url": f"{url}/commits", "review_comments_url": f"{url}/comments",
+            "url": url,
+            "id": pull.id,
+            "node_id": pull.node_id,
+            "html_url": html,
+            "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch",
+            "issue_url": issue_url,
+            "commits_url": f"{url}/commits",
+            "review_comments_url": f"{url}/comments",
             "comments_url": f"{issue_url}/comments",
             "statuses_url": f"{self.api}/repos/{pull.repo}/statuses/{self.head_sha(pull)}",
-            "number": pull.number, "state": pull.state, "locked": False, "title": pull.title,
-            "user": self.user(pull.user), "body": pull.body,
+            "number": pull.number,
+            "state": pull.state,
+            "locked": False,
+            "title": pull.title,
+            "user": self.user(pull.user),
+            "body": pull.body,
             "labels": [self.label(base_repo, name) for name in pull.labels],
-            "milestone": None, "active_lock_reason": None,
-            "created_at": pull.created_at, "updated_at": pull.updated_at,
-            "closed_at": pull.closed_at, "merged_at": pull.merged_at,
+            "milestone": None,
+            "active_lock_reason": None,
+            "created_at": pull.created_at,
+            "updated_at": pull.updated_at,
+            "closed_at": pull.closed_at,
+            "merged_at": pull.merged_at,
             "merge_commit_sha": pull.head_sha if pull.merged else None,
-            "assignee": None, "assignees": [], "requested_reviewers": [], "requested_teams": [],
+            "assignee": None,
+            "assignees": [],
+            "requested_reviewers": [],
+            "requested_teams": [],
             "head": self.part(head_repo, pull.head_ref, self.head_sha(pull)),
             "base": self.part(base_repo, pull.base_ref, base_sha),
-            "_links": {"self": {"href": url}, "html": {"href": html}, "issue": {"href": issue_url},
-                       "comments": {"href": f"{issue_url}/comments"}},
-            "author_association": "MEMBER", "auto_merge": None, "draft": pull.draft,
+            "_links": {
+                "self": {"href": url},
+                "html": {"href": html},
+                "issue": {"href": issue_url},
+                "comments": {"href": f"{issue_url}/comments"},
+            },
+            "author_association": "MEMBER",
+            "auto_merge": None,
+            "draft": pull.draft,
         }
         if full:
             out.update(self._pull_details(pull, head_repo, base_sha))
@@ -463,36 +542,74 @@ class View:
         # Only the single-PR endpoint has these on GitHub; they cost a diff there too.
         commits, additions, deletions, files = _diff_stats(head_repo, base_sha, self.head_sha(pull))
         return {
-            "merged": pull.merged, "mergeable": None if pull.merged else True, "rebaseable": True,
+            "merged": pull.merged,
+            "mergeable": None if pull.merged else True,
+            "rebaseable": True,
             "mergeable_state": "draft" if pull.draft else "clean",
             "merged_by": self.user(pull.user) if pull.merged else None,
-            "comments": len(pull.comments), "review_comments": 0, "maintainer_can_modify": False,
-            "commits": commits, "additions": additions, "deletions": deletions, "changed_files": files,
+            "comments": len(pull.comments),
+            "review_comments": 0,
+            "maintainer_can_modify": False,
+            "commits": commits,
+            "additions": additions,
+            "deletions": deletions,
+            "changed_files": files,
         }
 
     def issue(self, pull: Pull) -> Json:
         url, html = self.issue_url(pull), self.pull_html(pull)
         base_repo = self.forge.repo(pull.repo)
         return {
-            "url": url, "repository_url": f"{self.api}/repos/{pull.repo}",
-            "labels_url": f"{url}/labels{{/name}}", "comments_url": f"{url}/comments",
-            "events_url": f"{url}/events", "html_url": html, "id": pull.issue_id,
-            "node_id": f"I_fake{pull.issue_id}", "number": pull.number, "title": pull.title,
-            "user": self.user(pull.user), "labels": [self.label(base_repo, n) for n in pull.labels],
-            "state": pull.state, "state_reason": None, "locked": False, "assignee": None, "assignees": [],
-            "milestone": None, "comments": len(pull.comments), "created_at": pull.created_at,
-            "updated_at": pull.updated_at, "closed_at": pull.closed_at, "author_association": "MEMBER",
-            "draft": pull.draft, "body": pull.body,
-            "pull_request": {"url": self.pull_url(pull), "html_url": html, "diff_url": f"{html}.diff",
-                             "patch_url": f"{html}.patch", "merged_at": pull.merged_at},
+            "url": url,
+            "repository_url": f"{self.api}/repos/{pull.repo}",
+            "labels_url": f"{url}/labels{{/name}}",
+            "comments_url": f"{url}/comments",
+            "events_url": f"{url}/events",
+            "html_url": html,
+            "id": pull.issue_id,
+            "node_id": f"I_fake{pull.issue_id}",
+            "number": pull.number,
+            "title": pull.title,
+            "user": self.user(pull.user),
+            "labels": [self.label(base_repo, n) for n in pull.labels],
+            "state": pull.state,
+            "state_reason": None,
+            "locked": False,
+            "assignee": None,
+            "assignees": [],
+            "milestone": None,
+            "comments": len(pull.comments),
+            "created_at": pull.created_at,
+            "updated_at": pull.updated_at,
+            "closed_at": pull.closed_at,
+            "author_association": "MEMBER",
+            "draft": pull.draft,
+            "body": pull.body,
+            "pull_request": {
+                "url": self.pull_url(pull),
+                "html_url": html,
+                "diff_url": f"{html}.diff",
+                "patch_url": f"{html}.patch",
+                "merged_at": pull.merged_at,
+            },
         }
 
     def pull_node(self, pull: Pull) -> Json:
         """The GraphQL PullRequest fields PyGithub and ggstack ask for."""
         state = "MERGED" if pull.merged else pull.state.upper()
-        return {"__typename": "PullRequest", "id": pull.node_id, "number": pull.number, "title": pull.title,
-                "body": pull.body, "isDraft": pull.draft, "state": state, "url": self.pull_html(pull),
-                "headRefName": pull.head_ref, "baseRefName": pull.base_ref, "headRefOid": self.head_sha(pull)}
+        return {
+            "__typename": "PullRequest",
+            "id": pull.node_id,
+            "number": pull.number,
+            "title": pull.title,
+            "body": pull.body,
+            "isDraft": pull.draft,
+            "state": state,
+            "url": self.pull_html(pull),
+            "headRefName": pull.head_ref,
+            "baseRefName": pull.base_ref,
+            "headRefOid": self.head_sha(pull),
+        }
 
 
 def _diff_stats(repo: Repo, base_sha: str, head_sha: str) -> tuple[int, int, int, int]:
@@ -536,14 +653,24 @@ class Call(View):
 
     def get_rate_limit(self) -> Json:
         resources = {name: self._rate(name) for name in ("core", "graphql")}
-        resources["search"] = {"limit": 30, "remaining": 30, "reset": self.forge.reset_at, "used": 0,
-                               "resource": "search"}
+        resources["search"] = {
+            "limit": 30,
+            "remaining": 30,
+            "reset": self.forge.reset_at,
+            "used": 0,
+            "resource": "search",
+        }
         return {"resources": resources, "rate": resources["core"]}
 
     def _rate(self, resource: str) -> Json:
         h = self.forge.rate_headers(resource)
-        return {"limit": int(h["X-RateLimit-Limit"]), "remaining": int(h["X-RateLimit-Remaining"]),
-                "reset": int(h["X-RateLimit-Reset"]), "used": int(h["X-RateLimit-Used"]), "resource": resource}
+        return {
+            "limit": int(h["X-RateLimit-Limit"]),
+            "remaining": int(h["X-RateLimit-Remaining"]),
+            "reset": int(h["X-RateLimit-Reset"]),
+            "used": int(h["X-RateLimit-Used"]),
+            "resource": resource,
+        }
 
     # -- repositories and branches --
 
@@ -556,9 +683,13 @@ class Call(View):
         if sha is None:
             raise ApiError(404, "Branch not found", docs=f"{DOCS}/branches/branches#get-a-branch")
         url = f"{self.api}/repos/{repo.full_name}/branches/{branch}"
-        return {"name": branch, "commit": self.commit(repo, sha), "protected": False,
-                "protection_url": f"{url}/protection",
-                "_links": {"self": url, "html": f"{self.web}/{repo.full_name}/tree/{branch}"}}
+        return {
+            "name": branch,
+            "commit": self.commit(repo, sha),
+            "protected": False,
+            "protection_url": f"{url}/protection",
+            "_links": {"self": url, "html": f"{self.web}/{repo.full_name}/tree/{branch}"},
+        }
 
     def get_commit(self, o: str, r: str, sha: str) -> Json:
         return self.commit(self.forge.repo(f"{o}/{r}"), sha)
@@ -598,7 +729,7 @@ class Call(View):
             wanted = ("prev", "next", "last", "first") if page < last else ("prev", "first")
         links = [f'<{self._page_url(rels[rel])}>; rel="{rel}"' for rel in wanted if last > 1 and 1 <= rels[rel] <= last]
         headers = {"Link": ", ".join(links)} if links else {}
-        return items[(page - 1) * per_page: page * per_page], headers
+        return items[(page - 1) * per_page : page * per_page], headers
 
     def _page_url(self, page: int) -> str:
         query = dict(self.req.query, page=str(page))
@@ -621,8 +752,13 @@ class Call(View):
             raise validation_failed({"resource": "PullRequest", "field": "base", "code": "invalid"})
         self._refuse_duplicate(base_repo, head_repo, head_ref, body["base"])
         if _has_no_commits(head_repo, base_sha, head_sha):
-            raise validation_failed({"resource": "PullRequest", "code": "custom",
-                                     "message": f"No commits between {body['base']} and {body['head']}"})
+            raise validation_failed(
+                {
+                    "resource": "PullRequest",
+                    "code": "custom",
+                    "message": f"No commits between {body['base']} and {body['head']}",
+                }
+            )
         pull = self._new_pull(base_repo, head_repo, head_ref, head_sha, body)
         return 201, self.pull(pull, full=True), {"Location": self.pull_url(pull)}
 
@@ -641,18 +777,40 @@ class Call(View):
 
     def _refuse_duplicate(self, base: Repo, head_repo: Repo, head_ref: str, base_ref: str, skip: int = 0) -> None:
         for p in self.forge.pulls_of(base.full_name):
-            if (p.state == "open" and p.number != skip and p.head_repo == head_repo.full_name
-                    and p.head_ref == head_ref and p.base_ref == base_ref):
-                raise validation_failed({"resource": "PullRequest", "code": "custom",
-                                         "message": f"A pull request already exists for {head_repo.owner}:{head_ref}."})
+            if (
+                p.state == "open"
+                and p.number != skip
+                and p.head_repo == head_repo.full_name
+                and p.head_ref == head_ref
+                and p.base_ref == base_ref
+            ):
+                raise validation_failed(
+                    {
+                        "resource": "PullRequest",
+                        "code": "custom",
+                        "message": f"A pull request already exists for {head_repo.owner}:{head_ref}.",
+                    }
+                )
 
     def _new_pull(self, base: Repo, head_repo: Repo, head_ref: str, head_sha: str, body: Json) -> Pull:
         number, pull_id = base.next_number, self.forge.new_id()
         base.next_number += 1
-        pull = Pull(repo=base.full_name, number=number, id=pull_id, issue_id=self.forge.new_id(),
-                    node_id=f"PR_fake{pull_id}", title=body["title"], body=body.get("body"), user=self.forge.login,
-                    head_repo=head_repo.full_name, head_ref=head_ref, base_ref=body["base"], head_sha=head_sha,
-                    draft=bool(body.get("draft", False)), created_at=now_iso())
+        pull = Pull(
+            repo=base.full_name,
+            number=number,
+            id=pull_id,
+            issue_id=self.forge.new_id(),
+            node_id=f"PR_fake{pull_id}",
+            title=body["title"],
+            body=body.get("body"),
+            user=self.forge.login,
+            head_repo=head_repo.full_name,
+            head_ref=head_ref,
+            base_ref=body["base"],
+            head_sha=head_sha,
+            draft=bool(body.get("draft", False)),
+            created_at=now_iso(),
+        )
         self.forge.touch(pull)
         self.forge.add_pull(pull)
         return pull
@@ -664,8 +822,13 @@ class Call(View):
             raise validation_failed({"resource": "PullRequest", "field": "state", "code": "invalid"})
         if "base" in body and body["base"] != pull.base_ref:
             if pull.state != "open":
-                raise validation_failed({"resource": "PullRequest", "code": "custom",
-                                         "message": "Cannot change the base branch of a closed pull request."})
+                raise validation_failed(
+                    {
+                        "resource": "PullRequest",
+                        "code": "custom",
+                        "message": "Cannot change the base branch of a closed pull request.",
+                    }
+                )
             if body["base"] not in self.heads(base_repo):
                 raise validation_failed({"resource": "PullRequest", "field": "base", "code": "invalid"})
             pull.base_ref = body["base"]
@@ -679,11 +842,13 @@ class Call(View):
             raise validation_failed({"resource": "PullRequest", "field": "state", "code": "invalid"})
         if state == "open" and pull.state == "closed":
             if pull.merged:
-                raise validation_failed({"resource": "PullRequest", "code": "custom",
-                                         "message": "Cannot reopen a merged pull request."})
+                raise validation_failed(
+                    {"resource": "PullRequest", "code": "custom", "message": "Cannot reopen a merged pull request."}
+                )
             head_repo = self.forge.repo(pull.head_repo)
-            self._refuse_duplicate(self.forge.repo(pull.repo), head_repo, pull.head_ref, pull.base_ref,
-                                   skip=pull.number)
+            self._refuse_duplicate(
+                self.forge.repo(pull.repo), head_repo, pull.head_ref, pull.base_ref, skip=pull.number
+            )
             pull.closed_at = None
         elif state == "closed" and pull.state == "open":
             self.head_sha(pull)  # remember the head as it was at closing
@@ -725,11 +890,16 @@ class Call(View):
             raise validation_failed({"resource": "IssueComment", "field": "body", "code": "missing_field"})
         comment_id = self.forge.new_id()
         comment = {
-            "id": comment_id, "node_id": f"IC_fake{comment_id}",
+            "id": comment_id,
+            "node_id": f"IC_fake{comment_id}",
             "url": f"{self.api}/repos/{pull.repo}/issues/comments/{comment_id}",
-            "html_url": f"{self.pull_html(pull)}#issuecomment-{comment_id}", "issue_url": self.issue_url(pull),
-            "body": body["body"], "user": self.user(self.forge.login), "created_at": now_iso(),
-            "updated_at": now_iso(), "author_association": "MEMBER",
+            "html_url": f"{self.pull_html(pull)}#issuecomment-{comment_id}",
+            "issue_url": self.issue_url(pull),
+            "body": body["body"],
+            "user": self.user(self.forge.login),
+            "created_at": now_iso(),
+            "updated_at": now_iso(),
+            "author_association": "MEMBER",
         }
         pull.comments.append(comment)
         self.forge.touch(pull)
@@ -770,9 +940,15 @@ class Call(View):
 
     def _new_label(self, repo: Repo, name: str, color: str, description: str | None) -> Json:
         label_id = self.forge.new_id()
-        label = {"id": label_id, "node_id": f"LA_fake{label_id}",
-                 "url": f"{self.api}/repos/{repo.full_name}/labels/{urllib.parse.quote(name)}",
-                 "name": name, "color": color, "default": False, "description": description}
+        label = {
+            "id": label_id,
+            "node_id": f"LA_fake{label_id}",
+            "url": f"{self.api}/repos/{repo.full_name}/labels/{urllib.parse.quote(name)}",
+            "name": name,
+            "color": color,
+            "default": False,
+            "description": description,
+        }
         repo.labels[name.lower()] = label
         return label
 
@@ -839,16 +1015,25 @@ class Call(View):
         name = match.group(1) if match else ""
         drafts = {"markPullRequestReadyForReview": False, "convertPullRequestToDraft": True}
         if name not in drafts:
-            return {"errors": [{"message": f"Field '{name}' doesn't exist on type 'Mutation'",
-                                "extensions": {"code": "undefinedField", "typeName": "Mutation", "fieldName": name}}]}
+            return {
+                "errors": [
+                    {
+                        "message": f"Field '{name}' doesn't exist on type 'Mutation'",
+                        "extensions": {"code": "undefinedField", "typeName": "Mutation", "fieldName": name},
+                    }
+                ]
+            }
         mutation_input = variables.get("input") or _inline_input(query)
         pull = self.forge.pull_by_node(str(mutation_input.get("pullRequestId")))
         if pull is None:
             return _graphql_not_found(name, mutation_input.get("pullRequestId"))
         pull.draft = drafts[name]
         self.forge.touch(pull)
-        return {"data": {name: {"clientMutationId": mutation_input.get("clientMutationId"),
-                                "pullRequest": self.pull_node(pull)}}}
+        return {
+            "data": {
+                name: {"clientMutationId": mutation_input.get("clientMutationId"), "pullRequest": self.pull_node(pull)}
+            }
+        }
 
     def _node_query(self, node_id: Any) -> Json:
         pull = self.forge.pull_by_node(str(node_id))
@@ -882,14 +1067,22 @@ def _is_write(request: Request) -> bool:
 
 
 def _graphql_not_found(path: str, node_id: Any) -> Json:
-    return {"data": {path: None}, "errors": [{
-        "type": "NOT_FOUND", "path": [path],
-        "message": f"Could not resolve to a node with the global id of '{node_id}'."}]}
+    return {
+        "data": {path: None},
+        "errors": [
+            {
+                "type": "NOT_FOUND",
+                "path": [path],
+                "message": f"Could not resolve to a node with the global id of '{node_id}'.",
+            }
+        ],
+    }
 
 
 _REPO = r"/repos/(?P<o>[^/]+)/(?P<r>[^/]+)"
 ROUTES: list[tuple[str, re.Pattern[str], Callable[..., Any]]] = [
-    (method, re.compile(f"^{pattern}$"), handler) for method, pattern, handler in [
+    (method, re.compile(f"^{pattern}$"), handler)
+    for method, pattern, handler in [
         ("GET", r"/user", Call.get_user),
         ("GET", r"/users/(?P<login>[^/]+)", Call.get_user),
         ("GET", r"/rate_limit", Call.get_rate_limit),

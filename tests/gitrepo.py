@@ -20,7 +20,7 @@ class GitRepo:
         self._tick = 0
 
     @classmethod
-    def init(cls, path: Path, *, bare: bool = False) -> "GitRepo":
+    def init(cls, path: Path, *, bare: bool = False) -> GitRepo:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         args = ["git", "init", "-q", "-b", "main"] + (["--bare"] if bare else []) + [str(path)]
@@ -47,7 +47,9 @@ class GitRepo:
     def read(self, path: str) -> str:
         return (self.path / path).read_text()
 
-    def commit(self, message: str, files: dict[str, bytes | str | None] | None = None, *, author: str | None = None) -> str:
+    def commit(
+        self, message: str, files: dict[str, bytes | str | None] | None = None, *, author: str | None = None
+    ) -> str:
         """Write ``files`` (None deletes), stage everything, commit; returns the sha.
 
         Dates advance one minute a commit, so histories are reproducible.
@@ -77,7 +79,9 @@ class GitRepo:
         return self.git("for-each-ref", "--format=%(objectname) %(refname)")
 
 
-def run_ggstack(*args: str, cwd: Path | str, env: dict | None = None, input: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_ggstack(
+    *args: str, cwd: Path | str, env: dict | None = None, input: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """``python -m ggstack ARGS`` in ``cwd``, as a real subprocess."""
     return subprocess.run(
         [sys.executable, "-m", "ggstack", *args],

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from gitrepo import GitRepo, run_ggstack
 
 STACK = "s"
@@ -50,13 +49,17 @@ class Fork:
         self.ggstack("init", STACK, "--repo-slug", "o/r", "--base", "main", check=True)
         self.ggstack("import", STACK, f"{self.old}..topic", check=True)
 
-    def ggstack(self, *args: str, check: bool = False, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def ggstack(
+        self, *args: str, check: bool = False, env: dict | None = None, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
         proc = run_ggstack("--patches", str(self.patches), *args, cwd=cwd or self.g.path, env=env)
         if check:
             assert proc.returncode == 0, proc.stderr
         return proc
 
-    def apply(self, *args: str, env: dict | None = None, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess[str], dict | None]:
+    def apply(
+        self, *args: str, env: dict | None = None, cwd: Path | None = None
+    ) -> tuple[subprocess.CompletedProcess[str], dict | None]:
         proc = self.ggstack("apply", STACK, "--json", *args, env=env, cwd=cwd)
         run = json.loads(proc.stdout) if proc.returncode in (0, 1) else None
         return proc, run
@@ -91,7 +94,11 @@ def state_of(path: Path) -> str:
 
 
 def test_dirty_tree_staged_untracked_and_detached_head_stay_byte_identical(tmp_path: Path) -> None:
-    fork = Fork(tmp_path, [{"f1.txt": lines("f1", l1="p1")}, {"f2.txt": lines("f2", l2="p2")}], [{"f3.txt": lines("f3", l3="up")}])
+    fork = Fork(
+        tmp_path,
+        [{"f1.txt": lines("f1", l1="p1")}, {"f2.txt": lines("f2", l2="p2")}],
+        [{"f3.txt": lines("f3", l3="up")}],
+    )
     g = fork.g
     g.git("checkout", "-q", "--detach", "HEAD~0")
     g.write("f0.txt", "dirty, not staged\n")
@@ -100,14 +107,26 @@ def test_dirty_tree_staged_untracked_and_detached_head_stay_byte_identical(tmp_p
     g.write("f3.txt", "staged, then changed again\n")
     g.write("untracked.txt", "nobody added me\n")
     status = g.git("status", "--porcelain=v1", "--untracked-files=all")
-    before = (g.git("rev-parse", "HEAD"), (g.path / ".git" / "HEAD").read_bytes(), (g.path / ".git" / "index").read_bytes(), tree_bytes(g.path), g.git("stash", "list"))
+    before = (
+        g.git("rev-parse", "HEAD"),
+        (g.path / ".git" / "HEAD").read_bytes(),
+        (g.path / ".git" / "index").read_bytes(),
+        tree_bytes(g.path),
+        g.git("stash", "list"),
+    )
     heads = g.git("for-each-ref", "refs/heads/main", "refs/heads/topic")
 
     proc, run = fork.apply()
 
     assert proc.returncode == 0, proc.stderr
     assert [p["applied"] for p in run["patches"]] == ["applied", "applied"]
-    after = (g.git("rev-parse", "HEAD"), (g.path / ".git" / "HEAD").read_bytes(), (g.path / ".git" / "index").read_bytes(), tree_bytes(g.path), g.git("stash", "list"))
+    after = (
+        g.git("rev-parse", "HEAD"),
+        (g.path / ".git" / "HEAD").read_bytes(),
+        (g.path / ".git" / "index").read_bytes(),
+        tree_bytes(g.path),
+        g.git("stash", "list"),
+    )
     assert after == before
     assert g.git("status", "--porcelain=v1", "--untracked-files=all") == status
     assert g.git("for-each-ref", "refs/heads/main", "refs/heads/topic") == heads
@@ -123,14 +142,22 @@ def test_an_operation_in_progress_stays_in_progress(tmp_path: Path, operation: s
     state_dir = g.path / ".git" / ("rebase-merge" if operation == "rebase" else "")
     marker = g.path / ".git" / ("rebase-merge" if operation == "rebase" else "MERGE_HEAD")
     assert marker.exists(), failed
-    before = (state_of(state_dir) if operation == "rebase" else marker.read_bytes(), g.git("status", "--porcelain=v1"), (g.path / ".git" / "index").read_bytes())
+    before = (
+        state_of(state_dir) if operation == "rebase" else marker.read_bytes(),
+        g.git("status", "--porcelain=v1"),
+        (g.path / ".git" / "index").read_bytes(),
+    )
 
     proc, run = fork.apply("--onto", "main")
 
     assert proc.returncode == 0, proc.stderr
     assert run["patches"][0]["applied"] == "applied"
     assert marker.exists()
-    after = (state_of(state_dir) if operation == "rebase" else marker.read_bytes(), g.git("status", "--porcelain=v1"), (g.path / ".git" / "index").read_bytes())
+    after = (
+        state_of(state_dir) if operation == "rebase" else marker.read_bytes(),
+        g.git("status", "--porcelain=v1"),
+        (g.path / ".git" / "index").read_bytes(),
+    )
     assert after == before
     g.git(operation, "--abort")  # and git can still finish (here: abandon) it
 
@@ -141,7 +168,12 @@ def test_an_operation_in_progress_stays_in_progress(tmp_path: Path, operation: s
 def test_conflict_in_patch_2_of_4_is_recorded_and_the_rest_carry_on(tmp_path: Path) -> None:
     fork = Fork(
         tmp_path,
-        [{"f0.txt": lines("f0", l1="p1")}, {"f1.txt": lines("f1", l4="patch two says this")}, {"f2.txt": lines("f2", l2="p3")}, {"f3.txt": lines("f3", l3="p4")}],
+        [
+            {"f0.txt": lines("f0", l1="p1")},
+            {"f1.txt": lines("f1", l4="patch two says this")},
+            {"f2.txt": lines("f2", l2="p3")},
+            {"f3.txt": lines("f3", l3="p4")},
+        ],
         [{"f1.txt": lines("f1", l4="upstream says that")}],
     )
     proc, run = fork.apply()
@@ -163,7 +195,11 @@ def test_conflict_in_patch_2_of_4_is_recorded_and_the_rest_carry_on(tmp_path: Pa
     assert g.git("rev-parse", p3["commit"] + "^") == p1["commit"]
     assert g.git("rev-parse", p4["commit"] + "^") == p3["commit"]
     assert g.git("diff", "--name-only", "main", p4["commit"]).split() == ["f0.txt", "f2.txt", "f3.txt"]
-    assert g.git("for-each-ref", "--format=%(refname)", "refs/heads/gg/").split() == [p1["branch"], p3["branch"], p4["branch"]]
+    assert g.git("for-each-ref", "--format=%(refname)", "refs/heads/gg/").split() == [
+        p1["branch"],
+        p3["branch"],
+        p4["branch"],
+    ]
     # The author and the full message (trailers included) are kept.
     info = g.git("log", "-1", "--format=%an <%ae>%n%B", p3["commit"])
     assert info.startswith("Test Author <author@example.com>\npatch number 3\n\nbody 3\n")
@@ -238,8 +274,22 @@ def test_sigkill_midway_leaves_refs_all_old_or_all_new(tmp_path: Path) -> None:
     for delay in (0.5, 0.8, 1.1):
         shutil.rmtree(cache)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ggstack", "--patches", str(fork.patches), "apply", STACK, "--onto", fork.old, "--json"],
-            cwd=g.path, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "ggstack",
+                "--patches",
+                str(fork.patches),
+                "apply",
+                STACK,
+                "--onto",
+                fork.old,
+                "--json",
+            ],
+            cwd=g.path,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
@@ -259,7 +309,11 @@ def settled_refs(g: GitRepo) -> str:
     refs = g.refs()
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        busy = any(p.name.endswith(".lock") for p in (g.path / ".git").rglob("*") if "refs" in p.parts or p.name.startswith("packed-refs"))
+        busy = any(
+            p.name.endswith(".lock")
+            for p in (g.path / ".git").rglob("*")
+            if "refs" in p.parts or p.name.startswith("packed-refs")
+        )
         again = g.refs()
         if again == refs and not busy:
             return again
@@ -280,7 +334,11 @@ def test_unknown_base_ref_is_exit_2_naming_it(tmp_path: Path) -> None:
 
 
 def test_missing_recorded_base_falls_back_to_git_apply_and_says_so(tmp_path: Path) -> None:
-    fork = Fork(tmp_path, [{"f1.txt": lines("f1", l1="p1")}, {"f2.txt": lines("f2", l2="p2")}], [{"f3.txt": lines("f3", l3="up")}])
+    fork = Fork(
+        tmp_path,
+        [{"f1.txt": lines("f1", l1="p1")}, {"f2.txt": lines("f2", l2="p2")}],
+        [{"f3.txt": lines("f3", l3="up")}],
+    )
     first, second = fork.patch_files()
     text = first.read_text()
     missing = "1234567" * 5 + "12345"
@@ -306,9 +364,15 @@ def test_missing_recorded_base_falls_back_to_git_apply_and_says_so(tmp_path: Pat
 
 
 def test_shallow_clone_missing_the_recorded_base_is_a_clear_exit_2(tmp_path: Path) -> None:
-    fork = Fork(tmp_path, [{"f1.txt": lines("f1", l1="p1")}], [{"f2.txt": lines("f2", l2="up")}, {"f3.txt": lines("f3", l3="up")}])
+    fork = Fork(
+        tmp_path,
+        [{"f1.txt": lines("f1", l1="p1")}],
+        [{"f2.txt": lines("f2", l2="up")}, {"f3.txt": lines("f3", l3="up")}],
+    )
     shallow = tmp_path / "shallow"
-    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "main", f"file://{fork.g.path}", str(shallow)], check=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", "--branch", "main", f"file://{fork.g.path}", str(shallow)], check=True
+    )
     refs = GitRepo(shallow).refs()
     proc, _ = fork.apply("--onto", "origin/main", cwd=shallow)
     assert proc.returncode == 2
@@ -318,7 +382,11 @@ def test_shallow_clone_missing_the_recorded_base_is_a_clear_exit_2(tmp_path: Pat
 
 
 def test_a_branch_moved_by_someone_else_is_refused_unless_force(tmp_path: Path) -> None:
-    fork = Fork(tmp_path, [{"f1.txt": lines("f1", l1="p1")}, {"f2.txt": lines("f2", l2="p2")}], [{"f3.txt": lines("f3", l3="up")}])
+    fork = Fork(
+        tmp_path,
+        [{"f1.txt": lines("f1", l1="p1")}, {"f2.txt": lines("f2", l2="p2")}],
+        [{"f3.txt": lines("f3", l3="up")}],
+    )
     proc, run = fork.apply()
     assert proc.returncode == 0, proc.stderr
     g = fork.g

@@ -19,12 +19,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from gitrepo import GitRepo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ggstack import git, replay, series
 from ggstack.model import Applied
-from gitrepo import GitRepo
 
 # The later names let a rename move a whole directory (d/ -> f/) or add below one.
 PATHS = ["a.txt", "b.txt", "d/c.txt", "d/e.txt", "f/g.txt", "h.txt", "f/c.txt", "f/e.txt", "d/s/k.txt"]
@@ -43,7 +43,7 @@ def _lines(path: str, n: int = 8) -> list[str]:
 
 def initial_files(seed: int) -> Files:
     files: Files = {}
-    for i, path in enumerate(PATHS[:4 + seed % 3]):
+    for i, path in enumerate(PATHS[: 4 + seed % 3]):
         files[path] = ("100755" if (seed >> i) & 1 and i > 2 else "100644", ("\n".join(_lines(path)) + "\n").encode())
     return files
 
@@ -111,7 +111,11 @@ def fast_import(repo: Path, root: Files, branches: dict[str, list[Files]]) -> di
             parent = commit(f"refs/heads/{name}", f"{name} commit {n + 1}\n\nbody of {name} {n + 1}\n", files, parent)
             marks[name].append(parent)
     out.append(b"done\n")
-    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet", "--done", f"--export-marks={repo}/.git/marks"], input=b"".join(out), check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "fast-import", "--quiet", "--done", f"--export-marks={repo}/.git/marks"],
+        input=b"".join(out),
+        check=True,
+    )
     by_mark = dict(line.split() for line in (repo / ".git" / "marks").read_text().splitlines())
     return {name: [by_mark[f":{m}"] for m in ms] for name, ms in marks.items()}
 
@@ -146,7 +150,20 @@ def replay_and_rebase(tmp: Path, root: Files, base: list[Files], stack: list[Fil
 
     g.git("checkout", "-q", "--detach", tip)
     rebase = subprocess.run(
-        ["git", "-C", str(g.path), "-c", "core.hooksPath=/dev/null", "rebase", "-q", "--reapply-cherry-picks", "--empty=keep", "--onto", new, old],
+        [
+            "git",
+            "-C",
+            str(g.path),
+            "-c",
+            "core.hooksPath=/dev/null",
+            "rebase",
+            "-q",
+            "--reapply-cherry-picks",
+            "--empty=keep",
+            "--onto",
+            new,
+            old,
+        ],
         capture_output=True,
         text=True,
     )
@@ -187,7 +204,9 @@ def test_trees_equal_git_rebase(seed: int, base_ops: list[list], stack_ops: list
 
 # -- the cases where merge-ort has something to decide, each made on purpose ------------
 
-ROOT: Files = {p: ("100644", ("\n".join(_lines(p)) + "\n").encode()) for p in ("a.txt", "d/c.txt", "d/e.txt", "g/x.txt")}
+ROOT: Files = {
+    p: ("100644", ("\n".join(_lines(p)) + "\n").encode()) for p in ("a.txt", "d/c.txt", "d/e.txt", "g/x.txt")
+}
 
 
 def moved(files: Files, **renames: str) -> Files:
@@ -209,16 +228,43 @@ def changed(files: Files, path: str, text: str | None = None, mode: str | None =
 
 D_TO_F = {"d__c.txt": "f__c.txt", "d__e.txt": "f__e.txt"}
 CASES = {
-    "base renames a directory, the stack adds to it": ([moved(ROOT, **D_TO_F)], [changed(ROOT, "d/new.txt", "new file\n")]),
-    "the stack renames a directory, the base adds to it": ([changed(ROOT, "d/new.txt", "new file\n")], [moved(ROOT, **D_TO_F)]),
-    "base renames a file the stack edits": ([moved(ROOT, **{"d__c.txt": "g__c.txt"})], [changed(ROOT, "d/c.txt", "\n".join(_lines("d/c.txt")[:-1] + ["edited"]) + "\n")]),
-    "the stack renames a file the base edits": ([changed(ROOT, "a.txt", "\n".join(["edited"] + _lines("a.txt")[1:]) + "\n")], [moved(ROOT, **{"a.txt": "g__a.txt"})]),
+    "base renames a directory, the stack adds to it": (
+        [moved(ROOT, **D_TO_F)],
+        [changed(ROOT, "d/new.txt", "new file\n")],
+    ),
+    "the stack renames a directory, the base adds to it": (
+        [changed(ROOT, "d/new.txt", "new file\n")],
+        [moved(ROOT, **D_TO_F)],
+    ),
+    "base renames a file the stack edits": (
+        [moved(ROOT, **{"d__c.txt": "g__c.txt"})],
+        [changed(ROOT, "d/c.txt", "\n".join(_lines("d/c.txt")[:-1] + ["edited"]) + "\n")],
+    ),
+    "the stack renames a file the base edits": (
+        [changed(ROOT, "a.txt", "\n".join(["edited"] + _lines("a.txt")[1:]) + "\n")],
+        [moved(ROOT, **{"a.txt": "g__a.txt"})],
+    ),
     "base deletes a file the stack edits": ([changed(ROOT, "a.txt")], [changed(ROOT, "a.txt", "edited\n")]),
-    "base deletes a directory the stack adds to": ([changed(changed(ROOT, "d/c.txt"), "d/e.txt")], [changed(ROOT, "d/s/new.txt", "x\n")]),
-    "the stack deletes the last files of a directory, then adds one back": ([changed(ROOT, "a.txt", "up\n")], [changed(ROOT, "g/x.txt"), changed(ROOT, "g/y.txt", "back\n")]),
-    "mode changes on both sides": ([changed(ROOT, "a.txt", mode="100755")], [changed(ROOT, "d/c.txt", mode="100755"), changed(changed(ROOT, "d/c.txt", mode="100755"), "a.txt", "x\n")]),
-    "a file becomes a directory": ([changed(ROOT, "a.txt", "up\n")], [changed(changed(ROOT, "g/x.txt"), "g/x.txt/inner.txt", "inner\n")]),
-    "both sides make the same change": ([changed(ROOT, "a.txt", "same\n")], [changed(ROOT, "a.txt", "same\n"), changed(changed(ROOT, "a.txt", "same\n"), "d/c.txt", "later\n")]),
+    "base deletes a directory the stack adds to": (
+        [changed(changed(ROOT, "d/c.txt"), "d/e.txt")],
+        [changed(ROOT, "d/s/new.txt", "x\n")],
+    ),
+    "the stack deletes the last files of a directory, then adds one back": (
+        [changed(ROOT, "a.txt", "up\n")],
+        [changed(ROOT, "g/x.txt"), changed(ROOT, "g/y.txt", "back\n")],
+    ),
+    "mode changes on both sides": (
+        [changed(ROOT, "a.txt", mode="100755")],
+        [changed(ROOT, "d/c.txt", mode="100755"), changed(changed(ROOT, "d/c.txt", mode="100755"), "a.txt", "x\n")],
+    ),
+    "a file becomes a directory": (
+        [changed(ROOT, "a.txt", "up\n")],
+        [changed(changed(ROOT, "g/x.txt"), "g/x.txt/inner.txt", "inner\n")],
+    ),
+    "both sides make the same change": (
+        [changed(ROOT, "a.txt", "same\n")],
+        [changed(ROOT, "a.txt", "same\n"), changed(changed(ROOT, "a.txt", "same\n"), "d/c.txt", "later\n")],
+    ),
 }
 
 

@@ -11,8 +11,8 @@ import os
 import subprocess
 
 import pytest
-
 from gitrepo import GitRepo, run_ggstack
+
 from ggstack import git, represent, series
 from ggstack.model import Recommendation, Verdict
 
@@ -63,7 +63,12 @@ def kinds(outcome) -> dict[str, list]:
 def applies_to(repo: GitRepo, rev: str, diff: str) -> bool:
     env = {**os.environ, "GIT_INDEX_FILE": str(repo.path / ".git" / "test-index")}
     subprocess.run(["git", "-C", str(repo.path), "read-tree", rev], check=True, env=env)
-    proc = subprocess.run(["git", "-C", str(repo.path), "apply", "--cached", "--check", "-"], input=diff.encode(), env=env, capture_output=True)
+    proc = subprocess.run(
+        ["git", "-C", str(repo.path), "apply", "--cached", "--check", "-"],
+        input=diff.encode(),
+        env=env,
+        capture_output=True,
+    )
     return proc.returncode == 0
 
 
@@ -127,10 +132,13 @@ def test_squash_into_a_larger_base_commit_names_it(world: GitRepo) -> None:
     """The 639aeff case: the fix folded into a commit with other lifecycle work."""
     c = on(world, "fork", "fix(dcp): preallocate buffers", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
     world.commit("before", {"other.txt": "before\n"})
-    squash = world.commit("lifecycle rework", {
-        "f.txt": text(edited(LINES, l1="LINE ONE", **THREE_HUNKS, l40="line forty")),
-        "lifecycle.py": "def start():\n    pass\n",
-    })
+    squash = world.commit(
+        "lifecycle rework",
+        {
+            "f.txt": text(edited(LINES, l1="LINE ONE", **THREE_HUNKS, l40="line forty")),
+            "lifecycle.py": "def start():\n    pass\n",
+        },
+    )
     world.commit("after", {"other.txt": "after\n"})
     o = judge(world, c)
     assert o.verdict is Verdict.REPRESENTED
@@ -189,8 +197,18 @@ def test_same_added_lines_elsewhere_or_in_another_file_are_not_represented(world
 def test_identical_changed_lines_different_context_is_represented(world: GitRepo) -> None:
     c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
     # Upstream edited the lines around every hunk, then took the change.
-    world.commit("context moves on", {"f.txt": text(edited(LINES, l4="line 4 (new)", l6="line 6 (new)", l19="x", l21="y", l34="z", l36="w"))})
-    both = world.commit("take the fix", {"f.txt": text(edited(LINES, l4="line 4 (new)", l6="line 6 (new)", l19="x", l21="y", l34="z", l36="w", **THREE_HUNKS))})
+    world.commit(
+        "context moves on",
+        {"f.txt": text(edited(LINES, l4="line 4 (new)", l6="line 6 (new)", l19="x", l21="y", l34="z", l36="w"))},
+    )
+    both = world.commit(
+        "take the fix",
+        {
+            "f.txt": text(
+                edited(LINES, l4="line 4 (new)", l6="line 6 (new)", l19="x", l21="y", l34="z", l36="w", **THREE_HUNKS)
+            )
+        },
+    )
     o = judge(world, c)
     assert o.verdict is Verdict.REPRESENTED
     assert o.represented_by == [both]
@@ -205,7 +223,10 @@ def test_identical_changed_lines_different_context_is_represented(world: GitRepo
 def test_adapted_pick_with_a_dropped_hunk_is_partial_with_that_hunk_left(world: GitRepo) -> None:
     c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
     world.commit("unrelated", {"f.txt": text(edited(LINES, l1="LINE ONE"))})
-    world.commit("pick without the middle hunk", {"f.txt": text(edited(LINES, l1="LINE ONE", l5="line five", l35=["line 35", "extra after 35"]))})
+    world.commit(
+        "pick without the middle hunk",
+        {"f.txt": text(edited(LINES, l1="LINE ONE", l5="line five", l35=["line 35", "extra after 35"]))},
+    )
     o = judge(world, c)
     assert o.verdict is Verdict.PARTIAL
     assert 0 < o.represented_fraction < 1
@@ -218,7 +239,10 @@ def test_adapted_pick_with_a_dropped_hunk_is_partial_with_that_hunk_left(world: 
 
 def test_adapted_pick_with_a_changed_hunk_leaves_the_difference(world: GitRepo) -> None:
     c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
-    world.commit("adapted pick", {"f.txt": text(edited(LINES, l5="line five", l20="line TWENTY (adapted)", l35=["line 35", "extra after 35"]))})
+    world.commit(
+        "adapted pick",
+        {"f.txt": text(edited(LINES, l5="line five", l20="line TWENTY (adapted)", l35=["line 35", "extra after 35"]))},
+    )
     o = judge(world, c)
     assert o.verdict is Verdict.PARTIAL
     diff = o.remaining_diff
@@ -228,7 +252,16 @@ def test_adapted_pick_with_a_changed_hunk_leaves_the_difference(world: GitRepo) 
 
 def test_conflict_resolved_pick_with_every_change_present_is_represented(world: GitRepo) -> None:
     c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
-    world.commit("resolved pick", {"f.txt": text(edited(LINES, l5="line five", l6="resolved neighbour", l20="line twenty", l35=["line 35", "extra after 35"]))})
+    world.commit(
+        "resolved pick",
+        {
+            "f.txt": text(
+                edited(
+                    LINES, l5="line five", l6="resolved neighbour", l20="line twenty", l35=["line 35", "extra after 35"]
+                )
+            )
+        },
+    )
     assert judge(world, c).verdict is Verdict.REPRESENTED
 
 
@@ -355,7 +388,9 @@ def test_file_added_by_the_patch_already_in_the_base(world: GitRepo) -> None:
 
 def test_file_added_by_the_patch_inside_a_larger_base_file(world: GitRepo) -> None:
     c = on(world, "fork", "add module", {"mod.py": "def f():\n    return 1\n"})
-    world.commit("module upstream, grown", {"mod.py": "import os\n\ndef f():\n    return 1\n\ndef g():\n    return 2\n"})
+    world.commit(
+        "module upstream, grown", {"mod.py": "import os\n\ndef f():\n    return 1\n\ndef g():\n    return 2\n"}
+    )
     assert judge(world, c).verdict is Verdict.REPRESENTED
 
 
@@ -413,7 +448,16 @@ def test_cli_many_commits_json_shape_and_exit_code(world: GitRepo) -> None:
     assert data["base"] == world.sha("main") and data["merge_base"]
     assert len(data["patches"]) == 30
     for p in data["patches"]:
-        assert {"name", "source_commit", "verdict", "represented_by", "represented_fraction", "evidence", "remaining_diff", "recommendation"} <= set(p)
+        assert {
+            "name",
+            "source_commit",
+            "verdict",
+            "represented_by",
+            "represented_fraction",
+            "evidence",
+            "remaining_diff",
+            "recommendation",
+        } <= set(p)
         assert all({"kind", "detail"} <= set(e) for e in p["evidence"])
     verdicts = [p["verdict"] for p in data["patches"]]
     assert verdicts == ["represented"] * 10 + ["unique"] * 20
@@ -421,7 +465,10 @@ def test_cli_many_commits_json_shape_and_exit_code(world: GitRepo) -> None:
 
 def test_cli_table_and_exit_one_on_partial(world: GitRepo) -> None:
     c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
-    world.commit("pick without the middle hunk", {"f.txt": text(edited(LINES, l5="line five", l35=["line 35", "extra after 35"]))})
+    world.commit(
+        "pick without the middle hunk",
+        {"f.txt": text(edited(LINES, l5="line five", l35=["line 35", "extra after 35"]))},
+    )
     proc = run_ggstack("check", "--onto", "main", "--commits", c, cwd=world.path)
     assert proc.returncode == 1, proc.stderr
     assert "partial" in proc.stdout and "open PR" in proc.stdout
@@ -450,7 +497,9 @@ def test_cli_check_stack(world: GitRepo) -> None:
     repo = git.Repository(str(world.path))
     _stack(world, repo, c1, c2)
     world.git("cherry-pick", c1)
-    proc = run_ggstack("--patches", str(world.path / "patches"), "check", "s", "--onto", "main", "--json", cwd=world.path)
+    proc = run_ggstack(
+        "--patches", str(world.path / "patches"), "check", "s", "--onto", "main", "--json", cwd=world.path
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert [p["verdict"] for p in data["patches"]] == ["represented", "unique"]

@@ -13,7 +13,10 @@ def test_subjects_and_messages_with_brackets_are_printed_as_written(repo: GitRep
     repo.git("branch", "old")
     repo.commit(SUBJECT, {"f.txt": "a\nb\n"})
     patches = str(tmp_path / "patches")
-    assert run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "old", cwd=repo.path).returncode == 0
+    assert (
+        run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "old", cwd=repo.path).returncode
+        == 0
+    )
     assert run_ggstack("--patches", patches, "import", "s", "HEAD", cwd=repo.path).returncode == 0
 
     listed = run_ggstack("--patches", patches, "list", "s", cwd=repo.path)
@@ -36,7 +39,10 @@ def _stack(repo: GitRepo, tmp_path) -> str:
     repo.git("branch", "old")
     repo.commit("second", {"f.txt": "a\nb\n"})
     patches = str(tmp_path / "patches")
-    assert run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "old", cwd=repo.path).returncode == 0
+    assert (
+        run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "old", cwd=repo.path).returncode
+        == 0
+    )
     assert run_ggstack("--patches", patches, "import", "s", "HEAD", cwd=repo.path).returncode == 0
     return patches
 
@@ -51,7 +57,9 @@ def _fails_cleanly(proc, code: int, *needles: str) -> None:
 def test_a_negated_ref_is_an_unknown_ref_not_a_sha(repo: GitRepo, tmp_path) -> None:
     # rev-parse --verify accepts "^X" and prints "^<sha>", which is no object name.
     patches = _stack(repo, tmp_path)
-    _fails_cleanly(run_ggstack("--patches", patches, "apply", "s", "--onto", "^old", cwd=repo.path), 2, "unknown base ref '^old'")
+    _fails_cleanly(
+        run_ggstack("--patches", patches, "apply", "s", "--onto", "^old", cwd=repo.path), 2, "unknown base ref '^old'"
+    )
     _fails_cleanly(run_ggstack("--patches", patches, "import", "s", "^HEAD", cwd=repo.path), 2, "unknown ref '^HEAD'")
     assert not repo.git("for-each-ref", "refs/heads/gg")
 
@@ -62,14 +70,22 @@ def test_a_saved_run_that_is_not_a_run_names_the_file(repo: GitRepo, tmp_path) -
         "list.json": ("[1, 2]", "the top level is [1, 2]"),
         "null.json": ("null", "the top level is null"),
         "old.json": ('{"base": "x"}', "no key 'base_ref'"),
-        "evidence.json": ('{"base_ref": "old", "base": "x", "patches": [{"name": "0001", "evidence": "zz"}]}', "not a ggstack Run"),
-        "latin1.json": (b'\xff{}', "not a ggstack Run"),
+        "evidence.json": (
+            '{"base_ref": "old", "base": "x", "patches": [{"name": "0001", "evidence": "zz"}]}',
+            "not a ggstack Run",
+        ),
+        "latin1.json": (b"\xff{}", "not a ggstack Run"),
     }
     for name, (content, message) in cases.items():
         path = tmp_path / name
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
         _fails_cleanly(run_ggstack("report", str(path), cwd=repo.path), 2, str(path), message)
-        _fails_cleanly(run_ggstack("--patches", patches, "pr", "s", "--run", str(path), "--dry-run", cwd=repo.path), 2, str(path), message)
+        _fails_cleanly(
+            run_ggstack("--patches", patches, "pr", "s", "--run", str(path), "--dry-run", cwd=repo.path),
+            2,
+            str(path),
+            message,
+        )
 
 
 def test_a_series_that_is_a_directory_is_named(repo: GitRepo, tmp_path) -> None:
@@ -83,9 +99,23 @@ def test_a_series_that_is_a_directory_is_named(repo: GitRepo, tmp_path) -> None:
 def test_init_where_a_file_is_in_the_way_and_results_under_a_file(repo: GitRepo, tmp_path) -> None:
     patches = _stack(repo, tmp_path)
     (tmp_path / "patches" / "t").write_text("x\n")
-    _fails_cleanly(run_ggstack("--patches", patches, "init", "t", "--repo-slug", "o/r", "--base", "old", cwd=repo.path), 2, "cannot create the stack directory")
+    _fails_cleanly(
+        run_ggstack("--patches", patches, "init", "t", "--repo-slug", "o/r", "--base", "old", cwd=repo.path),
+        2,
+        "cannot create the stack directory",
+    )
     (tmp_path / "blocker").write_text("x\n")
-    proc = run_ggstack("--patches", patches, "test", "s", "--shard", "1/1", "--results", str(tmp_path / "blocker" / "r.json"), cwd=repo.path)
+    proc = run_ggstack(
+        "--patches",
+        patches,
+        "test",
+        "s",
+        "--shard",
+        "1/1",
+        "--results",
+        str(tmp_path / "blocker" / "r.json"),
+        cwd=repo.path,
+    )
     _fails_cleanly(proc, 2, "--results: cannot create its directory")
 
 
@@ -93,7 +123,15 @@ def test_a_malformed_api_url_is_a_message_without_the_token(repo: GitRepo, tmp_p
     patches = _stack(repo, tmp_path)
     token = "ghp_doNotPrintThis0123456789"
     for url in ("not a url", "ftp://x", "http://[::1", f"ftp://{token}@x"):
-        proc = run_ggstack("--patches", patches, "pr", "s", "--dry-run", cwd=repo.path, env={"GITHUB_TOKEN": token, "GITHUB_API_URL": url})
+        proc = run_ggstack(
+            "--patches",
+            patches,
+            "pr",
+            "s",
+            "--dry-run",
+            cwd=repo.path,
+            env={"GITHUB_TOKEN": token, "GITHUB_API_URL": url},
+        )
         _fails_cleanly(proc, 2, "GITHUB_API_URL=", "is not an http(s) URL")
         assert token not in proc.stdout + proc.stderr
 
@@ -111,10 +149,18 @@ def test_merge_of_results_edited_by_hand_names_the_file(repo: GitRepo, tmp_path)
     repo.git("branch", "old")
     repo.commit("add a test", {"tests/test_x.py": "def test_x():\n    assert True\n"})
     patches = str(tmp_path / "patches")
-    assert run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "old", cwd=repo.path).returncode == 0
+    assert (
+        run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "old", cwd=repo.path).returncode
+        == 0
+    )
     assert run_ggstack("--patches", patches, "import", "s", "HEAD", cwd=repo.path).returncode == 0
     good = tmp_path / "good.json"
-    assert run_ggstack("--patches", patches, "test", "s", "--shard", "1/1", "--results", str(good), cwd=repo.path).returncode == 0
+    assert (
+        run_ggstack(
+            "--patches", patches, "test", "s", "--shard", "1/1", "--results", str(good), cwd=repo.path
+        ).returncode
+        == 0
+    )
     doc = json.loads(good.read_text())
     for name, edit, message in (
         ("jobs.json", lambda d: d.update(jobs=None), '"jobs" must be a list of objects'),
@@ -125,20 +171,28 @@ def test_merge_of_results_edited_by_hand_names_the_file(repo: GitRepo, tmp_path)
         edit(bad)
         path = tmp_path / name
         path.write_text(json.dumps(bad))
-        _fails_cleanly(run_ggstack("--patches", patches, "test", "s", "--merge", str(path), cwd=repo.path), 2, str(path), message)
+        _fails_cleanly(
+            run_ggstack("--patches", patches, "test", "s", "--merge", str(path), cwd=repo.path), 2, str(path), message
+        )
 
 
 def test_sync_run_json_under_a_file_says_where_the_run_is(repo: GitRepo, tmp_path) -> None:
     patches = _stack(repo, tmp_path)
     (tmp_path / "afile").write_text("x\n")
-    proc = run_ggstack("--patches", patches, "sync", "s", "--dry-run", "--run-json", str(tmp_path / "afile" / "r.json"), cwd=repo.path)
+    proc = run_ggstack(
+        "--patches", patches, "sync", "s", "--dry-run", "--run-json", str(tmp_path / "afile" / "r.json"), cwd=repo.path
+    )
     _fails_cleanly(proc, 2, "--run-json: cannot write it", "ggstack/runs/s.json")
 
 
 def test_a_token_with_a_line_break_inside_is_refused_unshown(repo: GitRepo, tmp_path) -> None:
     # requests would refuse the header and quote it escaped ("\n"), past the scrubbing of the raw token.
     patches = _stack(repo, tmp_path)
-    env = {"GITHUB_TOKEN": "ghp_secretPart1\nsecretPart2", "GITHUB_API_URL": "http://127.0.0.1:9", "GGSTACK_RETRY_ATTEMPTS": "1"}
+    env = {
+        "GITHUB_TOKEN": "ghp_secretPart1\nsecretPart2",
+        "GITHUB_API_URL": "http://127.0.0.1:9",
+        "GGSTACK_RETRY_ATTEMPTS": "1",
+    }
     proc = run_ggstack("--patches", patches, "pr", "s", "--dry-run", cwd=repo.path, env=env)
     _fails_cleanly(proc, 2, "GITHUB_TOKEN has whitespace or control characters")
     assert "secretPart" not in proc.stdout + proc.stderr
@@ -170,7 +224,9 @@ def test_ggstack_state_that_is_corrupt_or_in_the_way(repo: GitRepo, tmp_path) ->
         p.rmdir() if p.is_dir() else p.unlink()
     state.rmdir()
     state.write_text("x\n")
-    _fails_cleanly(run_ggstack("--patches", patches, "apply", "s", cwd=repo.path), 3, "cannot use ggstack's state directory")
+    _fails_cleanly(
+        run_ggstack("--patches", patches, "apply", "s", cwd=repo.path), 3, "cannot use ggstack's state directory"
+    )
 
 
 def test_import_of_a_file_name_that_is_not_utf8_is_refused_by_name(repo: GitRepo, tmp_path) -> None:
@@ -185,15 +241,30 @@ def test_import_of_a_file_name_that_is_not_utf8_is_refused_by_name(repo: GitRepo
 
 def test_import_of_a_symmetric_range_says_to_use_two_dots(repo: GitRepo, tmp_path) -> None:
     patches = _stack(repo, tmp_path)
-    _fails_cleanly(run_ggstack("--patches", patches, "import", "s", "old...HEAD", cwd=repo.path), 2, "old...HEAD: A...B", "use A..B")
+    _fails_cleanly(
+        run_ggstack("--patches", patches, "import", "s", "old...HEAD", cwd=repo.path),
+        2,
+        "old...HEAD: A...B",
+        "use A..B",
+    )
 
 
 def test_command_line_bytes_that_are_not_utf8(repo: GitRepo, tmp_path) -> None:
     patches = _stack(repo, tmp_path)
     bad = b"\xff".decode("utf-8", "surrogateescape")  # what Python makes of a non-UTF-8 argv byte
-    _fails_cleanly(run_ggstack("--patches", patches, "init", "t", "--repo-slug", "o/r", "--base", bad, cwd=repo.path), 2, "--base", "is not UTF-8")
+    _fails_cleanly(
+        run_ggstack("--patches", patches, "init", "t", "--repo-slug", "o/r", "--base", bad, cwd=repo.path),
+        2,
+        "--base",
+        "is not UTF-8",
+    )
     assert not (tmp_path / "patches" / "t").exists()
-    _fails_cleanly(run_ggstack("--patches", patches, "apply", "s", "--branch-prefix", bad, cwd=repo.path), 2, "--branch-prefix", "is not UTF-8")
+    _fails_cleanly(
+        run_ggstack("--patches", patches, "apply", "s", "--branch-prefix", bad, cwd=repo.path),
+        2,
+        "--branch-prefix",
+        "is not UTF-8",
+    )
 
 
 def test_init_with_a_quote_in_the_base_writes_a_stack_toml_that_loads(repo: GitRepo, tmp_path) -> None:
@@ -211,7 +282,12 @@ def test_init_with_a_quote_in_the_base_writes_a_stack_toml_that_loads(repo: GitR
 
 def test_a_non_positive_test_timeout_is_refused_naming_the_line(repo: GitRepo, tmp_path) -> None:
     patches = tmp_path / "patches"
-    assert run_ggstack("--patches", str(patches), "init", "s", "--repo-slug", "o/r", "--base", "main", cwd=repo.path).returncode == 0
+    assert (
+        run_ggstack(
+            "--patches", str(patches), "init", "s", "--repo-slug", "o/r", "--base", "main", cwd=repo.path
+        ).returncode
+        == 0
+    )
     toml = patches / "s" / "stack.toml"
     lines = toml.read_text().splitlines()
     number = next(i for i, line in enumerate(lines, 1) if line.startswith("timeout"))

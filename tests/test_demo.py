@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-
 from gitrepo import GitRepo, run_ggstack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +43,9 @@ def test_stored_stack_applies_with_git_am_onto_the_older_base(tmp_path: Path) ->
     ]
     # The last patch's tree is the maintainer's stack branch's tree for the imported paths.
     for path in ("vllm/v1/attention/ops/dcp_alltoall.py", "tests/distributed/test_dcp_a2a.py"):
-        assert work.git("rev-parse", f"HEAD:{path}") == GitRepo(fork.repo.git_dir).git("rev-parse", f"refs/heads/gg/stack-src:{path}")
+        assert work.git("rev-parse", f"HEAD:{path}") == GitRepo(fork.repo.git_dir).git(
+            "rev-parse", f"refs/heads/gg/stack-src:{path}"
+        )
 
 
 def _demo(tmp_path: Path, base: str) -> dict:
@@ -54,7 +54,9 @@ def _demo(tmp_path: Path, base: str) -> dict:
     return json.loads(proc.stdout)
 
 
-@pytest.mark.skipif(not HAVE_TORCH, reason="the payload's tests need torch; without it they are inconclusive (tested in test_testrun)")
+@pytest.mark.skipif(
+    not HAVE_TORCH, reason="the payload's tests need torch; without it they are inconclusive (tested in test_testrun)"
+)
 def test_demo_on_the_current_base_says_represented_partial_and_needed(tmp_path: Path) -> None:
     run = _demo(tmp_path, "current")
     first, second, third = run["patches"]

