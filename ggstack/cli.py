@@ -554,7 +554,8 @@ def pr(
     Example:
       ggstack pr gg-clean --onto origin/dev/gilded-gnosis --dry-run
     """
-    from ggstack import forge, represent
+    from ggstack import pr as pr_stage
+    from ggstack import represent
 
     s = obj.stack(stack)
     if run_path:
@@ -566,7 +567,7 @@ def pr(
         with StageProgress(len(s.patches), "check") as progress:
             run = represent.check(obj.repo, s, base, run=run, progress=progress)
     with StageProgress(len(s.patches), "pr") as progress:
-        run = forge.pr(
+        run = pr_stage.pr(
             obj.repo, s, run, dry_run=dry_run, close_redundant=close_redundant, stacked=stacked, progress=progress
         )
     if as_json:
@@ -635,14 +636,14 @@ def sync(
     Example:
       ggstack sync gg-clean --fetch --onto origin/dev/gilded-gnosis --run-json run.json
     """
-    from ggstack import pipeline
+    from ggstack import sync as sync_stage
 
     s = obj.stack(stack)
-    actions = pipeline.in_actions(os.environ)
-    observer = pipeline.ActionsObserver(sys.stdout) if actions else _TerminalObserver()
+    actions = sync_stage.in_actions(os.environ)
+    observer = sync_stage.ActionsObserver(sys.stdout) if actions else _TerminalObserver()
     warn = lambda message: err_console.print(f"[yellow]ggstack: warning:[/] {escape(message)}", highlight=False)  # noqa: E731
-    with pipeline.locked(obj.repo, s.name, command=f"ggstack sync {s.name}", warn=warn):
-        run = pipeline.sync(
+    with sync_stage.locked(obj.repo, s.name, command=f"ggstack sync {s.name}", warn=warn):
+        run = sync_stage.sync(
             obj.repo,
             s,
             onto or s.config.target.base,
@@ -652,16 +653,16 @@ def sync(
             close_redundant=close_redundant,
             observer=observer,
         )
-        path = pipeline.save_run(obj.repo, run, run_json)
+        path = sync_stage.save_run(obj.repo, run, run_json)
     console().print(report.report_table(run))
     for error in run.errors:
         err_console.print(f"[bold red]ggstack:[/] {escape(error)}", highlight=False)
     if actions:
-        pipeline.publish_to_actions(run, s, os.environ, sys.stdout)
+        sync_stage.publish_to_actions(run, s, os.environ, sys.stdout)
     err_console.print(
         f"wrote the Run to {path}" + (" (dry run: nothing else changed)" if dry_run else ""), highlight=False
     )
-    sys.exit(pipeline.exit_code(run))
+    sys.exit(sync_stage.exit_code(run))
 
 
 class _TerminalObserver:

@@ -114,7 +114,8 @@ def run(
     Returns the Run and the directory everything lives in (``fork.git``,
     ``remote.git`` standing in for the forge's git remote, ``patches/``).
     """
-    from ggstack import forge, replay, represent, testrun
+    from ggstack import pr, replay, represent, testrun
+    from ggstack.forge.none import NoForge
 
     workdir = os.path.abspath(directory or tempfile.mkdtemp(prefix="ggstack-demo-"))
     try:
@@ -134,5 +135,5 @@ def run(
     result = testrun.test(
         fork.repo, stack, result, gpu=gpu, progress=progress, jobs=max(1, min(4, os.cpu_count() or 1))
     )
-    result = forge.pr(fork.repo, stack, result, dry_run=True, client=forge.NoForge())
+    result = pr.pr(fork.repo, stack, result, dry_run=True, client=NoForge())
     return result, workdir

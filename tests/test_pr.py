@@ -2,7 +2,7 @@
 
 The world is real: a fork checkout whose remote is a bare repository, the
 local GitHub-compatible server (tests/forge_server.py) reading that same bare
-repository, and ggstack run as a subprocess (or ``forge.pr`` in-process where
+repository, and ggstack run as a subprocess (or ``pr.pr`` in-process where
 only the forge side matters) driving the real PyGithub over HTTP. Every
 assertion is about what a maintainer would see on the forge: PRs, bases,
 drafts, labels, bodies, comments, and how many write calls were made.
@@ -21,8 +21,8 @@ import pytest
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import forge as forge_stage
 from ggstack import git, replay, report, represent, series
+from ggstack import pr as pr_stage
 from ggstack.model import Run, Verdict
 
 TOKEN = "ghp_T0kenThatMustNeverBeSeen4242"
@@ -116,9 +116,9 @@ class World:
         return proc
 
     def pr(self, *, stack: str = "s", env: dict[str, str] | None = None, **kw) -> Run:
-        """``forge.pr`` in-process (no interpreter start): for the tests about the forge alone."""
+        """``pr.pr`` in-process (no interpreter start): for the tests about the forge alone."""
         s = series.load(str(self.patches), stack)
-        return forge_stage.pr(self.repo, s, checked_run(self.repo, s, "main"), env=env or self.env(), **kw)
+        return pr_stage.pr(self.repo, s, checked_run(self.repo, s, "main"), env=env or self.env(), **kw)
 
     def run_json(self, *args: str, **kw) -> Run:
         return Run.from_json(json.loads(self.ok(*args, "--json", **kw).stdout))

@@ -234,7 +234,7 @@ def test_a_partial_patch_is_attention_and_the_report_holds_its_remaining_diff(wo
 
 
 def test_exit_code_of_each_verdict() -> None:
-    from ggstack import pipeline
+    from ggstack import sync as sync_stage
     from ggstack.model import Outcome, PRState
 
     def code(verdict: Verdict, pr: PRState | None = None, stages: dict[str, str] | None = None) -> int:
@@ -245,7 +245,7 @@ def test_exit_code_of_each_verdict() -> None:
             outcomes=[Outcome("0001-p.patch", "p", "id", verdict=verdict, pr=pr)],
             stages=stages or {"pr": "ok"},
         )
-        return pipeline.exit_code(run)
+        return sync_stage.exit_code(run)
 
     waiting = PRState(number=1, state="open", draft=True)
     assert code(Verdict.UNIQUE, waiting) == 0 and code(Verdict.REPRESENTED) == 0
@@ -362,14 +362,14 @@ def test_after_kill_9_a_rerun_takes_over_the_stale_lock_and_converges(world: Wor
 
 def _contend(repo_path: str, barrier, results, release) -> None:
     """One contender for the lock: 'won' (with any warning) or the error it got."""
-    from ggstack import pipeline
+    from ggstack import sync as sync_stage
     from ggstack.errors import InfraError
 
     repo = git.Repository(repo_path)
     warnings: list[str] = []
     barrier.wait()
     try:
-        with pipeline.locked(repo, "s", warn=warnings.append):
+        with sync_stage.locked(repo, "s", warn=warnings.append):
             results.put(("won", os.getpid(), warnings))
             release.wait(60)  # hold it until every contender has tried
     except InfraError as e:
@@ -379,11 +379,11 @@ def _contend(repo_path: str, barrier, results, release) -> None:
 def test_a_stale_lock_found_by_many_at_once_is_taken_over_by_exactly_one(world: World) -> None:
     import multiprocessing
 
-    from ggstack import pipeline
+    from ggstack import sync as sync_stage
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    path = pipeline.lock_path(world.repo, "s")
+    path = sync_stage.lock_path(world.repo, "s")
     Path(path).write_text(
         json.dumps({"pid": dead.pid, "started": "2026-01-01T00:00:00Z", "host": __import__("socket").gethostname()})
     )

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ggstack import forge, git, replay, report, represent, series, testrun
+from ggstack import pr as pr_stage
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Run, Stack, Verdict
 
@@ -162,7 +163,9 @@ def sync(
     else:
         acted = attempt(
             "pr",
-            lambda p: forge.pr(repo, stack, run, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env),
+            lambda p: pr_stage.pr(
+                repo, stack, run, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env
+            ),
         )
         run = acted or run
     if run is None:

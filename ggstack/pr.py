@@ -1,11 +1,11 @@
-"""The forge stage: open, update and close the stack's pull requests, via PyGithub.
+"""``ggstack pr``: open, update and close the stack's pull requests.
 
 The seed's PR should never have been opened: the base already had its change.
 So this stage only acts on what ``check`` (and ``test``) decided, and it is
-split in two: a *plan* (pure: the Run, the forge's PRs and the remote's
-branch heads in, a list of steps per patch out) and the *act* that carries the
-plan out in merge order. ``--dry-run`` stops after the plan, so what it prints
-is exactly what a real run would do, and nothing anywhere changes.
+split in two: a *plan* (the Run, the forge's PRs and the remote's branch heads
+in, a list of steps per patch out) and the *act* that carries the plan out in
+merge order. ``--dry-run`` stops after the plan, so what it prints is exactly
+what a real run would do, and nothing anywhere changes.
 
 What it avoids:
 - Noise. A branch whose remote head is already the replayed commit is not
@@ -13,434 +13,29 @@ What it avoids:
   edited: a rerun with nothing changed makes no write call at all, so no CI
   run, no review bot, no notification.
 - Duplicates. PRs are found by a hidden marker carrying the Stack-Patch-Id
-  (and by head branch), so reruns update; a create or comment whose answer was
-  lost (5xx, timeout) is looked up again before it is re-sent, and the closing
-  comment carries its own marker. A run killed midway is converged from.
+  (and by head branch), so reruns update; the closing comment carries its own
+  marker. A run killed midway is converged from.
 - Flapping. A PR's base follows the previous needed patch only when the
   stacked chain itself changed; an existing stack keeps the mode (stacked or
   flat) it was opened in unless the user says otherwise.
-- Leaks. The token is only handed to PyGithub; every message this module
-  raises is scrubbed of it.
-
-Retries are ggstack's, not urllib3's (PyGithub gets ``retry=None``): a
-re-sent POST must first check whether the lost one landed, and every wait
-(back-off, ``Retry-After``, a rate-limit reset) comes out of one bounded budget
-per run. PyGithub's ``seconds_between_writes`` keeps writes one at a time and
-spaced as GitHub asks. Knobs (all optional) are environment variables, so the
-tests can shrink the time scale: GGSTACK_RETRY_BASE_SECONDS,
-GGSTACK_RETRY_ATTEMPTS, GGSTACK_RETRY_BUDGET_SECONDS,
-GGSTACK_RATE_LIMIT_MAX_WAIT, GGSTACK_FORGE_TIMEOUT,
-GGSTACK_WRITE_INTERVAL_SECONDS.
 """
 
 from __future__ import annotations
 
-import datetime
-import os
 import re
-import signal
-import time
-import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
-
-import requests
-from github import Auth, Github, GithubException
+from typing import Any
 
 from ggstack import git, replay, report
 from ggstack.errors import InfraError, UserError
+from ggstack.forge import Forge, RemotePR
+from ggstack.forge.github import GitHub
 from ggstack.model import Applied, Outcome, Patch, PRState, Run, Stack, Verdict
 
-DEFAULT_API_URL = "https://api.github.com"
-TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
 NEEDED = (Verdict.UNIQUE, Verdict.PARTIAL)  # the only verdicts that get a PR
-MAINTAINERS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})  # whose approval lifts the gate
-
 Progress = Callable[[int, int, str], None]
-T = TypeVar("T")
-
-_MARKER = re.compile(re.escape(report.MARKER_PREFIX) + r"([^\s>]+) -->")
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*: .*|\(cherry picked from commit [0-9a-f]+\))$")
-
-
-# -- the time scale of retries --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How long ggstack keeps trying the forge, all of it bounded."""
-
-    base: float = 1.0  # back-off: base * 2**attempt seconds
-    attempts: int = 5  # tries per call
-    budget: float = 300.0  # seconds of waiting one run may spend in all
-    max_wait: float = 120.0  # the longest single wait the forge may ask for
-    timeout: int = 30  # seconds per request
-    write_interval: float = 1.0  # GitHub asks for at least a second between writes
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> RetryPolicy:
-        default = cls()
-
-        def number(var: str, value: float, kind: type = float) -> Any:
-            raw = env.get(var)
-            if raw in (None, ""):
-                return value
-            try:
-                parsed = kind(raw)
-            except ValueError:
-                raise UserError(f"{var}={raw!r} is not a {kind.__name__}") from None
-            if parsed < 0:
-                raise UserError(f"{var} must not be negative")
-            if not parsed < 10**9:  # NaN, inf, or past what a timer can hold
-                raise UserError(f"{var}={raw!r} is not a usable number of seconds or tries")
-            return parsed
-
-        return cls(
-            base=number("GGSTACK_RETRY_BASE_SECONDS", default.base),
-            attempts=max(1, number("GGSTACK_RETRY_ATTEMPTS", default.attempts, int)),
-            budget=number("GGSTACK_RETRY_BUDGET_SECONDS", default.budget),
-            max_wait=number("GGSTACK_RATE_LIMIT_MAX_WAIT", default.max_wait),
-            timeout=max(1, number("GGSTACK_FORGE_TIMEOUT", default.timeout, int)),
-            write_interval=number("GGSTACK_WRITE_INTERVAL_SECONDS", default.write_interval),
-        )
-
-
-# -- the forge, as ggstack needs it ----------------------------------------------------
-
-
-@dataclass
-class RemotePR:
-    """An open PR as the forge has it (facts the forge owns: read each run)."""
-
-    number: int
-    url: str
-    draft: bool
-    title: str
-    body: str
-    head_owner: str
-    head_ref: str
-    base_ref: str
-    labels: list[str]
-    marker: str | None  # the Stack-Patch-Id in its body, if any
-    state: str = "open"
-    merged: bool = False
-    approved_by: list[str] = field(default_factory=list)
-    handle: Any = field(default=None, repr=False)  # the PyGithub PullRequest
-
-
-def _api_url(raw: str) -> str:
-    """GITHUB_API_URL, checked here: PyGithub fails on a malformed one with a bare AttributeError."""
-    try:
-        parts = urllib.parse.urlsplit(raw)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # e.g. an unclosed "[" of an IPv6 host
-        ok = False
-    if not ok:
-        shown = repr(raw) if "@" not in raw else "(a value with credentials in it)"  # never echo a secret
-        raise UserError(f"GITHUB_API_URL={shown} is not an http(s) URL with a host (e.g. {DEFAULT_API_URL})")
-    return raw.rstrip("/")
-
-
-class Forge:
-    """PyGithub behind ggstack's retry, error and scrubbing rules."""
-
-    def __init__(self, slug: str, *, env: Mapping[str, str] | None = None) -> None:
-        env = os.environ if env is None else env
-        self.slug = slug
-        self.token, self.token_var = _token(env, slug)
-        self.api_url = _api_url(env.get("GITHUB_API_URL") or DEFAULT_API_URL)
-        self.policy = RetryPolicy.from_env(env)
-        self.writes = 0
-        self._waited = 0.0
-        self._kill_after = int(env.get("GGSTACK_DEBUG_KILL_AFTER_WRITES", "0") or 0)
-        self._gh = Github(
-            auth=Auth.Token(self.token),
-            base_url=self.api_url,
-            timeout=self.policy.timeout,
-            retry=None,  # ggstack retries itself: see the module docstring
-            per_page=100,
-            seconds_between_requests=None,
-            seconds_between_writes=self.policy.write_interval or None,
-        )
-        self.repo = self.call(
-            f"read repository {slug}",
-            lambda: self._gh.get_repo(slug),
-            not_found=(
-                f"target.repo {slug!r} not found at {self.api_url} (check stack.toml, GITHUB_API_URL, "
-                f"and that the token in {self.token_var} can see it)"
-            ),
-        )
-
-    def close(self) -> None:
-        self._gh.close()
-
-    def scrub(self, text: str) -> str:
-        return text.replace(self.token, "***") if self.token else text
-
-    # -- one call, retried ---------------------------------------------------------
-
-    def call(
-        self,
-        what: str,
-        fn: Callable[[], T],
-        *,
-        write: bool = False,
-        recheck: Callable[[], T | None] | None = None,
-        not_found: str | None = None,
-    ) -> T:
-        """``fn()``, retried on 5xx, timeouts and rate limits within the budget.
-
-        ``recheck`` is asked, before a failed write is re-sent, whether it
-        landed after all (a lost answer); its non-None answer is the result.
-        """
-        attempt = 0
-        while True:
-            try:
-                result = fn()
-            except GithubException as e:
-                wait, why = self._retryable(e, what, attempt, not_found)
-            except requests.RequestException as e:
-                wait, why = self._backoff(attempt), f"{type(e).__name__}: {e}"
-            else:
-                if write:
-                    self._wrote()
-                return result
-            attempt += 1
-            if attempt >= self.policy.attempts:
-                raise InfraError(
-                    self.scrub(f"{what}: the forge at {self.api_url} still fails after {attempt} tries ({why})")
-                ) from None
-            self._sleep(wait, what, why)
-            if recheck is not None:
-                found = recheck()
-                if found is not None:
-                    return found
-
-    def _retryable(self, e: GithubException, what: str, attempt: int, not_found: str | None) -> tuple[float, str]:
-        """How long to wait before retrying ``e``; raises when it is not worth retrying."""
-        headers = {k.lower(): v for k, v in (e.headers or {}).items()}
-        message = _message(e)
-        status = e.status
-        if status == 401:
-            raise UserError(
-                f"the forge at {self.api_url} rejected the token in {self.token_var} (401 {message}); set {self.token_var} to a valid token"
-            )
-        if status in (403, 429):
-            if "retry-after" in headers:
-                seconds = _seconds(headers["retry-after"])
-                if seconds > self.policy.max_wait:
-                    raise InfraError(
-                        self.scrub(
-                            f"{what}: the forge asks to wait {seconds:.0f} s (Retry-After), more than the {self.policy.max_wait:.0f} s ggstack waits; try again later"
-                        )
-                    )
-                return seconds, f"{status} Retry-After {seconds:.0f} s"
-            if headers.get("x-ratelimit-remaining") == "0":
-                reset = int(headers.get("x-ratelimit-reset", "0") or 0)
-                wait = max(reset - time.time(), 0) + 1  # the reset happens some time within that second
-                at = datetime.datetime.fromtimestamp(reset, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-                if wait > self.policy.max_wait:
-                    raise InfraError(
-                        self.scrub(
-                            f"{what}: GitHub API rate limit exhausted; it resets at {at} (in {wait:.0f} s); try again then"
-                        )
-                    )
-                return wait, f"rate limit exhausted until {at}"
-            if "secondary rate limit" in message.lower():
-                # GitHub: "wait at least one minute"; scaled with the back-off base.
-                return max(60 * self.policy.base, self._backoff(attempt)), "secondary rate limit"
-            raise UserError(
-                self.scrub(
-                    f"{what}: the forge refused ({status} {message}); does the token in {self.token_var} have write access to {self.slug}?"
-                )
-            )
-        if status == 404:
-            raise UserError(self.scrub(not_found or f"{what}: not found on the forge (404 {message})"))
-        if status == 422:
-            raise UserError(self.scrub(f"{what}: the forge refused it (422 {message}{_errors(e)})"))
-        if status >= 500:
-            return self._backoff(attempt), f"{status} {message}"
-        raise InfraError(self.scrub(f"{what}: unexpected answer from the forge ({status} {message})"))
-
-    def _backoff(self, attempt: int) -> float:
-        return self.policy.base * 2**attempt
-
-    def _sleep(self, wait: float, what: str, why: str) -> None:
-        if self._waited + wait > self.policy.budget:
-            raise InfraError(
-                self.scrub(
-                    f"{what}: gave up: waiting {wait:.0f} s more ({why}) would exceed the retry budget of "
-                    f"{self.policy.budget:.0f} s (GGSTACK_RETRY_BUDGET_SECONDS)"
-                )
-            ) from None
-        self._waited += wait
-        time.sleep(wait)
-
-    def _wrote(self) -> None:
-        self.writes += 1
-        if self._kill_after and self.writes >= self._kill_after:
-            # A test hook: die as a crash would, between two forge writes.
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    # -- reads ------------------------------------------------------------------------
-
-    def open_pulls(self) -> list[RemotePR]:
-        def fetch() -> list[Any]:
-            return list(self.repo.get_pulls(state="open", sort="created", direction="asc"))
-
-        return [_remote(p) for p in self.call(f"list open PRs of {self.slug}", fetch)]
-
-    def find_open_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
-        pulls = self._pulls_of_head(head_owner, head_ref, "open")
-        return pulls[0] if pulls else None
-
-    def find_closed_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
-        """The latest closed PR from this head branch, if any."""
-        pulls = self._pulls_of_head(head_owner, head_ref, "closed")
-        return max(pulls, key=lambda p: p.number) if pulls else None
-
-    def _pulls_of_head(self, head_owner: str, head_ref: str, state: str) -> list[RemotePR]:
-        def fetch() -> list[Any]:
-            return list(self.repo.get_pulls(state=state, head=f"{head_owner}:{head_ref}"))
-
-        return [_remote(p) for p in self.call(f"look up the {state} PRs of {head_ref}", fetch)]
-
-    def approvals(self, pull: RemotePR) -> list[str]:
-        """Maintainers whose latest decisive review of the PR approves it."""
-        reviews = self.call(f"read reviews of #{pull.number}", lambda: list(pull.handle.get_reviews()))
-        latest: dict[str, tuple[str, str]] = {}
-        for r in reviews:
-            if r.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") and r.user is not None:
-                latest[r.user.login] = (r.state, r.author_association or "")
-        return sorted(u for u, (state, assoc) in latest.items() if state == "APPROVED" and assoc.upper() in MAINTAINERS)
-
-    def commit_facts(self, slug: str, sha: str) -> tuple[str, list[str], str] | None:
-        """(tree, parents, message) of a commit the forge has, None when it has not."""
-
-        repo = self.repo if slug.lower() == self.slug.lower() else None
-
-        def fetch() -> tuple[str, list[str], str] | None:
-            try:
-                c = (repo or self._gh.get_repo(slug)).get_commit(sha)
-                return c.commit.tree.sha, [p.sha for p in c.parents], c.commit.message or ""
-            except GithubException as e:
-                if e.status in (404, 422):
-                    return None
-                raise
-
-        return self.call(f"read commit {sha[:10]} of {slug}", fetch)
-
-    def comment_bodies(self, pull: RemotePR) -> list[str]:
-        comments = self.call(f"read comments of #{pull.number}", lambda: list(pull.handle.get_issue_comments()))
-        return [c.body or "" for c in comments]
-
-    # -- writes (one at a time; each retried) --------------------------------------------
-
-    def create_pull(
-        self, *, title: str, body: str, base: str, head_owner: str, head_ref: str, head: str, draft: bool
-    ) -> RemotePR:
-        def create() -> RemotePR:
-            try:
-                return _remote(self.repo.create_pull(title=title, body=body, base=base, head=head, draft=draft))
-            except GithubException as e:
-                # A create re-sent after a lost answer may find its first copy already there.
-                found = (
-                    self.find_open_pull(head_owner, head_ref)
-                    if e.status == 422 and "already exists" in str(e.data)
-                    else None
-                )
-                if found is None:
-                    raise
-                return found
-
-        return self.call(
-            f"open the PR of {head_ref}", create, write=True, recheck=lambda: self.find_open_pull(head_owner, head_ref)
-        )
-
-    def edit_pull(self, pull: RemotePR, **fields: str) -> None:
-        self.call(f"update #{pull.number} ({', '.join(fields)})", lambda: pull.handle.edit(**fields), write=True)
-
-    def add_labels(self, pull: RemotePR, labels: Sequence[str]) -> None:
-        self.call(f"label #{pull.number}", lambda: pull.handle.add_to_labels(*labels), write=True)
-
-    def remove_label(self, pull: RemotePR, label: str) -> None:
-        def remove() -> None:
-            try:
-                pull.handle.remove_from_labels(label)
-            except GithubException as e:
-                if e.status != 404:  # already gone (someone removed it, or a retried call landed): fine
-                    raise
-
-        self.call(f"remove label {label!r} from #{pull.number}", remove, write=True)
-
-    def mark_ready(self, pull: RemotePR) -> None:
-        self.call(f"mark #{pull.number} ready for review", lambda: pull.handle.mark_ready_for_review(), write=True)
-
-    def comment(self, pull: RemotePR, body: str, marker: str) -> None:
-        def landed() -> bool | None:
-            return True if any(marker in b for b in self.comment_bodies(pull)) else None
-
-        self.call(
-            f"comment on #{pull.number}", lambda: pull.handle.create_issue_comment(body), write=True, recheck=landed
-        )
-
-
-def _token(env: Mapping[str, str], slug: str) -> tuple[str, str]:
-    for var in TOKEN_VARS:
-        value = env.get(var, "").strip()
-        if value and any(c.isspace() or not c.isprintable() for c in value):
-            # An HTTP header cannot carry it, and requests' error would quote it (escaped, past scrub).
-            raise UserError(
-                f"{var} has whitespace or control characters inside it (a pasted line break?); the value is not shown"
-            )
-        if value:
-            return value, var
-    raise UserError(f"no GitHub token: set GITHUB_TOKEN (or GH_TOKEN) to a token that may open PRs on {slug}")
-
-
-def _remote(p: Any) -> RemotePR:
-    owner, _, ref = (p.head.label or "").rpartition(":")
-    marker = _MARKER.search(p.body or "")
-    return RemotePR(
-        number=p.number,
-        url=p.html_url,
-        draft=bool(p.draft),
-        title=p.title or "",
-        body=p.body or "",
-        head_owner=owner,
-        head_ref=p.head.ref or ref,
-        base_ref=p.base.ref,
-        labels=[label.name for label in p.labels],
-        marker=marker.group(1) if marker else None,
-        state=p.state,
-        merged=p.merged_at is not None,  # in the list shape; p.merged would cost a request
-        handle=p,
-    )
-
-
-def _message(e: GithubException) -> str:
-    data = e.data
-    if isinstance(data, dict):
-        return str(data.get("message") or data.get("errors") or "")
-    return str(data or "")
-
-
-def _errors(e: GithubException) -> str:
-    errors = e.data.get("errors") if isinstance(e.data, dict) else None
-    if not errors:
-        return ""
-    words = [str(x.get("message") or x.get("code") or x) if isinstance(x, dict) else str(x) for x in errors]
-    return ": " + "; ".join(words)
-
-
-def _seconds(value: str) -> float:
-    try:
-        return max(float(value), 0.0)
-    except ValueError:  # an HTTP date: wait until then
-        return max((parsedate_to_datetime(value).timestamp() - time.time()), 0.0)
-
 
 # -- the plan ------------------------------------------------------------------------------
 
@@ -505,7 +100,7 @@ def pr(
     if missing:
         raise UserError(f"no verdict for {', '.join(missing)}: `pr` needs the Run of `check` (run check first)")
     # ``client``: another forge to read (e.g. ``NoForge`` for the demo's plan).
-    forge = client or Forge(stack.config.target.repo, env=env)
+    forge = client or GitHub(stack.config.target.repo, env=env)
     try:
         plan = make_plan(repo, stack, run, forge, close_redundant=close_redundant, stacked=stacked)
         if not dry_run:
@@ -519,39 +114,6 @@ def pr(
         return run
     finally:
         forge.close()
-
-
-class NoForge:
-    """A forge on which nothing exists yet: no PRs, reviews or comments.
-
-    It lets ``pr --dry-run`` plan without a token or network (``ggstack demo``).
-    """
-
-    writes = 0
-
-    def close(self) -> None:
-        pass
-
-    def scrub(self, text: str) -> str:
-        return text
-
-    def open_pulls(self) -> list[RemotePR]:
-        return []
-
-    def find_open_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
-        return None
-
-    def find_closed_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
-        return None
-
-    def approvals(self, pull: RemotePR) -> list[str]:
-        return []
-
-    def commit_facts(self, slug: str, sha: str) -> None:
-        return None
-
-    def comment_bodies(self, pull: RemotePR) -> list[str]:
-        return []
 
 
 def make_plan(
