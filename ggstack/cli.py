@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ggstack import git, replay, report, series
+from ggstack import git, replay, report, secrets, series
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Run, Stack, Verdict
 
@@ -56,10 +56,12 @@ def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except UserError as e:
-            err_console.print(f"[bold red]ggstack:[/] {escape(str(e))}", highlight=False)
+            err_console.print(f"[bold red]ggstack:[/] {escape(secrets.scrub(str(e)))}", highlight=False)
             sys.exit(e.exit_code)
         except InfraError as e:
-            err_console.print(f"[bold red]ggstack: infrastructure failure:[/] {escape(str(e))}", highlight=False)
+            err_console.print(
+                f"[bold red]ggstack: infrastructure failure:[/] {escape(secrets.scrub(str(e)))}", highlight=False
+            )
             sys.exit(e.exit_code)
 
     return wrapper

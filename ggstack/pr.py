@@ -128,7 +128,8 @@ def make_plan(
     ids = {p.provenance.stack_patch_id for p in stack.patches}
     by_marker: dict[str, RemotePR] = {}
     for p in pulls:  # oldest first: a later duplicate never wins
-        if p.marker in ids and p.marker not in by_marker:
+        # Anyone may open a PR whose body ends in a marker: only a head in the stack's own repository is ours.
+        if p.marker in ids and p.marker not in by_marker and p.head_owner.lower() == head_owner.lower():
             by_marker[p.marker] = p
     slots = []
     for o in run.outcomes:
@@ -174,7 +175,7 @@ def _respect_closed(s: Slot, forge: Forge, head_owner: str) -> None:
         return
     if closed.merged:
         s.note = f"its PR #{closed.number} was merged (into {closed.base_ref}); no new PR"
-    elif any(report.CLOSED_PREFIX + s.outcome.stack_patch_id in b for b in forge.comment_bodies(closed)):
+    elif any(report.is_closing_comment(b, s.outcome.stack_patch_id) for b in forge.comment_bodies(closed)):
         return
     else:
         s.note = f"its PR #{closed.number} was closed by someone else: not reopened or replaced (reopen it, or remove the patch)"
@@ -211,7 +212,7 @@ def _gate_words(stack: Stack) -> str | None:
     policy = stack.config.pr
     if not policy.approval_gate:
         return None
-    words = (["draft"] if policy.draft else []) + [f"label `{label}`" for label in policy.labels]
+    words = (["draft"] if policy.draft else []) + [f"label {report.md_code(label)}" for label in policy.labels]
     return ", ".join(words) or "approval"
 
 
@@ -251,7 +252,10 @@ def _settle_commits(repo: git.Repository, stack: Stack, run: Run, plan: Plan, fo
             info = repo.commit_info(s.commit)
         if s.remote_sha and s.remote_sha != s.commit:
             facts = forge.commit_facts(head_repo, s.remote_sha)
-            if facts is not None and f"Stack-Patch-Id: {s.outcome.stack_patch_id}" not in facts[2]:
+            if (
+                facts is not None
+                and ("Stack-Patch-Id", s.outcome.stack_patch_id) not in git.parse_trailers([facts[2]])[0]
+            ):
                 # Not a commit ggstack made of this patch: a reviewer's fixup, say. Never overwritten.
                 raise UserError(
                     f"someone else pushed {s.remote_sha[:10]} ({facts[2].splitlines()[0] if facts[2] else 'no message'!r}) "
@@ -372,8 +376,7 @@ def _plan_others(run: Run, plan: Plan, forge: Forge, close_redundant: bool) -> N
                 s.steps.append(Step("would-close", f"would close: represented by {via} (pass --close-redundant)"))
                 continue
             # Whatever base it was checked on: one closing comment a PR, also across a moving base.
-            marker = report.CLOSED_PREFIX + o.stack_patch_id
-            if not any(marker in b for b in forge.comment_bodies(pull)):
+            if not any(report.is_closing_comment(b, o.stack_patch_id) for b in forge.comment_bodies(pull)):
                 s.steps.append(Step("comment", f"comment: represented by {via}, with the evidence"))
             s.steps.append(Step("close", f"close #{pull.number}"))
         elif o.verdict in (Verdict.CONFLICT, Verdict.BROKEN):
@@ -455,7 +458,7 @@ def act(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, 
             continue
         for step in s.steps:
             if step.kind == "comment":
-                forge.comment(s.pull, s.state.comment or "", report.CLOSED_PREFIX + s.outcome.stack_patch_id)
+                forge.comment(s.pull, s.state.comment or "", s.outcome.stack_patch_id)
             elif step.kind == "close":
                 forge.edit_pull(s.pull, state="closed")
                 s.state.state = "closed"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
 from rich.markup import escape
 from rich.table import Table
@@ -120,15 +121,113 @@ CLOSED_PREFIX = "<!-- ggstack:closed stack-patch-id="
 
 Diffstat = list[tuple[str, int | None, int | None]]  # (path, added, deleted); None: binary
 
+_MARKER_LINE = re.compile(re.escape(MARKER_PREFIX) + r"(\S+) -->")
+_CLOSED_LINE = re.compile(re.escape(CLOSED_PREFIX) + r"(\S+) base=\S* -->")
+
 
 def pr_marker(stack_patch_id: str) -> str:
-    """The hidden line by which a rerun finds the PR it opened."""
+    """The hidden line by which a rerun finds the PR it opened: always the body's last line."""
     return f"{MARKER_PREFIX}{stack_patch_id} -->"
 
 
 def closed_marker(stack_patch_id: str, base: str) -> str:
-    """The hidden line by which a rerun sees that it already wrote the closing comment."""
+    """The hidden line by which a rerun sees that it already wrote the closing comment: its last line."""
     return f"{CLOSED_PREFIX}{stack_patch_id} base={base} -->"
+
+
+def _last_line(text: str) -> str:
+    lines = text.replace("\r\n", "\n").rstrip().rsplit("\n", 1)
+    return lines[-1].strip()
+
+
+def read_marker(body: str) -> str | None:
+    """The Stack-Patch-Id of a PR body ggstack wrote, else None.
+
+    Only the last line counts: ggstack writes its marker there, and the text
+    above it (from commit messages) is escaped, so it cannot forge one.
+    """
+    found = _MARKER_LINE.fullmatch(_last_line(body))
+    return found.group(1) if found else None
+
+
+def is_closing_comment(body: str, stack_patch_id: str) -> bool:
+    """Is this comment ggstack's closing comment for the patch (on whatever base)?"""
+    found = _CLOSED_LINE.fullmatch(_last_line(body))
+    return found is not None and found.group(1) == stack_patch_id
+
+
+# -- Markdown from text ggstack did not write ----------------------------------------------------
+#
+# Commit messages, subjects and dropped-part notes are written by people and
+# land in PR bodies, comments and reports that GitHub renders as Markdown with
+# raw HTML allowed: a "</details>" closes ggstack's own section, an unclosed
+# "<!--" hides the rest of the body (the approval gate included). So every "<"
+# becomes "&lt;" (rendered as "<": the text reads the same), except inside a
+# fenced block, where nothing is HTML; a fence the text leaves open is closed.
+# An inline code span holding a "<" becomes <code> with its text as entities,
+# which renders the same and is safe whether or not Markdown would have seen a
+# span there. Only a fence at the start of a line is taken for one: indented,
+# it may belong to a list item that ends before Markdown's fence does. Where a
+# guess is needed, it errs on showing "&lt;" in code, never on letting HTML through.
+
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+
+
+def md_text(text: str) -> str:
+    """Markdown from someone else's text, with its raw HTML made text and its fences closed."""
+    out, fence = [], ""
+    for line in text.split("\n"):
+        marks = _FENCE.match(line)
+        if fence:
+            if marks and marks.group(1)[0] == fence[0] and len(marks.group(1)) >= len(fence):
+                fence = "" if not line[marks.end() :].strip() else fence
+            out.append(line)
+        elif marks and line[0] != " " and not (marks.group(1)[0] == "`" and "`" in line[marks.end() :]):
+            fence = marks.group(1)
+            out.append(line)
+        else:
+            out.append(_escape_line(line))
+    if fence:
+        out.append(fence)
+    return "\n".join(out)
+
+
+def _escape_line(line: str) -> str:
+    if "\\`" in line:  # an escaped backtick changes where spans are: no spans, then
+        return line.replace("<", "&lt;")
+    parts, pos = [], 0
+    for span in _SPAN.finditer(line):
+        code = span.group(2)
+        parts.append(line[pos : span.start()].replace("<", "&lt;"))
+        parts.append(span.group(0) if "<" not in code else "<code>" + "".join(map(_entity, code)) + "</code>")
+        pos = span.end()
+    parts.append(line[pos:].replace("<", "&lt;"))
+    return "".join(parts)
+
+
+def _entity(c: str) -> str:
+    """A character as an HTML entity when Markdown or HTML would read it as syntax."""
+    return f"&#{ord(c)};" if c in "<>&\"'`*_[]()!#+-.|{}~\\" else c
+
+
+def md_line(text: str) -> str:
+    """One line of someone else's text (a subject, a list item): ``md_text`` without line breaks."""
+    return md_text(" ".join(text.split("\n"))).split("\n")[0]
+
+
+def md_code(text: str) -> str:
+    """``text`` as an inline code span, whatever backticks it holds (a ref name may hold them)."""
+    text = " ".join(text.split("\n"))
+    fence = "`" * (_longest_backtick_run(text) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_fence(body: str, lang: str = "") -> str:
+    """``body`` as a fenced code block that no backtick run inside it can close."""
+    fence = "`" * max(3, _longest_backtick_run(body) + 1)
+    return f"{fence}{lang}\n{body.rstrip(chr(10))}\n{fence}"
 
 
 def diffstat_text(diffstat: Diffstat) -> str:
@@ -171,26 +270,27 @@ def pr_body(
     None when the stack has none. Deterministic: the same inputs give the same
     bytes, so a rerun with nothing changed edits nothing.
     """
-    parts = [summary.strip() or outcome.subject]
+    parts = [md_text(summary.strip() or outcome.subject)]
     prov = outcome.provenance
     origin = []
     if prov and prov.original_pr:
-        origin.append(f"- Original PR: {prov.original_pr}")
+        origin.append(f"- Original PR: {md_line(prov.original_pr)}")
     if prov and prov.cherry_picked_from:
-        origin.append(f"- Original commit, cherry-picked with provenance: {prov.cherry_picked_from}")
+        origin.append(f"- Original commit, cherry-picked with provenance: {md_line(prov.cherry_picked_from)}")
     elif outcome.source_commit:
-        origin.append(f"- Source commit: {outcome.source_commit}")
+        origin.append(f"- Source commit: {md_line(outcome.source_commit)}")
     if origin:
         parts.append("### Original PR\n\n" + "\n".join(origin))
     if prov and prov.dropped:
         parts.append(
-            "### Dropped\n\nLeft out of the original on purpose:\n\n" + "\n".join(f"- {d}" for d in prov.dropped)
+            "### Dropped\n\nLeft out of the original on purpose:\n\n"
+            + "\n".join(f"- {md_line(d)}" for d in prov.dropped)
         )
-    changes = f"Replayed onto `{run.base_ref}` at {short(run.base)}.\n\n```\n{diffstat_text(diffstat)}\n```"
+    changes = f"Replayed onto {md_code(run.base_ref)} at {short(run.base)}.\n\n{md_fence(diffstat_text(diffstat))}"
     if outcome.verdict is Verdict.PARTIAL:
         via = f" via {', '.join(short(c) for c in outcome.represented_by)}" if outcome.represented_by else ""
         changes = (
-            f"Part of this patch ({outcome.represented_fraction:.0%} of its lines) is already in `{run.base_ref}`{via}; "
+            f"Part of this patch ({outcome.represented_fraction:.0%} of its lines) is already in {md_code(run.base_ref)}{via}; "
             f"this PR carries only the remaining diff.\n\n" + changes
         )
     parts.append("### Changes\n\n" + changes)
@@ -204,7 +304,7 @@ def pr_body(
                 f"### Approval\n\n{PR_GATE}\n\nGate: {gate}; ggstack lifts it when a maintainer approves this PR."
             )
     parts.append(
-        f"<sub>Opened by ggstack from `{run.stack}/{outcome.name}`.</sub>\n{pr_marker(outcome.stack_patch_id)}"
+        f"<sub>Opened by ggstack from {md_code(f'{run.stack}/{outcome.name}')}.</sub>\n{pr_marker(outcome.stack_patch_id)}"
     )
     return "\n\n".join(parts) + "\n"
 
@@ -213,12 +313,13 @@ def _merge_order(run: Run, outcome: Outcome, order: list[Outcome]) -> str:
     names = [o.name for o in order]
     n = names.index(outcome.name) + 1
     lines = [
-        f"This is PR {n} of {len(order)} in the `{run.stack}` stack onto `{run.base_ref}`. Merge in this order:",
+        f"This is PR {n} of {len(order)} in the {md_code(run.stack or '')} stack onto {md_code(run.base_ref)}. Merge in this order:",
         "",
     ]
     for i, o in enumerate(order, 1):
         # Its own number is not known before it is opened: naming it would cost an edit.
-        lines.append(f"{i}. **this PR**: {o.subject}" if o.name == outcome.name else f"{i}. {_pr_ref(o)} {o.subject}")
+        subject = md_line(o.subject)
+        lines.append(f"{i}. **this PR**: {subject}" if o.name == outcome.name else f"{i}. {_pr_ref(o)} {subject}")
     neighbours = []
     if n > 1:
         neighbours.append(f"Previous: {_pr_ref(order[n - 2])}")
@@ -238,7 +339,7 @@ def closing_comment(run: Run, outcome: Outcome) -> str:
     commits = ", ".join(short(c) for c in outcome.represented_by)
     via = f" via {commits}" if commits else ""
     lines = [
-        f"Closing as already represented in the current `{run.base_ref}` base (checked at {short(run.base)}). "
+        f"Closing as already represented in the current {md_code(run.base_ref)} base (checked at {short(run.base)}). "
         f"The change of this PR is present there{via}, so this branch has no unique change left to merge.",
     ]
     # Only the signals that say "it is there": a non-matching patch-id is no reason to close.
@@ -257,12 +358,12 @@ def closing_comment(run: Run, outcome: Outcome) -> str:
             if e.fraction is not None and f"{e.fraction:.0%}" not in e.detail:
                 extra.append(f"{e.fraction:.0%} of lines")
             tail = f" ({'; '.join(extra)})" if extra else ""
-            lines.append(f"- {e.kind}: {e.detail}{tail}")
+            lines.append(f"- {e.kind}: {md_line(e.detail + tail)}")
     lines += [
         "",
         f"Share of this patch's lines found in the base: {outcome.represented_fraction:.0%}.",
         "",
-        f"<sub>Closed by ggstack (`{run.stack}/{outcome.name}`).</sub>",
+        f"<sub>Closed by ggstack ({md_code(f'{run.stack}/{outcome.name}')}).</sub>",
         closed_marker(outcome.stack_patch_id, run.base),
     ]
     return "\n".join(lines) + "\n"
@@ -618,14 +719,11 @@ def markdown(run: Run) -> str:
 
 
 def _details(summary: str, body: str, lang: str) -> list[str]:
-    fence = "`" * max(3, _longest_backtick_run(body) + 1)
     return [
         "<details>",
         f"<summary>{html.escape(summary, quote=False)}</summary>",
         "",
-        f"{fence}{lang}",
-        body.rstrip("\n"),
-        fence,
+        md_fence(body, lang),
         "",
         "</details>",
         "",

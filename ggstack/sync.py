@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from ggstack import forge, git, replay, report, represent, series, testrun
+from ggstack import git, replay, report, represent, secrets, series, testrun
 from ggstack import pr as pr_stage
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Run, Stack, Verdict
@@ -121,6 +121,7 @@ def sync(
     any stage after fetch runs (there is nothing to report on).
     """
     obs = observer or Observer()
+    hide = secrets.Secrets.from_env(env).scrub
     n = len(stack.patches)
     stages: dict[str, str] = {}
     errors: list[str] = []
@@ -129,10 +130,10 @@ def sync(
         with obs.stage(name, n) as progress:
             try:
                 result = fn(progress)
-            except InfraError as e:
-                stages[name], result = f"{FAILED_INFRA}: {e}", None
+            except InfraError as e:  # the message goes into the Run, the log and the summary: scrubbed
+                stages[name], result = f"{FAILED_INFRA}: {hide(str(e))}", None
             except UserError as e:
-                stages[name], result = f"{FAILED_INPUT}: {e}", None
+                stages[name], result = f"{FAILED_INPUT}: {hide(str(e))}", None
             else:
                 stages[name] = (result.stages.get(name) if result is not None else None) or "ok"
             if stages[name].startswith("failed"):
@@ -184,7 +185,7 @@ def forge_credentials_withheld() -> Iterator[None]:
     the Run: in one sync process that must not see the token that ``pr``
     needs next (nor a git auth header the CI passes as GIT_CONFIG_*).
     """
-    saved = {k: v for k, v in os.environ.items() if k in forge.TOKEN_VARS}
+    saved = {k: v for k, v in os.environ.items() if k in secrets.TOKEN_VARS}
     count = os.environ.get("GIT_CONFIG_COUNT", "")
     for i in range(int(count) if count.isdigit() else 0):
         if os.environ.get(f"GIT_CONFIG_KEY_{i}", "").lower().endswith(".extraheader"):

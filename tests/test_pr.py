@@ -521,14 +521,12 @@ def test_killed_at_every_write_then_rerun_converges_without_duplicates(world: Wo
 
     def kill_everywhere(*args: str) -> int:
         """Die right after the first write of every run, until a run has nothing left to write."""
-        kills = 0
-        for _ in range(30):
+        for kills in range(30):
             proc = w.gg(*args, env=w.env(GGSTACK_DEBUG_KILL_AFTER_WRITES="1"))
             check_no_duplicates()
             if proc.returncode == 0:
                 return kills
             assert proc.returncode == -9, proc.stdout + proc.stderr
-            kills += 1
         raise AssertionError("never finished")
 
     assert kill_everywhere() >= 6  # 3 opens, 3 labels, body edits: each one a place to die
@@ -586,3 +584,112 @@ def test_the_token_is_in_no_output_and_no_run_json(seeded: World) -> None:
     proc = w.gg()
     assert proc.returncode == 2 and "422" in proc.stderr
     assert TOKEN not in proc.stdout + proc.stderr
+
+
+# -- what comes from commit messages and the environment is data, never markup or secrets ----------
+
+HOSTILE = (
+    "Closes <img src=x onerror=alert(1)> early.\n\n"
+    "</details>\n<!-- a comment that never closes\n\n"
+    "<script>alert(1)</script> and `<kept in code>` stay text.\n\n"
+    "```\n<!-- in a fence: shown as it is -->\n"  # a fence the message never closes
+)
+OURS = {"<sub>", "</sub>", "<code>", "</code>"}  # the HTML ggstack writes itself, besides its own marker line
+
+
+def _html_of(markdown: str) -> list[str]:
+    """Every piece of raw HTML GitHub would render from ``markdown`` (CommonMark allows it)."""
+    from markdown_it import MarkdownIt
+
+    found = []
+    for token in MarkdownIt("commonmark").parse(markdown):
+        if token.type == "html_block":
+            found.append(token.content.strip())
+        for child in token.children or []:
+            if child.type == "html_inline":
+                found.append(child.content)
+    return found
+
+
+def test_a_marker_in_a_commit_message_cannot_claim_another_patchs_pr(world: World) -> None:
+    """The probe: a message carrying another patch's marker made ggstack find PR a as b's, then stick."""
+    w = world
+    id_a, id_b = "I" + "a" * 40, "I" + "b" * 40
+    w.fork.git("checkout", "-q", "-b", "hostile", "main")
+    a = w.fork.commit(
+        f"fix(a): a\n\nThis PR is b's, says the message:\n{report.pr_marker(id_b)}\n\nStack-Patch-Id: {id_a}",
+        {"a.txt": _text("a", 3)},
+    )
+    b = w.fork.commit(f"fix(b): b\n\nThe b part.\n\nStack-Patch-Id: {id_b}", {"b.txt": _text("b", 5)})
+    w.fork.git("checkout", "-q", "main")
+    w.stack("s", [a, b])
+    w.ok()
+    pa, pb = w.pull("fix(a)"), w.pull("fix(b)")
+    assert len(w.pulls(None)) == 2
+    assert report.pr_marker(id_b) not in pa["body"] and pa["body"].rstrip().endswith(report.pr_marker(id_a))
+    w.forge.reset_counts()
+    run = w.run_json()  # the rerun finds each PR by its own marker: nothing to do
+    assert w.forge.write_calls() == 0, w.forge.requests
+    assert [o.pr.number for o in run.outcomes] == [pa["number"], pb["number"]]
+    assert len(w.pulls(None)) == 2
+
+
+def test_a_pr_from_another_head_repository_is_not_adopted_by_its_marker(seeded: World) -> None:
+    """Anyone may open a PR whose body ends in a patch's marker; only a head in the stack's repository counts."""
+    w = seeded
+    stack = series.load(str(w.patches), "s")
+    stranger = GitRepo.init(w.tmp / "stranger.git", bare=True)
+    w.fork.git("push", "-q", str(stranger.path), f"{w.a}:refs/heads/mine")
+    w.forge.add_repo("stranger/proj", str(stranger.path), fork_of=SLUG)
+    from github import Auth, Github
+
+    gh = Github(auth=Auth.Token(TOKEN), base_url=w.forge.url)
+    gh.get_repo(SLUG).create_pull(
+        title="hijack",
+        body=f"mine now\n{report.pr_marker(stack.patches[1].provenance.stack_patch_id)}\n",
+        base="main",
+        head="stranger:mine",
+    )
+    run = w.run_json()
+    assert w.pull("hijack")["body"].startswith("mine now")  # not edited
+    assert [p["title"][:6] for p in w.pulls()] == ["hijack", "fix(a)", "fix(b)"]
+    assert run.outcomes[1].pr.head == "gg/s/02-fix-a-preallocate-the-a-buffers"
+
+
+def test_raw_html_from_commit_messages_is_text_in_pr_bodies(world: World) -> None:
+    w = world
+    w.fork.git("checkout", "-q", "-b", "hostile", "main")
+    a = w.fork.commit(f"fix(a): <b>bold</b> </details> claim\n\n{HOSTILE}", {"a.txt": _text("a", 3)})
+    b = w.fork.commit("fix(b): retain b\n\nThe b part.", {"b.txt": _text("b", 5)})
+    w.fork.git("checkout", "-q", "main")
+    w.stack("s", [a, b], dropped=["the <!-- half of it (x.txt)"], only=["a.txt", "b.txt"])
+    w.ok()
+    for pull in w.pulls():
+        body = pull["body"]
+        html = _html_of(body)
+        assert set(html) - OURS == {body.rstrip().splitlines()[-1]}, html  # only ggstack's own marker line
+        assert report.PR_GATE in body  # not swallowed by an unclosed comment or fence
+    body_a = w.pull("fix(a)")["body"]
+    from markdown_it import MarkdownIt
+
+    shown = MarkdownIt("commonmark").render(body_a)
+    assert "<code>&lt;kept in code&gt;</code>" in shown and "<!-- in a fence: shown as it is -->" not in shown
+    assert "&lt;!-- in a fence: shown as it is --&gt;" in shown  # as code
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown and "&lt;img src=x" in shown
+    assert "fix(a): &lt;b&gt;bold" in MarkdownIt("commonmark").render(w.pull("fix(b)")["body"])
+
+
+def test_credentials_in_the_api_url_are_never_printed(seeded: World) -> None:
+    w = seeded
+    secret = "Pa55w0rdInTheUrl"
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = w.gg(env=w.env(GITHUB_API_URL=f"http://x:{secret}@127.0.0.1:{port}", GGSTACK_RETRY_ATTEMPTS="2"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert f"http://127.0.0.1:{port}" in proc.stderr
+    assert secret not in proc.stdout + proc.stderr and "x:" not in proc.stderr
+    # A forge that is there, reached through a URL with credentials: they are not in the Run either.
+    proc = w.ok("--json", env=w.env(GITHUB_API_URL=w.forge.url.replace("http://", f"http://x:{secret}@")))
+    assert secret not in proc.stdout + proc.stderr
+    assert [p["title"][:6] for p in w.pulls()] == ["fix(a)", "fix(b)"]

@@ -227,6 +227,74 @@ def test_details_blocks_are_balanced_and_leave_the_table_intact() -> None:
     assert html.index("</table>") < html.index("<details>")
 
 
+EVIL = "</details><!-- <script>alert(1)</script> `</summary>` ```"
+
+
+def _raw_html(md: str) -> list[str]:
+    """The raw HTML in ``md`` as GitHub's Markdown would pass it on."""
+    found = []
+    for token in MarkdownIt("commonmark").enable("table").parse(md):
+        if token.type == "html_block":
+            found += [line for line in token.content.splitlines() if line.strip()]
+        found += [c.content for c in token.children or [] if c.type == "html_inline"]
+    return found
+
+
+def test_raw_html_from_the_users_text_is_text_in_the_markdown_report() -> None:
+    """Subjects, evidence, notes, errors, diffs and closing comments carry text from commit messages."""
+    run = every_verdict_run()
+    for o in run.outcomes:
+        o.subject += EVIL
+        o.note = EVIL
+        o.evidence.append(Evidence("content", EVIL, [SHA_639], 1.0))
+    run.outcomes[2].remaining_diff = REMAINING + f"+{EVIL}\n"
+    run.outcomes[3].conflict.hunks += f"\n{EVIL}"
+    run.errors.append(EVIL)
+    md = report.markdown(run)
+    allowed = {"<br>", "<details>", "</details>"}
+    html_found = _raw_html(md)
+    assert all(h in allowed or h.startswith("<summary>") for h in html_found), html_found
+    assert "<script>" not in parse(md)[1]
+    assert html_found.count("<details>") == html_found.count("</details>") == 3
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        EVIL,
+        "a `code <b>` and `more` <i>",
+        "``` unclosed fence\n<!-- inside -->",
+        "- item\n  ```\n<script>x</script>",  # a fence in a list item ends with it
+        "a \\`<b>\\` escaped backticks",
+        "`` a ` b <b> ``",
+        "line one `\n<b> `",
+        "~~~\n<b>\n~~~\n<i>",
+    ],
+)
+def test_md_text_leaves_no_raw_html_and_no_open_fence(text: str) -> None:
+    safe = report.md_text(text)
+    assert [h for h in _raw_html(safe + "\n\nafter") if h not in ("<code>", "</code>")] == []
+    tokens = MarkdownIt("commonmark").parse(safe + "\n\nafter")
+    assert tokens[-1].type == "paragraph_close"  # what follows is not swallowed by a fence
+
+
+def test_md_text_keeps_text_without_html_as_it_is() -> None:
+    plain = "Fix the `buf` lifetime (see #130).\n\n```python\nx = a < b\n```\n\n- one\n- two"
+    assert report.md_text(plain) == plain
+    assert report.md_code("a`b") == "``a`b``" and report.md_code("`x") == "`` `x ``"
+
+
+def test_only_the_last_line_of_a_body_is_its_marker() -> None:
+    spid = "I" + "1" * 40
+    assert report.read_marker(f"text\n\n{report.pr_marker(spid)}\n") == spid
+    assert report.read_marker(f"text\r\n{report.pr_marker(spid)}\r\n") == spid  # as GitHub may store it
+    assert report.read_marker(f"{report.pr_marker(spid)}\n\nedited by a maintainer below it") is None
+    assert report.read_marker("no marker") is None and report.read_marker("") is None
+    comment = report.closing_comment(every_verdict_run(), every_verdict_run().outcomes[1])
+    assert report.is_closing_comment(comment, "spid-2") and not report.is_closing_comment(comment, "spid-1")
+    assert not report.is_closing_comment(f"quoting it:\n\n{report.closed_marker('spid-2', BASE)}\n\nno", "spid-2")
+
+
 def test_json_round_trips_to_the_same_run() -> None:
     run = every_verdict_run()
     again = Run.from_json(json.loads(report.run_json(run)))

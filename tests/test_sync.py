@@ -522,3 +522,25 @@ def test_the_workflow_job_chain_sync_shards_merge_pr_report(world: World, tmp_pa
     ]
     assert "0002-fix-g-g-with-a-GPU-test.patch" in report.stdout and "no GPU" in report.stdout
     assert "| waiting for approval |" in report.stdout  # a's recommendation, now that its PR exists
+
+
+def test_credentials_in_the_api_url_are_in_no_output_no_summary_and_no_run(seeded: World, tmp_path: Path) -> None:
+    import socket
+
+    secret = "Pa55w0rdInTheUrl"
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    summary = tmp_path / "summary.md"
+    env = seeded.env(
+        GITHUB_API_URL=f"http://bot:{secret}@127.0.0.1:{port}",
+        GITHUB_ACTIONS="true",
+        GITHUB_STEP_SUMMARY=str(summary),
+        GITHUB_WORKSPACE=str(tmp_path),
+    )
+    proc = seeded.sync("--gpu", "off", "--run-json", str(tmp_path / "run.json"), env=env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    run = seeded.last_run()
+    assert f"http://127.0.0.1:{port}" in run.stages["pr"]  # the forge is named, without its userinfo
+    for text in (proc.stdout, proc.stderr, summary.read_text(), (tmp_path / "run.json").read_text()):
+        assert secret not in text and "bot:" not in text

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
+from ggstack.secrets import TOKEN_VARS as TOKEN_VARS  # re-exported
 
 Forge = Any  # the protocol comes next; until then, what GitHub and NoForge both answer
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import re
 import signal
 import time
 import urllib.parse
@@ -34,13 +33,12 @@ from github import Auth, Github, GithubException
 
 from ggstack import report
 from ggstack.errors import InfraError, UserError
-from ggstack.forge import TOKEN_VARS, RemotePR
+from ggstack.forge import RemotePR
+from ggstack.secrets import TOKEN_VARS, Secrets, shown_url
 
 DEFAULT_API_URL = "https://api.github.com"
 MAINTAINERS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})  # whose approval lifts the gate
 T = TypeVar("T")
-
-_MARKER = re.compile(re.escape(report.MARKER_PREFIX) + r"([^\s>]+) -->")
 
 
 # -- the time scale of retries --------------------------------------------------------
@@ -106,6 +104,8 @@ class GitHub:
         self.slug = slug
         self.token, self.token_var = _token(env, slug)
         self.api_url = _api_url(env.get("GITHUB_API_URL") or DEFAULT_API_URL)
+        self.shown_url = shown_url(self.api_url)  # what messages name: never its userinfo
+        self.secrets = Secrets.from_env(env)
         self.policy = RetryPolicy.from_env(env)
         self.writes = 0
         self._waited = 0.0
@@ -123,7 +123,7 @@ class GitHub:
             f"read repository {slug}",
             lambda: self._gh.get_repo(slug),
             not_found=(
-                f"target.repo {slug!r} not found at {self.api_url} (check stack.toml, GITHUB_API_URL, "
+                f"target.repo {slug!r} not found at {self.shown_url} (check stack.toml, GITHUB_API_URL, "
                 f"and that the token in {self.token_var} can see it)"
             ),
         )
@@ -132,7 +132,7 @@ class GitHub:
         self._gh.close()
 
     def scrub(self, text: str) -> str:
-        return text.replace(self.token, "***") if self.token else text
+        return self.secrets.scrub(text)
 
     # -- one call, retried ---------------------------------------------------------
 
@@ -165,7 +165,7 @@ class GitHub:
             attempt += 1
             if attempt >= self.policy.attempts:
                 raise InfraError(
-                    self.scrub(f"{what}: the forge at {self.api_url} still fails after {attempt} tries ({why})")
+                    self.scrub(f"{what}: the forge at {self.shown_url} still fails after {attempt} tries ({why})")
                 ) from None
             self._sleep(wait, what, why)
             if recheck is not None:
@@ -180,7 +180,10 @@ class GitHub:
         status = e.status
         if status == 401:
             raise UserError(
-                f"the forge at {self.api_url} rejected the token in {self.token_var} (401 {message}); set {self.token_var} to a valid token"
+                self.scrub(
+                    f"the forge at {self.shown_url} rejected the token in {self.token_var} (401 {message}); "
+                    f"set {self.token_var} to a valid token"
+                )
             )
         if status in (403, 429):
             if "retry-after" in headers:
@@ -333,9 +336,13 @@ class GitHub:
     def mark_ready(self, pull: RemotePR) -> None:
         self.call(f"mark #{pull.number} ready for review", lambda: pull.handle.mark_ready_for_review(), write=True)
 
-    def comment(self, pull: RemotePR, body: str, marker: str) -> None:
+    def comment(self, pull: RemotePR, body: str, stack_patch_id: str) -> None:
+        """The closing comment; a lost answer is looked up (by its marker) before it is re-sent."""
+
         def landed() -> bool | None:
-            return True if any(marker in b for b in self.comment_bodies(pull)) else None
+            return (
+                True if any(report.is_closing_comment(b, stack_patch_id) for b in self.comment_bodies(pull)) else None
+            )
 
         self.call(
             f"comment on #{pull.number}", lambda: pull.handle.create_issue_comment(body), write=True, recheck=landed
@@ -357,7 +364,6 @@ def _token(env: Mapping[str, str], slug: str) -> tuple[str, str]:
 
 def _remote(p: Any) -> RemotePR:
     owner, _, ref = (p.head.label or "").rpartition(":")
-    marker = _MARKER.search(p.body or "")
     return RemotePR(
         number=p.number,
         url=p.html_url,
@@ -368,7 +374,7 @@ def _remote(p: Any) -> RemotePR:
         head_ref=p.head.ref or ref,
         base_ref=p.base.ref,
         labels=[label.name for label in p.labels],
-        marker=marker.group(1) if marker else None,
+        marker=report.read_marker(p.body or ""),
         state=p.state,
         merged=p.merged_at is not None,  # in the list shape; p.merged would cost a request
         handle=p,
