@@ -2,7 +2,7 @@
 
 The package is organised by the stages of DESIGN.md's pipeline: ``series``
 (load/save the stored stack), ``replay`` (apply), ``represent`` (check),
-``testrun`` (test), ``pr`` (pr, through a ``forge``), ``report`` and ``sync`` (sync).
+``testing`` (test), ``pr`` (pr, through a ``forge``), ``report`` and ``sync`` (sync).
 ``model`` holds the vocabulary they pass around, ``git`` is the one module
 that runs git.
 """

@@ -460,7 +460,7 @@ def test_(
       ggstack test gg-clean --onto origin/dev/gilded-gnosis --shard 2/4 --results results/2.json
       ggstack test gg-clean --onto origin/dev/gilded-gnosis --merge results/*.json
     """
-    from ggstack import testrun
+    from ggstack import testing
 
     modes = [m for m, on in (("--matrix", matrix), ("--shard", shard), ("--job", job_id), ("--merge", merge)) if on]
     if len(modes) > 1:
@@ -472,13 +472,13 @@ def test_(
     part = _parse_shard(shard) if shard else None
     s = obj.stack(stack)
     base = onto or s.config.target.base
-    run = testrun.prepare(obj.repo, s, base)
+    run = testing.prepare(obj.repo, s, base)
     if matrix:
-        print_json(testrun.matrix(obj.repo, s, run, gpu=gpu, only=only))
+        print_json(testing.matrix(obj.repo, s, run, gpu=gpu, only=only))
         return
     if part or job_id:
         with StageProgress(1, "test", min_total=1) as progress:
-            doc = testrun.shard(obj.repo, s, run, part=part, job_id=job_id, gpu=gpu, only=only, progress=progress)
+            doc = testing.shard(obj.repo, s, run, part=part, job_id=job_id, gpu=gpu, only=only, progress=progress)
         path = results_path or f"ggstack-test-{job_id or shard.replace('/', '-of-')}.json"
         if os.path.dirname(path):
             try:
@@ -489,10 +489,10 @@ def test_(
         click.echo(f"wrote {path} ({len(doc['jobs'])} job(s))")
         return
     if merge:
-        run = testrun.merge(obj.repo, s, run, testrun.load_results(results_files), gpu=gpu, only=only)
+        run = testing.merge(obj.repo, s, run, testing.load_results(results_files), gpu=gpu, only=only)
     else:
         with StageProgress(1, "test", min_total=1) as progress:
-            run = testrun.test(obj.repo, s, run, gpu=gpu, only=only, progress=progress, jobs=jobs)
+            run = testing.test(obj.repo, s, run, gpu=gpu, only=only, progress=progress, jobs=jobs)
     if as_json:
         print_json(run.to_json())
     else:

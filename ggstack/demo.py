@@ -114,7 +114,7 @@ def run(
     Returns the Run and the directory everything lives in (``fork.git``,
     ``remote.git`` standing in for the forge's git remote, ``patches/``).
     """
-    from ggstack import pr, replay, represent, testrun
+    from ggstack import pr, replay, represent, testing
     from ggstack.forge.none import NoForge
 
     workdir = os.path.abspath(directory or tempfile.mkdtemp(prefix="ggstack-demo-"))
@@ -132,7 +132,7 @@ def run(
     result = replay.apply(fork.repo, stack, base_ref, progress=progress)
     result = represent.check(fork.repo, stack, base_ref, run=result, progress=progress)
     # The demo's tests are known to run side by side (file rendezvous, no fixed ports).
-    result = testrun.test(
+    result = testing.test(
         fork.repo, stack, result, gpu=gpu, progress=progress, jobs=max(1, min(4, os.cpu_count() or 1))
     )
     result = pr.pr(fork.repo, stack, result, dry_run=True, client=NoForge())

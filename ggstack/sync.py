@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from ggstack import git, replay, report, represent, secrets, series, testrun
+from ggstack import git, replay, report, represent, secrets, series, testing
 from ggstack import pr as pr_stage
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Run, Stack, Verdict
@@ -156,7 +156,7 @@ def sync(
         skip("test", "needs the verdicts of check")
     else:
         with forge_credentials_withheld():
-            tested = attempt("test", lambda p: testrun.test(repo, stack, run, gpu=gpu, progress=p))
+            tested = attempt("test", lambda p: testing.test(repo, stack, run, gpu=gpu, progress=p))
         run = tested or run
     unsound = [s for s in ("fetch", "apply", "check", "test") if stages.get(s, "ok").startswith(("failed", SKIPPED))]
     if unsound:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, series, testrun
+from ggstack import git, series, testing
 
 SLUG = "owner/repo"
 
@@ -373,11 +373,11 @@ def test_a_rerun_on_an_unchanged_base_runs_nothing(world: World, tmp_path: Path)
     world.stack("fix", [world.fix], env={"RUNLOG": str(runlog)})
     stack = series.load(str(world.patches), "fix")
 
-    first = testrun.test(world.repo, stack, testrun.prepare(world.repo, stack, "base-needed"))
+    first = testing.test(world.repo, stack, testing.prepare(world.repo, stack, "base-needed"))
     assert runlog.read_text().count("ran") == 3
     assert not any(t.cached for t in first.outcomes[0].tests)
 
-    second = testrun.test(world.repo, stack, testrun.prepare(world.repo, stack, "base-needed"))
+    second = testing.test(world.repo, stack, testing.prepare(world.repo, stack, "base-needed"))
     assert runlog.read_text().count("ran") == 3  # nothing was executed
     assert all(t.cached for t in second.outcomes[0].tests)
     assert second.outcomes[0].verdict == first.outcomes[0].verdict
@@ -386,12 +386,12 @@ def test_a_rerun_on_an_unchanged_base_runs_nothing(world: World, tmp_path: Path)
     ]
 
     # Folding twice is folding once: the text verdict is restored first.
-    again = testrun.test(world.repo, stack, second)
+    again = testing.test(world.repo, stack, second)
     assert [e.kind for e in again.outcomes[0].evidence].count("tests") == 1
     assert again.outcomes[0].verdict == second.outcomes[0].verdict
 
     # A new base is a new tree: that one runs.
-    testrun.test(world.repo, stack, testrun.prepare(world.repo, stack, "base-equivalent"))
+    testing.test(world.repo, stack, testing.prepare(world.repo, stack, "base-equivalent"))
     assert runlog.read_text().count("ran") == 5  # base + tests and base + patch; the old base is unchanged
 
 
@@ -456,11 +456,11 @@ def test_jobs_run_cpu_commands_side_by_side_with_the_same_result(world: World) -
 
 def test_which_files_are_tests() -> None:
     patterns = ("tests/**/test_*.py",)
-    assert testrun.is_test_path("tests/test_calc.py", patterns)
-    assert testrun.is_test_path("tests/distributed/deep/test_dcp_a2a.py", patterns)
-    assert not testrun.is_test_path("tests/helpers.py", patterns)
-    assert not testrun.is_test_path("vllm/tests_util/test_x.py", patterns)
-    assert testrun.expand("pytest {tests}", ["tests/a b.py", "tests/c.py"]) == "pytest 'tests/a b.py' tests/c.py"
+    assert testing.is_test_path("tests/test_calc.py", patterns)
+    assert testing.is_test_path("tests/distributed/deep/test_dcp_a2a.py", patterns)
+    assert not testing.is_test_path("tests/helpers.py", patterns)
+    assert not testing.is_test_path("vllm/tests_util/test_x.py", patterns)
+    assert testing.expand("pytest {tests}", ["tests/a b.py", "tests/c.py"]) == "pytest 'tests/a b.py' tests/c.py"
 
 
 def _results(kind: str, base: str, patched: str, old: str, test: str = "t::test") -> list:
@@ -508,9 +508,9 @@ def test_fold_rules(
         "conflict": Recommendation.REWORK,
     }[text]
     run = Run("s", "main", world.old, outcomes=[o])
-    trees = tuple(testrun.TestTree(w, "0" * 40, world.old) for w in testrun.WHERE)
-    job = testrun.Job("0001-x-cpu", o.name, "cpu", "pytest", ("tests/test_x.py",), trees, ())
-    folded = testrun.fold(world.repo, run, [job], {job.id: _results("cpu", *runs)}, None)
+    trees = tuple(testing.TestTree(w, "0" * 40, world.old) for w in testing.WHERE)
+    job = testing.Job("0001-x-cpu", o.name, "cpu", "pytest", ("tests/test_x.py",), trees, ())
+    folded = testing.fold(world.repo, run, [job], {job.id: _results("cpu", *runs)}, None)
     out = folded.outcomes[0]
     assert (out.verdict.value, out.recommendation.value) == (verdict, recommendation)
     (ev,) = [e for e in out.evidence if e.kind == "tests"]
