@@ -26,6 +26,8 @@ from dataclasses import replace
 from typing import Any
 
 from ggstack import git
+from ggstack.diff import DiffError, split_diff
+from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
 from ggstack.model import Patch, Provenance, PRPolicy, Stack, StackConfig, TargetConfig, TestConfig
 
@@ -40,7 +42,6 @@ T_STACK_PATCH_ID = "Stack-Patch-Id"
 _FROM_LINE = re.compile(rb"^From ([0-9a-f]{40}) ")
 _CHERRY_LINE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{40})\)$", re.M)
 _PATCH_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _SLUG_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 _PR_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$")
 
@@ -256,149 +257,10 @@ def _find_diff_start(text: str) -> int | None:
 
 
 def _split_diff(text: str, path: str, first_line: int) -> tuple[str, str]:
-    """Walk the diff, checking every hunk header and its line counts; return
-    (diff, what follows it: base-commit, signature)."""
-    lines = text.split("\n")
-    i = 0
-    end = len(lines)
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("@@"):
-            m = _HUNK.match(line)
-            if not m:
-                raise UserError(f"broken hunk header {line[:60]!r}", path=path, line=first_line + i)
-            old = int(m.group(2)) if m.group(2) is not None else 1
-            new = int(m.group(4)) if m.group(4) is not None else 1
-            i += 1
-            while old > 0 or new > 0:
-                if i >= len(lines):
-                    raise UserError("hunk ends early: the file is truncated", path=path, line=first_line + i)
-                body = lines[i]
-                tag = body[:1]
-                if tag in (" ", ""):
-                    old, new = old - 1, new - 1
-                elif tag == "-":
-                    old -= 1
-                elif tag == "+":
-                    new -= 1
-                elif tag == "\\":
-                    pass
-                else:
-                    raise UserError(
-                        f"hunk line count does not match its header (unexpected {body[:40]!r})",
-                        path=path,
-                        line=first_line + i,
-                    )
-                if old < 0 or new < 0:
-                    raise UserError("hunk has more lines than its header says", path=path, line=first_line + i)
-                i += 1
-            while i < len(lines) and lines[i].startswith("\\"):
-                i += 1
-            continue
-        if line.startswith((" ", "+", "-")) and not line.startswith(("+++ ", "--- ")) and line != "-- ":
-            # A hunk line outside any hunk: its header is missing or broken,
-            # or the hunk before it claims fewer lines than it has.
-            raise UserError(
-                f"diff line outside any hunk ({line[:40]!r}): a hunk header is broken or its line counts are too small",
-                path=path,
-                line=first_line + i,
-            )
-        if line.startswith("GIT binary patch"):
-            i += 1
-            blocks = 0
-            while i < len(lines) and blocks < 2:
-                if lines[i] == "":
-                    blocks += 1
-                i += 1
-            continue
-        if line == "" or line.startswith("base-commit: ") or line == "-- ":
-            # The end of the diff: what follows is format-patch's tail.
-            rest = lines[i:]
-            if any(l.startswith("diff --git ") for l in rest):
-                if line == "":
-                    i += 1
-                    continue
-            end = i
-            break
-        i += 1
-    return "\n".join(lines[:end]) + "\n", "\n".join(lines[end:])
-
-
-def diff_paths(diff: str) -> list[str]:
-    """Every path a diff touches, old and new names, in order."""
-    paths: list[str] = []
-    for line in diff.split("\n"):
-        if line.startswith("diff --git "):
-            paths += _split_diff_git_line(line[len("diff --git ") :])
-        elif line.startswith(("rename from ", "copy from ")) and paths:
-            # Exact, where "a/X b/Y" of a renamed file is ambiguous (X may hold " b/").
-            paths[-2] = _unquote(line.split(" ", 2)[2])
-        elif line.startswith(("rename to ", "copy to ")) and paths:
-            paths[-1] = _unquote(line.split(" ", 2)[2])
-    return list(dict.fromkeys(p for p in paths if p))
-
-
-def _split_diff_git_line(rest: str) -> tuple[str, str]:
-    if rest.startswith('"'):
-        a, after = _read_quoted(rest)
-        b = _unquote(after.strip())
-        return a[2:], b[2:]
-    if rest.endswith('"'):
-        idx = rest.index(' "')
-        return rest[:idx][2:], _unquote(rest[idx + 1 :])[2:]
-    # Unquoted "a/X b/Y": when X == Y (no rename) the split is at the middle.
-    half = (len(rest) - 1) // 2
-    if rest[half] == " " and rest[2:half] == rest[half + 3 :]:
-        return rest[2:half], rest[half + 3 :]
-    a, _, b = rest.partition(" b/")
-    return a[2:], b
-
-
-def _read_quoted(s: str) -> tuple[str, str]:
-    i = 1
-    while i < len(s):
-        if s[i] == "\\":
-            i += 2
-            continue
-        if s[i] == '"':
-            return _unquote(s[: i + 1]), s[i + 1 :]
-        i += 1
-    return _unquote(s), ""
-
-
-def _unquote(s: str) -> str:
-    """git's C-style path quoting, undone."""
-    if not (s.startswith('"') and s.endswith('"')):
-        return s
-    out = bytearray()
-    body = s[1:-1]
-    i = 0
-    simple = {
-        "n": b"\n",
-        "t": b"\t",
-        '"': b'"',
-        "\\": b"\\",
-        "a": b"\a",
-        "b": b"\b",
-        "f": b"\f",
-        "r": b"\r",
-        "v": b"\v",
-    }
-    while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body):
-            nxt = body[i + 1]
-            if nxt in simple:
-                out += simple[nxt]
-                i += 2
-                continue
-            if nxt.isdigit():
-                out.append(int(body[i + 1 : i + 4], 8))
-                i += 4
-                continue
-        out += c.encode("utf-8")
-        i += 1
-    return out.decode("utf-8", "surrogateescape")
+    try:
+        return split_diff(text)
+    except DiffError as e:
+        raise UserError(str(e), path=path, line=first_line + e.line) from None
 
 
 def with_provenance(patch: Patch, trailers: list[tuple[str, str]]) -> Patch:

@@ -1,0 +1,404 @@
+"""Line containment: which change blocks of a patch a tree already holds.
+
+Context is ignored: the patch's pre-image file is aligned with the tree's
+file (unchanged lines are anchors), and each change block is looked up
+*between the anchors around its place*: its added lines must be there and
+its removed lines gone. That catches picks whose context moved on (which
+patch-id and ``git apply -R`` miss) and refuses copies of the same lines
+elsewhere (which a plain search would accept).
+
+Only lines that carry information count towards the share (a blank line or
+a lone brace is in every file), and a unit is only *evidence* once
+attribution has named the base commit that brought it (``earned``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ggstack.check.files import Files, is_text
+from ggstack.diff import Block, FileChange, Hunk
+
+Entries = dict[str, tuple[str, str]]  # path -> (mode, blob)
+
+
+def informative(lines: list[str]) -> int:
+    """How many of ``lines`` carry information: not blank, not only punctuation."""
+    return sum(1 for s in lines if any(c.isalnum() for c in s))
+
+
+@dataclass
+class Unit:
+    """One judged piece of a patch: a change block, or a whole-file fact."""
+
+    path: str
+    what: str  # "hunk @@ -12,3 +12,4 @@" | "mode" | "rename" | "add" | "delete" | "binary"
+    weight: int  # informative changed lines (whole-file facts: 1, or their informative lines)
+    present: bool
+    reason: str
+    hunk: int = -1  # index of the hunk within the file (blocks only)
+    block: Block | None = None
+    found: tuple[int, int] | None = None  # 0-based [start, end) of the added lines in the tree's file
+    window: tuple[int, int] | None = None  # 0-based [start, end) of the block's place in the tree's file
+    whitespace: bool = False  # present only when trailing whitespace is ignored
+    by: list[str] = field(default_factory=list)  # base commits that brought it (attribution)
+    older: bool = False  # present, but already so before the range: no evidence of anything
+
+    @property
+    def earned(self) -> bool:
+        return self.present and bool(self.by)
+
+
+@dataclass
+class Containment:
+    units: list[Unit]
+    base_paths: dict[str, str]  # the patch's file -> the tree's file it was judged against
+    judged: bool = True  # False: the pre-image is not here, so nothing was compared
+
+    @property
+    def counted(self) -> list[Unit]:
+        """The units that count: the informative ones (all, when none is)."""
+        return [u for u in self.units if u.weight] or self.units
+
+    @property
+    def all_present(self) -> bool:
+        return self.judged and bool(self.units) and all(u.present for u in self.counted)
+
+    @property
+    def all_earned(self) -> bool:
+        return self.all_present and all(u.earned for u in self.counted)
+
+    @property
+    def any_earned(self) -> bool:
+        return self.judged and any(u.earned for u in self.counted)
+
+    @property
+    def fraction(self) -> float:
+        """The share of informative changed lines present and attributed to a base commit."""
+        units = self.counted
+        total = sum(max(u.weight, 1) for u in units)
+        return sum(max(u.weight, 1) for u in units if u.earned) / total if total else 0.0
+
+    @property
+    def commits(self) -> list[str]:
+        """The base commits that brought the present units, most lines first."""
+        counts: Counter[str] = Counter()
+        for u in self.counted:
+            for c in u.by if u.present else ():
+                counts[c] += max(u.weight, 1)
+        return [c for c, _ in counts.most_common()]
+
+
+def contain(change_set: list[FileChange], entries: Entries, files: Files) -> Containment:
+    """Which parts of the patch the tree's files (``entries``) already hold."""
+    units: list[Unit] = []
+    base_paths: dict[str, str] = {}
+    judged = True
+    for fc in change_set:
+        if fc.old_path and fc.old_blob and files.blob(fc.old_blob) is None:
+            judged = False  # the pre-image is not in this repository
+        in_base = entries.get(fc.new_path or "") or (entries.get(fc.old_path or "") if fc.new_path else None)
+        base_path = fc.new_path if fc.new_path in entries else (fc.old_path if in_base else None)
+        if base_path:
+            base_paths[fc.path] = base_path
+        units += _file_units(fc, in_base, entries, files)
+    return Containment(units, base_paths, judged)
+
+
+def _added(fc: FileChange) -> list[str]:
+    return [s for h in fc.hunks for b in h.blocks for s in b.added]
+
+
+def _removed(fc: FileChange) -> list[str]:
+    return [s for h in fc.hunks for b in h.blocks for s in b.removed]
+
+
+def _file_units(fc: FileChange, in_base: tuple[str, str] | None, entries: Entries, files: Files) -> list[Unit]:
+    whole = _whole_file_unit(fc, in_base, entries)
+    if whole is not None:
+        return [whole]
+    units = _rename_and_mode(fc, in_base, entries)
+    if in_base is None:
+        units += [
+            Unit(fc.path, h.label, informative(b.removed + b.added), False, "file is not in the base", i, b)
+            for i, h in enumerate(fc.hunks)
+            for b in h.blocks
+        ]
+        if fc.binary:
+            units.append(Unit(fc.path, "binary", 1, False, "binary file is not in the base"))
+        return units
+    base_data = files.blob(in_base[1])
+    if fc.binary or not is_text(base_data):
+        return [*units, _binary_unit(fc, in_base)]
+    return units + _block_units(fc, files.lines(fc.old_blob), files.lines(in_base[1]))
+
+
+def _whole_file_unit(fc: FileChange, in_base: tuple[str, str] | None, entries: Entries) -> Unit | None:
+    if fc.new_path is None:  # deleted by the patch
+        weight = max(1, informative(_removed(fc)))
+        if fc.old_path not in entries:
+            return Unit(fc.path, "delete", weight, True, "file already deleted in the base")
+        same = entries[fc.old_path][1] == fc.old_blob
+        return Unit(
+            fc.path, "delete", weight, False, "file still in the base" + ("" if same else " (with other content)")
+        )
+    if fc.old_path is None:
+        weight = max(1, informative(_added(fc)))
+        if in_base and in_base[1] == fc.new_blob:
+            return Unit(
+                fc.path, "add", weight, True, "file added by the patch already exists in the base with the same content"
+            )
+        if not in_base:
+            return Unit(fc.path, "add", weight, False, "file added by the patch is not in the base")
+    return None
+
+
+def _rename_and_mode(fc: FileChange, in_base: tuple[str, str] | None, entries: Entries) -> list[Unit]:
+    units: list[Unit] = []
+    if fc.old_path and fc.new_path and fc.old_path != fc.new_path:
+        done = fc.new_path in entries and fc.old_path not in entries
+        reason = (
+            f"renamed {fc.old_path} → {fc.new_path} in the base"
+            if done
+            else f"the base does not rename {fc.old_path} → {fc.new_path}"
+        )
+        units.append(Unit(fc.path, "rename", 1, done, reason))
+    if fc.old_mode and fc.new_mode and fc.old_mode != fc.new_mode:
+        mode = in_base[0] if in_base else None
+        reason = (
+            f"mode {fc.new_mode} in the base"
+            if mode == fc.new_mode
+            else f"the base has mode {mode or 'none'}, the patch sets {fc.new_mode}"
+        )
+        units.append(Unit(fc.path, "mode", 1, mode == fc.new_mode, reason))
+    return units
+
+
+def _binary_unit(fc: FileChange, in_base: tuple[str, str]) -> Unit:
+    if fc.new_blob == in_base[1]:
+        return Unit(fc.path, "binary", 1, True, "binary file in the base is identical to the patch's")
+    if fc.old_blob == in_base[1]:
+        return Unit(fc.path, "binary", 1, False, "binary file in the base is still the pre-patch version")
+    return Unit(
+        fc.path, "binary", 1, False, "binary file in the base differs from both the patch's versions: cannot tell"
+    )
+
+
+def _block_units(fc: FileChange, pre: list[str], base: list[str]) -> list[Unit]:
+    units: list[Unit] = []
+    pmap: list[int | None] | None = None
+    anywhere = {line.rstrip() for line in base}
+    for i, hunk in enumerate(fc.hunks):
+        for block in hunk.blocks:
+            weight = informative(block.removed + block.added)
+            if block.added and any(a.rstrip() not in anywhere for a in block.added):
+                # Not even somewhere in the file: no alignment needed to say no.
+                units.append(Unit(fc.path, hunk.label, weight, False, "its added lines are not in the base", i, block))
+                continue
+            if pmap is None:
+                pmap = align(pre, base)
+            units.append(judge_block(fc.path, hunk, i, block, pre, base, pmap))
+    return units
+
+
+# -- alignment ---------------------------------------------------------------------------------
+
+
+def align(pre: list[str], base: list[str]) -> list[int | None]:
+    """For each pre-image line, the base line it is (the unchanged lines), or None.
+
+    Common prefix and suffix first (most of a file, usually), then unique
+    lines as anchors (patience), then difflib's longest matching blocks on
+    what is left, which prefers long runs and so keeps repeated short lines
+    (braces, blank lines) tied to their neighbours.
+    """
+    n, m = len(pre), len(base)
+    pmap: list[int | None] = [None] * n
+    head = 0
+    while head < n and head < m and pre[head] == base[head]:
+        pmap[head] = head
+        head += 1
+    tail = 0
+    while tail < n - head and tail < m - head and pre[n - 1 - tail] == base[m - 1 - tail]:
+        pmap[n - 1 - tail] = m - 1 - tail
+        tail += 1
+    _align_gap(pre, base, (head, n - tail, head, m - tail), pmap, depth=0)
+    return pmap
+
+
+def _align_gap(
+    pre: list[str], base: list[str], gap: tuple[int, int, int, int], pmap: list[int | None], depth: int
+) -> None:
+    p0, p1, b0, b1 = gap
+    if p0 >= p1 or b0 >= b1:
+        return
+    if depth < 4 and (p1 - p0) * (b1 - b0) > 4096:
+        anchors = _unique_anchors(pre, base, gap)
+        if anchors:
+            prev_p, prev_b = p0, b0
+            for pi, bi in anchors:
+                if pi > prev_p and bi > prev_b:
+                    _align_gap(pre, base, (prev_p, pi, prev_b, bi), pmap, depth + 1)
+                pmap[pi] = bi
+                prev_p, prev_b = pi + 1, bi + 1
+            _align_gap(pre, base, (prev_p, p1, prev_b, b1), pmap, depth + 1)
+            return
+    matcher = difflib.SequenceMatcher(None, pre[p0:p1], base[b0:b1], autojunk=False)
+    for a, b, size in matcher.get_matching_blocks():
+        for k in range(size):
+            pmap[p0 + a + k] = b0 + b + k
+
+
+def _unique_anchors(pre: list[str], base: list[str], gap: tuple[int, int, int, int]) -> list[tuple[int, int]]:
+    """Lines unique on both sides, in increasing order on both (the longest such chain)."""
+    p0, p1, b0, b1 = gap
+    count_p = Counter(pre[p0:p1])
+    count_b = Counter(base[b0:b1])
+    where_b = {base[i]: i for i in range(b0, b1) if count_b[base[i]] == 1}
+    pairs = [(i, where_b[pre[i]]) for i in range(p0, p1) if count_p[pre[i]] == 1 and pre[i] in where_b]
+    tails: list[int] = []
+    tail_at: list[int] = []
+    back: list[int] = [-1] * len(pairs)
+    for k, (_, bi) in enumerate(pairs):
+        j = bisect.bisect_left(tails, bi)
+        if j == len(tails):
+            tails.append(bi)
+            tail_at.append(k)
+        else:
+            tails[j] = bi
+            tail_at[j] = k
+        back[k] = tail_at[j - 1] if j else -1
+    out = []
+    k = tail_at[-1] if tail_at else -1
+    while k >= 0:
+        out.append(pairs[k])
+        k = back[k]
+    return out[::-1]
+
+
+def window(block: Block, pre: list[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:
+    """The block's place in the base file: between the nearest lines around
+    it that the pre-image and the base still share."""
+    lo = next((pmap[i] for i in range(min(block.p0, len(pre)) - 1, -1, -1) if pmap[i] is not None), -1)
+    hi = next((pmap[i] for i in range(block.p1, len(pre)) if pmap[i] is not None), len(base))
+    assert lo is not None and hi is not None
+    return lo + 1, max(lo + 1, hi)
+
+
+def judge_block(
+    path: str, hunk: Hunk, index: int, block: Block, pre: list[str], base: list[str], pmap: list[int | None]
+) -> Unit:
+    start, end = window(block, pre, base, pmap)
+    place = base[start:end]
+    unit = Unit(path, hunk.label, informative(block.removed + block.added), False, "", index, block)
+    unit.window = (start, end)
+    still = [pmap[i] for i in range(block.p0, min(block.p1, len(pre))) if pmap[i] is not None]
+    if still:
+        unit.reason = f"its removed lines are still in the base (line {(still[0] or 0) + 1})"
+        return unit
+    if block.removed and find_run(place, block.removed, strip=True) is not None:
+        unit.reason = "its removed lines are still at its place in the base"
+        return unit
+    if not block.added:
+        unit.present, unit.reason = True, "the lines it removes are gone from their place in the base"
+        return unit
+    at = find_run(place, block.added, strip=False)
+    whitespace_only = [s.rstrip() for s in block.removed] == [s.rstrip() for s in block.added]
+    if at is None and not whitespace_only:
+        at = find_run(place, block.added, strip=True)
+        unit.whitespace = at is not None
+    if at is None:
+        elsewhere = find_run(base, block.added, strip=False) is not None
+        unit.reason = "its added lines are not in the base" + (
+            " at its place (they are elsewhere in the file)" if elsewhere else ""
+        )
+        return unit
+    unit.present = True
+    unit.found = (start + at, start + at + len(block.added))
+    unit.reason = f"added lines present at base line {start + at + 1}" + (
+        " (ignoring trailing whitespace)" if unit.whitespace else ""
+    )
+    return unit
+
+
+def find_run(haystack: list[str], needle: list[str], *, strip: bool) -> int | None:
+    if not needle or len(needle) > len(haystack):
+        return None
+    if strip:
+        haystack = [s.rstrip() for s in haystack]
+        needle = [s.rstrip() for s in needle]
+    first, size, last = needle[0], len(needle), len(haystack) - len(needle)
+    i = 0
+    while True:
+        try:
+            i = haystack.index(first, i, last + 1)  # C speed: most files are long, most needles rare
+        except ValueError:
+            return None
+        if haystack[i : i + size] == needle:
+            return i
+        i += 1
+
+
+# -- git apply's view, in process -----------------------------------------------------------------
+
+
+def applies(change_set: list[FileChange], entries: Entries, files: Files) -> bool:
+    """Would ``git apply`` (no fuzz, any offset) take the patch on the tree?
+    A cheap pre-check so that clearly-unique commits need no merge process."""
+    return all(_file_applies(fc, entries, files) for fc in change_set)
+
+
+def _file_applies(fc: FileChange, entries: Entries, files: Files) -> bool:
+    if fc.old_path is None:
+        return fc.new_path not in entries
+    entry = entries.get(fc.old_path)
+    if entry is None:
+        return False
+    if entry[1] == fc.old_blob:
+        return True  # the tree's file is the patch's own pre-image
+    if fc.binary:
+        return False
+    base = files.lines(entry[1])
+    at = 0
+    for hunk in fc.hunks:
+        if not hunk.old_lines:
+            continue
+        found = find_run(base[at:], hunk.old_lines, strip=False)
+        if found is None:
+            return False
+        # A context found twice might be the wrong place: let the merge decide.
+        if find_run(base[at + found + 1 :], hunk.old_lines, strip=False) is not None:
+            return False
+        at += found + len(hunk.old_lines)
+    return True
+
+
+def reverse_applies(change_set: list[FileChange], entries: Entries, files: Files) -> bool:
+    """Would ``git apply -R`` (no fuzz, any offset) take the patch on the tree:
+    is every hunk's post-image there, in order?"""
+    return all(_file_reverse_applies(fc, entries, files) for fc in change_set)
+
+
+def _file_reverse_applies(fc: FileChange, entries: Entries, files: Files) -> bool:
+    if fc.new_path is None:
+        return fc.old_path not in entries
+    entry = entries.get(fc.new_path)
+    if entry is None:
+        return False
+    if fc.old_path is None or fc.binary:
+        return entry[1] == fc.new_blob
+    if fc.old_path != fc.new_path and fc.old_path in entries:
+        return False
+    if entry[1] == fc.new_blob:
+        return True
+    base = files.lines(entry[1])
+    at = 0
+    for hunk in fc.hunks:
+        found = find_run(base[at:], hunk.new_lines, strip=False) if hunk.new_lines else 0
+        if found is None:
+            return False
+        at += found + len(hunk.new_lines)
+    return True

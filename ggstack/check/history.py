@@ -1,0 +1,184 @@
+"""The base range, read once for every candidate: what ``check`` knows about the base.
+
+The range is the base's own commits (the base, minus what the candidates
+already share with it). One ``git log --raw`` gives every range commit
+touching the candidates' paths with the blobs it changes (the file versions
+that attribution bisects); one ``git log`` gives every range commit's
+message (identity lines, reverts, subjects); and, as ``git cherry`` does,
+full patch-ids only for range commits that change exactly the same files as
+some candidate, streamed through one ``diff-tree | patch-id`` and cached by
+commit under the git dir, so a base that moved by k commits costs k diffs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ggstack import git, replay
+
+_PATHSPEC_LIMIT = 32
+_CACHE_VERSION = "v1"  # bump when the patch-id flags change
+
+PICKED_FROM = re.compile(r"(?:\(cherry picked from commit |^Cherry-picked-from:\s*)([0-9a-f]{40,64})", re.M | re.I)
+SPID = re.compile(r"^Stack-Patch-Id:\s*(\S+)\s*$", re.M | re.I)
+REVERTS = re.compile(r"This reverts commit ([0-9a-f]{40,64})")
+PR_NUMBER = re.compile(r"\(#(\d+)\)\s*$")
+
+FileVersions = list[tuple[str, str, str]]  # (path, old blob, new blob) of one commit
+
+
+@dataclass
+class History:
+    """What the base range says, for all the candidates at once."""
+
+    commits: list[tuple[str, FileVersions]]  # range commits touching the paths, newest first
+    messages: dict[str, str]  # every range commit -> its message
+    patch_ids: dict[str, str] = field(default_factory=dict)  # commit -> patch-id ("" for none)
+    picked_from: dict[str, list[str]] = field(default_factory=dict)  # source -> range commits naming it
+    spids: dict[str, list[str]] = field(default_factory=dict)  # Stack-Patch-Id -> range commits carrying it
+    reverts: dict[str, list[str]] = field(default_factory=dict)  # sha -> range commits saying they revert it
+    reachable: set[str] = field(default_factory=set)  # candidate sources that are ancestors of the base
+    undone: dict[str, list[str]] = field(default_factory=dict)  # reachable source -> the reverts that undid it
+    _order: dict[str, int] = field(default_factory=dict)
+    _touching: dict[str, list[int]] = field(default_factory=dict)
+    _by_patch_id: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._order = {sha: i for i, sha in enumerate(self.messages)}
+        for i, (_, files) in enumerate(self.commits):
+            for path, _, _ in files:
+                self._touching.setdefault(path, []).append(i)
+
+    # -- questions the signals ask --------------------------------------------------------
+
+    def versions(self, path: str) -> list[tuple[str, str, str]]:
+        """(commit, old blob, new blob) of ``path`` through the range, newest first."""
+        out = []
+        for i in self._touching.get(path, ()):
+            sha, files = self.commits[i]
+            out += [(sha, old, new) for p, old, new in files if p == path]
+        return out
+
+    def touching(self, paths: Iterable[str]) -> list[str]:
+        """Range commits changing any of ``paths``, newest first."""
+        idx = sorted({i for p in paths for i in self._touching.get(p, ())})
+        return [self.commits[i][0] for i in idx]
+
+    def files_of(self, sha: str) -> frozenset[str]:
+        i = next((k for k, (c, _) in enumerate(self.commits) if c == sha), None)
+        return frozenset(p for p, _, _ in self.commits[i][1]) if i is not None else frozenset()
+
+    def newer(self, a: str, b: str) -> bool:
+        """Is range commit ``a`` newer than ``b``? (A commit outside the range is older than all of it.)"""
+        return self._order.get(a, len(self._order)) < self._order.get(b, len(self._order))
+
+    def in_range(self, sha: str) -> bool:
+        return sha in self._order
+
+    def with_patch_id(self, pid: str) -> list[str]:
+        return self._by_patch_id.get(pid, []) if pid else []
+
+    def subject(self, sha: str) -> str:
+        return self.messages.get(sha, "").split("\n", 1)[0]
+
+    def same_subject(self, subject: str) -> list[str]:
+        key = normal_subject(subject)
+        return [c for c, m in self.messages.items() if key and normal_subject(m.split("\n", 1)[0]) == key]
+
+    def with_pr_number(self, number: str) -> list[str]:
+        return [c for c, m in self.messages.items() if (pr_number(m.split("\n", 1)[0]) or "") == number]
+
+    def reverted(self, sha: str) -> list[str]:
+        return self.reverts.get(sha, [])
+
+    # -- filling in ----------------------------------------------------------------------------
+
+    def add_patch_ids(self, repo: git.Repository, pairs: Sequence[tuple[str, str | None]], *, in_range: bool) -> None:
+        """Patch-ids of (commit, parent) pairs, through the cache; range commits are indexed by id."""
+        cache = replay.Cache(repo, f"patch-ids-{_CACHE_VERSION}")
+        want = [pair for pair in dict.fromkeys(pairs) if cache.get(pair[0]) is None]
+        found = repo.patch_ids_of_commits(want)
+        for commit, _ in want:
+            cache.put(commit, found.get(commit, ""))  # "": an empty change has no patch-id
+        cache.save()
+        for commit, _ in pairs:
+            pid = cache.get(commit) or ""
+            self.patch_ids[commit] = pid
+            if in_range and pid and commit not in self._by_patch_id.get(pid, []):
+                self._by_patch_id.setdefault(pid, []).append(commit)
+
+
+def normal_subject(subject: str) -> str:
+    """A subject without what backports and PR merges add: "[8.3.x] ", "[PATCH 2/3] ", " (#123)"."""
+    s = re.sub(r"^(\s*\[[^\]]{1,40}\]\s*)+", "", subject)
+    s = re.sub(r"^(Backport|backport)( of)?( PR)?\s*#?\d*:?\s*", "", s)
+    s = PR_NUMBER.sub("", s).strip().rstrip(".")
+    return s.casefold() if len(s) >= 8 else ""
+
+
+def pr_number(subject: str) -> str | None:
+    m = PR_NUMBER.search(subject)
+    return m.group(1) if m else None
+
+
+def scan(
+    repo: git.Repository,
+    base: str,
+    exclude: Sequence[str],
+    paths: Sequence[str],
+    candidates: Sequence[tuple[str, str | None]],
+    sources: Sequence[str],
+    keysets: Iterable[frozenset[str]] = (),
+) -> History:
+    """Read the range ``base ^exclude`` once for all the candidates."""
+    if len(paths) <= _PATHSPEC_LIMIT:
+        commits = repo.log_raw([base], exclude, paths) if paths else []
+    else:
+        # git matches every pathspec against every changed file of every commit:
+        # past a few dozen paths, reading the whole range and filtering here is faster.
+        wanted = set(paths)
+        commits = [(c, fs) for c, fs in repo.log_raw([base], exclude, ()) if any(p in wanted for p, _, _ in fs)]
+    messages = dict(repo.messages_matching([base], exclude, "^"))
+    history = History(commits, messages)
+    wanted_sets = set(keysets)
+    same_files = [(sha, None) for sha, fs in commits if frozenset(p for p, _, _ in fs) in wanted_sets]
+    history.add_patch_ids(repo, same_files, in_range=True)
+    history.add_patch_ids(repo, list(candidates), in_range=False)
+    _read_messages(history)
+    srcs = [s for s in dict.fromkeys(sources) if s]
+    history.reachable = set(srcs) - repo.not_reachable(srcs, base)
+    history.undone = _undone_sources(repo, history.reverts, history.reachable)
+    return history
+
+
+def _read_messages(history: History) -> None:
+    for commit, message in history.messages.items():
+        if "cherry picked from" in message or "herry-picked-from" in message:
+            for src in PICKED_FROM.findall(message):
+                history.picked_from.setdefault(src, []).append(commit)
+        if "tack-Patch-Id" in message:
+            for spid in SPID.findall(message):
+                history.spids.setdefault(spid, []).append(commit)
+        if "This reverts commit" in message:
+            for undone in REVERTS.findall(message):
+                history.reverts.setdefault(undone, []).append(commit)
+
+
+def _undone_sources(repo: git.Repository, reverts: dict[str, list[str]], sources: set[str]) -> dict[str, list[str]]:
+    """source -> the range commits that reverted it: directly, or by reverting
+    the merge that brought it in (a GitHub PR merge has the PR's head as its
+    second parent) — a "merge/revert block"."""
+    out: dict[str, list[str]] = {}
+    for undone, by in reverts.items():
+        if undone in sources:
+            out.setdefault(undone, []).extend(by)
+            continue
+        info = repo.read_commit(undone)
+        if info is None or len(info.parents) < 2 or not sources:
+            continue
+        brought = set(repo.rev_list(*info.parents[1:], *("^" + p for p in info.parents[:1])))
+        for src in sources & brought:
+            out.setdefault(src, []).extend(by)
+    return out
