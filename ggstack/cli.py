@@ -363,7 +363,7 @@ def check(obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tu
       ggstack check gg-clean --onto origin/dev/gilded-gnosis
       ggstack check --onto origin/dev/gilded-gnosis --commits ef7cae43b2 639aeff --json
     """
-    from ggstack import represent
+    from ggstack import check as checking
 
     if commits:
         revs = [r for r in (stack, *more) if r]
@@ -371,7 +371,7 @@ def check(obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tu
             raise UserError("--commits needs at least one commit")
         if not onto:
             raise UserError("--commits needs --onto <base ref>")
-        run = represent.check_commits(obj.repo, revs, onto)
+        run = checking.commits(obj.repo, revs, onto)
     else:
         if not stack:
             raise UserError("name a stack (see `ggstack list`), or judge commits with --commits")
@@ -379,7 +379,7 @@ def check(obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tu
             raise UserError(f"unexpected arguments {' '.join(more)} (did you mean --commits?)")
         s = obj.stack(stack)
         with StageProgress(len(s.patches), "check") as progress:
-            run = represent.check(obj.repo, s, onto or s.config.target.base, progress=progress)
+            run = checking.stack(obj.repo, s, onto or s.config.target.base, progress=progress)
     if as_json:
         print_json(run.to_json())
     else:
@@ -556,8 +556,8 @@ def pr(
     Example:
       ggstack pr gg-clean --onto origin/dev/gilded-gnosis --dry-run
     """
+    from ggstack import check as checking
     from ggstack import pr as pr_stage
-    from ggstack import represent
 
     s = obj.stack(stack)
     if run_path:
@@ -567,7 +567,7 @@ def pr(
         with StageProgress(len(s.patches), "apply") as progress:
             run = replay.apply(obj.repo, s, base, write=not dry_run, progress=progress)
         with StageProgress(len(s.patches), "check") as progress:
-            run = represent.check(obj.repo, s, base, run=run, progress=progress)
+            run = checking.stack(obj.repo, s, base, run=run, progress=progress)
     with StageProgress(len(s.patches), "pr") as progress:
         run = pr_stage.pr(
             obj.repo, s, run, dry_run=dry_run, close_redundant=close_redundant, stacked=stacked, progress=progress

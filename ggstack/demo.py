@@ -114,7 +114,7 @@ def run(
     Returns the Run and the directory everything lives in (``fork.git``,
     ``remote.git`` standing in for the forge's git remote, ``patches/``).
     """
-    from ggstack import pr, replay, represent, testing
+    from ggstack import check, pr, replay, testing
     from ggstack.forge.none import NoForge
 
     workdir = os.path.abspath(directory or tempfile.mkdtemp(prefix="ggstack-demo-"))
@@ -130,7 +130,7 @@ def run(
     stack = export_stack(fork, os.path.join(workdir, "patches"))
     base_ref = BASES[base]
     result = replay.apply(fork.repo, stack, base_ref, progress=progress)
-    result = represent.check(fork.repo, stack, base_ref, run=result, progress=progress)
+    result = check.stack(fork.repo, stack, base_ref, run=result, progress=progress)
     # The demo's tests are known to run side by side (file rendezvous, no fixed ports).
     result = testing.test(
         fork.repo, stack, result, gpu=gpu, progress=progress, jobs=max(1, min(4, os.cpu_count() or 1))

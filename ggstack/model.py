@@ -15,7 +15,7 @@ from typing import Any
 
 
 class Verdict(str, enum.Enum):
-    """What a patch is on a base (DESIGN.md "Verdicts")."""
+    """What a patch is on a base."""
 
     UNIQUE = "unique"  # needed, applies
     CONFLICT = "conflict"  # needed, does not apply
@@ -144,18 +144,55 @@ class Stack:
         raise UserError(f"no patch {key!r} in stack {self.name!r} (see `ggstack list {self.name}`)")
 
 
+class Signal(str, enum.Enum):
+    """The kinds of evidence: each signal of the judgement, and the tests."""
+
+    IDENTITY = "identity"  # the source is in the base, or a base commit names it
+    PATCH_ID = "patch-id"  # `git patch-id --stable` equal to a base commit's
+    EMPTY = "empty"  # replaying it changes nothing (or: applies and changes the base)
+    CONFLICT = "conflict"  # replaying it conflicts
+    REVERSE_APPLY = "reverse-apply"  # its post-image is in the base (`git apply -R`)
+    CONTENT = "content"  # line containment: which change blocks the base holds
+    BLAME = "blame"  # which base commits brought the present lines in
+    GROUP = "group"  # a run of consecutive patches is in the base together
+    REVERT = "revert"  # a base commit took an earlier pick out again
+    MODIFIED = "modified"  # base commits that changed its lines after picking it
+    HINT = "hint"  # same subject or PR number; superseded by a change to the same lines
+    TESTS = "tests"  # the patch's own tests (ggstack test)
+    RULE = "rule"  # which rule of the verdict table decided, and why
+
+
+class Says(str, enum.Enum):
+    """What one piece of evidence says about the base having the change."""
+
+    PRESENT = "present"
+    ABSENT = "absent"
+    UNDONE = "undone"  # it was there, and was taken out again
+    NOTHING = "nothing"  # a fact or a hint: no opinion
+
+
 @dataclass
 class Evidence:
-    """One signal about whether a patch is in the base, in words and in data."""
+    """One signal about whether a patch is in the base, in words and in data.
 
-    kind: str  # identity | patch-id | empty | reverse-apply | content | blame | tests | conflict
+    ``data`` holds the signal's details for the JSON (units, shares, paths);
+    what code decides on is ``kind`` and ``says``.
+    """
+
+    kind: Signal | str
     detail: str  # a sentence a maintainer can read
     commits: list[str] = field(default_factory=list)
     fraction: float | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    says: Says = Says.NOTHING
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, Signal) and self.kind in Signal._value2member_map_:
+            self.kind = Signal(self.kind)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "detail": self.detail}
+        kind = self.kind.value if isinstance(self.kind, Signal) else self.kind
+        out: dict[str, Any] = {"kind": kind, "detail": self.detail, "says": self.says.value}
         if self.commits:
             out["commits"] = self.commits
         if self.fraction is not None:
@@ -165,8 +202,9 @@ class Evidence:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Evidence:
-        rest = {k: v for k, v in d.items() if k not in ("kind", "detail", "commits", "fraction")}
-        return cls(d["kind"], d["detail"], list(d.get("commits", [])), d.get("fraction"), rest)
+        rest = {k: v for k, v in d.items() if k not in ("kind", "detail", "commits", "fraction", "says")}
+        says = Says(d["says"]) if d.get("says") in Says._value2member_map_ else Says.NOTHING
+        return cls(d["kind"], d["detail"], list(d.get("commits", [])), d.get("fraction"), rest, says)
 
 
 @dataclass
@@ -238,6 +276,7 @@ class Outcome:
     evidence: list[Evidence] = field(default_factory=list)
     remaining_diff: str | None = None
     recommendation: Recommendation | None = None
+    group: list[str] = field(default_factory=list)  # the run of patches the base has together, when it is one
     tests: list[TestResult] = field(default_factory=list)
     pr: PRState | None = None
 
@@ -255,6 +294,7 @@ class Run:
     errors: list[str] = field(default_factory=list)
     repo_slug: str | None = None
     gpu: str | None = None  # what GPU the test stage had: "present" | "absent" | "off"
+    subjects: dict[str, str] = field(default_factory=dict)  # base commit -> subject, for those the evidence names
 
     def outcome(self, name: str) -> Outcome:
         for o in self.outcomes:
@@ -273,6 +313,7 @@ class Run:
             "stages": self.stages,
             "errors": self.errors,
             "patches": [_outcome_to_json(o) for o in self.outcomes],
+            "subjects": self.subjects,
         }
 
     @classmethod
@@ -287,6 +328,7 @@ class Run:
             errors=list(d.get("errors", [])),
             repo_slug=d.get("repo_slug"),
             gpu=d.get("gpu"),
+            subjects=dict(d.get("subjects", {})),
         )
 
 
@@ -308,6 +350,7 @@ def _outcome_to_json(o: Outcome) -> dict[str, Any]:
         "evidence": [e.to_json() for e in o.evidence],
         "remaining_diff": o.remaining_diff,
         "recommendation": o.recommendation.value if o.recommendation else None,
+        "group": o.group,
         "tests": [dataclasses.asdict(t) for t in o.tests],
         "pr": dataclasses.asdict(o.pr) if o.pr else None,
     }
@@ -333,6 +376,7 @@ def _outcome_from_json(d: dict[str, Any]) -> Outcome:
         evidence=[Evidence.from_json(e) for e in d.get("evidence", [])],
         remaining_diff=d.get("remaining_diff"),
         recommendation=Recommendation(d["recommendation"]) if d.get("recommendation") else None,
+        group=list(d.get("group", [])),
         tests=[TestResult(**t) for t in d.get("tests", [])],
         pr=PRState(**d["pr"]) if d.get("pr") else None,
     )

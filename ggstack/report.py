@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ggstack.model import Applied, Outcome, Recommendation, Run, TestResult, Verdict
+from ggstack.model import Applied, Outcome, Recommendation, Run, Signal, TestResult, Verdict
 
 
 def short(sha: str | None) -> str:
@@ -43,46 +43,63 @@ def _evidence(o: Outcome, kind: str) -> list:
 
 
 def verdict_words(o: Outcome) -> str:
-    """One line a maintainer can act on: the verdict, why, and what disagrees."""
+    """One line a maintainer can act on: the verdict, why, and what disagrees.
+
+    The why is the rule of the verdict table that decided (``check`` records
+    it last in the evidence); a Run from before the table is worded from its
+    signals.
+    """
     if o.verdict is None:
         return ""
+    decided = next((e for e in o.evidence if e.kind == Signal.RULE), None)
+    if decided is None:
+        return _signal_words(o)
+    why = decided.detail.partition(": ")[2] or decided.detail
+    parts = [why]
+    if o.verdict is Verdict.CONFLICT and o.conflict and "conflict" not in why:
+        parts.insert(0, "conflicts in " + ", ".join(o.conflict.paths))
+    rule = decided.data.get("rule")
+    if o.verdict in (Verdict.REPRESENTED, Verdict.PARTIAL) and rule in ("content", "partial", "adapted pick"):
+        parts += [e.detail for e in _evidence(o, "blame")]
+    if o.verdict is Verdict.REPRESENTED and rule not in ("picked", "picked, then modified"):
+        pid = _evidence(o, "patch-id")
+        if pid and not pid[0].data.get("match"):
+            parts.append("patch-id differs")
+    parts += [e.detail for e in _evidence(o, "conflict") if e.data.get("spurious")]
+    return f"{o.verdict.value} — " + "; ".join(dict.fromkeys(p for p in parts if p))
+
+
+def _signal_words(o: Outcome) -> str:
+    """The words of a Run whose evidence has no rule: from the signals themselves."""
+    assert o.verdict is not None
     blame = _evidence(o, "blame")
     content = [e for e in _evidence(o, "content") if "disagreement" not in e.data]
     pid = _evidence(o, "patch-id")
-    ident = [e for e in _evidence(o, "identity") if e.data.get("match")]
     parts: list[str] = []
     if o.verdict is Verdict.REPRESENTED:
-        parts.append(
-            f"{blame[0].detail} (content)"
-            if blame
-            else f"{content[0].detail} (content)"
-            if content
-            else "the base has it"
-        )
+        parts.append(blame[0].detail if blame else content[0].detail if content else "the base has it")
     elif o.verdict is Verdict.PARTIAL:
         parts.append(content[0].detail if content else f"{round(100 * o.represented_fraction)}% present")
-        if blame:
-            parts.append(blame[0].detail)
     elif o.verdict is Verdict.CONFLICT:
-        paths = (
-            o.conflict.paths
-            if o.conflict
-            else next((e.data.get("paths", []) for e in _evidence(o, "conflict") if "paths" in e.data), [])
-        )
+        paths = o.conflict.paths if o.conflict else []
         parts.append("conflicts in " + ", ".join(paths) if paths else "does not apply")
     elif o.verdict is Verdict.UNIQUE:
         parts.append("not in the base; applies")
     if pid:
+        matches = pid[0].data.get("match")
         parts.append(
-            "patch-id matches " + ", ".join(short(c) for c in pid[0].commits)
-            if pid[0].data.get("match")
-            else "patch-id differs"
+            "patch-id matches " + ", ".join(short(c) for c in pid[0].commits) if matches else "patch-id differs"
         )
-    parts += [e.detail for e in ident]
-    parts += [e.detail for e in pid if "reverted_by" in e.data]
-    parts += [e.detail for e in _evidence(o, "conflict") if e.data.get("spurious")]
-    parts += [e.detail for e in _evidence(o, "content") if "disagreement" in e.data]
+    parts += [e.detail for e in _evidence(o, "identity") if e.data.get("match")]
     return f"{o.verdict.value} — " + "; ".join(parts)
+
+
+def commit_words(sha: str, run: Run) -> str:
+    """A base commit as a maintainer names it: 639aeff0c1 “subject” (the subject as the Run recorded it)."""
+    subject = run.subjects.get(sha, "")
+    if len(subject) > 50:
+        subject = subject[:49] + "…"
+    return f"{short(sha)} “{subject}”" if subject else short(sha)
 
 
 def check_table(run: Run) -> Table:
@@ -103,7 +120,7 @@ def check_table(run: Run) -> Table:
         table.add_row(
             escape(f"{o.name}\n{o.subject}"),
             f"[{styles.get(o.verdict, '')}]{verdict}[/]",
-            " ".join(short(c) for c in o.represented_by),
+            escape("\n".join(commit_words(c, run) for c in o.represented_by[:3])),
             escape(verdict_words(o)),
             o.recommendation.value if o.recommendation else "",
         )

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from ggstack import git, replay, report, represent, secrets, series, testing
+from ggstack import check, git, replay, report, secrets, series, testing
 from ggstack import pr as pr_stage
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Run, Stack, Verdict
@@ -149,7 +149,7 @@ def sync(
         attempt("fetch", lambda _: repo.fetch(stack.config.target.remote))
     base = replay.resolve_base(repo, stack, base_ref)
     run = attempt("apply", lambda p: replay.apply(repo, stack, base_ref, write=not dry_run, progress=p))
-    checked = attempt("check", lambda p: represent.check(repo, stack, base_ref, run=run, progress=p))
+    checked = attempt("check", lambda p: check.stack(repo, stack, base_ref, run=run, progress=p))
     if checked is not None:
         run = checked
     if checked is None:

@@ -51,7 +51,6 @@ import contextlib
 import copy
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import os
 import platform
@@ -161,17 +160,10 @@ def expand(command: str, tests: Sequence[str]) -> str:
 
 
 def prepare(repo: git.Repository, stack: Stack, base_ref: str) -> Run:
-    """The Run ``test`` builds on: ``apply`` (no refs written), then ``check``.
+    """The Run ``test`` builds on: ``apply`` (no refs written), then ``check``."""
+    from ggstack import check
 
-    ``check`` lives in ggstack.represent; where that stage is not installed,
-    the test verdicts fold into apply's outcomes alone.
-    """
-    run = replay.apply(repo, stack, base_ref, write=False)
-    if importlib.util.find_spec("ggstack.represent") is not None:
-        from ggstack import represent
-
-        run = represent.check(repo, stack, base_ref, run=run)
-    return run
+    return check.stack(repo, stack, base_ref, run=replay.apply(repo, stack, base_ref, write=False))
 
 
 def plan(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()) -> list[Job]:

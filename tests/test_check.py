@@ -13,10 +13,11 @@ import subprocess
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, represent, series
+from ggstack import check, git, series
 from ggstack.model import Recommendation, Verdict
 
 LINES = [f"line {i}" for i in range(1, 41)]
+OTHER = "Upstream Person <upstream@example.org>"
 
 
 def text(lines: list[str]) -> str:
@@ -49,7 +50,7 @@ def on(repo: GitRepo, branch: str, message: str, files: dict) -> str:
 
 
 def judge(repo: GitRepo, *commits: str, base: str = "main"):
-    run = represent.check_commits(git.Repository(str(repo.path)), list(commits), base)
+    run = check.commits(git.Repository(str(repo.path)), list(commits), base)
     return run.outcomes if len(commits) > 1 else run.outcomes[0]
 
 
@@ -58,6 +59,11 @@ def kinds(outcome) -> dict[str, list]:
     for e in outcome.evidence:
         out.setdefault(e.kind, []).append(e)
     return out
+
+
+def rule(outcome) -> str:
+    """The rule of the verdict table that decided."""
+    return kinds(outcome)["rule"][0].data["rule"]
 
 
 def applies_to(repo: GitRepo, rev: str, diff: str) -> bool:
@@ -89,7 +95,8 @@ def test_exact_pick_is_represented_by_the_pick(world: GitRepo) -> None:
     assert o.represented_fraction == 1.0
     ev = kinds(o)
     assert ev["patch-id"][0].data["match"] and ev["patch-id"][0].commits == [pick]
-    assert ev["empty"][0].data == {"replayed": False}  # patch-id and content agree: no merge spent on it
+    assert "empty" not in ev and "conflict" not in ev  # patch-id and content agree: no merge spent on it
+    assert ev["rule"][0].data["rule"] == "picked"
     assert ev["reverse-apply"][0].data["applies"] is True
     assert ev["blame"][0].detail == f"100% of added lines come from {pick[:10]}"
     assert o.recommendation is Recommendation.DO_NOT_OPEN
@@ -106,8 +113,8 @@ def test_picked_then_reverted_upstream_is_unique(world: GitRepo) -> None:
     ev = kinds(o)
     assert ev["patch-id"][0].commits == [pick]  # patch-id matches ...
     assert ev["identity"][0].data["match"]  # ... and so does -x's "(cherry picked from ...)"
-    assert any("signals disagree" in e.detail for e in ev["content"])
-    assert ev["patch-id"][-1].data["reverted_by"] == [world.sha("main")]
+    assert ev["revert"][0].data == {"reverted_by": [world.sha("main")], "picks": [pick]}
+    assert ev["rule"][0].detail == f"needed: needed again: picked as {pick[:10]}, reverted by {world.sha('main')[:10]}"
     assert o.recommendation is Recommendation.OPEN_PR  # needed again: the evidence says why the signals disagree
 
 
@@ -146,6 +153,7 @@ def test_squash_into_a_larger_base_commit_names_it(world: GitRepo) -> None:
     ev = kinds(o)
     assert not ev["patch-id"][0].data["match"]
     assert ev["blame"][0].detail == f"100% of added lines come from {squash[:10]}"
+    assert rule(o) == "content"
     assert "patch-id differs" in __import__("ggstack.report", fromlist=["x"]).verdict_words(o)
 
 
@@ -178,7 +186,7 @@ def test_pure_deletion_in_repeating_lines_is_not_represented(world: GitRepo) -> 
     # As a stored stack, the cumulative reverse-apply is gathered too, and disagrees.
     repo = git.Repository(str(world.path))
     stack = _stack(world, repo, c)
-    o = represent.check(repo, stack, "main").outcomes[0]
+    o = check.stack(repo, stack, "main").outcomes[0]
     assert o.verdict is Verdict.UNIQUE
     assert kinds(o)["reverse-apply"][0].data["applies"] is True
     assert o.recommendation is Recommendation.HUMAN_LOOK
@@ -228,7 +236,7 @@ def test_adapted_pick_with_a_dropped_hunk_is_partial_with_that_hunk_left(world: 
         {"f.txt": text(edited(LINES, l1="LINE ONE", l5="line five", l35=["line 35", "extra after 35"]))},
     )
     o = judge(world, c)
-    assert o.verdict is Verdict.PARTIAL
+    assert o.verdict is Verdict.PARTIAL and rule(o) == "partial"
     assert 0 < o.represented_fraction < 1
     assert o.recommendation is Recommendation.OPEN_PR
     diff = o.remaining_diff
@@ -280,11 +288,21 @@ def test_conflict_only_because_the_change_is_there_is_represented(world: GitRepo
 
 def test_genuine_conflict_stays_conflict_with_its_paths(world: GitRepo) -> None:
     c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
-    world.commit("did something else there", {"f.txt": text(edited(LINES, l10="x = 3"))})
+    world.commit("did something else there", {"f.txt": text(edited(LINES, l10="x = 3"))}, author=OTHER)
     o = judge(world, c)
-    assert o.verdict is Verdict.CONFLICT
+    assert o.verdict is Verdict.CONFLICT and rule(o) == "needed"
     assert o.conflict.paths == ["f.txt"]
     assert o.recommendation is Recommendation.REWORK
+
+
+def test_the_same_author_changing_the_same_lines_another_way_is_superseded(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    other = world.commit("did something else there", {"f.txt": text(edited(LINES, l10="x = 3"))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.CONFLICT and o.recommendation is Recommendation.HUMAN_LOOK
+    hint = kinds(o)["hint"][0]
+    assert hint.commits == [other] and hint.detail.startswith("superseded?")
+    assert rule(o) == "superseded?"
 
 
 def test_unique_commit_applies(world: GitRepo) -> None:
@@ -413,7 +431,7 @@ def test_stack_dependent_patches_and_earlier_needed_ones(world: GitRepo) -> None
     stack = _stack(world, repo, p1, p2, p3)
     # The base squashed p1+p2 (so p1's own line "x = 1" is not there) but not p3.
     squash = world.commit("x, squashed", {"f.txt": text(edited(LINES, l10=["line 10", "x = 2"]))})
-    run = represent.check(repo, stack, "main")
+    run = check.stack(repo, stack, "main")
     v = {o.name[:4]: o for o in run.outcomes}
     assert v["0002"].verdict is Verdict.REPRESENTED and v["0002"].represented_by == [squash]
     assert v["0001"].verdict is Verdict.REPRESENTED  # caught through p2, as StGit --merged does
@@ -426,7 +444,7 @@ def test_stack_cherry_picked_from_reachable_is_identity_evidence(world: GitRepo)
     repo = git.Repository(str(world.path))
     stack = _stack(world, repo, c)
     world.git("merge", "-q", "--no-edit", "fork")
-    o = represent.check(repo, stack, "main").outcomes[0]
+    o = check.stack(repo, stack, "main").outcomes[0]
     assert o.verdict is Verdict.REPRESENTED
     assert kinds(o)["empty"][0].data["empty"] is True
     assert kinds(o)["identity"][0].data["match"]
@@ -481,12 +499,12 @@ def test_patch_ids_are_cached_by_commit_so_a_moved_base_costs_only_the_new_commi
     for i in range(5):
         world.commit(f"upstream {i}", {"f.txt": text(edited(LINES, l30=f"upstream {i}"))})
     repo = git.Repository(str(world.path))
-    represent.check_commits(repo, [c], "main")
+    check.commits(repo, [c], "main")
     cache = world.path / ".git" / "ggstack" / "cache" / "patch-ids-v1.json"
     first = json.loads(cache.read_text())
     assert set(world.git("rev-list", "main", "^" + c).split()) <= set(first)
     moved = world.commit("upstream moves on", {"f.txt": text(edited(LINES, l30="moved"))})
-    represent.check_commits(repo, [c], "main")
+    check.commits(repo, [c], "main")
     second = json.loads(cache.read_text())
     assert set(second) - set(first) == {moved}
 
@@ -528,6 +546,7 @@ def test_an_empty_commit_needs_nothing(world: GitRepo) -> None:
     o = judge(world, c)
     assert o.verdict is Verdict.REPRESENTED and o.recommendation is Recommendation.DO_NOT_OPEN
     assert "changes nothing" in kinds(o)["content"][-1].detail
+    assert rule(o) == "changes nothing"
 
 
 def test_check_after_apply_keeps_the_apply_facts(world: GitRepo) -> None:
@@ -540,7 +559,7 @@ def test_check_after_apply_keeps_the_apply_facts(world: GitRepo) -> None:
     world.git("cherry-pick", c1)
     applied = replay.apply(repo, stack, "main", write=False)
     before = [(o.applied, o.commit) for o in applied.outcomes]
-    run = represent.check(repo, stack, "main", run=applied)
+    run = check.stack(repo, stack, "main", run=applied)
     assert run is applied and run.stages["check"] == "ok" and run.stages["apply"] == "ok"
     assert [(o.applied, o.commit) for o in run.outcomes] == before
     assert [o.verdict for o in run.outcomes] == [Verdict.REPRESENTED, Verdict.UNIQUE]

@@ -21,7 +21,7 @@ import pytest
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, replay, report, represent, series
+from ggstack import check, git, replay, report, series
 from ggstack import pr as pr_stage
 from ggstack.model import Run, Verdict
 
@@ -142,7 +142,7 @@ class World:
 
 def checked_run(repo: git.Repository, stack, base: str, *, write: bool = True) -> Run:
     """apply + check, as ``ggstack pr`` runs them, in-process."""
-    return represent.check(repo, stack, base, run=replay.apply(repo, stack, base, write=write))
+    return check.stack(repo, stack, base, run=replay.apply(repo, stack, base, write=write))
 
 
 @pytest.fixture

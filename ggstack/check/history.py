@@ -171,12 +171,16 @@ def _undone_sources(repo: git.Repository, reverts: dict[str, list[str]], sources
     the merge that brought it in (a GitHub PR merge has the PR's head as its
     second parent) — a "merge/revert block"."""
     out: dict[str, list[str]] = {}
+    others = [u for u in reverts if u not in sources]
+    # A process of its own, not the persistent reader: the scan may run beside the content's reads.
+    present = [u for u, ok in repo.has_objects(others).items() if ok] if sources and others else []
+    merges = {i.sha: i for i in repo.commit_infos(present) if len(i.parents) > 1} if present else {}
     for undone, by in reverts.items():
         if undone in sources:
             out.setdefault(undone, []).extend(by)
             continue
-        info = repo.read_commit(undone)
-        if info is None or len(info.parents) < 2 or not sources:
+        info = merges.get(undone)
+        if info is None:
             continue
         brought = set(repo.rev_list(*info.parents[1:], *("^" + p for p in info.parents[:1])))
         for src in sources & brought:

@@ -1,0 +1,139 @@
+"""``ggstack check --commits``: each commit judged on its own against the base, like ``git cherry``.
+
+In phases, so that hundreds of commits cost a handful of processes: read
+everything (one cat-file for the commits, one diff-tree for their diffs, the
+range scan, one cat-file for every file version), judge the content
+in-process, then replay — scratch commits in one batch, merges in parallel —
+only the commits whose verdict still depends on what a merge would say.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from ggstack import diff, git, replay
+from ggstack.check import judge as judging
+from ggstack.check.containment import applies, reverse_applies
+from ggstack.check.files import Files
+from ggstack.check.history import PICKED_FROM, SPID, scan
+from ggstack.check.judge import Context, Identified, Measured
+from ggstack.check.remaining import remaining_diff
+from ggstack.check.signals import Candidate
+from ggstack.errors import UserError
+from ggstack.model import Applied, Outcome, Run, Verdict
+
+
+def commits(repo: git.Repository, shas: list[str], base_ref: str) -> Run:
+    base = replay.resolve_base(repo, None, base_ref)
+    infos = list({i.sha: i for i in repo.commit_infos(shas)}.values())
+    for info in infos:
+        if not info.parents:
+            raise UserError(f"{info.sha[:12]}: a root commit has no change to compare")
+    run = Run(stack=None, base_ref=base_ref, base=base)
+    if not infos:
+        return run
+    run.merge_base = repo.merge_base(base, infos[0].sha)
+    diffs = repo.diffs_of_commits([(i.sha, i.parents[0]) for i in infos])
+    cands = [_candidate(i, diffs[i.sha]) for i in infos]
+    authors = {i.sha[:12]: i.author_email for i in infos}
+    paths = sorted({p for c in cands for p in c.paths})
+    keysets = {frozenset(c.paths) for c in cands}
+    # The range is git's work (log, diff-tree | patch-id); reading the base's files is ours: side by side.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(
+            scan,
+            repo,
+            base,
+            [c.commit for c in cands],
+            paths,
+            [(c.commit, c.parent) for c in cands],
+            [s for c in cands for s in c.sources],
+            keysets,
+        )
+        base_tree = repo.resolve(base, "tree")
+        files = Files(repo)
+        entries = files.entries(base_tree, paths)
+        files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
+        history = pending.result()
+    ctx = Context(repo, history, files)
+    contents = judging.measure_content(ctx, cands, base_tree)
+    idents = judging.identify(ctx, cands)
+    measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
+    steps = _replay_all(repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
+    for cand, content, m in zip(cands, contents, measured, strict=True):
+        m = m or Measured(
+            content, steps[cand.commit], reverse=reverse_applies(cand.changes, _mine(cand, entries), files)
+        )
+        outcome = Outcome(name=cand.name, subject=cand.subject, stack_patch_id=cand.spid, source_commit=cand.commit)
+        decision, evidence = judging.judge(ctx, cand, idents[cand.name], m, author=authors[cand.name])
+        judging.record_step(outcome, m.step)
+        if m.step is None and m.applies:
+            outcome.applied = Applied.APPLIED
+        judging.settle(outcome, decision, evidence, m.content)
+        if outcome.verdict is Verdict.PARTIAL:
+            outcome.remaining_diff = remaining_diff(repo, base_tree, cand.changes, m.content, files)
+        run.outcomes.append(outcome)
+    judging.name_commits(repo, run)
+    run.stages["check"] = "ok"
+    return run
+
+
+def _candidate(info: git.CommitInfo, raw: bytes) -> Candidate:
+    return Candidate(
+        name=info.sha[:12],
+        commit=info.sha,
+        parent=info.parents[0],
+        changes=diff.parse(raw),
+        sources=[info.sha, *PICKED_FROM.findall(info.message)],
+        spid=(SPID.findall(info.message) or [""])[0],
+        subject=info.message.split("\n", 1)[0],
+    )
+
+
+def _mine(cand: Candidate, entries: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    return {p: entries[p] for p in cand.paths if p in entries}
+
+
+def _measure(
+    ctx: Context, cand: Candidate, content: judging.Containment, ident: Identified, entries: dict[str, tuple[str, str]]
+) -> Measured | None:
+    """What can be settled without a merge; None: replay it."""
+    mine = _mine(cand, entries)
+    if not content.units:
+        return Measured(content)
+    if not any(u.present for u in content.units) and content.judged and applies(cand.changes, mine, ctx.files):
+        return Measured(content, applies=True)
+    reverse = reverse_applies(cand.changes, mine, ctx.files)
+    live = any(not m.undone_by for m in ident.matches)
+    if content.all_present and (live or reverse):
+        return Measured(content, reverse=reverse)  # every line there, and git's view (or the lines' history) agrees
+    if content.any_earned and not content.all_present and not live:
+        return Measured(content, reverse=reverse)  # partial: its remaining diff applies by construction
+    return None
+
+
+def _replay_all(repo: git.Repository, base: str, base_tree: str, todo: list[Candidate]) -> dict[str, replay.Step]:
+    """Cherry-pick's merge of each commit onto the base, independently: the
+    scratch commits (base tree on the commit's parent) in one process, the
+    merge-trees in parallel. Nothing is committed: ``check`` writes no branch."""
+    if not todo:
+        return {}
+    scratch = repo.hash_commits([(base_tree, [c.parent], "ggstack scratch\n") for c in todo])
+    replayer = replay.Replayer(repo, base)
+
+    def one(args: tuple[Candidate, str]) -> git.MergeResult:
+        cand, ours = args
+        return repo.merge_trees(ours, cand.commit)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        merges = list(pool.map(one, zip(todo, scratch, strict=True)))
+    steps = {}
+    for cand, merged in zip(todo, merges, strict=True):
+        if not merged.clean:  # conflict regions are read here, not in the threads (one cat-file process)
+            steps[cand.commit] = replay.Step(Applied.CONFLICT, merged.tree, conflict=replayer._conflict(merged))
+        else:
+            steps[cand.commit] = replay.Step(
+                Applied.EMPTY if merged.tree == base_tree else Applied.APPLIED, merged.tree
+            )
+    return steps

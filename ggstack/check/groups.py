@@ -1,0 +1,137 @@
+"""Series-level representation: a run of consecutive patches the base has together.
+
+Upstream often takes a fork's branch as one commit: a squash merge (the
+run's combined diff has that commit's patch-id) or a bigger commit that
+folded the run in with other work (the run's combined lines are there, all
+brought by it). Alone, a member of such a run conflicts or looks partial,
+because a later member changed its lines; together they are represented.
+
+Candidates are found from the base side, so the cost stays near linear in
+the stack: a base commit can only be a run's squash when it changes exactly
+the run's files, and only runs of patches that are chained (each on the
+one before, as imported from a branch) have a combined diff of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ggstack import diff, git
+from ggstack.check.attribution import attribute
+from ggstack.check.containment import contain
+from ggstack.check.files import Files
+from ggstack.check.history import History
+from ggstack.check.signals import Candidate
+
+_LONGEST = 64  # runs longer than this are not looked for (a squash of a whole long branch is still found by lines)
+_TRIES = 24  # combined-content tries a segment may cost
+
+
+@dataclass
+class Group:
+    members: list[int]  # indexes of the candidates, consecutive
+    by: list[str]  # the base commits that carry the run
+    how: str  # in words: "their combined patch-id is 1a2b3c4d5e's" | "all their lines come from …"
+    names: list[str] = field(default_factory=list)  # the members' names, filled in by the front end
+
+
+def trees_of(repo: git.Repository, cands: Sequence[Candidate]) -> dict[str, str]:
+    """commit -> tree, for every candidate's commit and parent (one process)."""
+    shas = list(dict.fromkeys(x for c in cands for x in (c.commit, c.parent)))
+    return {i.sha: i.tree for i in repo.commit_infos(shas)}
+
+
+def chained(cands: Sequence[Candidate], trees: dict[str, str]) -> list[list[int]]:
+    """Maximal runs of consecutive candidates each on the one before (same tree)."""
+    runs: list[list[int]] = []
+    for k, c in enumerate(cands):
+        if runs and k - 1 == runs[-1][-1] and trees.get(c.parent) == trees.get(cands[k - 1].commit):
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    return [r for r in runs if len(r) > 1]
+
+
+def squashes(
+    repo: git.Repository, history: History, cands: Sequence[Candidate], runs: list[list[int]], trees: dict[str, str]
+) -> list[Group]:
+    """Runs whose combined diff has the patch-id of one base commit changing exactly their files."""
+    wanted: dict[tuple[int, int], list[str]] = {}
+    for run in runs:
+        for i, j, commits in _same_files(history, cands, run):
+            wanted[(i, j)] = commits
+    if not wanted:
+        return []
+    scratch = repo.hash_commits(
+        [(trees[cands[j].commit], [cands[i].parent], f"ggstack run {i}..{j}\n") for i, j in wanted]
+    )
+    history.add_patch_ids(repo, [(s, None) for s in scratch], in_range=False)
+    history.add_patch_ids(repo, [(c, None) for cs in wanted.values() for c in cs], in_range=True)
+    groups: list[Group] = []
+    for ((i, j), commits), sha in zip(wanted.items(), scratch, strict=True):
+        pid = history.patch_ids.get(sha, "")
+        same = [c for c in commits if pid and history.patch_ids.get(c) == pid and not history.reverted(c)]
+        if same:
+            groups.append(Group(list(range(i, j + 1)), same, f"their combined patch-id is {same[0][:10]}'s"))
+    return _maximal(groups)
+
+
+def _same_files(history: History, cands: Sequence[Candidate], run: list[int]) -> list[tuple[int, int, list[str]]]:
+    """(i, j, base commits) for the sub-runs of ``run`` whose files are exactly some base commit's."""
+    by_files: dict[frozenset[str], list[str]] = {}
+    for sha, files in history.commits:
+        by_files.setdefault(frozenset(p for p, _, _ in files), []).append(sha)
+    out = []
+    for a, i in enumerate(run):
+        union: set[str] = set()
+        for j in run[a : a + _LONGEST]:
+            union |= set(cands[j].paths)
+            commits = by_files.get(frozenset(union))
+            if commits and j > i:
+                out.append((i, j, commits))
+    return out
+
+
+def _maximal(groups: list[Group]) -> list[Group]:
+    """Longest first; a run inside one already found adds nothing."""
+    kept: list[Group] = []
+    for g in sorted(groups, key=lambda g: -len(g.members)):
+        if not any(set(g.members) <= set(k.members) for k in kept):
+            kept.append(g)
+    return sorted(kept, key=lambda g: g.members[0])
+
+
+def by_content(
+    repo: git.Repository,
+    history: History,
+    cands: Sequence[Candidate],
+    segments: list[list[int]],
+    base_tree: str,
+    files: Files,
+) -> list[Group]:
+    """Runs whose combined change is all in the base, every informative line
+    brought by base commits (squashed together with other work)."""
+    groups: list[Group] = []
+    for seg in segments:
+        for i, j in _runs_longest_first(seg)[:_TRIES]:
+            if any(set(range(i, j + 1)) & set(g.members) for g in groups):
+                continue
+            combined = repo.diffs_of_commits([(cands[j].commit, cands[i].parent)])[cands[j].commit]
+            changes = diff.parse(combined)
+            paths = diff.paths_of(changes)
+            entries = files.entries(base_tree, paths)
+            files.prefetch([fc.old_blob for fc in changes] + [b for _, b in entries.values()])
+            c = contain(changes, entries, files)
+            attribute([c], history, files)
+            if c.units and c.all_earned:
+                by = c.commits
+                groups.append(
+                    Group(list(range(i, j + 1)), by, "all their lines come from " + ", ".join(x[:10] for x in by))
+                )
+    return groups
+
+
+def _runs_longest_first(seg: list[int]) -> list[tuple[int, int]]:
+    runs = [(seg[a], seg[b]) for a in range(len(seg)) for b in range(a + 1, min(len(seg), a + _LONGEST))]
+    return sorted(runs, key=lambda r: (r[0] - r[1], r[0]))

@@ -1,0 +1,151 @@
+"""The remaining diff of a partial patch: a diff against the base of only the parts it lacks.
+
+It is built by putting each missing block's added lines at its place in the
+base's file (in place of its removed lines where the base still has them),
+so it applies to the base by construction. Plain content edits are written
+in-process in git's own format (most partial patches are a few hunks, and
+``check --commits`` may hold hundreds); anything else — deletions, renames,
+binaries, modes, odd names — goes through git's trees and ``git diff``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from dataclasses import dataclass
+
+from ggstack import git
+from ggstack.check.containment import Containment, Unit, align, find_run, window
+from ggstack.check.files import Files
+from ggstack.diff import FileChange
+
+
+@dataclass
+class _Edit:
+    path: str
+    mode: str
+    old_blob: str
+    before: list[str]
+    after: list[str]
+    data: bytes  # the new file's bytes
+
+
+def remaining_diff(
+    repo: git.Repository, tree: str, change_set: list[FileChange], content: Containment, files: Files
+) -> str | None:
+    """A diff against ``tree`` of only the parts of the patch it lacks."""
+    if not content.judged or all(u.present for u in content.units):
+        return None
+    entries = files.entries(tree, [p for fc in change_set for p in fc.paths])
+    changes: dict[str, tuple[str, str] | None] = {}
+    edits: list[_Edit] = []
+    simple = True
+    for fc in change_set:
+        gone = [u for u in content.units if u.path == fc.path and not u.present]
+        if not gone:
+            continue
+        whole = _whole_file_change(fc, gone, entries)
+        if whole is not None:
+            changes.update(whole)
+            simple = False
+            continue
+        edit, renamed_from = _edit(fc, gone, content, entries, files)
+        if renamed_from:
+            changes[renamed_from] = None
+        simple = simple and not renamed_from and _plain(edit, entries, files)
+        edits.append(edit)
+    if simple and edits:
+        return _unified(edits) or None
+    shas = repo.hash_blobs([e.data for e in edits])
+    for e, sha in zip(edits, shas, strict=True):
+        changes[e.path] = (e.mode, sha)
+    if not changes:
+        return None
+    diff = repo.diff_trees(tree, repo.edit_tree(tree, changes)).decode("utf-8", "surrogateescape")
+    return diff or None
+
+
+def _whole_file_change(
+    fc: FileChange, gone: list[Unit], entries: dict[str, tuple[str, str]]
+) -> dict[str, tuple[str, str] | None] | None:
+    kinds = {u.what for u in gone}
+    if "delete" in kinds and fc.old_path:
+        return {fc.old_path: None}
+    lost = fc.old_path and fc.old_path not in entries and fc.new_path not in entries
+    if "add" in kinds or "binary" in kinds or lost:
+        return {fc.new_path: (fc.new_mode, fc.new_blob)} if fc.new_blob and fc.new_mode and fc.new_path else {}
+    return None
+
+
+def _edit(
+    fc: FileChange, gone: list[Unit], content: Containment, entries: dict[str, tuple[str, str]], files: Files
+) -> tuple[_Edit, str | None]:
+    assert fc.new_path is not None
+    base_path = content.base_paths.get(fc.path, fc.new_path)
+    mode, blob = entries[base_path]
+    lines = list(files.lines(blob))
+    before = list(lines)
+    data = files.blob(blob) or b""
+    if any(u.block is not None and u.window is None for u in gone):
+        pre = files.lines(fc.old_blob)
+        pmap = align(pre, lines)
+        for u in gone:
+            if u.block is not None and u.window is None:
+                u.window = window(u.block, pre, lines, pmap)
+    last = None
+    for u in sorted((u for u in gone if u.block is not None), key=lambda u: u.window or (0, 0), reverse=True):
+        start, end = _replacement(u, lines)
+        if last is not None and end > last:
+            continue  # overlapping places: keep the lower one, the diff stays applicable
+        assert u.block is not None
+        lines[start:end] = u.block.added
+        last = start
+    if "mode" in {u.what for u in gone} and fc.new_mode:
+        mode = fc.new_mode
+    text = "\n".join(lines) + ("\n" if lines and (data.endswith(b"\n") or not data) else "")
+    edit = _Edit(fc.new_path, mode, blob, before, lines, text.encode("utf-8", "surrogateescape"))
+    return edit, base_path if base_path != fc.new_path else None
+
+
+def _plain(e: _Edit, entries: dict[str, tuple[str, str]], files: Files) -> bool:
+    """Can the in-process writer say it exactly (git would quote the path, or mind the file's end)?"""
+    data = files.blob(entries[e.path][1]) if e.path in entries else None
+    return (
+        e.path.isascii()
+        and e.path.isprintable()
+        and '"' not in e.path
+        and e.path in entries
+        and e.mode == entries[e.path][0]
+        and bool(data)
+        and (data or b"").endswith(b"\n")
+        and bool(e.after)
+    )
+
+
+def _unified(edits: list[_Edit]) -> str:
+    """The ``git diff`` of plain content edits, written in-process (git's own
+    header and hunk format, so ``git apply`` takes it)."""
+    out: list[str] = []
+    for e in edits:
+        if e.before == e.after:
+            continue
+        algorithm = hashlib.sha256 if len(e.old_blob) == 64 else hashlib.sha1
+        new_sha = algorithm(b"blob %d\0" % len(e.data) + e.data).hexdigest()
+        out.append(f"diff --git a/{e.path} b/{e.path}\nindex {e.old_blob}..{new_sha} {e.mode}\n")
+        hunks = list(difflib.unified_diff(e.before, e.after, f"a/{e.path}", f"b/{e.path}", n=3, lineterm=""))
+        out.append("\n".join(hunks) + "\n")
+    return "".join(out)
+
+
+def _replacement(u: Unit, base: list[str]) -> tuple[int, int]:
+    """Where in the base file a missing block's added lines go: in place of
+    its removed lines where the base still has them, else at its place."""
+    start, end = u.window or (0, 0)
+    block = u.block
+    if block and block.removed:
+        at = find_run(base[start:end], block.removed, strip=False)
+        if at is not None:
+            return start + at, start + at + len(block.removed)
+        return start, end  # the base has its own version of this place: replace it
+    # A pure insertion goes at its place; lines the base added there stay.
+    return start, start

@@ -1,0 +1,303 @@
+"""Each signal of the judgement as a small function: facts for the rules, evidence for the maintainer.
+
+A signal reads the range (``History``), the candidate and what was already
+measured (containment, the replay) and returns what it found twice: as a
+typed fact the verdict table decides on, and as ``Evidence`` in words.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from ggstack import git, replay
+from ggstack.check.containment import Containment
+from ggstack.check.history import History, normal_subject, pr_number
+from ggstack.check.rules import Decision, Facts, Match
+from ggstack.diff import FileChange, paths_of
+from ggstack.model import Applied, Evidence, Says, Signal
+
+
+@dataclass
+class Candidate:
+    """One change to judge: a stored patch (materialised as a commit) or a commit of ``--commits``."""
+
+    name: str
+    commit: str
+    parent: str
+    changes: list[FileChange]
+    sources: list[str]  # commits whose presence in the base means this change: Cherry-picked-from, the commit itself
+    spid: str  # Stack-Patch-Id
+    subject: str
+    original_pr: str | None = None  # "owner/repo#130"
+
+    @property
+    def paths(self) -> list[str]:
+        return paths_of(self.changes)
+
+
+def _short(commits: list[str]) -> str:
+    return ", ".join(dict.fromkeys(c[:10] for c in commits))
+
+
+def _own_pick(history: History, cand: Candidate) -> bool:
+    return cand.commit in history.reachable
+
+
+def identity(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
+    """The source is an ancestor of the base, or a base commit names it (cherry-pick -x, Stack-Patch-Id)."""
+    matches: list[Match] = []
+    facts: list[str] = []
+    for src in dict.fromkeys(s for s in cand.sources if s):
+        if src in history.reachable:
+            who = "the commit itself" if src == cand.commit else "its source " + src[:10]
+            undone = history.undone.get(src, [])
+            facts.append(
+                f"{who} is reachable from the base" + (f", but {_short(undone)} reverted it" if undone else "")
+            )
+            matches.append(Match("merged as", src, list(undone)))
+        for c in history.picked_from.get(src, []):
+            facts.append(f"base commit {c[:10]} says it was cherry-picked from {src[:10]}")
+            matches.append(Match("cherry-picked as", c))
+    for c in history.spids.get(cand.spid, []) if cand.spid else []:
+        facts.append(f"base commit {c[:10]} carries its Stack-Patch-Id")
+        matches.append(Match("Stack-Patch-Id in", c))
+    if not facts:
+        detail = "no identity match: its source is not in the base and no base commit names it"
+        return [], Evidence(Signal.IDENTITY, detail, data={"match": False}, says=Says.ABSENT)
+    live = [m for m in matches if not m.undone_by]
+    says = Says.PRESENT if live else Says.UNDONE
+    commits = [m.commit for m in live] or [c for m in matches for c in m.undone_by]
+    data = {"match": bool(live)}
+    if not live:
+        data["reverted_by"] = list(dict.fromkeys(commits))
+    return matches, Evidence(Signal.IDENTITY, "; ".join(facts), list(dict.fromkeys(commits)), data=data, says=says)
+
+
+def patch_id(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
+    pid = history.patch_ids.get(cand.commit, "")
+    if not pid:
+        detail = "no patch-id (the patch is empty or was not computed)"
+        return [], Evidence(Signal.PATCH_ID, detail, data={"match": False})
+    same = history.with_patch_id(pid)
+    if same:
+        return [Match("same patch-id as", c) for c in same], Evidence(
+            Signal.PATCH_ID,
+            f"same patch-id as {_short(same)} (an exact cherry-pick)",
+            same,
+            data={"match": True, "patch_id": pid},
+            says=Says.PRESENT,
+        )
+    checked = len(history.touching(cand.paths))
+    return [], Evidence(
+        Signal.PATCH_ID,
+        f"patch-id differs from all {checked} base commits that touch its paths",
+        data={"match": False, "patch_id": pid, "checked": checked},
+        says=Says.ABSENT,
+    )
+
+
+def undo(history: History, matches: list[Match], reversed_id: str) -> Evidence | None:
+    """Mark the matches a later base commit took out: ``git revert``'s own line
+    naming the pick, or a commit whose patch-id is this patch's reversed."""
+    by_id = history.with_patch_id(reversed_id)
+    for m in matches:
+        if m.how == "merged as":
+            continue  # its reverts (and the reverted merges that brought it) are read by the scan
+        m.undone_by += [r for r in [*history.reverted(m.commit), *by_id] if history.newer(r, m.commit)]
+        m.undone_by = list(dict.fromkeys(m.undone_by))
+    undone = [m for m in matches if m.undone_by]
+    if not undone:
+        return None
+    reverts = list(dict.fromkeys(r for m in undone for r in m.undone_by))
+    return Evidence(
+        Signal.REVERT,
+        f"picked as {_short([m.commit for m in undone])}, then reverted in the base by {_short(reverts)}",
+        reverts,
+        data={"reverted_by": reverts, "picks": list(dict.fromkeys(m.commit for m in undone))},
+        says=Says.UNDONE,
+    )
+
+
+def modified(history: History, cand: Candidate, matches: list[Match]) -> Evidence | None:
+    """The base commits that changed the patch's files after a pick."""
+    touching = history.touching(cand.paths)
+    for m in matches:
+        if not m.undone_by:
+            m.modified_by = [c for c in touching if c != m.commit and history.newer(c, m.commit)][:5]
+    since = list(dict.fromkeys(c for m in matches for c in m.modified_by))
+    if not since:
+        return None
+    return Evidence(
+        Signal.MODIFIED,
+        f"its files were changed after the pick by {_short(since)}",
+        since,
+        says=Says.NOTHING,
+    )
+
+
+def replayed(step: replay.Step | None, applies: bool) -> Evidence | None:
+    if step is None:
+        if not applies:
+            return None
+        detail = "applies to the base: every hunk's lines are found there in order (git apply's check, in-process)"
+        return Evidence(Signal.EMPTY, detail, data={"empty": False, "replayed": False}, says=Says.ABSENT)
+    if step.applied is Applied.EMPTY:
+        return Evidence(
+            Signal.EMPTY, "replaying it onto the base changes nothing", data={"empty": True}, says=Says.PRESENT
+        )
+    if step.applied is Applied.APPLIED:
+        detail = "replaying it onto the base applies cleanly and changes the base"
+        return Evidence(Signal.EMPTY, detail, data={"empty": False}, says=Says.ABSENT)
+    if step.conflict:
+        detail = "replaying it conflicts in " + ", ".join(step.conflict.paths)
+        return Evidence(Signal.CONFLICT, detail, data={"paths": step.conflict.paths})
+    return None
+
+
+def reversed_(applies: bool | None, later: list[str] | None = None) -> Evidence | None:
+    if applies is None:
+        return None
+    if applies:
+        detail = "its reverse applies to the base (its post-image is there)"
+        if later:
+            detail += f", once the later patches it has ({', '.join(later)}) are taken out"
+    else:
+        detail = "its reverse does not apply to the base"
+    return Evidence(
+        Signal.REVERSE_APPLY, detail, data={"applies": applies}, says=Says.PRESENT if applies else Says.ABSENT
+    )
+
+
+def content(c: Containment) -> Evidence:
+    if not c.judged:
+        detail = "not compared line by line: the patch's pre-image is not in this repository"
+        return Evidence(Signal.CONTENT, detail, data={"judged": False})
+    if not c.units:
+        detail = "the patch changes nothing: there is nothing to bring into the base"
+        return Evidence(Signal.CONTENT, detail, fraction=1.0, data={"units": []}, says=Says.PRESENT)
+    units = [
+        {
+            "path": u.path,
+            "what": u.what,
+            "present": u.present,
+            "reason": u.reason,
+            "lines": u.weight,
+            "by": u.by,
+            **({"older_than_range": True} if u.older else {}),
+        }
+        for u in c.units
+    ]
+    counted = c.counted
+    present = sum(1 for u in counted if u.present)
+    pct = round(100 * c.fraction)
+    missing = "; ".join(f"{u.path}: {u.what}: {u.reason}" for u in counted if not u.present)
+    older = sum(1 for u in counted if u.present and not u.earned)
+    tail = f" ({older} of them already there before the range: no evidence)" if older else ""
+    if c.all_present:
+        ws = ", ignoring trailing whitespace" if any(u.whitespace for u in counted) else ""
+        detail = (
+            f"all {len(counted)} changes present in the base ({pct}% of informative lines brought by base commits){ws}"
+        )
+        whole = [u.reason for u in counted if u.block is None]
+        detail += (": " + "; ".join(dict.fromkeys(whole)) if whole else "") + tail
+        says = Says.PRESENT if c.all_earned else Says.NOTHING
+    elif present:
+        detail = f"{present} of {len(counted)} changes present{tail}; missing: {missing}"
+        says = Says.NOTHING
+    else:
+        detail = f"none of its {len(counted)} changes is in the base: {missing}"
+        says = Says.ABSENT
+    return Evidence(Signal.CONTENT, detail, fraction=round(c.fraction, 4), data={"units": units}, says=says)
+
+
+def blame(c: Containment) -> Evidence | None:
+    """Which base commits brought the present lines in, with shares of the informative lines."""
+    counts: Counter[str] = Counter()
+    older = 0
+    for u in c.counted:
+        if not u.present:
+            continue
+        weight = max(u.weight, 1)
+        if u.by:
+            for sha in u.by:
+                counts[sha] += weight / len(u.by)
+        else:
+            older += weight
+    total = sum(counts.values()) + older
+    if not total or not counts:
+        return None
+    shares = {sha: round(n / total, 4) for sha, n in counts.most_common()}
+    if not older and len(shares) == 1:
+        detail = f"100% of added lines come from {next(iter(shares))[:10]}"
+    else:
+        parts = [f"{round(100 * f)}% {sha[:10]}" for sha, f in shares.items()]
+        if older:
+            parts.append(f"{round(100 * older / total)}% older than the range")
+        detail = "added lines come from " + ", ".join(parts)
+    return Evidence(
+        Signal.BLAME,
+        detail,
+        list(shares),
+        data={"shares": shares, "older_than_merge_base": round(older / total, 4)},
+        says=Says.PRESENT,
+    )
+
+
+def hints(history: History, cand: Candidate, known: set[str]) -> tuple[list[str], Evidence | None]:
+    """Base commits with the same subject, or whose "(#N)" is the patch's PR: never a verdict alone
+    (``known``: the picks and reverts already named, which are no hint)."""
+    same = [c for c in history.same_subject(cand.subject) if c not in known]
+    number = (cand.original_pr or "").rpartition("#")[2] or pr_number(cand.subject)
+    by_pr = [c for c in history.with_pr_number(number) if c not in known] if number else []
+    found = list(dict.fromkeys(same + by_pr))
+    if not found:
+        return [], None
+    words = []
+    if same:
+        words.append(f"{_short(same)} has the same subject")
+    if by_pr:
+        words.append(f"{_short(by_pr)} names PR #{number}")
+    return found, Evidence(Signal.HINT, "; ".join(words), found, data={"hint": "subject-or-pr"})
+
+
+def superseded(
+    repo: git.Repository, history: History, cand: Candidate, author: str, conflict_paths: list[str]
+) -> tuple[list[str], Evidence | None]:
+    """Base commits that changed the lines the patch conflicts on, by its author or with its title."""
+    if not conflict_paths:
+        return [], None
+    touching = history.touching(conflict_paths)[:50]
+    title = normal_subject(cand.subject)
+    found = [
+        info.sha
+        for info in repo.commit_infos(touching)
+        if (author and info.author_email == author) or (title and normal_subject(info.message.split("\n")[0]) == title)
+    ]
+    if not found:
+        return [], None
+    detail = (
+        f"superseded? {_short(found)}, by the same author or with the same title, changed the lines it conflicts on"
+    )
+    return found, Evidence(Signal.HINT, detail, found, data={"hint": "superseded"})
+
+
+def grouped(names: list[str], by: list[str], how: str) -> Evidence:
+    first_last = names[0] if len(names) == 1 else f"{names[0]}–{names[-1]}"
+    return Evidence(
+        Signal.GROUP,
+        f"{first_last} together are in the base as {_short(by)}: {how}",
+        by,
+        data={"group": names},
+        says=Says.PRESENT,
+    )
+
+
+def decided(d: Decision) -> Evidence:
+    return Evidence(Signal.RULE, f"{d.rule}: {d.why}", d.represented_by, data={"rule": d.rule})
+
+
+def facts_of(c: Containment, step: replay.Step | None, applies: bool, reverse: bool | None) -> Facts:
+    """The facts every candidate has; the front ends add matches, groups and hints."""
+    replay_state = step.applied if step is not None else (Applied.APPLIED if applies else None)
+    return Facts(content=c, replay=replay_state, reverse=reverse)

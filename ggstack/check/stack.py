@@ -1,0 +1,245 @@
+"""``ggstack check STACK``: each patch judged on the base plus the earlier patches still needed.
+
+Cumulative, as the PRs will be stacked: a needed patch is replayed onto the
+tip and the next one is judged there. Series-level representation comes in
+twice: squashes (a run's combined patch-id) before the walk, so that their
+members are not replayed into the tip, and runs found by their lines or by
+StGit's cumulative reverse-apply after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ggstack import diff, git, replay
+from ggstack.check import groups
+from ggstack.check import judge as judging
+from ggstack.check.files import Files
+from ggstack.check.groups import Group
+from ggstack.check.history import scan
+from ggstack.check.judge import Context, Identified, Measured
+from ggstack.check.remaining import remaining_diff
+from ggstack.check.signals import Candidate
+from ggstack.model import Applied, Outcome, Run, Stack, Verdict
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class _Judged:
+    """One patch as the walk left it, so that a group found later can re-decide it."""
+
+    cand: Candidate
+    outcome: Outcome
+    measured: Measured
+    tip_tree: str
+    author: str
+
+
+def stack(
+    repo: git.Repository, stack: Stack, base_ref: str, *, run: Run | None = None, progress: Progress | None = None
+) -> Run:
+    base = replay.resolve_base(repo, stack, base_ref)
+    picks = replay.materialize(repo, stack)
+    parents = [p.parent for p in picks if p.parent]
+    merge_base = repo.merge_base(base, parents[0]) if parents else None
+    if run is None:
+        run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
+    run.merge_base = merge_base
+    cands = [_candidate(p) for p in picks]
+    history = scan(
+        repo,
+        base,
+        [merge_base] if merge_base else [],
+        sorted({p for c in cands for p in c.paths}),
+        [(c.commit, c.parent) for c in cands if c.commit and c.parent],
+        [s for c in cands for s in c.sources],
+        {frozenset(c.paths) for c in cands},
+    )
+    ctx = Context(repo, history, Files(repo))
+    whole = [c for c in cands if c.commit and c.parent]
+    trees = groups.trees_of(repo, whole)
+    squashed = _index(groups.squashes(repo, history, cands, groups.chained(cands, trees), trees), cands)
+    idents = judging.identify(ctx, whole)
+    base_tree = repo.resolve(base, "tree")
+    reverse = _cumulative_reverse(repo, base_tree, picks)
+    walked = _walk(ctx, run, picks, cands, idents, squashed, reverse, progress)
+    _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree)
+    for j in walked:
+        if j.outcome.verdict is Verdict.PARTIAL:
+            j.outcome.remaining_diff = remaining_diff(repo, j.tip_tree, j.cand.changes, j.measured.content, ctx.files)
+        else:
+            j.outcome.remaining_diff = None
+    judging.name_commits(repo, run)
+    run.stages["check"] = "ok"
+    return run
+
+
+def _candidate(pick: replay.Pick) -> Candidate:
+    patch = pick.patch
+    assert patch is not None
+    return Candidate(
+        name=pick.name,
+        commit=pick.commit or "",
+        parent=pick.parent or "",
+        changes=diff.parse(pick.diff),
+        sources=[patch.provenance.cherry_picked_from or ""],
+        spid=patch.provenance.stack_patch_id,
+        subject=patch.subject,
+        original_pr=patch.provenance.original_pr,
+    )
+
+
+def _index(found: list[Group], cands: Sequence[Candidate]) -> dict[int, Group]:
+    out = {}
+    for g in found:
+        g.names = [cands[k].name for k in g.members]
+        out.update({k: g for k in g.members})
+    return out
+
+
+def _walk(
+    ctx: Context,
+    run: Run,
+    picks: Sequence[replay.Pick],
+    cands: Sequence[Candidate],
+    idents: dict[str, Identified],
+    squashed: dict[int, Group],
+    reverse: dict[str, _Reversal],
+    progress: Progress | None,
+) -> list[_Judged]:
+    replayer = replay.Replayer(ctx.repo, run.base)
+    walked: list[_Judged] = []
+    try:
+        for i, (pick, cand) in enumerate(zip(picks, cands, strict=True)):
+            outcome = _outcome(run, pick)
+            tip_tree = replayer.tip_tree
+            content = judging.measure_content(ctx, [cand], tip_tree)[0]
+            step = replayer.try_pick(pick)
+            rev = reverse.get(pick.name)
+            m = Measured(content, step, reverse=rev.applies if rev else None, reverse_later=rev.later if rev else [])
+            author = _email(pick.patch.author if pick.patch else "")
+            decision, evidence = judging.judge(
+                ctx, cand, idents.get(cand.name, Identified()), m, squashed.get(i), author
+            )
+            judging.record_step(outcome, step)
+            judging.settle(outcome, decision, evidence, content)
+            walked.append(_Judged(cand, outcome, m, tip_tree, author))
+            needed = outcome.verdict in (Verdict.UNIQUE, Verdict.PARTIAL)
+            if needed and step.applied is Applied.APPLIED and i not in squashed:
+                replayer.advance(step)
+            if progress:
+                progress(i + 1, len(picks), pick.name)
+    finally:
+        replayer.close()
+    return walked
+
+
+def _outcome(run: Run, pick: replay.Pick) -> Outcome:
+    """The outcome ``apply`` left for this patch (its branch and conflict stay), or a new one."""
+    assert pick.patch is not None
+    try:
+        outcome = run.outcome(pick.name)
+    except KeyError:
+        outcome = replay.outcome_of(pick.patch, replay.Step(Applied.SKIPPED, ""))
+        outcome.applied = None
+        run.outcomes.append(outcome)
+    outcome.evidence = []
+    return outcome
+
+
+def _email(author: str) -> str:
+    return author.rpartition("<")[2].rstrip(">").strip()
+
+
+# -- after the walk: runs found by their lines, and StGit's cumulative reverse ---------------------
+
+
+def _later_groups(
+    ctx: Context,
+    walked: list[_Judged],
+    cands: Sequence[Candidate],
+    idents: dict[str, Identified],
+    trees: dict[str, str],
+    reverse: dict[str, _Reversal],
+    base_tree: str,
+) -> None:
+    found = _index(
+        groups.by_content(ctx.repo, ctx.history, cands, _segments(walked, cands, trees), base_tree, ctx.files), cands
+    )
+    found.update({k: g for k, g in _through_later(ctx, walked, reverse, base_tree).items() if k not in found})
+    for k, g in found.items():
+        j = walked[k]
+        if j.outcome.verdict is Verdict.REPRESENTED and j.outcome.group:
+            continue
+        decision, evidence = judging.judge(ctx, j.cand, idents.get(j.cand.name, Identified()), j.measured, g, j.author)
+        if decision.verdict is Verdict.REPRESENTED:
+            j.outcome.evidence = []
+            judging.settle(j.outcome, decision, evidence, j.measured.content)
+
+
+def _segments(walked: list[_Judged], cands: Sequence[Candidate], trees: dict[str, str]) -> list[list[int]]:
+    """Chained runs of patches with something of them in the base, not all represented on their own."""
+
+    def eligible(j: _Judged) -> bool:
+        return j.outcome.verdict is not Verdict.UNIQUE or any(u.present for u in j.measured.content.units)
+
+    out = []
+    for run in groups.chained(cands, trees):
+        seg: list[int] = []
+        for k in [*run, -1]:
+            if k >= 0 and eligible(walked[k]):
+                seg.append(k)
+                continue
+            if len(seg) > 1 and any(walked[x].outcome.verdict is not Verdict.REPRESENTED for x in seg):
+                out.append(seg)
+            seg = []
+    return out
+
+
+@dataclass
+class _Reversal:
+    """One step of the cumulative reverse-apply."""
+
+    applies: bool
+    tree: str  # the tree it was reverse-applied to: the base without the later patches that reversed
+    later: list[str]  # names of those later patches
+
+
+def _cumulative_reverse(repo: git.Repository, tree: str, picks: Sequence[replay.Pick]) -> dict[str, _Reversal]:
+    """StGit's ``--merged``: reverse-apply the patches onto the base, later
+    ones first, so that a patch whose lines a later one changed is caught."""
+    result: dict[str, _Reversal] = {}
+    later: list[str] = []
+    for pick in reversed(picks):
+        reversed_tree = repo.reverse_apply_to_tree(tree, pick.diff)
+        result[pick.name] = _Reversal(reversed_tree is not None, tree, list(later))
+        if reversed_tree is not None:
+            tree = reversed_tree
+            later.append(pick.name)
+    return result
+
+
+def _through_later(
+    ctx: Context, walked: list[_Judged], reverse: dict[str, _Reversal], base_tree: str
+) -> dict[int, Group]:
+    """A patch whose own lines later patches changed is represented with them
+    when they are, and its lines are in the base with them taken out."""
+    by_name = {j.cand.name: k for k, j in enumerate(walked)}
+    out: dict[int, Group] = {}
+    for k, j in enumerate(walked):
+        rev = reverse.get(j.cand.name)
+        if j.outcome.verdict is Verdict.REPRESENTED or rev is None or not rev.applies or rev.tree == base_tree:
+            continue
+        later = [walked[by_name[n]].outcome for n in rev.later]
+        if not later or not all(o.verdict is Verdict.REPRESENTED for o in later):
+            continue
+        entries = ctx.files.entries(rev.tree, j.cand.paths)
+        if not judging.contain(j.cand.changes, entries, ctx.files).all_present:
+            continue
+        by = list(dict.fromkeys(c for o in later for c in o.represented_by))
+        names = [j.cand.name, *rev.later[::-1]]
+        how = "its lines are in the base once the later patches it has are taken out: they changed its lines"
+        out[k] = Group([k], by, how, names)
+    return out

@@ -1,0 +1,258 @@
+"""``ggstack check`` on the shapes real history has: each class of error found
+on real repositories (release-branch backports, squash-merged fork branches)
+as the smallest history that reproduces it, and a test per rule of the
+verdict table.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from gitrepo import GitRepo
+from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text, world  # noqa: F401  (world: the fixture)
+
+from ggstack import check, git, series
+from ggstack.check.rules import RULES
+from ggstack.model import Recommendation, Verdict
+
+FUNC = [
+    "def area(w, h):",
+    "    return w * h",
+    "",
+    "def perimeter(w, h):",
+    "    return 2 * (w + h)",
+    "",
+]
+
+
+def stack_of(world: GitRepo, *commits: str):
+    repo = git.Repository(str(world.path))
+    patches = world.path / "patches"
+    if not (patches / "s").exists():
+        series.init(str(patches), "s", "owner/repo", "main")
+    stack = series.import_commits(repo, series.load(str(patches), "s"), list(commits))
+    series.save(stack)
+    return repo, series.load(str(patches), "s")
+
+
+def check_stack(world: GitRepo, *commits: str):
+    repo, stack = stack_of(world, *commits)
+    return {o.name[:4]: o for o in check.stack(repo, stack, "main").outcomes}
+
+
+# -- a fork's branch that upstream squash-merged ------------------------------------------------
+
+
+def _three_on_a_branch(world: GitRepo) -> list[str]:
+    """A branch of three commits on one file: each changes what the one before added."""
+    world.git("checkout", "-q", "-b", "feature", "main")
+    a = world.commit("add rate limiter", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 10"]))})
+    b = world.commit("tune the limit", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 25", "burst = 5"]))})
+    c = world.commit(
+        "use the limiter",
+        {"f.txt": text(edited(LINES, l10=["line 10", "limit = 25", "burst = 5"], l30="check(limit, burst)"))},
+    )
+    world.git("checkout", "-q", "main")
+    return [a, b, c]
+
+
+def test_a_squash_merged_branch_is_represented_by_its_squash_commit_member_by_member(world: GitRepo) -> None:
+    other = on(world, "fork", "unrelated fork work", {"other.txt": "fork only\n"})
+    members = _three_on_a_branch(world)
+    world.commit("upstream moves on", {"up.txt": "u\n"}, author=OTHER)
+    world.git("merge", "-q", "--squash", "feature")
+    world.git("commit", "-q", "-m", "Rate limiter (#4242)")
+    squash = world.sha("HEAD")
+    world.commit("upstream moves on again", {"up.txt": "v\n"}, author=OTHER)
+    v = check_stack(world, other, *members)
+    assert v["0001"].verdict is Verdict.UNIQUE
+    for name in ("0002", "0003", "0004"):
+        o = v[name]
+        assert o.verdict is Verdict.REPRESENTED, (name, o.evidence)
+        assert o.represented_by == [squash]
+        assert o.recommendation is Recommendation.DO_NOT_OPEN
+        assert rule(o) == "series"
+        assert o.group == [v["0002"].name, v["0003"].name, v["0004"].name]
+        group = kinds(o)["group"][0]
+        assert group.detail.startswith(f"{v['0002'].name}–{v['0004'].name} together are in the base as {squash[:10]}")
+        assert "patch-id" in group.detail
+    # Alone, the first member conflicts: the squash changed its line again.
+    assert v["0002"].applied.value == "conflict"
+
+
+def test_a_branch_folded_into_a_bigger_commit_is_represented_by_it(world: GitRepo) -> None:
+    members = _three_on_a_branch(world)
+    world.commit("upstream moves on", {"up.txt": "u\n"}, author=OTHER)
+    folded = world.commit(
+        "Lifecycle rework (#77)",
+        {
+            "f.txt": text(
+                edited(LINES, l1="LINE ONE", l10=["line 10", "limit = 25", "burst = 5"], l30="check(limit, burst)")
+            ),
+            "lifecycle.py": "def start():\n    return 1\n",
+        },
+        author=OTHER,
+    )
+    v = check_stack(world, *members)
+    for o in v.values():
+        assert o.verdict is Verdict.REPRESENTED, (o.name, o.evidence)
+        assert folded in o.represented_by
+        assert o.recommendation is Recommendation.DO_NOT_OPEN
+
+
+def test_a_run_is_not_represented_when_only_part_of_it_is_there(world: GitRepo) -> None:
+    members = _three_on_a_branch(world)
+    world.commit(
+        "only the first two, squashed", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 25", "burst = 5"]))}
+    )
+    v = check_stack(world, *members)
+    assert v["0001"].verdict is Verdict.REPRESENTED and v["0002"].verdict is Verdict.REPRESENTED
+    assert v["0003"].verdict is Verdict.UNIQUE and v["0003"].recommendation is Recommendation.OPEN_PR
+
+
+# -- release-branch picks: spurious partials, moved code, modified and reverted picks ------------
+
+
+def test_a_handful_of_common_lines_is_not_a_partial(world: GitRepo) -> None:
+    """Class: spurious partials. A removal of a line the base never had, and
+    lines that carry no information, are no evidence the base took anything."""
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.commit("release work", {"other.txt": "release\n"})
+    world.git("checkout", "-q", "main")
+    world.commit("main only", {"f.txt": text(edited(LINES, l5=["line 5", "legacy_call()"]))})
+    c = world.commit(
+        "replace the legacy call",
+        {"f.txt": text(edited(LINES, l20=["line 20", "}", "", "new_call(strict=True)"]))},
+    )
+    o = judge(world, c, base="release")
+    assert o.verdict is Verdict.UNIQUE, o.evidence
+    assert o.represented_by == [] and o.represented_fraction == 0.0
+    assert o.recommendation is Recommendation.OPEN_PR
+
+
+def test_lines_already_there_before_the_range_earn_nothing(world: GitRepo) -> None:
+    world.commit("has the line", {"f.txt": text(edited(LINES, l30="    return None"))})
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.commit("release work", {"other.txt": "release\n"})
+    world.git("checkout", "-q", "main")
+    world.commit("main drops it", {"f.txt": text(LINES)})
+    c = world.commit(
+        "bring it back with a fix", {"f.txt": text(edited(LINES, l30="    return None", l35="fixed = True"))}
+    )
+    o = judge(world, c, base="release")
+    assert o.verdict is Verdict.UNIQUE, o.evidence
+    content = kinds(o)["content"][0]
+    assert any(u.get("older_than_range") for u in content.data["units"])
+
+
+def test_an_exact_pick_whose_code_moved_is_represented(world: GitRepo) -> None:
+    """Class: strong signals overruled by the content locator. Same patch-id,
+    its reverse applies, but the code around it moved to another place."""
+    body = [f"step_{i}()" for i in range(8)]
+    lines = [*LINES[:10], "def run():", *body, "", *LINES[10:]]
+    world.commit("run()", {"f.txt": text(lines)})
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.git("checkout", "-q", "main")
+    patched = [*LINES[:10], "def run():", *body[:4], "check_budget()", *body[4:], "", *LINES[10:]]
+    c = world.commit("check the budget in run()", {"f.txt": text(patched)})
+    world.git("checkout", "-q", "release")
+    world.git("cherry-pick", c)
+    pick = world.sha("HEAD")
+    moved = [*LINES, "", "def run():", *body[:4], "check_budget()", *body[4:]]
+    world.commit("move run() to the end", {"f.txt": text(moved)}, author=OTHER)
+    world.git("checkout", "-q", "main")
+    o = judge(world, c, base="release")
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert pick in o.represented_by
+    assert kinds(o)["patch-id"][0].data["match"]
+    assert rule(o) in ("picked", "picked, then modified")
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+
+
+def test_an_exact_pick_modified_later_is_represented_since_modified(world: GitRepo) -> None:
+    c = on(world, "fork", "add a limit", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 10"]))})
+    world.git("cherry-pick", c)
+    pick = world.sha("HEAD")
+    later = world.commit("raise the limit", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 99"]))}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert o.represented_by == [pick]
+    assert rule(o) == "picked, then modified"
+    assert f"since modified by {later[:10]}" in kinds(o)["rule"][0].detail
+    assert kinds(o)["modified"][0].commits == [later]
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+
+
+def test_a_pick_undone_by_hand_is_needed_and_worth_a_look(world: GitRepo) -> None:
+    c = on(world, "fork", "add a limit", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 10"]))})
+    world.git("cherry-pick", "-x", c)
+    # Not git revert, and not the exact reverse either: it takes the line out along with other work.
+    undo = world.commit("rework limits", {"f.txt": text(edited(LINES, l30="limits elsewhere"))}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE
+    assert rule(o) == "picked, then undone?"
+    assert undo[:10] in kinds(o)["rule"][0].detail
+    assert o.recommendation is Recommendation.HUMAN_LOOK
+
+
+def test_a_pick_that_left_a_hunk_out_is_partial_by_the_pick(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l5="line five", l20="line twenty"))})
+    world.commit(f"fix (backport)\n\n(cherry picked from commit {c})", {"f.txt": text(edited(LINES, l5="line five"))})
+    pick = world.sha("HEAD")
+    o = judge(world, c)
+    assert o.verdict is Verdict.PARTIAL
+    assert rule(o) == "adapted pick"
+    assert pick in o.represented_by
+    assert "+line twenty" in (o.remaining_diff or "")
+
+
+def test_a_pick_reverted_then_picked_again_is_represented_by_the_second_pick(world: GitRepo) -> None:
+    c = on(world, "fork", "add a limit", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 10"]))})
+    world.git("cherry-pick", c)
+    world.git("revert", "--no-edit", "HEAD")
+    world.git("cherry-pick", c)
+    again = world.sha("HEAD")
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED and again in o.represented_by
+    assert rule(o) == "picked"
+
+
+# -- the rest of the table --------------------------------------------------------------------------
+
+
+def test_an_empty_replay_is_represented_though_the_lines_are_elsewhere(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l20="line twenty"))})
+    world.git("mv", "f.txt", "g.txt")
+    world.commit("rename f to g")
+    world.commit("the same fix, upstream", {"g.txt": text(edited(LINES, l20="line twenty"))}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert rule(o) == "empty replay"
+    assert kinds(o)["empty"][0].data["empty"] is True
+
+
+def test_a_base_commit_with_the_same_subject_is_a_hint_not_a_verdict(world: GitRepo) -> None:
+    c = on(world, "fork", "Fix the flaky scheduler test (#512)", {"f.txt": text(edited(LINES, l20="line twenty"))})
+    same = world.commit("[1.2.x] Fix the flaky scheduler test (#513)", {"other.txt": "a different fix\n"})
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE
+    assert rule(o) == "signals disagree"
+    assert kinds(o)["hint"][0].commits == [same]
+    assert o.recommendation is Recommendation.HUMAN_LOOK
+
+
+def test_every_rule_of_the_table_is_in_the_readme_and_has_a_test() -> None:
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    tests = "".join(p.read_text() for p in (root / "tests").glob("test_check*.py"))
+    for name, words, _, _ in RULES:
+        assert f"| {name} |" in readme, name
+        assert words.split(" → ")[0][:40] in readme.replace("\n", " "), name
+        assert re.search(rf'rule\(o\) (==|in) .*"{re.escape(name)}"', tests), f"no test asserts rule {name!r}"
+
+
+@pytest.mark.parametrize("name", [r[0] for r in RULES])
+def test_rule_names_are_unique(name: str) -> None:
+    assert [r[0] for r in RULES].count(name) == 1
