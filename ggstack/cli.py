@@ -346,10 +346,18 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     help="Judge the commits given as arguments (STACK is then the first of them), each on its own.",
 )
 @click.argument("more", nargs=-1)
+@click.option(
+    "--no-cache",
+    "no_cache",
+    is_flag=True,
+    help="Judge again even where verdicts for this base and these patches are kept under the git dir.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON (the documented shape).")
 @click.pass_obj
 @handled
-def check(obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tuple[str, ...], as_json: bool) -> None:
+def check(
+    obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tuple[str, ...], no_cache: bool, as_json: bool
+) -> None:
     """Is each patch already represented in the base — by which commits, on what evidence?
 
     A stack is judged cumulatively in merge order (each patch on the base plus
@@ -371,7 +379,7 @@ def check(obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tu
             raise UserError("--commits needs at least one commit")
         if not onto:
             raise UserError("--commits needs --onto <base ref>")
-        run = checking.commits(obj.repo, revs, onto)
+        run = checking.commits(obj.repo, revs, onto, use_cache=not no_cache)
     else:
         if not stack:
             raise UserError("name a stack (see `ggstack list`), or judge commits with --commits")
@@ -379,7 +387,7 @@ def check(obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tu
             raise UserError(f"unexpected arguments {' '.join(more)} (did you mean --commits?)")
         s = obj.stack(stack)
         with StageProgress(len(s.patches), "check") as progress:
-            run = checking.stack(obj.repo, s, onto or s.config.target.base, progress=progress)
+            run = checking.stack(obj.repo, s, onto or s.config.target.base, progress=progress, use_cache=not no_cache)
     if as_json:
         print_json(run.to_json())
     else:

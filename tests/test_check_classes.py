@@ -14,7 +14,7 @@ from gitrepo import GitRepo
 from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text, world  # noqa: F401  (world: the fixture)
 
 from ggstack import check, git, series
-from ggstack.check.rules import RULES
+from ggstack.check.rules import RULES, markdown_table
 from ggstack.model import Recommendation, Verdict
 
 FUNC = [
@@ -186,7 +186,7 @@ def test_an_exact_pick_modified_later_is_represented_since_modified(world: GitRe
 
 
 def test_a_pick_undone_by_hand_is_needed_and_worth_a_look(world: GitRepo) -> None:
-    c = on(world, "fork", "add a limit", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 10"]))})
+    c = on(world, "fork", "set a limit", {"f.txt": text(edited(LINES, l10="limit = 10"))})
     world.git("cherry-pick", "-x", c)
     # Not git revert, and not the exact reverse either: it takes the line out along with other work.
     undo = world.commit("rework limits", {"f.txt": text(edited(LINES, l30="limits elsewhere"))}, author=OTHER)
@@ -219,6 +219,63 @@ def test_a_pick_reverted_then_picked_again_is_represented_by_the_second_pick(wor
     assert rule(o) == "picked"
 
 
+def test_a_pick_whose_news_fragment_the_release_deleted_is_represented(world: GitRepo) -> None:
+    """Class: picked, then modified — towncrier removes changelog/<N>.*.rst at each release."""
+    c = on(
+        world,
+        "fork",
+        "Fix the summary (#12531)",
+        {"f.txt": text(edited(LINES, l20="line twenty")), "changelog/12531.bugfix.rst": "Fixed the summary.\n"},
+    )
+    world.git("cherry-pick", "-x", c)
+    pick = world.sha("HEAD")
+    release = world.commit("Prepare release 8.2.3", {"changelog/12531.bugfix.rst": None}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert o.represented_by == [pick] and rule(o) == "picked, then modified"
+    assert release[:10] in kinds(o)["rule"][0].detail
+    assert o.remaining_diff is None and o.recommendation is Recommendation.DO_NOT_OPEN
+
+
+def test_a_pick_of_a_change_that_moves_lines_is_represented(world: GitRepo) -> None:
+    """Class: a removed line the same patch adds back elsewhere (a sort) is not "still there"."""
+    entries = ["   alpha", "   gamma", "   beta", "   delta"]
+    world.commit("toctree", {"index.rst": text(["Contents", "", ".. toctree::", "", *entries, "", "End"])})
+    world.git("branch", "-f", "fork", "HEAD")
+    ordered = sorted(entries)
+    c = on(
+        world,
+        "fork",
+        "sort the toctree",
+        {"index.rst": text(["Contents", "", ".. toctree::", "", *ordered, "", "End"])},
+    )
+    world.commit("unrelated", {"other.txt": "x\n"})
+    world.commit(
+        "sorted upstream too",
+        {"index.rst": text(["Contents", "", ".. toctree::", "", *ordered, "", "End"])},
+        author=OTHER,
+    )
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+
+
+def test_an_exact_pick_in_a_file_of_repeated_blocks_is_represented(world: GitRepo) -> None:
+    """Class: strong signals overruled — a changelog whose sections repeat the same lines."""
+    section = ["Bug fixes", "---------", "", "- a fix", ""]
+    lines = []
+    for v in ("8.3.2", "8.3.1", "8.3.0"):
+        lines += [f"pytest {v}", "=" * 12, "", *section]
+    world.commit("changelog", {"changelog.rst": text(lines)})
+    world.git("branch", "-f", "fork", "HEAD")
+    patched = list(lines)
+    patched.insert(len(lines) - 2, "- the fix of the user tag")
+    c = on(world, "fork", "doc/changelog: update user tag", {"changelog.rst": text(patched)})
+    world.commit("unrelated", {"other.txt": "x\n"})
+    world.git("cherry-pick", c)
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED and rule(o) == "picked"
+
+
 # -- the rest of the table --------------------------------------------------------------------------
 
 
@@ -247,12 +304,47 @@ def test_every_rule_of_the_table_is_in_the_readme_and_has_a_test() -> None:
     root = Path(__file__).resolve().parent.parent
     readme = (root / "README.md").read_text()
     tests = "".join(p.read_text() for p in (root / "tests").glob("test_check*.py"))
-    for name, words, _, _ in RULES:
-        assert f"| {name} |" in readme, name
-        assert words.split(" → ")[0][:40] in readme.replace("\n", " "), name
+    assert markdown_table() in readme, "README's verdict table differs from ggstack/check/rules.py"
+    for name, _, _, _ in RULES:
         assert re.search(rf'rule\(o\) (==|in) .*"{re.escape(name)}"', tests), f"no test asserts rule {name!r}"
 
 
 @pytest.mark.parametrize("name", [r[0] for r in RULES])
 def test_rule_names_are_unique(name: str) -> None:
     assert [r[0] for r in RULES].count(name) == 1
+
+
+# -- reruns ----------------------------------------------------------------------------------------
+
+
+def _git_calls(trace: Path) -> list[str]:
+    return [line for line in trace.read_text().splitlines() if "trace: built-in: git" in line]
+
+
+def test_a_rerun_on_the_same_base_reads_the_kept_verdicts(world: GitRepo, tmp_path: Path) -> None:
+    from gitrepo import run_ggstack
+
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    world.git("cherry-pick", c)
+    first_trace, second_trace = tmp_path / "first.trace", tmp_path / "second.trace"
+    args = ("check", "--onto", "main", "--commits", c, "--json")
+    first = run_ggstack(*args, cwd=world.path, env={"GIT_TRACE": str(first_trace)})
+    second = run_ggstack(*args, cwd=world.path, env={"GIT_TRACE": str(second_trace)})
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert first.stdout == second.stdout
+    assert any(" log " in line for line in _git_calls(first_trace))
+    assert not any(" log " in line or "merge-tree" in line for line in _git_calls(second_trace))
+    again = run_ggstack(*args, "--no-cache", cwd=world.path, env={"GIT_TRACE": str(second_trace)})
+    assert again.stdout == first.stdout and any(" log " in line for line in _git_calls(second_trace))
+    # A kept file that is not what ggstack wrote is only a lost cache.
+    for kept in (world.path / ".git" / "ggstack" / "cache" / "check").iterdir():
+        kept.write_text("{not json")
+    assert run_ggstack(*args, cwd=world.path).stdout == first.stdout
+
+
+def test_a_changed_patch_or_a_moved_base_is_judged_again(world: GitRepo) -> None:
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
+    repo, stack = stack_of(world, c)
+    assert check.stack(repo, stack, "main").outcomes[0].verdict is Verdict.UNIQUE
+    world.git("cherry-pick", c)
+    assert check.stack(repo, stack, "main").outcomes[0].verdict is Verdict.REPRESENTED

@@ -13,6 +13,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ggstack import diff, git, replay
+from ggstack.check import cache
 from ggstack.check import judge as judging
 from ggstack.check.containment import applies, reverse_applies
 from ggstack.check.files import Files
@@ -24,7 +25,7 @@ from ggstack.errors import UserError
 from ggstack.model import Applied, Outcome, Run, Verdict
 
 
-def commits(repo: git.Repository, shas: list[str], base_ref: str) -> Run:
+def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: bool = True) -> Run:
     base = replay.resolve_base(repo, None, base_ref)
     infos = list({i.sha: i for i in repo.commit_infos(shas)}.values())
     for info in infos:
@@ -33,13 +34,40 @@ def commits(repo: git.Repository, shas: list[str], base_ref: str) -> Run:
     run = Run(stack=None, base_ref=base_ref, base=base)
     if not infos:
         return run
+    k = cache.key(["commits", base, *(i.sha for i in infos)])
+    if not (use_cache and cache.load(repo, k, run)):
+        _judge(repo, base, infos, run)
+        if cache.worth_keeping(run):
+            cache.save(repo, k, run)
+    run.stages["check"] = "ok"
+    return run
+
+
+def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run) -> None:
     run.merge_base = repo.merge_base(base, infos[0].sha)
     diffs = repo.diffs_of_commits([(i.sha, i.parents[0]) for i in infos])
     cands = [_candidate(i, diffs[i.sha]) for i in infos]
     authors = {i.sha[:12]: i.author_email for i in infos}
+    base_tree = repo.resolve(base, "tree")
+    ctx, entries = _read(repo, base, base_tree, cands)
+    contents = judging.measure_content(ctx, cands, base_tree)
+    idents = judging.identify(ctx, cands)
+    measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
+    steps = _replay_all(repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
+    for cand, content, m in zip(cands, contents, measured, strict=True):
+        m = m or Measured(
+            content, steps[cand.commit], reverse=reverse_applies(cand.changes, _mine(cand, entries), ctx.files)
+        )
+        run.outcomes.append(_outcome(ctx, cand, idents[cand.name], m, authors[cand.name], base_tree))
+    judging.name_commits(repo, run)
+
+
+def _read(
+    repo: git.Repository, base: str, base_tree: str, cands: list[Candidate]
+) -> tuple[Context, dict[str, tuple[str, str]]]:
+    """The range scan and the base's files, side by side: the range is git's work
+    (log, diff-tree | patch-id), reading the base's files is ours."""
     paths = sorted({p for c in cands for p in c.paths})
-    keysets = {frozenset(c.paths) for c in cands}
-    # The range is git's work (log, diff-tree | patch-id); reading the base's files is ours: side by side.
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(
             scan,
@@ -49,34 +77,25 @@ def commits(repo: git.Repository, shas: list[str], base_ref: str) -> Run:
             paths,
             [(c.commit, c.parent) for c in cands],
             [s for c in cands for s in c.sources],
-            keysets,
+            {frozenset(c.paths) for c in cands},
         )
-        base_tree = repo.resolve(base, "tree")
         files = Files(repo)
         entries = files.entries(base_tree, paths)
         files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
         history = pending.result()
-    ctx = Context(repo, history, files)
-    contents = judging.measure_content(ctx, cands, base_tree)
-    idents = judging.identify(ctx, cands)
-    measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
-    steps = _replay_all(repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
-    for cand, content, m in zip(cands, contents, measured, strict=True):
-        m = m or Measured(
-            content, steps[cand.commit], reverse=reverse_applies(cand.changes, _mine(cand, entries), files)
-        )
-        outcome = Outcome(name=cand.name, subject=cand.subject, stack_patch_id=cand.spid, source_commit=cand.commit)
-        decision, evidence = judging.judge(ctx, cand, idents[cand.name], m, author=authors[cand.name])
-        judging.record_step(outcome, m.step)
-        if m.step is None and m.applies:
-            outcome.applied = Applied.APPLIED
-        judging.settle(outcome, decision, evidence, m.content)
-        if outcome.verdict is Verdict.PARTIAL:
-            outcome.remaining_diff = remaining_diff(repo, base_tree, cand.changes, m.content, files)
-        run.outcomes.append(outcome)
-    judging.name_commits(repo, run)
-    run.stages["check"] = "ok"
-    return run
+    return Context(repo, history, files), entries
+
+
+def _outcome(ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str, base_tree: str) -> Outcome:
+    outcome = Outcome(name=cand.name, subject=cand.subject, stack_patch_id=cand.spid, source_commit=cand.commit)
+    decision, evidence = judging.judge(ctx, cand, ident, m, author=author)
+    judging.record_step(outcome, m.step)
+    if m.step is None and m.applies:
+        outcome.applied = Applied.APPLIED
+    judging.settle(outcome, decision, evidence, m.content)
+    if outcome.verdict is Verdict.PARTIAL:
+        outcome.remaining_diff = remaining_diff(ctx.repo, base_tree, cand.changes, m.content, ctx.files)
+    return outcome
 
 
 def _candidate(info: git.CommitInfo, raw: bytes) -> Candidate:

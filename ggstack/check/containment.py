@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import difflib
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ggstack.check.files import Files, is_text
@@ -191,6 +192,9 @@ def _block_units(fc: FileChange, pre: list[str], base: list[str]) -> list[Unit]:
     units: list[Unit] = []
     pmap: list[int | None] | None = None
     anywhere = {line.rstrip() for line in base}
+    # Lines the patch takes out at one place and puts in at another (a sort, a move):
+    # that they are still in the file says nothing; their new place is judged with the added lines.
+    moved = set(_removed(fc)) & set(_added(fc))
     for i, hunk in enumerate(fc.hunks):
         for block in hunk.blocks:
             weight = informative(block.removed + block.added)
@@ -200,7 +204,7 @@ def _block_units(fc: FileChange, pre: list[str], base: list[str]) -> list[Unit]:
                 continue
             if pmap is None:
                 pmap = align(pre, base)
-            units.append(judge_block(fc.path, hunk, i, block, pre, base, pmap))
+            units.append(judge_block(fc.path, hunk, i, block, pre, base, pmap, moved))
     return units
 
 
@@ -289,17 +293,25 @@ def window(block: Block, pre: list[str], base: list[str], pmap: list[int | None]
 
 
 def judge_block(
-    path: str, hunk: Hunk, index: int, block: Block, pre: list[str], base: list[str], pmap: list[int | None]
+    path: str,
+    hunk: Hunk,
+    index: int,
+    block: Block,
+    pre: list[str],
+    base: list[str],
+    pmap: list[int | None],
+    moved: AbstractSet[str] = frozenset(),
 ) -> Unit:
     start, end = window(block, pre, base, pmap)
     place = base[start:end]
     unit = Unit(path, hunk.label, informative(block.removed + block.added), False, "", index, block)
     unit.window = (start, end)
-    still = [pmap[i] for i in range(block.p0, min(block.p1, len(pre))) if pmap[i] is not None]
+    gone = [s for s in block.removed if s not in moved]
+    still = [pmap[i] for i in range(block.p0, min(block.p1, len(pre))) if pmap[i] is not None and pre[i] not in moved]
     if still:
         unit.reason = f"its removed lines are still in the base (line {(still[0] or 0) + 1})"
         return unit
-    if block.removed and find_run(place, block.removed, strip=True) is not None:
+    if gone and len(gone) == len(block.removed) and find_run(place, block.removed, strip=True) is not None:
         unit.reason = "its removed lines are still at its place in the base"
         return unit
     if not block.added:

@@ -42,20 +42,24 @@ def remaining_diff(
     simple = True
     for fc in change_set:
         gone = [u for u in content.units if u.path == fc.path and not u.present]
-        if not gone:
-            continue
-        whole = _whole_file_change(fc, gone, entries)
+        whole = _whole_file_change(fc, gone, entries) if gone else None
         if whole is not None:
             changes.update(whole)
             simple = False
-            continue
-        edit, renamed_from = _edit(fc, gone, content, entries, files)
-        if renamed_from:
-            changes[renamed_from] = None
-        simple = simple and not renamed_from and _plain(edit, entries, files)
-        edits.append(edit)
+        elif gone:
+            edit, renamed_from = _edit(fc, gone, content, entries, files)
+            if renamed_from:
+                changes[renamed_from] = None
+            simple = simple and not renamed_from and _plain(edit, entries, files)
+            edits.append(edit)
     if simple and edits:
         return _unified(edits) or None
+    return _through_git(repo, tree, changes, edits)
+
+
+def _through_git(
+    repo: git.Repository, tree: str, changes: dict[str, tuple[str, str] | None], edits: list[_Edit]
+) -> str | None:
     shas = repo.hash_blobs([e.data for e in edits])
     for e, sha in zip(edits, shas, strict=True):
         changes[e.path] = (e.mode, sha)
@@ -84,27 +88,39 @@ def _edit(
     base_path = content.base_paths.get(fc.path, fc.new_path)
     mode, blob = entries[base_path]
     lines = list(files.lines(blob))
-    before = list(lines)
     data = files.blob(blob) or b""
-    if any(u.block is not None and u.window is None for u in gone):
-        pre = files.lines(fc.old_blob)
-        pmap = align(pre, lines)
-        for u in gone:
-            if u.block is not None and u.window is None:
-                u.window = window(u.block, pre, lines, pmap)
-    last = None
-    for u in sorted((u for u in gone if u.block is not None), key=lambda u: u.window or (0, 0), reverse=True):
-        start, end = _replacement(u, lines)
-        if last is not None and end > last:
-            continue  # overlapping places: keep the lower one, the diff stays applicable
-        assert u.block is not None
-        lines[start:end] = u.block.added
-        last = start
+    _place(fc, gone, lines, files)
+    after = _put_back(gone, lines)
     if "mode" in {u.what for u in gone} and fc.new_mode:
         mode = fc.new_mode
-    text = "\n".join(lines) + ("\n" if lines and (data.endswith(b"\n") or not data) else "")
-    edit = _Edit(fc.new_path, mode, blob, before, lines, text.encode("utf-8", "surrogateescape"))
+    text = "\n".join(after) + ("\n" if after and (data.endswith(b"\n") or not data) else "")
+    edit = _Edit(fc.new_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"))
     return edit, base_path if base_path != fc.new_path else None
+
+
+def _place(fc: FileChange, gone: list[Unit], lines: list[str], files: Files) -> None:
+    """The place in the base's file of each missing block not judged at one (not even in the file)."""
+    if not any(u.block is not None and u.window is None for u in gone):
+        return
+    pre = files.lines(fc.old_blob)
+    pmap = align(pre, lines)
+    for u in gone:
+        if u.block is not None and u.window is None:
+            u.window = window(u.block, pre, lines, pmap)
+
+
+def _put_back(gone: list[Unit], lines: list[str]) -> list[str]:
+    """``lines`` with every missing block's added lines at its place, from the bottom up."""
+    out = list(lines)
+    last = None
+    for u in sorted((u for u in gone if u.block is not None), key=lambda u: u.window or (0, 0), reverse=True):
+        assert u.block is not None
+        start, end = _replacement(u, out)
+        if last is not None and end > last:
+            continue  # overlapping places: keep the lower one, the diff stays applicable
+        out[start:end] = u.block.added
+        last = start
+    return out
 
 
 def _plain(e: _Edit, entries: dict[str, tuple[str, str]], files: Files) -> bool:

@@ -105,7 +105,10 @@ def _picked(f: Facts) -> Decision:
 
 
 def _picked_then_undone(f: Facts) -> bool:
-    return bool(f.live) and not any(u.present for u in f.content.units) and f.replay is Applied.APPLIED
+    """Its removed lines are back and its added ones gone: the base looks like before the pick.
+    (A pick whose additions were only deleted since — a release removing news fragments — is modified.)"""
+    changed = any(u.block is not None and u.block.removed for u in f.content.units)
+    return bool(f.live) and changed and not any(u.present for u in f.content.units) and f.replay is Applied.APPLIED
 
 
 def _undone_by_hand(f: Facts) -> Decision:
@@ -276,7 +279,7 @@ RULES: tuple[Rule, ...] = (
     ),
     (
         "picked, then undone?",
-        "an exact pick, but none of its lines are left and it applies again → unique, human look",
+        "an exact pick, but its removed lines are back, its added ones gone, and it applies again → unique, human look",
         _picked_then_undone,
         _undone_by_hand,
     ),
@@ -369,3 +372,12 @@ def _unjudged(f: Facts) -> Decision:
         [],
         "its pre-image is not in this repository, so its lines were not compared",
     )
+
+
+def markdown_table() -> str:
+    """The table as the README prints it (a test holds the README to it)."""
+    rows = ["| rule | when | verdict, recommendation |", "|---|---|---|"]
+    for name, words, _, _ in RULES:
+        when, _, then = words.partition(" → ")
+        rows.append(f"| {name} | {when} | {then} |")
+    return "\n".join(rows) + "\n"

@@ -7,8 +7,8 @@ typed fact the verdict table decides on, and as ``Evidence`` in words.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from ggstack import git, replay
 from ggstack.check.containment import Containment
@@ -68,7 +68,7 @@ def identity(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
     live = [m for m in matches if not m.undone_by]
     says = Says.PRESENT if live else Says.UNDONE
     commits = [m.commit for m in live] or [c for m in matches for c in m.undone_by]
-    data = {"match": bool(live)}
+    data: dict[str, Any] = {"match": bool(live)}
     if not live:
         data["reverted_by"] = list(dict.fromkeys(commits))
     return matches, Evidence(Signal.IDENTITY, "; ".join(facts), list(dict.fromkeys(commits)), data=data, says=says)
@@ -176,7 +176,12 @@ def content(c: Containment) -> Evidence:
     if not c.units:
         detail = "the patch changes nothing: there is nothing to bring into the base"
         return Evidence(Signal.CONTENT, detail, fraction=1.0, data={"units": []}, says=Says.PRESENT)
-    units = [
+    detail, says = _content_words(c)
+    return Evidence(Signal.CONTENT, detail, fraction=round(c.fraction, 4), data={"units": _units(c)}, says=says)
+
+
+def _units(c: Containment) -> list[dict[str, Any]]:
+    return [
         {
             "path": u.path,
             "what": u.what,
@@ -188,46 +193,45 @@ def content(c: Containment) -> Evidence:
         }
         for u in c.units
     ]
+
+
+def _content_words(c: Containment) -> tuple[str, Says]:
     counted = c.counted
     present = sum(1 for u in counted if u.present)
-    pct = round(100 * c.fraction)
     missing = "; ".join(f"{u.path}: {u.what}: {u.reason}" for u in counted if not u.present)
     older = sum(1 for u in counted if u.present and not u.earned)
     tail = f" ({older} of them already there before the range: no evidence)" if older else ""
     if c.all_present:
         ws = ", ignoring trailing whitespace" if any(u.whitespace for u in counted) else ""
+        pct = round(100 * c.fraction)
         detail = (
             f"all {len(counted)} changes present in the base ({pct}% of informative lines brought by base commits){ws}"
         )
         whole = [u.reason for u in counted if u.block is None]
         detail += (": " + "; ".join(dict.fromkeys(whole)) if whole else "") + tail
-        says = Says.PRESENT if c.all_earned else Says.NOTHING
-    elif present:
-        detail = f"{present} of {len(counted)} changes present{tail}; missing: {missing}"
-        says = Says.NOTHING
-    else:
-        detail = f"none of its {len(counted)} changes is in the base: {missing}"
-        says = Says.ABSENT
-    return Evidence(Signal.CONTENT, detail, fraction=round(c.fraction, 4), data={"units": units}, says=says)
+        return detail, Says.PRESENT if c.all_earned else Says.NOTHING
+    if present:
+        return f"{present} of {len(counted)} changes present{tail}; missing: {missing}", Says.NOTHING
+    return f"none of its {len(counted)} changes is in the base: {missing}", Says.ABSENT
 
 
 def blame(c: Containment) -> Evidence | None:
     """Which base commits brought the present lines in, with shares of the informative lines."""
-    counts: Counter[str] = Counter()
-    older = 0
+    counts: dict[str, float] = {}
+    older = 0.0
     for u in c.counted:
         if not u.present:
             continue
         weight = max(u.weight, 1)
         if u.by:
             for sha in u.by:
-                counts[sha] += weight / len(u.by)
+                counts[sha] = counts.get(sha, 0.0) + weight / len(u.by)
         else:
             older += weight
     total = sum(counts.values()) + older
     if not total or not counts:
         return None
-    shares = {sha: round(n / total, 4) for sha, n in counts.most_common()}
+    shares = {sha: round(n / total, 4) for sha, n in sorted(counts.items(), key=lambda kv: -kv[1])}
     if not older and len(shares) == 1:
         detail = f"100% of added lines come from {next(iter(shares))[:10]}"
     else:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ggstack import diff, git, replay
-from ggstack.check import groups
+from ggstack.check import cache, groups
 from ggstack.check import judge as judging
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
@@ -21,7 +21,7 @@ from ggstack.check.history import scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.remaining import remaining_diff
 from ggstack.check.signals import Candidate
-from ggstack.model import Applied, Outcome, Run, Stack, Verdict
+from ggstack.model import Applied, Outcome, Patch, Run, Stack, Verdict
 
 Progress = Callable[[int, int, str], None]
 
@@ -38,14 +38,35 @@ class _Judged:
 
 
 def stack(
-    repo: git.Repository, stack: Stack, base_ref: str, *, run: Run | None = None, progress: Progress | None = None
+    repo: git.Repository,
+    stack: Stack,
+    base_ref: str,
+    *,
+    run: Run | None = None,
+    progress: Progress | None = None,
+    use_cache: bool = True,
 ) -> Run:
     base = replay.resolve_base(repo, stack, base_ref)
+    if run is None:
+        run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
+    outcomes = [_outcome(run, patch) for patch in stack.patches]
+    k = cache.key(["stack", stack.name, base, *(x for p in stack.patches for x in (p.name, p.raw))])
+    if use_cache and cache.load(repo, k, run):
+        run.stages["check"] = "ok"
+        return run
+    _judge(repo, stack, base, run, outcomes, progress)
+    if cache.worth_keeping(run):
+        cache.save(repo, k, run)
+    run.stages["check"] = "ok"
+    return run
+
+
+def _judge(
+    repo: git.Repository, stack: Stack, base: str, run: Run, outcomes: list[Outcome], progress: Progress | None
+) -> None:
     picks = replay.materialize(repo, stack)
     parents = [p.parent for p in picks if p.parent]
     merge_base = repo.merge_base(base, parents[0]) if parents else None
-    if run is None:
-        run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
     run.merge_base = merge_base
     cands = [_candidate(p) for p in picks]
     history = scan(
@@ -64,7 +85,7 @@ def stack(
     idents = judging.identify(ctx, whole)
     base_tree = repo.resolve(base, "tree")
     reverse = _cumulative_reverse(repo, base_tree, picks)
-    walked = _walk(ctx, run, picks, cands, idents, squashed, reverse, progress)
+    walked = _walk(ctx, run, picks, cands, outcomes, idents, squashed, reverse, progress)
     _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree)
     for j in walked:
         if j.outcome.verdict is Verdict.PARTIAL:
@@ -72,8 +93,6 @@ def stack(
         else:
             j.outcome.remaining_diff = None
     judging.name_commits(repo, run)
-    run.stages["check"] = "ok"
-    return run
 
 
 def _candidate(pick: replay.Pick) -> Candidate:
@@ -104,6 +123,7 @@ def _walk(
     run: Run,
     picks: Sequence[replay.Pick],
     cands: Sequence[Candidate],
+    outcomes: list[Outcome],
     idents: dict[str, Identified],
     squashed: dict[int, Group],
     reverse: dict[str, _Reversal],
@@ -113,7 +133,7 @@ def _walk(
     walked: list[_Judged] = []
     try:
         for i, (pick, cand) in enumerate(zip(picks, cands, strict=True)):
-            outcome = _outcome(run, pick)
+            outcome = outcomes[i]
             tip_tree = replayer.tip_tree
             content = judging.measure_content(ctx, [cand], tip_tree)[0]
             step = replayer.try_pick(pick)
@@ -136,13 +156,12 @@ def _walk(
     return walked
 
 
-def _outcome(run: Run, pick: replay.Pick) -> Outcome:
+def _outcome(run: Run, patch: Patch) -> Outcome:
     """The outcome ``apply`` left for this patch (its branch and conflict stay), or a new one."""
-    assert pick.patch is not None
     try:
-        outcome = run.outcome(pick.name)
+        outcome = run.outcome(patch.name)
     except KeyError:
-        outcome = replay.outcome_of(pick.patch, replay.Step(Applied.SKIPPED, ""))
+        outcome = replay.outcome_of(patch, replay.Step(Applied.SKIPPED, ""))
         outcome.applied = None
         run.outcomes.append(outcome)
     outcome.evidence = []
