@@ -7,6 +7,7 @@ One handler turns ``UserError`` into exit 2 and ``InfraError`` into exit 3.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ggstack import git, replay, report, secrets, series
+from ggstack import git, replay, report, secrets, series, state
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Run, Stack, Verdict
 
@@ -42,6 +43,17 @@ class Ctx:
 
     def stack(self, name: str) -> Stack:
         return series.load(self.patches_dir, name)
+
+    def editing(self, name: str, command: str) -> contextlib.AbstractContextManager[state.LockInfo]:
+        """The stack's lock, for a command that changes it: load, change and save under it."""
+        series.stack_dir(self.patches_dir, name)  # a bad name is bad input before any lock file is made
+        return state.locked(
+            self.repo, name, command=f"ggstack {command} {name}", wait=state.edit_lock_wait(), warn=warn
+        )
+
+
+def warn(message: str) -> None:
+    err_console.print(f"[yellow]ggstack: warning:[/] {escape(message)}", highlight=False)
 
 
 def console() -> Console:
@@ -152,11 +164,12 @@ def import_(
           --only tests/distributed/test_dcp_a2a.py --original-pr voipmonitor/vllm#130 \\
           --dropped 'CUTLASS version pin' --dropped 'MLA .contiguous() workaround'
     """
-    before = obj.stack(stack)
-    after = series.import_commits(
-        obj.repo, before, revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped
-    )
-    series.save(after)
+    with obj.editing(stack, "import"):
+        before = obj.stack(stack)
+        after = series.import_commits(
+            obj.repo, before, revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped
+        )
+        series.save(after)
     added = after.patches[len(before.patches) :]
     if as_json:
         print_json([_patch_json(p) for p in added])
@@ -241,8 +254,9 @@ def remove(obj: Ctx, stack: str, patch: str) -> None:
     Example:
       ggstack remove gg-clean 2
     """
-    after, victim = series.remove(obj.stack(stack), patch)
-    series.save(after)
+    with obj.editing(stack, "remove"):
+        after, victim = series.remove(obj.stack(stack), patch)
+        series.save(after)
     click.echo(f"removed {victim.name}")
 
 
@@ -259,8 +273,9 @@ def move(obj: Ctx, stack: str, patch: str, to: int) -> None:
     Example:
       ggstack move gg-clean 3 --to 1
     """
-    after = series.move(obj.stack(stack), patch, to)
-    series.save(after)
+    with obj.editing(stack, "move"):
+        after = series.move(obj.stack(stack), patch, to)
+        series.save(after)
     click.echo("\n".join(p.name for p in after.patches))
 
 
@@ -651,8 +666,7 @@ def sync(
     s = obj.stack(stack)
     actions = sync_stage.in_actions(os.environ)
     observer = sync_stage.ActionsObserver(sys.stdout) if actions else _TerminalObserver()
-    warn = lambda message: err_console.print(f"[yellow]ggstack: warning:[/] {escape(message)}", highlight=False)  # noqa: E731
-    with sync_stage.locked(obj.repo, s.name, command=f"ggstack sync {s.name}", warn=warn):
+    with state.locked(obj.repo, s.name, command=f"ggstack sync {s.name}", warn=warn):
         run = sync_stage.sync(
             obj.repo,
             s,

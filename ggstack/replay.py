@@ -44,7 +44,7 @@ import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ggstack import git, series
+from ggstack import git, series, state
 from ggstack.errors import UserError
 from ggstack.model import Applied, Conflict, Outcome, Patch, Run, Stack
 
@@ -427,10 +427,10 @@ def conflict_regions(text: str) -> str:
 
 def replay(repo: git.Repository, picks: Sequence[Pick], onto: str, progress: Progress | None = None) -> list[Step]:
     """Every pick in order onto ``onto``; a conflict is recorded and skipped."""
+    kill_after = state.env_count("GGSTACK_DEBUG_KILL_AFTER")  # a bad value is refused before anything is made
     replayer = Replayer(repo, onto)
     replayer.prepare(picks)
     steps = []
-    kill_after = int(os.environ.get("GGSTACK_DEBUG_KILL_AFTER", "0") or 0)
     try:
         for i, pick in enumerate(picks, 1):
             step = replayer.try_pick(pick)

@@ -7,29 +7,31 @@ for what did not change: an unmodified stack round-trips without a byte
 changed, and a reviewer's diff of ``patches/`` shows only real edits.
 
 Everything is validated before anything is written; a malformed file is a
-``UserError`` naming the file and line. Writes go to temporary files that are
-renamed into place, the ``series`` file last, so it is the commit point.
+``UserError`` naming the file and line. A change to the directory is one
+step that a kill cannot tear (``ggstack.state.commit_dir``), made under the
+stack's lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.parser
 import email.policy
 import fnmatch
 import hashlib
 import os
 import re
-import tempfile
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ggstack import git
+from ggstack import git, state
 from ggstack.diff import DiffError, split_diff
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
 from ggstack.model import Patch, Provenance, PRPolicy, Stack, StackConfig, TargetConfig, TestConfig
+from ggstack.state import write_atomic  # noqa: F401  (other modules write their files through it)
 
 STACK_TOML = "stack.toml"
 SERIES = "series"
@@ -297,17 +299,27 @@ def stack_dir(patches_dir: str, name: str) -> str:
 def list_stacks(patches_dir: str) -> list[str]:
     if not os.path.isdir(patches_dir):
         return []
-    return sorted(d for d in os.listdir(patches_dir) if os.path.isfile(os.path.join(patches_dir, d, STACK_TOML)))
+    return sorted(
+        d
+        for d in os.listdir(patches_dir)
+        if not d.startswith(".")
+        and os.path.isfile(os.path.join(state.readable_dir(os.path.join(patches_dir, d)), STACK_TOML))
+    )
 
 
 def load(patches_dir: str, name: str) -> Stack:
     path = stack_dir(patches_dir, name)
-    toml_path = os.path.join(path, STACK_TOML)
-    if not os.path.isfile(toml_path):
+    where = state.readable_dir(path)
+    if os.path.isdir(os.path.join(where, SERIES)):
+        raise UserError(
+            f"{SERIES} is a directory; it must be the file listing the patches", path=os.path.join(path, SERIES)
+        )
+    files = state.read_dir_files(path)[1] if os.path.isdir(where) else {}
+    if STACK_TOML not in files:
         known = ", ".join(list_stacks(patches_dir)) or "none"
         raise UserError(f"no stack {name!r} in {patches_dir} (stacks: {known}; create one with `ggstack init`)")
-    with open(toml_path, "rb") as f:
-        raw_toml = f.read()
+    toml_path = os.path.join(path, STACK_TOML)
+    raw_toml = files[STACK_TOML]
     try:
         toml_text = raw_toml.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -316,21 +328,11 @@ def load(patches_dir: str, name: str) -> Stack:
         ) from None
     config = parse_config(toml_text, toml_path)
     series_path = os.path.join(path, SERIES)
-    series_raw = b""
-    if os.path.isdir(series_path):
-        raise UserError(f"{SERIES} is a directory; it must be the file listing the patches", path=series_path)
-    if os.path.exists(series_path):
-        with open(series_path, "rb") as f:
-            series_raw = f.read()
-    names = _series_entries(series_raw, series_path, path)
-    patches = []
-    for entry in names:
-        file_path = os.path.join(path, entry)
-        with open(file_path, "rb") as f:
-            patch = parse_patch(f.read(), file_path)
-        patches.append(patch)
+    series_raw = files.get(SERIES, b"")
+    names = _series_entries(series_raw, series_path, files)
+    patches = [parse_patch(files[entry], os.path.join(path, entry)) for entry in names]
     listed = set(names)
-    for fname in sorted(os.listdir(path)):
+    for fname in sorted(files):
         if fname.endswith(".patch") and fname not in listed:
             raise UserError(
                 f"patch file is not in {SERIES} (add it to the series or delete it)", path=os.path.join(path, fname)
@@ -353,7 +355,7 @@ def load(patches_dir: str, name: str) -> Stack:
     return Stack(name=name, path=path, config=config, patches=tuple(patches), series_raw=series_raw)
 
 
-def _series_entries(raw: bytes, series_path: str, stack_path: str) -> list[str]:
+def _series_entries(raw: bytes, series_path: str, files: Collection[str]) -> list[str]:
     entries = []
     for n, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
         line = line.split("#", 1)[0].strip()
@@ -369,7 +371,7 @@ def _series_entries(raw: bytes, series_path: str, stack_path: str) -> list[str]:
             )
         if "/" in entry or entry.startswith("."):
             raise UserError(f"series entry {entry!r} must be a file in the stack directory", path=series_path, line=n)
-        if not os.path.isfile(os.path.join(stack_path, entry)):
+        if entry not in files:
             raise UserError(f"series names {entry!r}, but there is no such file", path=series_path, line=n)
         if entry in entries:
             raise UserError(f"{entry!r} is listed twice", path=series_path, line=n)
@@ -390,50 +392,39 @@ def render_series(stack: Stack) -> bytes:
     return ("\n".join(comments + [p.name for p in stack.patches]) + "\n").encode()
 
 
-def save(stack: Stack) -> None:
-    """Write the stack: changed patch files first, then ``series`` (the commit point),
-    then remove the files the series no longer names."""
-    series_bytes = render_series(stack) if _needs_new_series(stack) else stack.series_raw
-    os.makedirs(stack.path, exist_ok=True)
-    for patch in stack.patches:
-        _write_if_changed(os.path.join(stack.path, patch.name), patch.raw)
-    _write_if_changed(os.path.join(stack.path, SERIES), series_bytes)
+def save(stack: Stack, also: Mapping[str, bytes | None] | None = None) -> bool:
+    """Write the stack as one change (see ``ggstack.state``): the patch files, ``series``,
+    and ``also`` (other files of the stack directory; None deletes), removing the
+    patch files the series no longer names. Returns whether anything changed.
+
+    The caller holds the stack's lock (``state.locked``)."""
     keep = {p.name for p in stack.patches}
-    for fname in os.listdir(stack.path):
-        if fname.endswith(".patch") and fname not in keep:
-            os.unlink(os.path.join(stack.path, fname))
+    series_bytes = (
+        stack.series_raw
+        if _series_entries_or_none(stack.series_raw, keep) == [p.name for p in stack.patches]
+        else render_series(stack)
+    )
+    changes: dict[str, bytes | None] = {p.name: p.raw for p in stack.patches}
+    changes[SERIES] = series_bytes
+    where = state.readable_dir(stack.path)
+    if os.path.isdir(where):
+        for fname in os.listdir(where):
+            if fname.endswith(".patch") and fname not in keep:
+                changes[fname] = None
+    changes.update(also or {})
+    return state.commit_dir(stack.path, changes)
 
 
-def _needs_new_series(stack: Stack) -> bool:
+def _series_entries_or_none(raw: bytes, files: Collection[str]) -> list[str] | None:
     try:
-        return _series_entries(stack.series_raw, "series", stack.path) != [p.name for p in stack.patches]
+        return _series_entries(raw, SERIES, files)
     except UserError:
-        return True
-
-
-def _write_if_changed(path: str, data: bytes) -> None:
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            if f.read() == data:
-                return
-    write_atomic(path, data)
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        return None
 
 
 def init(patches_dir: str, name: str, repo_slug: str, base: str, remote: str = "origin") -> str:
     path = stack_dir(patches_dir, name)
-    if os.path.exists(os.path.join(path, STACK_TOML)):
+    if os.path.exists(os.path.join(state.readable_dir(path), STACK_TOML)):
         raise UserError(f"stack {name!r} already exists", path=path)
     if not re.match(r"^[^/\s]+/[^/\s]+$", repo_slug):
         raise UserError(f"--repo-slug must be owner/name, not {repo_slug!r}")
@@ -442,14 +433,28 @@ def init(patches_dir: str, name: str, repo_slug: str, base: str, remote: str = "
             raise UserError(f"{option} {value!r} is not UTF-8 (stack.toml is UTF-8)")
     text = render_config(repo_slug, base, remote)
     parse_config(text, os.path.join(path, STACK_TOML))  # what init writes must load
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError("cannot create the stack directory: a file is in the way", path=path)
+    made_parent = not os.path.exists(patches_dir)
     try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:  # the patches directory or the stack's own name is a file
-        raise UserError(f"cannot create the stack directory: {e.strerror}", path=path) from None
-    write_atomic(
-        os.path.join(path, SERIES), f"# ggstack series for {name}: one patch a line, in merge order\n".encode()
-    )
-    write_atomic(os.path.join(path, STACK_TOML), text.encode())
+        os.makedirs(patches_dir, exist_ok=True)
+    except OSError as e:  # the patches directory (or a folder above it) is a file
+        raise state.machine_error(e, patches_dir) or UserError(
+            f"cannot create the stack directory: {e.strerror}", path=path
+        ) from None
+    files = {
+        SERIES: f"# ggstack series for {name}: one patch a line, in merge order\n".encode(),
+        STACK_TOML: text.encode(),
+    }
+    try:
+        state.commit_dir(path, files, create=True)
+    except FileExistsError:
+        raise UserError(f"stack {name!r} already exists", path=path) from None
+    except BaseException:
+        if made_parent:
+            with contextlib.suppress(OSError):
+                os.rmdir(patches_dir)  # init leaves nothing behind it did not finish
+        raise
     return path
 
 

@@ -22,11 +22,8 @@ a saved Run gives the same code the bot exited with:
       another sync holds the lock
 ====  =====================================================================
 
-One bot at a time per repository and stack: a lock file under the git dir
-(created with O_EXCL, holding the PID and start time). Creating, inspecting
-and taking over a stale lock happen under a ``flock`` on a guard file, which
-the kernel releases when its holder dies, even by SIGKILL — so two runs can
-never both decide that a dead holder's lock is theirs.
+One bot at a time per repository and stack: the stack's lock
+(``ggstack.state.locked``), the one every command that changes the stack holds.
 
 In GitHub Actions the same Run becomes log groups per stage, ``::error`` /
 ``::warning`` annotations on the patch files, and the Markdown report in the
@@ -36,20 +33,16 @@ step summary; this module writes those, the CLI only chooses where.
 from __future__ import annotations
 
 import contextlib
-import datetime
-import fcntl
-import json
 import os
 import re
-import socket
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TextIO
 
 from ggstack import check, git, replay, report, secrets, series, testing
 from ggstack import pr as pr_stage
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Run, Stack, Verdict
+from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
 
 Progress = Callable[[int, int, str], None]
 
@@ -252,130 +245,6 @@ def _file_safe(name: str) -> str:
 
 
 # -- one bot at a time ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LockInfo:
-    """What the lock file says: who holds it, since when."""
-
-    pid: int
-    started: str  # ISO 8601, UTC
-    host: str
-    proc_start: str | None = None  # /proc/<pid>/stat start time: tells a reused PID apart
-    command: str = ""
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "pid": self.pid,
-            "started": self.started,
-            "host": self.host,
-            "proc_start": self.proc_start,
-            "command": self.command,
-        }
-
-
-def lock_path(repo: git.Repository, stack_name: str) -> str:
-    return os.path.join(repo.state_dir("locks"), _file_safe(stack_name) + ".lock")
-
-
-@contextlib.contextmanager
-def locked(
-    repo: git.Repository, stack_name: str, *, command: str = "ggstack sync", warn: Callable[[str], None] | None = None
-) -> Iterator[LockInfo]:
-    """Hold the stack's lock for the block; InfraError (exit 3) when another live run holds it."""
-    path = lock_path(repo, stack_name)
-    mine = LockInfo(os.getpid(), _now(), socket.gethostname(), _proc_start(os.getpid()), command)
-    with _guard(path):
-        try:
-            _create(path, mine)
-        except FileExistsError:
-            holder = read_lock(path)
-            if holder is not None and _alive(holder):
-                raise InfraError(
-                    f"stack {stack_name!r} is locked by PID {holder.pid} since {holder.started}"
-                    f"{' on ' + holder.host if holder.host != mine.host else ''} ({holder.command or 'ggstack'}); "
-                    f"another sync is running — if it is not, remove {path}"
-                ) from None
-            if warn:
-                who = f"PID {holder.pid} since {holder.started}" if holder else "an unreadable lock file"
-                warn(f"taking over the stale lock of {who} (that process is gone): {path}")
-            os.unlink(path)
-            _create(path, mine)
-    try:
-        yield mine
-    finally:
-        with _guard(path):
-            if read_lock(path) == mine:
-                os.unlink(path)
-
-
-def read_lock(path: str) -> LockInfo | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-        return LockInfo(
-            int(d["pid"]), str(d["started"]), str(d.get("host", "")), d.get("proc_start"), str(d.get("command", ""))
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-@contextlib.contextmanager
-def _guard(path: str) -> Iterator[None]:
-    fd = os.open(path + ".guard", os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the flock
-
-
-def _create(path: str, info: LockInfo) -> None:
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(info.to_json(), f)
-        f.write("\n")
-
-
-def _alive(holder: LockInfo) -> bool:
-    """Is the lock's holder still running? A lock from another host is assumed alive."""
-    if holder.host and holder.host != socket.gethostname():
-        return True
-    try:
-        os.kill(holder.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    start = _proc_start(holder.pid)
-    if start is None:
-        return not _is_zombie(holder.pid)
-    if holder.proc_start is not None and start != holder.proc_start:
-        return False  # the PID was reused by another process
-    return not _is_zombie(holder.pid)
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            text = f.read()
-    except OSError:
-        return None
-    return text.rpartition(")")[2].split()  # the command name may hold spaces and parentheses
-
-
-def _proc_start(pid: int) -> str | None:
-    fields = _proc_stat(pid)
-    return fields[19] if fields and len(fields) > 19 else None  # field 22: starttime
-
-
-def _is_zombie(pid: int) -> bool:
-    fields = _proc_stat(pid)
-    return bool(fields) and fields[0] in ("Z", "X")
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- GitHub Actions ------------------------------------------------------------------

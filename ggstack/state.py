@@ -1,0 +1,573 @@
+"""Changes to files that a kill cannot tear, and the one lock a stack has.
+
+A stack is many files that must agree (``series`` names the patch files, and
+renumbering renames most of them), so a change to ``patches/<stack>/`` is a
+whole new directory built beside the old one and switched in with one
+``renameat2(RENAME_EXCHANGE)``: a process killed at any file operation leaves
+all-old or all-new, and nobody has to run ggstack again first to repair it —
+git, quilt and the user's editor only ever see one state or the other (a
+journal that the next command completes would leave a torn directory for them
+until then). Unchanged files are hard links, so building the new directory
+costs one link a patch, not a copy. Where the filesystem cannot exchange two
+names, the old directory is renamed aside and the new one into place; a kill
+between those two renames leaves the complete new directory beside a missing
+one, which ``readable_dir`` reads and the next change moves in.
+
+Every command that changes a stack holds the stack's lock (``locked``), the
+same one ``sync`` holds: a lock file under the git dir, created with O_EXCL and
+holding the PID and start time. Creating, inspecting and taking over a stale
+lock happen under a ``flock`` on a guard file, which the kernel releases when
+its holder dies, even by SIGKILL — so two runs can never both decide that a
+dead holder's lock is theirs.
+
+``GGSTACK_DEBUG_KILL_AFTER_FILE_OPS=N`` SIGKILLs the process after the N-th
+file operation of a change, so tests can prove every step is safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime
+import errno
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from ggstack import git
+from ggstack.errors import InfraError, UserError
+
+KILL_AFTER_FILE_OPS = "GGSTACK_DEBUG_KILL_AFTER_FILE_OPS"
+NEW_MARK = ".ggstack-new-"
+OLD_MARK = ".ggstack-old-"
+
+LOCK_WAIT = "GGSTACK_LOCK_WAIT_SECONDS"
+# How long a command that edits a stack waits for another one to finish.
+EDIT_LOCK_WAIT_SECONDS = 30.0
+
+
+def edit_lock_wait() -> float:
+    """``GGSTACK_LOCK_WAIT_SECONDS``, else 30: how long an edit waits for the stack's lock."""
+    value = os.environ.get(LOCK_WAIT, "")
+    if value == "":
+        return EDIT_LOCK_WAIT_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 86400:  # NaN fails this too
+        raise UserError(f"{LOCK_WAIT}={value!r}: expected a number of seconds between 0 and 86400")
+    return seconds
+
+
+# -- debug hooks ----------------------------------------------------------------------
+
+
+def env_count(name: str) -> int:
+    """A whole number from the environment (0 when unset): the debug kill hooks."""
+    value = os.environ.get(name, "")
+    if value == "":
+        return 0
+    if not (value.isascii() and value.isdigit()):
+        raise UserError(f"{name}={value!r}: expected a whole number (a count), or unset")
+    return int(value)
+
+
+class _FileOps:
+    """Counts file operations for the kill hook."""
+
+    def __init__(self) -> None:
+        self.limit = env_count(KILL_AFTER_FILE_OPS)
+        self.done = 0
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self.limit and self.done >= self.limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- errors of the machine -----------------------------------------------------------------
+
+
+def machine_error(e: OSError, path: str) -> InfraError | None:
+    """A full or read-only filesystem, or no permission, in words; None for other errors."""
+    where = e.filename if isinstance(e.filename, str) else path
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return InfraError(f"no space left on device: {where} (nothing was changed)")
+    if e.errno == errno.EROFS:
+        return InfraError(f"read-only: {where} (nothing was changed)")
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return InfraError(f"permission denied: {where} (nothing was changed)")
+    return None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Replace one file in one rename; its mode is the old file's, else what the umask gives."""
+    directory = os.path.dirname(path) or "."
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_umask()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
+    except OSError as e:
+        raise machine_error(e, path) or e from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)  # mkstemp makes 0600; a file of the user's repository follows the umask
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise machine_error(e, path) or e from None
+        raise
+
+
+# -- switching a directory ------------------------------------------------------------------
+
+
+def _exchange_function() -> Callable[[str, str], bool] | None:
+    """``renameat2(RENAME_EXCHANGE)`` (Linux) or ``renamex_np(RENAME_SWAP)`` (macOS), if libc has it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    if hasattr(libc, "renameat2"):
+        at_fdcwd, flag = -100, 2
+
+        def call(a: bytes, b: bytes) -> int:
+            return libc.renameat2(at_fdcwd, a, at_fdcwd, b, flag)
+    elif sys.platform == "darwin" and hasattr(libc, "renamex_np"):
+
+        def call(a: bytes, b: bytes) -> int:
+            return libc.renamex_np(a, b, 2)
+    else:
+        return None
+
+    def exchange(a: str, b: str) -> bool:
+        """True when swapped; False when this filesystem cannot (the caller falls back)."""
+        if call(os.fsencode(a), os.fsencode(b)) == 0:
+            return True
+        err = ctypes.get_errno()
+        if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            return False
+        raise OSError(err, os.strerror(err), a)
+
+    return exchange
+
+
+_exchange = _exchange_function()
+
+
+def _siblings(path: str, mark: str) -> list[str]:
+    parent, base = os.path.split(path)
+    prefix = f".{base}{mark}"
+    try:
+        names = os.listdir(parent or ".")
+    except OSError:
+        return []
+    return sorted(os.path.join(parent, n) for n in names if n.startswith(prefix))
+
+
+def readable_dir(path: str) -> str:
+    """Where a directory's current state is: ``path``, or — after a kill between the
+    two renames of a filesystem that cannot exchange — the complete new one beside it."""
+    if os.path.isdir(path):
+        return path
+    new, old = _siblings(path, NEW_MARK), _siblings(path, OLD_MARK)
+    if len(new) == 1 and old:
+        return new[0]
+    return path
+
+
+def _recover(path: str, ops: Callable[[], None]) -> None:
+    """Finish or undo what a killed change left beside ``path`` (the caller holds the lock)."""
+    new, old = _siblings(path, NEW_MARK), _siblings(path, OLD_MARK)
+    if not os.path.exists(path) and old:
+        # Killed between the two renames: the new directory was complete before the first.
+        if len(new) == 1:
+            os.rename(new.pop(), path)
+        else:
+            os.rename(old.pop(), path)
+        ops()
+    for leftover in new + old:
+        _remove_tree(leftover, ops)
+
+
+def _remove_tree(path: str, ops: Callable[[], None]) -> None:
+    for root, dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            os.unlink(os.path.join(root, name))
+            ops()
+        for name in dirs:
+            full = os.path.join(root, name)
+            if os.path.islink(full):
+                os.unlink(full)
+            else:
+                os.rmdir(full)
+            ops()
+    os.rmdir(path)
+    ops()
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    if os.path.isdir(src) and not os.path.islink(src):
+        shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy)
+        return
+    if os.path.islink(src):
+        os.symlink(os.readlink(src), dst)
+        return
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _build(path: str, changes: Mapping[str, bytes | None], ops: Callable[[], None]) -> str:
+    """The new directory, complete, beside ``path``: unchanged entries linked, changed ones written."""
+    parent, base = os.path.split(path)
+    new = tempfile.mkdtemp(prefix=f".{base}{NEW_MARK}", dir=parent or ".")
+    ops()
+    old_modes: dict[str, int] = {}
+    if os.path.isdir(path):
+        os.chmod(new, os.stat(path).st_mode & 0o7777)
+        for entry in os.scandir(path):
+            if entry.name in changes:
+                old_modes[entry.name] = entry.stat(follow_symlinks=False).st_mode & 0o7777
+                continue
+            _link_or_copy(entry.path, os.path.join(new, entry.name))
+            ops()
+    else:
+        os.chmod(new, 0o777 & ~_umask())
+    for name, data in changes.items():
+        if data is None:
+            continue
+        target = os.path.join(new, name)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, old_modes.get(name, 0o666))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if name in old_modes:
+            os.chmod(target, old_modes[name])
+        ops()
+    return new
+
+
+def _switch(path: str, new: str, ops: Callable[[], None], *, create: bool = False) -> str | None:
+    """Put ``new`` at ``path`` in one step where the filesystem can; returns what holds the old state."""
+    if create or not os.path.isdir(path):
+        os.rename(new, path)  # onto nothing (or an empty directory): one rename
+        ops()
+        return None
+    if _exchange is not None and _exchange(new, path):
+        ops()
+        return new
+    parent, base = os.path.split(path)
+    old = os.path.join(parent, f".{base}{OLD_MARK}{os.getpid()}-{os.urandom(4).hex()}")
+    os.rename(path, old)
+    ops()
+    os.rename(new, path)
+    ops()
+    return old
+
+
+def commit_dir(path: str, changes: Mapping[str, bytes | None], *, create: bool = False) -> bool:
+    """Change the files of the directory ``path`` (name → new bytes, None: delete) as one step.
+
+    The caller holds the lock of what lives there. Creates the directory when
+    it does not exist; with ``create`` only then (FileExistsError when a
+    non-empty one is there). Returns False, touching nothing, when nothing would change.
+    A full or read-only filesystem is an InfraError naming the path; the old
+    state is then left as it was.
+    """
+    ops = _FileOps()
+    path = os.path.realpath(path)  # a symlinked stack directory: change where it points
+    try:
+        if not create:  # only under the lock: a leftover then is a dead process's
+            _recover(path, ops)
+        changes = _real_changes(path, changes)
+        if not changes:
+            return False
+    except OSError as e:
+        raise machine_error(e, path) or e from None
+    new: str | None = None
+    try:
+        new = _build(path, changes, ops)
+        previous = _switch(path, new, ops, create=create)
+        new = None
+    except OSError as e:
+        if new is not None:
+            with contextlib.suppress(OSError):
+                _remove_tree(new, _no_ops)
+        if create and e.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            raise FileExistsError(errno.EEXIST, "exists", path) from None
+        raise machine_error(e, path) or e from None
+    if previous is not None:
+        with contextlib.suppress(OSError):  # the change is made; a leftover goes with the next one
+            _remove_tree(previous, ops)
+    return True
+
+
+def _no_ops() -> None:
+    """No kill point: cleaning up after a failure."""
+
+
+def _real_changes(path: str, changes: Mapping[str, bytes | None]) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    exists = os.path.isdir(path)
+    for name, data in changes.items():
+        if "/" in name or name in ("", ".", ".."):
+            raise ValueError(f"not a file name in the directory: {name!r}")
+        full = os.path.join(path, name)
+        if data is None:
+            if os.path.lexists(full):
+                out[name] = None
+            continue
+        if exists and os.path.isfile(full):
+            with open(full, "rb") as f:
+                if f.read() == data:
+                    continue
+        out[name] = data
+    if not exists and not out:
+        out = dict(changes)  # a new directory is made even when it will be empty of changes
+    return out
+
+
+def read_dir_files(path: str, attempts: int = 5) -> tuple[str, dict[str, bytes]]:
+    """Every plain file of a directory, read as one state: (where it was read, name → bytes).
+
+    A change switches the directory under a reader; the reader reads through
+    one handle and starts again if the directory it began with was switched away.
+    """
+    for _ in range(attempts):
+        where = readable_dir(path)
+        try:
+            fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            continue
+        try:
+            files = _read_through(fd)
+            if files is not None and _same_dir(fd, where):
+                return where, files
+        finally:
+            os.close(fd)
+    raise InfraError(f"{path} kept changing while it was read; try again")
+
+
+def _read_through(fd: int) -> dict[str, bytes] | None:
+    files: dict[str, bytes] = {}
+    for name in os.listdir(fd):
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=True)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            f_fd = os.open(name, os.O_RDONLY, dir_fd=fd)
+        except FileNotFoundError:
+            return None
+        with os.fdopen(f_fd, "rb") as f:
+            files[name] = f.read()
+    return files
+
+
+def _same_dir(fd: int, where: str) -> bool:
+    try:
+        now = os.stat(where)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def is_leftover(name: str) -> bool:
+    """A name ``commit_dir`` uses beside a directory (never a stack of its own)."""
+    return name.startswith(".") and (NEW_MARK in name or OLD_MARK in name)
+
+
+# -- the lock ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """What the lock file says: who holds it, since when."""
+
+    pid: int
+    started: str  # ISO 8601, UTC
+    host: str
+    proc_start: str | None = None  # /proc/<pid>/stat start time: tells a reused PID apart
+    command: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "pid": self.pid,
+            "started": self.started,
+            "host": self.host,
+            "proc_start": self.proc_start,
+            "command": self.command,
+        }
+
+    def describe(self, stack_name: str) -> str:
+        here = socket.gethostname()
+        return (
+            f"stack {stack_name!r} is locked by PID {self.pid} since {self.started}"
+            f"{' on ' + self.host if self.host and self.host != here else ''} ({self.command or 'ggstack'})"
+        )
+
+
+def lock_path(repo: git.Repository, stack_name: str) -> str:
+    return os.path.join(repo.state_dir("locks"), re.sub(r"[^A-Za-z0-9._-]", "_", stack_name) + ".lock")
+
+
+@contextlib.contextmanager
+def locked(
+    repo: git.Repository,
+    stack_name: str,
+    *,
+    command: str = "ggstack sync",
+    wait: float = 0.0,
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[LockInfo]:
+    """Hold the stack's lock for the block.
+
+    Another live holder: wait up to ``wait`` seconds for it (saying so once
+    through ``warn``), then InfraError (exit 3) naming it. A holder that is
+    gone (killed, crashed) is taken over with a warning.
+    """
+    path = lock_path(repo, stack_name)
+    mine = LockInfo(os.getpid(), _now(), socket.gethostname(), _proc_start(os.getpid()), command)
+    deadline = time.monotonic() + wait
+    said = False
+    while True:
+        holder = _try_take(path, mine, warn)
+        if holder is None:
+            break
+        if time.monotonic() >= deadline:
+            raise InfraError(
+                f"{holder.describe(stack_name)}; it is still running — if it is not, remove {path}"
+            ) from None
+        if warn and not said:
+            warn(f"waiting for the lock: {holder.describe(stack_name)}")
+            said = True
+        time.sleep(0.05)
+    try:
+        yield mine
+    finally:
+        with _guard(path):
+            if read_lock(path) == mine:
+                os.unlink(path)
+
+
+def _try_take(path: str, mine: LockInfo, warn: Callable[[str], None] | None) -> LockInfo | None:
+    """Take the lock; or the live holder that has it."""
+    with _guard(path):
+        try:
+            _create(path, mine)
+            return None
+        except FileExistsError:
+            holder = read_lock(path)
+            if holder is not None and _alive(holder):
+                return holder
+            if warn:
+                who = f"PID {holder.pid} since {holder.started}" if holder else "an unreadable lock file"
+                warn(f"taking over the stale lock of {who} (that process is gone): {path}")
+            os.unlink(path)
+            _create(path, mine)
+            return None
+
+
+def read_lock(path: str) -> LockInfo | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+        return LockInfo(
+            int(d["pid"]), str(d["started"]), str(d.get("host", "")), d.get("proc_start"), str(d.get("command", ""))
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@contextlib.contextmanager
+def _guard(path: str) -> Iterator[None]:
+    try:
+        fd = os.open(path + ".guard", os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError as e:
+        raise machine_error(e, path + ".guard") or e from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _create(path: str, info: LockInfo) -> None:
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        raise machine_error(e, path) or e from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(info.to_json(), f)
+            f.write("\n")
+    except OSError as e:  # a full disk: no half-written lock file stays behind
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise machine_error(e, path) or e from None
+
+
+def _alive(holder: LockInfo) -> bool:
+    """Is the lock's holder still running? A lock from another host is assumed alive."""
+    if holder.host and holder.host != socket.gethostname():
+        return True
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    start = _proc_start(holder.pid)
+    if start is None:
+        return not _is_zombie(holder.pid)
+    if holder.proc_start is not None and start != holder.proc_start:
+        return False  # the PID was reused by another process
+    return not _is_zombie(holder.pid)
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()  # the command name may hold spaces and parentheses
+
+
+def _proc_start(pid: int) -> str | None:
+    fields = _proc_stat(pid)
+    return fields[19] if fields and len(fields) > 19 else None  # field 22: starttime
+
+
+def _is_zombie(pid: int) -> bool:
+    fields = _proc_stat(pid)
+    return fields is not None and bool(fields) and fields[0] in ("Z", "X")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
