@@ -24,7 +24,7 @@ from ggstack import git, replay, report, secrets, series, state
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Run, Stack, Verdict
 
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)  # a path in a message is never broken
 
 
 class Ctx:

@@ -577,6 +577,31 @@ class Repository:
                 return what
         return None
 
+    def checked_out_branches(self) -> dict[str, str]:
+        """Branch ref → the worktree that has it checked out (or is rebasing it):
+        the branches ``git branch -f`` refuses to move. A bare repository's HEAD is none."""
+        out = self.run("worktree", "list", "--porcelain", "-z").stdout.decode("utf-8", "surrogateescape")
+        found: dict[str, str] = {}
+        for record in out.split("\0\0"):
+            fields = dict(f.partition(" ")[::2] for f in record.split("\0") if f)
+            if "worktree" in fields and "branch" in fields and "bare" not in fields:
+                found.setdefault(fields["branch"], fields["worktree"])
+        admin = [(self.common_dir, self.worktree or self.common_dir)]
+        worktrees = os.path.join(self.common_dir, "worktrees")
+        for name in sorted(os.listdir(worktrees)) if os.path.isdir(worktrees) else []:
+            with contextlib.suppress(OSError), open(os.path.join(worktrees, name, "gitdir"), encoding="utf-8") as f:
+                admin.append((os.path.join(worktrees, name), os.path.dirname(f.read().strip())))
+        for git_dir, where in admin:
+            for state in ("rebase-merge", "rebase-apply"):
+                with (
+                    contextlib.suppress(OSError),
+                    open(os.path.join(git_dir, state, "head-name"), encoding="utf-8") as f,
+                ):
+                    ref = f.read().strip()
+                    if ref.startswith("refs/heads/"):
+                        found.setdefault(ref, where)
+        return found
+
     # -- remotes ----------------------------------------------------------
 
     def push(

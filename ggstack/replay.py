@@ -520,6 +520,7 @@ def write_branches(
         raise UserError(
             "someone else moved these branches since ggstack wrote them (use --force to overwrite): " + ", ".join(moved)
         )
+    _refuse_checked_out(repo, [ref for ref, _, _ in updates])
     if record != last_written:
         blob = repo.hash_blob(
             "".join(f"{sha} {ref}\n" for ref, sha in sorted(record.items())).encode("utf-8", "surrogateescape")
@@ -527,6 +528,20 @@ def write_branches(
         updates.append((record_ref, blob, values.get(record_ref)))
     repo.update_refs(updates, f"ggstack apply {stack.name}")
     return result
+
+
+def _refuse_checked_out(repo: git.Repository, refs: Sequence[str]) -> None:
+    """As ``git branch -f``: a branch checked out in a worktree is never moved or deleted
+    under it (its HEAD would move and its index show a phantom change); not even with --force."""
+    checked_out = repo.checked_out_branches() if refs else {}
+    busy = [
+        f"{ref.removeprefix('refs/heads/')} (checked out in {checked_out[ref]})" for ref in refs if ref in checked_out
+    ]
+    if busy:
+        raise UserError(
+            "will not move a branch that is checked out; switch that worktree to another branch "
+            "(or apply with --branch-prefix), nothing was written: " + ", ".join(busy)
+        )
 
 
 # -- the stage -----------------------------------------------------------------------

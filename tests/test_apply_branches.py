@@ -1,0 +1,97 @@
+"""``apply`` never moves a branch that a worktree has checked out, as ``git branch -f`` refuses to.
+
+A checked-out branch moved under its worktree moves that worktree's HEAD: the
+index then shows a phantom staged revert, and a deleted one leaves an unborn
+HEAD with every file "added". So apply refuses, names the branch and the
+worktree, and writes nothing of the transaction.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitrepo import GitRepo
+from test_apply import Fork, lines
+
+
+def _fork(tmp_path: Path) -> Fork:
+    return Fork(
+        tmp_path,
+        [{"f1.txt": lines("f1", l1="p1")}, {"f2.txt": lines("f2", l2="p2")}],
+        [{"f3.txt": lines("f3", l3="up")}],
+    )
+
+
+def _move_main(fork: Fork, tmp_path: Path, files: dict[str, str]) -> None:
+    """Upstream moves on: committed where main is checked out, else from a worktree of its own."""
+    if fork.g.git("symbolic-ref", "-q", "HEAD", check=False) == "refs/heads/main":
+        fork.g.commit("upstream moves", files)
+        return
+    wt = tmp_path / "upstream"
+    if not wt.exists():
+        fork.g.git("worktree", "add", "-q", str(wt), "main")
+    GitRepo(wt).commit("upstream moves", files)
+
+
+def _status(g: GitRepo) -> tuple[str, str]:
+    return g.git("symbolic-ref", "-q", "HEAD", check=False) or g.git("rev-parse", "HEAD"), g.git(
+        "status", "--porcelain"
+    )
+
+
+def test_a_branch_checked_out_in_the_main_worktree_is_not_moved(tmp_path: Path) -> None:
+    fork = _fork(tmp_path)
+    proc, run = fork.apply()
+    assert proc.returncode == 0, proc.stderr
+    second = run["patches"][1]["branch"]
+    fork.g.git("checkout", "-q", second.removeprefix("refs/heads/"))
+    _move_main(fork, tmp_path, {"f3.txt": lines("f3", l3="up again")})
+    refs, status = fork.g.refs(), _status(fork.g)
+
+    refused, _ = fork.apply()
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert second.removeprefix("refs/heads/") in refused.stderr and str(fork.g.path) in refused.stderr
+    assert "checked out" in refused.stderr
+    assert fork.g.refs() == refs and _status(fork.g) == status  # nothing of the transaction: not branch 1 either
+    forced, _ = fork.apply("--force")
+    assert forced.returncode == 2 and fork.g.refs() == refs  # as git branch -f: not even forced
+
+    fork.g.git("checkout", "-q", "--detach")
+    moved, run2 = fork.apply()
+    assert moved.returncode == 0, moved.stderr
+    assert fork.g.git("rev-parse", second) == run2["patches"][1]["commit"] != run["patches"][1]["commit"]
+
+
+def test_a_branch_that_would_be_deleted_under_a_linked_worktree_is_refused(tmp_path: Path) -> None:
+    fork = _fork(tmp_path)
+    proc, run = fork.apply()
+    assert proc.returncode == 0, proc.stderr
+    first = run["patches"][0]["branch"]
+    wt = tmp_path / "wt"
+    fork.g.git("worktree", "add", "-q", str(wt), first.removeprefix("refs/heads/"))
+    _move_main(fork, tmp_path, {"f1.txt": lines("f1", l1="upstream wrote line 1 its own way")})
+    refs, status = fork.g.refs(), _status(GitRepo(wt))
+
+    refused, _ = fork.apply()
+    assert refused.returncode == 2
+    assert f"{first.removeprefix('refs/heads/')} (checked out in {wt})" in refused.stderr
+    assert fork.g.refs() == refs and _status(GitRepo(wt)) == status
+
+
+def test_a_branch_being_rebased_in_a_worktree_is_refused(tmp_path: Path) -> None:
+    fork = _fork(tmp_path)
+    proc, run = fork.apply()
+    assert proc.returncode == 0, proc.stderr
+    first = run["patches"][0]["branch"].removeprefix("refs/heads/")
+    wt = tmp_path / "wt"
+    fork.g.git("worktree", "add", "-q", "--detach", str(wt), "main")
+    rebasing = GitRepo(wt)
+    rebasing.git("rebase", "--exec", "false", "main", first, check=False)  # stops, HEAD detached, branch held
+    assert (fork.g.path / ".git" / "worktrees" / "wt" / "rebase-merge" / "head-name").exists()
+    _move_main(fork, tmp_path, {"f3.txt": lines("f3", l3="up again")})
+    refs = fork.g.refs()
+
+    refused, _ = fork.apply()
+    assert refused.returncode == 2
+    assert f"{first} (checked out in {wt})" in refused.stderr
+    assert fork.g.refs() == refs
