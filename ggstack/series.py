@@ -45,6 +45,7 @@ _FROM_LINE = re.compile(rb"^From ([0-9a-f]{40}) ")
 _CHERRY_LINE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{40})\)$", re.M)
 _PATCH_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 _SLUG_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
+_STACK_PATCH_ID = re.compile(r"^I[0-9a-f]{40}$")
 _PR_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$")
 
 
@@ -287,6 +288,38 @@ def with_provenance(patch: Patch, trailers: list[tuple[str, str]]) -> Patch:
     return replace(patch, provenance=prov)
 
 
+def checked_provenance(patch: Patch, trailers: list[tuple[str, str]], path: str | None) -> Patch:
+    """``with_provenance``, after checking the one trailer ggstack relies on:
+    exactly one ``Stack-Patch-Id`` of the shape ggstack writes — it is matched
+    against PR markers and written into PR bodies, so nothing else may pass."""
+    ids = [value for key, value in trailers if key.lower() == T_STACK_PATCH_ID.lower()]
+    lines = _trailer_lines(patch.raw, T_STACK_PATCH_ID)
+    if not ids:
+        raise UserError(f"no {T_STACK_PATCH_ID}: trailer (patches get one from `ggstack import`)", path=path)
+    if len(ids) > 1:
+        raise UserError(
+            f"{len(ids)} {T_STACK_PATCH_ID}: trailers; a patch has exactly one (keep the first, assigned at import)",
+            path=path,
+            line=lines[1] if len(lines) > 1 else None,
+        )
+    if not _STACK_PATCH_ID.match(ids[0]):
+        shown = ids[0] if len(ids[0]) <= 60 else ids[0][:60] + "…"
+        raise UserError(
+            f"{T_STACK_PATCH_ID} {shown!r} is not 'I' and 40 lowercase hex digits (the shape `ggstack import` assigns)",
+            path=path,
+            line=lines[0] if lines else None,
+        )
+    return with_provenance(patch, trailers)
+
+
+def _trailer_lines(raw: bytes, key: str) -> list[int]:
+    """The line numbers in a patch file where a trailer ``key`` starts (before the diff)."""
+    text = raw.decode("utf-8", "replace")
+    head = text.split("\n---\n", 1)[0]
+    prefix = key.lower() + ":"
+    return [n for n, line in enumerate(head.split("\n"), 1) if line.lower().startswith(prefix)]
+
+
 # -- a stack directory ----------------------------------------------------------
 
 
@@ -338,18 +371,15 @@ def load(patches_dir: str, name: str) -> Stack:
                 f"patch file is not in {SERIES} (add it to the series or delete it)", path=os.path.join(path, fname)
             )
     trailers = git.parse_trailers([p.message for p in patches])
-    patches = [with_provenance(p, t) for p, t in zip(patches, trailers)]
+    patches = [checked_provenance(p, t, os.path.join(path, p.name)) for p, t in zip(patches, trailers)]
     seen: dict[str, str] = {}
     for p in patches:
         spid = p.provenance.stack_patch_id
-        if not spid:
-            raise UserError(
-                f"no {T_STACK_PATCH_ID}: trailer (patches get one from `ggstack import`)",
-                path=os.path.join(path, p.name),
-            )
         if spid in seen:
             raise UserError(
-                f"duplicate {T_STACK_PATCH_ID} {spid}, also in {seen[spid]}", path=os.path.join(path, p.name)
+                f"duplicate {T_STACK_PATCH_ID} {spid}, also in {seen[spid]}",
+                path=os.path.join(path, p.name),
+                line=_trailer_lines(p.raw, T_STACK_PATCH_ID)[-1],
             )
         seen[spid] = p.name
     return Stack(name=name, path=path, config=config, patches=tuple(patches), series_raw=series_raw)
@@ -588,7 +618,10 @@ def _import_one(
     # The mbox "From " line names the commit the patch was taken from, not our scratch copy.
     data = data.replace(scratch.encode(), sha.encode(), 1)
     patch = parse_patch(data, os.path.join(stack.path, fname))
-    return with_provenance(patch, git.parse_trailers([patch.message])[0])
+    try:
+        return checked_provenance(patch, git.parse_trailers([patch.message])[0], None)
+    except UserError as e:  # the commit's own message carried a second or a malformed one
+        raise UserError(f"commit {sha[:12]}: {e}") from None
 
 
 def _selected(path: str, only: Sequence[str], exclude: Sequence[str]) -> bool:

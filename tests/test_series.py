@@ -244,10 +244,36 @@ def test_stack_patch_id_is_stable(world: World, tmp_path: Path) -> None:
 
 
 def test_a_commit_that_carries_a_stack_patch_id_keeps_it(world: World) -> None:
-    world.fork.commit("Replayed\n\nStack-Patch-Id: Ideadbeef", {"f.txt": "x\n"})
+    world.fork.commit("Replayed\n\nStack-Patch-Id: I" + "deadbeef" * 5, {"f.txt": "x\n"})
     world.ok("import", "s", "HEAD")
-    assert listed(world)[0]["stack_patch_id"] == "Ideadbeef"
+    assert listed(world)[0]["stack_patch_id"] == "I" + "deadbeef" * 5
     assert world.files()[0].read_text().count("Stack-Patch-Id:") == 1
+
+
+@pytest.mark.parametrize(
+    "trailers,expected",
+    [
+        ("Stack-Patch-Id: I" + "1" * 40 + "\nStack-Patch-Id: I" + "2" * 40, "2 Stack-Patch-Id: trailers"),
+        ("Stack-Patch-Id: $(touch /tmp/x)", "Stack-Patch-Id '$(touch /tmp/x)' is not 'I' and 40"),
+    ],
+)
+def test_a_commit_whose_stack_patch_id_is_not_one_valid_id_is_refused(
+    world: World, trailers: str, expected: str
+) -> None:
+    sha = world.fork.commit("Replayed\n\n" + trailers, {"f.txt": "x\n"})
+    before = snapshot(world.patches)
+    proc = world.gg("import", "s", "HEAD")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"commit {sha[:12]}: " in proc.stderr and expected in proc.stderr
+    assert snapshot(world.patches) == before
+
+
+def test_the_second_stack_patch_id_is_named_by_its_line(one_patch: World) -> None:
+    _second_id(one_patch)
+    lines = _first_patch(one_patch).read_text().split("\n")
+    second = [n for n, line in enumerate(lines, 1) if line.startswith("Stack-Patch-Id:")][1]
+    proc = one_patch.gg("list", "s")
+    assert proc.returncode == 2 and f"0001-fix.patch:{second}: 2 Stack-Patch-Id: trailers" in proc.stderr
 
 
 def test_the_users_git_config_does_not_change_the_stored_bytes(world: World, tmp_path: Path) -> None:
@@ -561,6 +587,22 @@ def _duplicate_id(world: World) -> None:
         f.write("0002-copy.patch\n")
 
 
+def _second_id(world: World) -> None:
+    text = _first_patch(world).read_text()
+    line = re.search(r"^Stack-Patch-Id: .*\n", text, flags=re.M).group(0)
+    _first_patch(world).write_text(text.replace(line, line + "Stack-Patch-Id: I" + "1" * 40 + "\n", 1))
+
+
+def _spid_value(value: str):
+    def edit(world: World) -> None:
+        text = _first_patch(world).read_text()
+        _first_patch(world).write_text(
+            re.sub(r"^Stack-Patch-Id: .*$", lambda m: "Stack-Patch-Id: " + value, text, count=1, flags=re.M)
+        )
+
+    return edit
+
+
 def _toml(old: str, new: str):
     def edit(world: World) -> None:
         path = world.stack / "stack.toml"
@@ -633,7 +675,22 @@ BAD_INPUTS = [
         r"series:2: unsupported patch options '-p0'",
     ),
     ("file-not-in-series", _file_not_in_series, r"0002-stray\.patch: .*not in series"),
-    ("duplicate-stack-patch-id", _duplicate_id, r"0002-copy\.patch: duplicate Stack-Patch-Id"),
+    ("duplicate-stack-patch-id", _duplicate_id, r"0002-copy\.patch:\d+: duplicate Stack-Patch-Id"),
+    ("two-stack-patch-ids", _second_id, r"0001-fix\.patch:(\d+): 2 Stack-Patch-Id: trailers; a patch has exactly one"),
+    *[
+        (
+            f"stack-patch-id-{label}",
+            _spid_value(value),
+            r"0001-fix\.patch:\d+: Stack-Patch-Id '.{1,70}' is not 'I' and 40",
+        )
+        for label, value in [
+            ("shell", "$(touch /tmp/ggstack-pwned)"),
+            ("html", "I0123--><script>alert(1)</script>"),
+            ("huge", "I" + "a" * 200_000),
+            ("short", "Ideadbeef"),
+            ("upper-hex", "I" + "A" * 40),
+        ]
+    ],
     (
         "toml-unknown-key",
         _toml("draft = true", "draft = true\ncolour = 'red'"),
