@@ -536,8 +536,14 @@ def _parse_shard(text: str) -> tuple[int, int]:
 
 @main.command("pr")
 @click.argument("stack")
-@click.option("--onto", default=None, help="The base to check against [default: stack.toml target.base].")
-@click.option("--dry-run", is_flag=True, help="Print the plan and every PR body; change nothing, locally or remotely.")
+@click.option(
+    "--onto", default=None, help="The branch to replay onto and open the PRs against [default: stack.toml target.base]."
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the plan and every PR body; change nothing, locally or remotely (no token: planned offline).",
+)
 @click.option(
     "--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence."
 )
@@ -572,8 +578,9 @@ def pr(
     Only unique and partial patches get PRs; represented ones never do
     (with --close-redundant their open PRs are closed, with a comment naming
     the representing commits). New PRs carry the approval gate of stack.toml
-    (draft and/or label) until a maintainer approves. Token: GITHUB_TOKEN or
-    GH_TOKEN; API: GITHUB_API_URL. Nothing is ever merged.
+    (draft and/or label) until a maintainer approves. The PRs go onto the
+    --onto branch. Token: GITHUB_TOKEN or GH_TOKEN; API: GITHUB_API_URL.
+    Nothing is ever merged. Exit 1 when a patch needs a human, as sync.
 
     \b
     Example:
@@ -595,13 +602,15 @@ def pr(
         run = pr_stage.pr(
             obj.repo, s, run, dry_run=dry_run, close_redundant=close_redundant, stacked=stacked, progress=progress
         )
+    if pr_stage.OFFLINE in run.stages.get("pr", ""):
+        err_console.print(f"ggstack: no GITHUB_TOKEN or GH_TOKEN: {pr_stage.OFFLINE}", highlight=False, markup=False)
     if as_json:
         print_json(run.to_json())
-        return
-    out = console()
-    out.print(report.pr_plan_table(run))
-    if dry_run:
-        click.echo(report.pr_documents(run))
+    else:
+        console().print(report.pr_plan_table(run))
+        if dry_run:
+            click.echo(report.pr_documents(run))
+    sys.exit(1 if report.attention(run) else 0)  # as sync: 1 when a patch needs a human
 
 
 @main.command()
@@ -697,7 +706,11 @@ class _TerminalObserver:
         return StageProgress(total, name, min_total=1 if name in ("test", "pr") else 6)
 
     def finished(self, name: str, state: str) -> None:
-        style = "green" if state in ("ok", "dry-run") else ("yellow" if state.startswith("skipped") else "red")
+        style = (
+            "green"
+            if state == "ok" or state.startswith("dry-run")
+            else ("yellow" if state.startswith("skipped") else "red")
+        )
         err_console.print(f"[{style}]{name}[/]: {escape(state)}", highlight=False)
 
 

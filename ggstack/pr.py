@@ -1,43 +1,329 @@
 """``ggstack pr``: open, update and close the stack's pull requests.
 
 The seed's PR should never have been opened: the base already had its change.
-So this stage only acts on what ``check`` (and ``test``) decided, and it is
-split in two: a *plan* (the Run, the forge's PRs and the remote's branch heads
-in, a list of steps per patch out) and the *act* that carries the plan out in
-merge order. ``--dry-run`` stops after the plan, so what it prints is exactly
-what a real run would do, and nothing anywhere changes.
+So this stage only acts on what ``check`` (and ``test``) decided, in four
+steps: *read* what the forge and the remote have (one ``Snapshot``), *settle*
+the commit each needed patch's branch should hold (git only), *plan* every
+step (a pure function of the Run, the stack, the snapshot and those commits,
+so its rules are tested without a forge), and *act* on the plan in merge
+order. ``--dry-run`` stops before acting, so what it prints is exactly what a
+real run would do; without a token it plans against ``NoForge``, a forge on
+which nothing exists.
 
 What it avoids:
 - Noise. A branch whose remote head is already the replayed commit is not
   pushed again, a PR whose title, body and base are already right is not
   edited: a rerun with nothing changed makes no write call at all, so no CI
   run, no review bot, no notification.
-- Duplicates. PRs are found by a hidden marker carrying the Stack-Patch-Id
+- Duplicates. PRs are found by the marker on the last line of their body
   (and by head branch), so reruns update; the closing comment carries its own
   marker. A run killed midway is converged from.
 - Flapping. A PR's base follows the previous needed patch only when the
   stacked chain itself changed; an existing stack keeps the mode (stacked or
   flat) it was opened in unless the user says otherwise.
+- Late refusals. What the forge would refuse after the push (a base branch it
+  does not have, a head repository it cannot see) is refused before it.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ggstack import git, replay, report
 from ggstack.errors import InfraError, UserError
-from ggstack.forge import Forge, RemotePR
-from ggstack.forge.github import GitHub
+from ggstack.forge import Comment, CommitFacts, Forge, RemotePR
 from ggstack.model import Applied, Outcome, Patch, PRState, Run, Stack, Verdict
+from ggstack.secrets import TOKEN_VARS
 
 NEEDED = (Verdict.UNIQUE, Verdict.PARTIAL)  # the only verdicts that get a PR
+OFFLINE = "offline: no forge was read; planned as if nothing existed on it"
 Progress = Callable[[int, int, str], None]
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*: .*|\(cherry picked from commit [0-9a-f]+\))$")
 
-# -- the plan ------------------------------------------------------------------------------
+
+def pr(
+    repo: git.Repository,
+    stack: Stack,
+    run: Run,
+    *,
+    dry_run: bool = False,
+    close_redundant: bool = False,
+    stacked: bool | None = None,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+    client: Forge | None = None,
+) -> Run:
+    """``ggstack pr``: read, settle, plan, and (unless ``dry_run``) act, in merge order.
+
+    Returns a new Run: each Outcome's ``pr`` and ``run.stages["pr"]`` filled
+    in. ``client`` is the forge to use (default: GitHub, or ``NoForge`` for a
+    dry run without a token). Nothing is ever merged.
+    """
+    patches = _patches_of(run, stack)
+    base_branch = pr_base(repo, stack, run.base_ref)
+    forge = client or open_forge(stack, env, dry_run=dry_run)
+    try:
+        if forge.offline and not dry_run:
+            raise UserError("no forge to write to: `pr` without --dry-run needs GITHUB_TOKEN (or GH_TOKEN)")
+        snap = read(forge, repo, stack, run, base_branch=base_branch, close_redundant=close_redundant)
+        chosen = settle(repo, stack, run, snap)
+        plan = make_plan(
+            run, stack, snap, chosen, patches, base_branch=base_branch, close_redundant=close_redundant, stacked=stacked
+        )
+        if not dry_run:
+            act(repo, stack, run, plan, forge, progress)
+        return record(run, plan, dry_run=dry_run, offline=forge.offline)
+    finally:
+        forge.close()
+
+
+def open_forge(stack: Stack, env: Mapping[str, str] | None, *, dry_run: bool) -> Forge:
+    """GitHub; for a dry run without a token, the forge on which nothing exists."""
+    from ggstack.forge.github import GitHub
+    from ggstack.forge.none import NoForge
+
+    env = os.environ if env is None else env
+    if dry_run and not any(env.get(var, "").strip() for var in TOKEN_VARS):
+        return NoForge()
+    return GitHub(stack.config.target.repo, env=env)
+
+
+def _patches_of(run: Run, stack: Stack) -> dict[str, Patch]:
+    missing = [o.name for o in run.outcomes if o.verdict is None]
+    if missing:
+        raise UserError(f"no verdict for {', '.join(missing)}: `pr` needs the Run of `check` (run check first)")
+    patches = {p.name: p for p in stack.patches}
+    for o in run.outcomes:
+        if o.name not in patches:
+            raise UserError(f"the Run names {o.name!r}, which is not in stack {stack.name!r}")
+    return patches
+
+
+def pr_base(repo: git.Repository, stack: Stack, base_ref: str) -> str:
+    """The branch the first PR goes onto: the one the stack was replayed onto.
+
+    A PR's base is a branch of the target repository; a Run replayed onto a
+    sha or a tag has none, and its PRs would carry a change checked against
+    something else than what they merge into.
+    """
+    target = stack.config.target
+    for prefix in ("refs/heads/", f"refs/remotes/{target.remote}/"):
+        if base_ref.startswith(prefix):
+            return base_ref.removeprefix(prefix)
+    if base_ref.startswith(f"{target.remote}/") and repo.try_resolve(f"refs/remotes/{base_ref}"):
+        return base_ref.removeprefix(f"{target.remote}/")
+    if repo.try_resolve(f"refs/heads/{base_ref}") or repo.try_resolve(f"refs/remotes/{target.remote}/{base_ref}"):
+        return base_ref
+    # A sha that is target.base's tip: the CI's test shards pin the base they test that way.
+    sha = repo.try_resolve(base_ref)
+    tips = (
+        repo.try_resolve(f"refs/heads/{target.base}"),
+        repo.try_resolve(f"refs/remotes/{target.remote}/{target.base}"),
+    )
+    if sha is not None and sha in tips:
+        return target.base
+    raise UserError(
+        f"the stack was replayed onto {base_ref!r}, which is not a branch here or on {target.remote!r} "
+        f"nor the tip of target.base {target.base!r}, so its PRs would have no base to match: "
+        f"pass --onto a branch of {target.repo} (e.g. --onto {target.base})"
+    )
+
+
+def _head_owner(stack: Stack) -> str:
+    target = stack.config.target
+    return (target.fork or target.repo).split("/")[0]
+
+
+def _needs_pr(o: Outcome) -> bool:
+    return o.verdict in NEEDED and o.commit is not None
+
+
+# -- reading: the forge and the remote, in one step ------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """What the forge and the remote have that the plan needs, read before anything is decided."""
+
+    branches: dict[str, str] = field(default_factory=dict)  # patch name -> its remote branch (no refs/heads/)
+    pulls: dict[str, RemotePR] = field(default_factory=dict)  # patch name -> its open PR
+    heads: dict[str, str] = field(default_factory=dict)  # remote branch -> sha
+    closed: dict[str, RemotePR] = field(default_factory=dict)  # patch name -> latest closed PR of its branch
+    approvals: dict[int, list[str]] = field(default_factory=dict)  # PR number -> approving maintainers
+    comments: dict[int, list[Comment]] = field(default_factory=dict)  # PR number -> its comments
+    commits: dict[str, CommitFacts] = field(default_factory=dict)  # remote head sha -> the forge's facts
+    patch_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)  # remote head sha -> its Stack-Patch-Ids
+    base_exists: bool = True  # the PR base branch is on the forge
+    head_repo_exists: bool = True  # target.fork is on the forge (and visible to the token)
+    offline: bool = False
+
+
+def read(
+    forge: Forge, repo: git.Repository, stack: Stack, run: Run, *, base_branch: str, close_redundant: bool
+) -> Snapshot:
+    """Everything the plan needs from the forge and the remote; a forge that is offline is not asked."""
+    if forge.offline:
+        return Snapshot(branches=match(run, stack, [])[1], offline=True)
+    target = stack.config.target
+    pulls, branches = match(run, stack, forge.open_pulls())
+    snap = Snapshot(branches=branches, pulls=pulls)
+    needed = [o for o in run.outcomes if _needs_pr(o)]
+    wanted = [f"refs/heads/{branches[o.name]}" for o in needed]
+    remote = repo.ls_remote(target.remote, wanted) if wanted else {}  # no patterns would list every ref
+    snap.heads = {ref.removeprefix("refs/heads/"): sha for ref, sha in remote.items()}
+    for pull in pulls.values():
+        snap.approvals[pull.number] = forge.approvals(pull)
+    for o in needed:
+        if o.name not in pulls:
+            _read_closed(forge, snap, o, _head_owner(stack))
+    if close_redundant:
+        for o in run.outcomes:
+            if o.verdict is Verdict.REPRESENTED and o.name in pulls:
+                snap.comments[pulls[o.name].number] = forge.comments(pulls[o.name])
+    _read_remote_commits(forge, snap, stack, needed)
+    if needed:
+        snap.base_exists = forge.has_branch(target.repo, base_branch)
+        snap.head_repo_exists = target.fork is None or forge.has_repository(target.fork)
+    return snap
+
+
+def _read_remote_commits(forge: Forge, snap: Snapshot, stack: Stack, needed: list[Outcome]) -> None:
+    """The forge's facts of each remote head that is not the replayed commit, and whose patch it carries."""
+    target = stack.config.target
+    for o in needed:
+        sha = snap.heads.get(snap.branches[o.name])
+        if sha and sha != o.commit:
+            facts = forge.commit_facts(target.fork or target.repo, sha)
+            if facts is not None:
+                snap.commits[sha] = facts
+    shas = list(snap.commits)
+    for sha, trailers in zip(shas, git.parse_trailers([snap.commits[s].message for s in shas]), strict=True):
+        snap.patch_ids[sha] = tuple(v for k, v in trailers if k.lower() == "stack-patch-id")
+
+
+def _read_closed(forge: Forge, snap: Snapshot, o: Outcome, head_owner: str) -> None:
+    closed = forge.closed_pull(head_owner, snap.branches[o.name])
+    if closed is None or report.read_marker(closed.body) not in (None, o.stack_patch_id):
+        return
+    snap.closed[o.name] = closed
+    if not closed.merged:
+        snap.comments[closed.number] = forge.comments(closed)
+
+
+def match(run: Run, stack: Stack, pulls: Sequence[RemotePR]) -> tuple[dict[str, RemotePR], dict[str, str]]:
+    """Each patch's open PR (by its marker, else by its head branch) and its remote branch."""
+    head_owner = _head_owner(stack).lower()
+    ids = {p.provenance.stack_patch_id for p in stack.patches}
+    ours = [p for p in pulls if p.head_owner.lower() == head_owner]  # anyone may open a PR ending in a marker
+    by_marker: dict[str, RemotePR] = {}
+    for p in ours:  # oldest first: a later duplicate never wins
+        marker = report.read_marker(p.body)
+        if marker in ids and marker not in by_marker:
+            by_marker[marker] = p
+    refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
+    found: dict[str, RemotePR] = {}
+    branches: dict[str, str] = {}
+    for o in run.outcomes:
+        default = _remote_branch(o.branch or refs[o.name])
+        pull = by_marker.get(o.stack_patch_id) or next(
+            (p for p in ours if report.read_marker(p.body) is None and p.head_ref == default), None
+        )
+        # An existing PR keeps its head branch (PRs cannot change head), e.g. after a rename.
+        branches[o.name] = pull.head_ref if pull else default
+        if pull is not None:
+            found[o.name] = pull
+    return found, branches
+
+
+def _remote_branch(ref: str) -> str:
+    return ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else ref.removeprefix("refs/")
+
+
+def closed_note(o: Outcome, snap: Snapshot) -> str | None:
+    """Why a needed patch gets no new PR: someone merged or closed its PR. None: it may get one.
+
+    Only a PR that ggstack itself closed as redundant (its own closing comment
+    says so) may be followed by a new PR when the patch is needed again.
+    """
+    closed = snap.closed.get(o.name)
+    if closed is None:
+        return None
+    if closed.merged:
+        return f"its PR #{closed.number} was merged (into {closed.base_ref}); no new PR"
+    if any(
+        report.is_closing_comment(c.body, o.stack_patch_id) and c.author == closed.author
+        for c in snap.comments.get(closed.number, [])
+    ):
+        return None
+    return (
+        f"its PR #{closed.number} was closed by someone else: not reopened or replaced (reopen it, or remove the patch)"
+    )
+
+
+# -- settling: the commit each PR branch should hold (git only) ------------------------------
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The commit a needed patch's branch should hold, on the previous needed one."""
+
+    commit: str | None  # None: it does not apply there; no PR action
+    diffstat: report.Diffstat = field(default_factory=list)
+    note: str = ""
+
+
+def settle(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict[str, Chosen]:
+    """Make each needed patch's commit sit on the previous needed one, and
+    keep the remote's commit where it is the same change.
+
+    ``apply`` chains every patch that applied; a patch without a PR (broken,
+    held, represented yet applied) would ride along in the next PR, so the
+    next one is replayed onto the previous needed commit instead. And a
+    replay on another machine (the CI bot's fresh clone) makes new commit
+    objects for the same change (the committer date differs): when the
+    remote head has the same tree, parent and message, it is kept, so an
+    unchanged branch is not pushed again.
+    """
+    picks: dict[str, replay.Pick] | None = None
+    previous = run.base
+    chosen: dict[str, Chosen] = {}
+    for o in run.outcomes:
+        if not _needs_pr(o) or closed_note(o, snap) is not None:
+            continue
+        assert o.commit is not None
+        commit, info = o.commit, repo.commit_info(o.commit)
+        if info.parents[:1] != (previous,):
+            picks = picks or {p.name: p for p in replay.materialize(repo, stack)}
+            replayer = replay.Replayer(repo, previous)
+            try:
+                step = replayer.try_pick(picks[o.name])
+            finally:
+                replayer.close()
+            if step.applied is not Applied.APPLIED or step.commit is None:
+                note = f"does not apply on the previous needed patch alone ({step.applied.value}): no PR action"
+                chosen[o.name] = Chosen(None, note=note)
+                continue
+            commit, info = step.commit, repo.commit_info(step.commit)
+        diffstat = repo.numstat(previous, commit)
+        remote = snap.heads.get(snap.branches[o.name])
+        facts = snap.commits.get(remote or "")
+        if facts and (facts.tree, facts.parents) == (info.tree, (previous,)) and _same(facts.message, info.message):
+            commit = remote or commit
+        chosen[o.name] = Chosen(commit, diffstat)
+        previous = commit
+    return chosen
+
+
+def _same(a: str, b: str) -> bool:
+    return a.rstrip("\n") == b.rstrip("\n")
+
+
+# -- the plan: pure --------------------------------------------------------------------------
 
 
 @dataclass
@@ -51,12 +337,13 @@ class Step:
 class Slot:
     """One patch in the plan: what it is, what the forge and remote have, what to do."""
 
-    outcome: Outcome
+    outcome: Outcome  # a copy: the Run given to ``pr`` is not changed
     patch: Patch
     branch: str  # the remote branch name (without refs/heads/)
-    commit: str | None
+    commit: str | None  # the commit its branch should hold; None: no PR action
     remote_sha: str | None
     pull: RemotePR | None
+    approved_by: list[str] = field(default_factory=list)
     state: PRState | None = None
     steps: list[Step] = field(default_factory=list)
     summary: str = ""
@@ -75,118 +362,86 @@ class Plan:
     gate: str | None  # the approval gate in words, None when the stack has none
     head_owner: str
     fork: bool
+    base: str  # the branch the first (or, flat, every) PR goes onto
 
     @property
     def needed(self) -> list[Slot]:
         return [s for s in self.slots if s.needed]
 
 
-def pr(
-    repo: git.Repository,
-    stack: Stack,
-    run: Run,
-    *,
-    dry_run: bool = False,
-    close_redundant: bool = False,
-    stacked: bool | None = None,
-    progress: Progress | None = None,
-    env: Mapping[str, str] | None = None,
-    client: Any = None,
-) -> Run:
-    """``ggstack pr``: plan the forge actions for the Run's verdicts, then (unless
-    ``dry_run``) carry them out in merge order. Fills each Outcome's ``pr`` and
-    ``run.stages["pr"]``. Nothing is ever merged."""
-    missing = [o.name for o in run.outcomes if o.verdict is None]
-    if missing:
-        raise UserError(f"no verdict for {', '.join(missing)}: `pr` needs the Run of `check` (run check first)")
-    # ``client``: another forge to read (e.g. ``NoForge`` for the demo's plan).
-    forge = client or GitHub(stack.config.target.repo, env=env)
-    try:
-        plan = make_plan(repo, stack, run, forge, close_redundant=close_redundant, stacked=stacked)
-        if not dry_run:
-            act(repo, stack, run, plan, forge, progress)
-        for slot in plan.slots:
-            if slot.state is not None:
-                slot.state.actions = [step.words for step in slot.steps]
-                slot.state.action = _summary_action(slot, dry_run)
-            slot.outcome.pr = slot.state
-        run.stages["pr"] = "dry-run" if dry_run else "ok"
-        return run
-    finally:
-        forge.close()
-
-
 def make_plan(
-    repo: git.Repository, stack: Stack, run: Run, forge: Forge, *, close_redundant: bool, stacked: bool | None
+    run: Run,
+    stack: Stack,
+    snap: Snapshot,
+    chosen: Mapping[str, Chosen],
+    patches: Mapping[str, Patch],
+    *,
+    base_branch: str,
+    close_redundant: bool,
+    stacked: bool | None,
 ) -> Plan:
-    """Read the forge and the remote, and decide every step (nothing is written)."""
+    """Every step for every patch, from what was read and settled; nothing is read or written here."""
+    slots = [_slot(o, patches[o.name], snap, chosen) for o in run.outcomes]
+    _refuse_what_the_forge_would(stack, snap, slots, base_branch)
     target = stack.config.target
-    head_owner = (target.fork or target.repo).split("/")[0]
-    patches = {p.name: p for p in stack.patches}
-    refs = replay.branch_refs(stack)
-    pulls = forge.open_pulls()
-    ids = {p.provenance.stack_patch_id for p in stack.patches}
-    by_marker: dict[str, RemotePR] = {}
-    for p in pulls:  # oldest first: a later duplicate never wins
-        # Anyone may open a PR whose body ends in a marker: only a head in the stack's own repository is ours.
-        if p.marker in ids and p.marker not in by_marker and p.head_owner.lower() == head_owner.lower():
-            by_marker[p.marker] = p
-    slots = []
-    for o in run.outcomes:
-        patch = patches.get(o.name)
-        if patch is None:
-            raise UserError(f"the Run names {o.name!r}, which is not in stack {stack.name!r}")
-        default = _remote_branch(o.branch or refs[stack.patches.index(patch)])
-        pull = by_marker.get(o.stack_patch_id) or next(
-            (
-                p
-                for p in pulls
-                if p.marker is None and p.head_ref == default and p.head_owner.lower() == head_owner.lower()
-            ),
-            None,
-        )
-        # An existing PR keeps its head branch (PRs cannot change head), e.g. after a rename.
-        branch = pull.head_ref if pull else default
-        slots.append(Slot(o, patch, branch, o.commit if o.verdict in NEEDED else None, None, pull))
-    wanted = [f"refs/heads/{s.branch}" for s in slots if s.needed]
-    heads = repo.ls_remote(target.remote, wanted) if wanted else {}  # no patterns would list every ref
-    for s in slots:
-        s.remote_sha = heads.get(f"refs/heads/{s.branch}")
-    for s in slots:
-        if s.pull is not None:
-            s.pull.approved_by = forge.approvals(s.pull)
-        elif s.needed:
-            _respect_closed(s, forge, head_owner)
-    plan = Plan(slots, _stacked_mode(stacked, stack, slots), _gate_words(stack), head_owner, target.fork is not None)
-    _settle_commits(repo, stack, run, plan, forge)
-    _plan_needed(repo, stack, run, plan)
-    _plan_others(run, plan, forge, close_redundant)
+    plan = Plan(
+        slots,
+        _stacked_mode(stacked, stack, slots, base_branch),
+        _gate_words(stack),
+        _head_owner(stack),
+        target.fork is not None,
+        base_branch,
+    )
+    _plan_needed(run, stack, plan)
+    _plan_others(run, plan, snap, close_redundant)
     return plan
 
 
-def _respect_closed(s: Slot, forge: Forge, head_owner: str) -> None:
-    """A needed patch whose PR someone merged or closed gets no new one.
-
-    Only a PR that ggstack itself closed as redundant (its closing comment
-    says so) may be followed by a new PR when the patch is needed again.
-    """
-    closed = forge.find_closed_pull(head_owner, s.branch)
-    if closed is None or closed.marker not in (None, s.outcome.stack_patch_id):
-        return
-    if closed.merged:
-        s.note = f"its PR #{closed.number} was merged (into {closed.base_ref}); no new PR"
-    elif any(report.is_closing_comment(b, s.outcome.stack_patch_id) for b in forge.comment_bodies(closed)):
-        return
-    else:
-        s.note = f"its PR #{closed.number} was closed by someone else: not reopened or replaced (reopen it, or remove the patch)"
-    s.commit, s.pull = None, closed
+def _slot(o: Outcome, patch: Patch, snap: Snapshot, chosen: Mapping[str, Chosen]) -> Slot:
+    branch = snap.branches[o.name]
+    pull = snap.pulls.get(o.name)
+    slot = Slot(copy.deepcopy(o), patch, branch, None, snap.heads.get(branch), pull)
+    if pull is not None:
+        slot.approved_by = list(snap.approvals.get(pull.number, []))
+    note = closed_note(o, snap) if _needs_pr(o) and pull is None else None
+    if note is not None:
+        slot.note, slot.pull = note, snap.closed[o.name]
+    elif o.name in chosen:
+        c = chosen[o.name]
+        slot.commit, slot.diffstat, slot.note = c.commit, c.diffstat, c.note
+    return slot
 
 
-def _remote_branch(ref: str) -> str:
-    return ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else ref.removeprefix("refs/")
+def _refuse_what_the_forge_would(stack: Stack, snap: Snapshot, slots: list[Slot], base_branch: str) -> None:
+    """What would fail after pushing, refused before it: nothing is pushed or opened."""
+    target = stack.config.target
+    needed = [s for s in slots if s.needed]
+    for s in needed:
+        facts = snap.commits.get(s.remote_sha or "")
+        if (
+            s.remote_sha != s.commit
+            and facts is not None
+            and s.outcome.stack_patch_id not in snap.patch_ids.get(s.remote_sha or "", ())
+        ):
+            # Not a commit ggstack made of this patch: a reviewer's fixup, say. Never overwritten.
+            first = facts.message.splitlines()[0] if facts.message else "no message"
+            raise UserError(
+                f"someone else pushed {(s.remote_sha or '')[:10]} ({first!r}) to {s.branch} on {target.remote!r}; "
+                f"ggstack will not overwrite it: fold that change into {s.outcome.name} (or delete the branch), then rerun"
+            )
+    if needed and not snap.head_repo_exists:
+        raise UserError(
+            f"target.fork {target.fork!r} is not on the forge (or the token cannot see it): the PR heads would "
+            f"live there; fix target.fork in stack.toml, or give the token access to it"
+        )
+    if needed and not snap.base_exists:
+        raise UserError(
+            f"the PR base {base_branch!r} is not a branch of {target.repo} on the forge (the stack was replayed "
+            f"onto it): push it to {target.repo} first, or pass --onto a branch it has (target.base is {target.base!r})"
+        )
 
 
-def _stacked_mode(stacked: bool | None, stack: Stack, slots: list[Slot]) -> bool:
+def _stacked_mode(stacked: bool | None, stack: Stack, slots: list[Slot], base_branch: str) -> bool:
     """The flag if given; else the mode the open PRs were opened in; else stack.toml.
 
     With the heads in a fork there is no stacking: a PR's base must be a branch
@@ -204,7 +459,7 @@ def _stacked_mode(stacked: bool | None, stack: Stack, slots: list[Slot]) -> bool
         return stacked
     later = [s.pull for s in [s for s in slots if s.needed][1:] if s.pull is not None]
     if later:
-        return any(p.base_ref != stack.config.target.base for p in later)
+        return any(p.base_ref != base_branch for p in later)
     return stack.config.pr.stacked
 
 
@@ -216,89 +471,14 @@ def _gate_words(stack: Stack) -> str | None:
     return ", ".join(words) or "approval"
 
 
-def _settle_commits(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge) -> None:
-    """Make each needed patch's commit sit on the previous needed one, and
-    keep the remote's commit where it is the same change.
-
-    ``apply`` chains every patch that applied; a patch without a PR (broken,
-    held, represented yet applied) would ride along in the next PR, so the
-    next one is replayed onto the previous needed commit instead. And a
-    replay on another machine (the CI bot's fresh clone) makes new commit
-    objects for the same change (the committer date differs): when the
-    remote head has the same tree, parent and message, it is kept, so an
-    unchanged branch is not pushed again.
-    """
-    target = stack.config.target
-    head_repo = target.fork or target.repo
-    picks: dict[str, replay.Pick] | None = None
-    previous = run.base
-    for s in plan.needed:
-        assert s.commit is not None
-        info = repo.commit_info(s.commit)
-        if info.parents[:1] != (previous,):
-            picks = picks or {p.name: p for p in replay.materialize(repo, stack)}
-            replayer = replay.Replayer(repo, previous)
-            try:
-                step = replayer.try_pick(picks[s.outcome.name])
-            finally:
-                replayer.close()
-            if step.applied is not Applied.APPLIED or step.commit is None:
-                s.commit, s.note = (
-                    None,
-                    f"does not apply on the previous needed patch alone ({step.applied.value}): no PR action",
-                )
-                continue
-            s.commit = step.commit
-            info = repo.commit_info(s.commit)
-        if s.remote_sha and s.remote_sha != s.commit:
-            facts = forge.commit_facts(head_repo, s.remote_sha)
-            if (
-                facts is not None
-                and ("Stack-Patch-Id", s.outcome.stack_patch_id) not in git.parse_trailers([facts[2]])[0]
-            ):
-                # Not a commit ggstack made of this patch: a reviewer's fixup, say. Never overwritten.
-                raise UserError(
-                    f"someone else pushed {s.remote_sha[:10]} ({facts[2].splitlines()[0] if facts[2] else 'no message'!r}) "
-                    f"to {s.branch} on {target.remote!r}; ggstack will not overwrite it: fold that change into "
-                    f"{s.outcome.name} (or delete the branch), then rerun"
-                )
-            if (
-                facts is not None
-                and facts[0] == info.tree
-                and facts[1] == [previous]
-                and facts[2].rstrip("\n") == info.message.rstrip("\n")
-            ):
-                s.commit = s.remote_sha
-        s.outcome.commit = s.commit
-        previous = s.commit
-
-
-def _plan_needed(repo: git.Repository, stack: Stack, run: Run, plan: Plan) -> None:
-    policy, target = stack.config.pr, stack.config.target
+def _plan_needed(run: Run, stack: Stack, plan: Plan) -> None:
+    """The PR of each needed patch, in merge order: its state, its steps, then its body."""
     needed = plan.needed
     previous: Slot | None = None
     for n, s in enumerate(needed, 1):
-        base = previous.branch if plan.stacked and previous else target.base
-        pull = s.pull
-        approved = bool(pull and pull.approved_by)
-        s.state = PRState(
-            number=pull.number if pull else None,
-            url=pull.url if pull else None,
-            state="open" if pull else "planned",
-            draft=pull.draft if pull else (policy.draft and plan.gate is not None),
-            approved=approved,
-            head=f"{plan.head_owner}:{s.branch}" if plan.fork else s.branch,
-            base=base,
-            title=s.patch.subject,
-            labels=list(pull.labels) if pull else (list(policy.labels) if plan.gate else []),
-            approved_by=list(pull.approved_by) if pull else [],
-            position=n,
-            total=len(needed),
-        )
+        base = previous.branch if plan.stacked and previous else plan.base
+        s.state = _new_state(s, stack, plan, base, n, len(needed))
         s.outcome.pr = s.state  # the bodies of its neighbours read its number
-        info = repo.commit_info(s.commit)
-        parent = info.parents[0] if info.parents else git.EMPTY_TREE
-        s.diffstat = repo.numstat(parent, s.commit)
         s.summary = summary_of(s.patch)
         if s.commit != s.remote_sha:
             s.steps.append(
@@ -307,22 +487,10 @@ def _plan_needed(repo: git.Repository, stack: Stack, run: Run, plan: Plan) -> No
                     f"push {s.branch} {report.short(s.remote_sha) or '(new)'} → {report.short(s.commit)} (--force-with-lease)",
                 )
             )
-        if pull is None:
-            gate = f" as {plan.gate}" if plan.gate else ""
-            s.steps.append(Step("open", f"open PR {n} of {len(needed)}: {s.state.head} → {base}{gate}"))
-            if plan.gate and policy.labels:
-                s.steps.append(Step("label", f"label {', '.join(policy.labels)}"))
-        elif plan.gate is not None:
-            if approved and pull.draft:
-                s.steps.append(Step("ready", f"approved by {', '.join(pull.approved_by)}: mark ready for review"))
-            for label in policy.labels:
-                has = any(label.lower() == x.lower() for x in pull.labels)
-                if approved and has:
-                    s.steps.append(Step("unlabel", f"approved: remove label {label}", {"label": label}))
-                elif not approved and not has:
-                    s.steps.append(Step("label", f"label {label}", {"label": label}))
+        s.steps += _open_steps(s, stack, plan, n, len(needed), base) if s.pull is None else _gate_steps(s, stack, plan)
         previous = s
     for s in needed:
+        assert s.state is not None
         s.state.body = _body(run, plan, s)
         if s.pull is not None:
             fields = _changed_fields(s)
@@ -331,11 +499,59 @@ def _plan_needed(repo: git.Repository, stack: Stack, run: Run, plan: Plan) -> No
                 s.steps.append(Step("edit", f"update {words}", fields))
 
 
+def _new_state(s: Slot, stack: Stack, plan: Plan, base: str, n: int, total: int) -> PRState:
+    policy, pull = stack.config.pr, s.pull
+    return PRState(
+        number=pull.number if pull else None,
+        url=pull.url if pull else None,
+        state="open" if pull else "planned",
+        draft=pull.draft if pull else (policy.draft and plan.gate is not None),
+        approved=bool(s.approved_by),
+        head=f"{plan.head_owner}:{s.branch}" if plan.fork else s.branch,
+        base=base,
+        title=s.patch.subject,
+        labels=list(pull.labels) if pull else (list(policy.labels) if plan.gate else []),
+        approved_by=list(s.approved_by),
+        position=n,
+        total=total,
+    )
+
+
+def _open_steps(s: Slot, stack: Stack, plan: Plan, n: int, total: int, base: str) -> list[Step]:
+    assert s.state is not None
+    gate = f" as {plan.gate}" if plan.gate else ""
+    steps = [Step("open", f"open PR {n} of {total}: {s.state.head} → {base}{gate}")]
+    if plan.gate and stack.config.pr.labels:
+        steps.append(Step("label", f"label {', '.join(stack.config.pr.labels)}"))
+    return steps
+
+
+def _gate_steps(s: Slot, stack: Stack, plan: Plan) -> list[Step]:
+    """An open PR's gate: lifted once a maintainer approved, else kept (a lost label put back)."""
+    assert s.pull is not None
+    if plan.gate is None:
+        return []
+    approved, steps = bool(s.approved_by), []
+    if approved and s.pull.draft:
+        steps.append(Step("ready", f"approved by {', '.join(s.approved_by)}: mark ready for review"))
+    for label in stack.config.pr.labels:
+        has = any(label.lower() == x.lower() for x in s.pull.labels)
+        if approved and has:
+            steps.append(Step("unlabel", f"approved: remove label {label}", {"label": label}))
+        elif not approved and not has:
+            steps.append(Step("label", f"label {label}", {"label": label}))
+    return steps
+
+
 def _body(run: Run, plan: Plan, s: Slot) -> str:
-    if s.state is not None:
-        s.state.approved = bool(s.pull and s.pull.approved_by)
     return report.pr_body(
-        run, s.outcome, summary=s.summary, diffstat=s.diffstat, order=[x.outcome for x in plan.needed], gate=plan.gate
+        run,
+        s.outcome,
+        summary=s.summary,
+        diffstat=s.diffstat,
+        order=[x.outcome for x in plan.needed],
+        gate=plan.gate,
+        onto=plan.base,
     )
 
 
@@ -351,7 +567,7 @@ def _changed_fields(s: Slot) -> dict[str, str]:
     return fields
 
 
-def _plan_others(run: Run, plan: Plan, forge: Forge, close_redundant: bool) -> None:
+def _plan_others(run: Run, plan: Plan, snap: Snapshot, close_redundant: bool) -> None:
     """Patches without a PR to open: close the redundant ones' PRs, leave the rest."""
     for s in plan.slots:
         if s.needed or s.pull is None:
@@ -362,29 +578,35 @@ def _plan_others(run: Run, plan: Plan, forge: Forge, close_redundant: bool) -> N
             url=pull.url,
             state="merged" if pull.merged else pull.state,
             draft=pull.draft,
-            approved=bool(pull.approved_by),
+            approved=bool(s.approved_by),
             head=pull.head_ref,
             base=pull.base_ref,
             title=pull.title,
             labels=list(pull.labels),
-            approved_by=list(pull.approved_by),
+            approved_by=list(s.approved_by),
         )
         if o.verdict is Verdict.REPRESENTED:
             s.state.comment = report.closing_comment(run, o)
-            via = ", ".join(report.short(c) for c in o.represented_by) or "the base"
-            if not close_redundant:
-                s.steps.append(Step("would-close", f"would close: represented by {via} (pass --close-redundant)"))
-                continue
-            # Whatever base it was checked on: one closing comment a PR, also across a moving base.
-            if not any(report.is_closing_comment(b, o.stack_patch_id) for b in forge.comment_bodies(pull)):
-                s.steps.append(Step("comment", f"comment: represented by {via}, with the evidence"))
-            s.steps.append(Step("close", f"close #{pull.number}"))
+            s.steps += _close_steps(s, snap, close_redundant)
         elif o.verdict in (Verdict.CONFLICT, Verdict.BROKEN):
             s.state.note = f"{o.verdict.value}: needs rework; PR left as it is"
         elif o.verdict is Verdict.INCONCLUSIVE:
             s.state.note = "inconclusive: held; PR left as it is"
         elif o.verdict in NEEDED:
             s.state.note = s.note or "no replayed commit: PR left as it is"
+
+
+def _close_steps(s: Slot, snap: Snapshot, close_redundant: bool) -> list[Step]:
+    assert s.pull is not None
+    o = s.outcome
+    via = ", ".join(report.short(c) for c in o.represented_by) or "the base"
+    if not close_redundant:
+        return [Step("would-close", f"would close: represented by {via} (pass --close-redundant)")]
+    # Whatever base it was checked on: one closing comment a PR, also across a moving base.
+    steps = []
+    if not any(report.is_closing_comment(c.body, o.stack_patch_id) for c in snap.comments.get(s.pull.number, [])):
+        steps.append(Step("comment", f"comment: represented by {via}, with the evidence"))
+    return [*steps, Step("close", f"close #{s.pull.number}")]
 
 
 def summary_of(patch: Patch) -> str:
@@ -394,6 +616,22 @@ def summary_of(patch: Patch) -> str:
         paragraphs = paragraphs[:-1]
     text = "\n\n".join(paragraphs)
     return "\n".join(line for line in text.splitlines() if not line.startswith("(cherry picked from commit ")).strip()
+
+
+def record(run: Run, plan: Plan, *, dry_run: bool, offline: bool) -> Run:
+    """A new Run with what the plan did (or would do) in each Outcome's ``pr``."""
+    outcomes = []
+    for slot in plan.slots:
+        o = slot.outcome
+        if slot.state is not None:
+            slot.state.actions = [step.words for step in slot.steps]
+            slot.state.action = _summary_action(slot, dry_run)
+        o.pr = slot.state
+        if slot.needed:
+            o.commit = slot.commit
+        outcomes.append(o)
+    stage = ("dry-run" + (f" ({OFFLINE})" if offline else "")) if dry_run else "ok"
+    return dataclasses.replace(run, outcomes=outcomes, stages={**run.stages, "pr": stage})
 
 
 def _summary_action(slot: Slot, dry_run: bool) -> str:
@@ -406,51 +644,33 @@ def _summary_action(slot: Slot, dry_run: bool) -> str:
 # -- acting -------------------------------------------------------------------------------
 
 
+class _Ticker:
+    """Progress over the plan's steps, one kind of step of one slot at a time."""
+
+    def __init__(self, plan: Plan, progress: Progress | None) -> None:
+        self.total = sum(len(s.steps) for s in plan.slots)
+        self.done = 0
+        self.progress = progress
+
+    def __call__(self, s: Slot, kind: str) -> None:
+        self.done += sum(1 for step in s.steps if step.kind == kind)
+        if self.progress:
+            self.progress(min(self.done, self.total), self.total, f"{s.outcome.name}: {kind}")
+
+
 def act(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, progress: Progress | None) -> None:
     """Carry the plan out: push, open in merge order, fix bodies and bases, gates, closes."""
-    total = sum(len(s.steps) for s in plan.slots)
-    done = 0
-
-    def tick(s: Slot, kind: str) -> None:
-        nonlocal done
-        done += sum(1 for step in s.steps if step.kind == kind)
-        if progress:
-            progress(min(done, total), total, f"{s.outcome.name}: {kind}")
-
+    tick = _Ticker(plan, progress)
     _push(repo, stack, [s for s in plan.needed if any(st.kind == "push" for st in s.steps)])
     for s in plan.needed:
         tick(s, "push")
-    policy = stack.config.pr
     for s in plan.needed:  # open in merge order, so each base exists and earlier numbers are known
-        if s.pull is not None:
-            continue
-        assert s.state is not None
-        body = _body(run, plan, s)
-        s.pull = forge.create_pull(
-            title=s.state.title or s.patch.subject,
-            body=body,
-            base=s.state.base or stack.config.target.base,
-            head_owner=plan.head_owner,
-            head_ref=s.branch,
-            head=s.state.head or s.branch,
-            draft=bool(s.state.draft),
-        )
-        s.state.number, s.state.url, s.state.state = s.pull.number, s.pull.url, "open"
-        tick(s, "open")
-        missing = [x for x in policy.labels if x.lower() not in {y.lower() for y in s.pull.labels}] if plan.gate else []
-        if missing:
-            forge.add_labels(s.pull, missing)
-            s.pull.labels += missing
-        tick(s, "label")
+        if s.pull is None:
+            _open(run, stack, plan, s, forge)
+            tick(s, "open")
+            tick(s, "label")
     for s in plan.needed:  # with every number known, each body, title and base once
-        assert s.state is not None and s.pull is not None
-        s.state.body = _body(run, plan, s)
-        fields = _changed_fields(s)
-        if fields:
-            forge.edit_pull(s.pull, **fields)
-            s.pull.title, s.pull.body, s.pull.base_ref = s.state.title or "", s.state.body or "", s.state.base or ""
-            if not any(st.kind == "edit" for st in s.steps):
-                s.steps.append(Step("edit", f"update {', '.join(fields)}", fields))
+        _update(run, plan, s, forge)
         tick(s, "edit")
         _gate(s, forge)
     for s in plan.slots:
@@ -458,11 +678,41 @@ def act(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, 
             continue
         for step in s.steps:
             if step.kind == "comment":
-                forge.comment(s.pull, s.state.comment or "", s.outcome.stack_patch_id)
+                forge.comment(s.pull, s.state.comment or "")
             elif step.kind == "close":
                 forge.edit_pull(s.pull, state="closed")
                 s.state.state = "closed"
             tick(s, step.kind)
+
+
+def _open(run: Run, stack: Stack, plan: Plan, s: Slot, forge: Forge) -> None:
+    assert s.state is not None
+    s.pull = forge.create_pull(
+        title=s.state.title or s.patch.subject,
+        body=_body(run, plan, s),
+        base=s.state.base or plan.base,
+        head_owner=plan.head_owner,
+        head_ref=s.branch,
+        head=s.state.head or s.branch,
+        draft=bool(s.state.draft),
+    )
+    s.state.number, s.state.url, s.state.state = s.pull.number, s.pull.url, "open"
+    labels = stack.config.pr.labels if plan.gate else ()
+    missing = [x for x in labels if x.lower() not in {y.lower() for y in s.pull.labels}]
+    if missing:
+        forge.add_labels(s.pull, missing)
+        s.pull.labels += missing
+
+
+def _update(run: Run, plan: Plan, s: Slot, forge: Forge) -> None:
+    assert s.state is not None and s.pull is not None
+    s.state.body = _body(run, plan, s)
+    fields = _changed_fields(s)
+    if fields:
+        forge.edit_pull(s.pull, **fields)
+        s.pull.title, s.pull.body, s.pull.base_ref = s.state.title or "", s.state.body or "", s.state.base or ""
+        if not any(st.kind == "edit" for st in s.steps):
+            s.steps.append(Step("edit", f"update {', '.join(fields)}", fields))
 
 
 def _gate(s: Slot, forge: Forge) -> None:

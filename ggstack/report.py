@@ -277,6 +277,7 @@ def pr_body(
     diffstat: Diffstat,
     order: list[Outcome],
     gate: str | None,
+    onto: str | None = None,
 ) -> str:
     """The body of the PR for ``outcome``.
 
@@ -284,10 +285,12 @@ def pr_body(
     ``diffstat`` what the PR's commit changes, ``order`` the patches that get
     PRs, in merge order (their ``pr`` carries the numbers known so far),
     ``gate`` the approval gate in words ("draft, label `do-not-merge`") or
-    None when the stack has none. Deterministic: the same inputs give the same
+    None when the stack has none, ``onto`` the branch the PRs go onto (default:
+    the Run's base as given; "origin/dev" and "dev" are one branch). Deterministic: the same inputs give the same
     bytes, so a rerun with nothing changed edits nothing.
     """
     parts = [md_text(summary.strip() or outcome.subject)]
+    onto = onto or run.base_ref
     prov = outcome.provenance
     origin = []
     if prov and prov.original_pr:
@@ -303,15 +306,15 @@ def pr_body(
             "### Dropped\n\nLeft out of the original on purpose:\n\n"
             + "\n".join(f"- {md_line(d)}" for d in prov.dropped)
         )
-    changes = f"Replayed onto {md_code(run.base_ref)} at {short(run.base)}.\n\n{md_fence(diffstat_text(diffstat))}"
+    changes = f"Replayed onto {md_code(onto)} at {short(run.base)}.\n\n{md_fence(diffstat_text(diffstat))}"
     if outcome.verdict is Verdict.PARTIAL:
         via = f" via {', '.join(short(c) for c in outcome.represented_by)}" if outcome.represented_by else ""
         changes = (
-            f"Part of this patch ({outcome.represented_fraction:.0%} of its lines) is already in {md_code(run.base_ref)}{via}; "
+            f"Part of this patch ({outcome.represented_fraction:.0%} of its lines) is already in {md_code(onto)}{via}; "
             f"this PR carries only the remaining diff.\n\n" + changes
         )
     parts.append("### Changes\n\n" + changes)
-    parts.append("### Merge order\n\n" + _merge_order(run, outcome, order))
+    parts.append("### Merge order\n\n" + _merge_order(run, outcome, order, onto))
     if gate is not None:
         if outcome.pr and outcome.pr.approved:
             who = ", ".join(f"@{u}" for u in outcome.pr.approved_by) or "a maintainer"
@@ -326,11 +329,11 @@ def pr_body(
     return "\n\n".join(parts) + "\n"
 
 
-def _merge_order(run: Run, outcome: Outcome, order: list[Outcome]) -> str:
+def _merge_order(run: Run, outcome: Outcome, order: list[Outcome], onto: str) -> str:
     names = [o.name for o in order]
     n = names.index(outcome.name) + 1
     lines = [
-        f"This is PR {n} of {len(order)} in the {md_code(run.stack or '')} stack onto {md_code(run.base_ref)}. Merge in this order:",
+        f"This is PR {n} of {len(order)} in the {md_code(run.stack or '')} stack onto {md_code(onto)}. Merge in this order:",
         "",
     ]
     for i, o in enumerate(order, 1):
@@ -390,7 +393,7 @@ def pr_plan_table(run: Run) -> Table:
     """One row a patch: its verdict, its PR and what ``pr`` did or would do."""
     stage = run.stages.get("pr", "")
     title = f"{run.stack}: pull requests onto {run.base_ref} ({short(run.base)})" + (
-        " — plan only (dry run)" if stage == "dry-run" else ""
+        " — plan only (dry run)" if stage.startswith("dry-run") else ""
     )
     table = Table(title=title, title_justify="left")
     for col in ("patch", "verdict", "PR", "base", "gate", "actions"):
@@ -691,48 +694,54 @@ def markdown(run: Run) -> str:
     what is long: the remaining diff of each partial patch and the draft
     closing comment of each redundant PR.
     """
-    lines = [f"## ggstack: `{run.stack or 'commits'}` onto `{run.base_ref}`", ""]
+    lines = [f"## ggstack: {md_code(run.stack or 'commits')} onto {md_code(run.base_ref)}", ""]
     lines += [f"**{_md(header_line(run))}**", ""]
     if run.stages:
         lines += [f"Stages: {_md(stage_words(run))}", ""]
     reasons = attention(run)
     lines += [f"Needs attention: {_md('; '.join(reasons))}" if reasons else "Nothing needs a human.", ""]
     lines += ["| # | patch | verdict | recommendation | evidence | provenance | PR |", "|---|---|---|---|---|---|---|"]
-    for i, o in enumerate(run.outcomes, 1):
-        pr = _md(pr_words(o))
-        if o.pr and o.pr.url and o.pr.number:
-            pr = pr.replace(f"#{o.pr.number}", f"[#{o.pr.number}]({o.pr.url})", 1)
-        cells = [
-            str(i),
-            f"`{_md(o.name)}`<br>{_md(o.subject)}",
-            f"**{o.verdict.value}**" if o.verdict else NOT_JUDGED,
-            _md(recommendation_words(o)),
-            _md(evidence_words(o).partition(": ")[2]),
-            "<br>".join(_md(w) for w in provenance_words(o)),
-            pr,
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += [_markdown_row(i, o) for i, o in enumerate(run.outcomes, 1)]
     lines.append("")
     for o in run.outcomes:
-        if o.verdict is Verdict.PARTIAL and o.remaining_diff:
-            lines += _details(
-                f"{o.name}: remaining diff ({1 - o.represented_fraction:.0%} of its lines still needed)",
-                o.remaining_diff,
-                "diff",
-            )
-        if o.conflict and o.conflict.hunks:
-            lines += _details(f"{o.name}: conflict in {', '.join(o.conflict.paths)}", o.conflict.hunks, "diff")
-        if o.verdict is Verdict.REPRESENTED and o.pr is not None and o.pr.number is not None:
-            comment = o.pr.comment or closing_comment(run, o)
-            lines += _details(
-                f"{o.name}: closing comment for #{o.pr.number}"
-                + (" (posted)" if o.pr.state == "closed" else " (draft)"),
-                comment,
-                "markdown",
-            )
+        lines += _markdown_details(run, o)
     if run.errors:
         lines += ["### Errors", ""] + [f"- {_md(e)}" for e in run.errors] + [""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _markdown_row(i: int, o: Outcome) -> str:
+    pr = _md(pr_words(o))
+    if o.pr and o.pr.url and o.pr.number:
+        pr = pr.replace(f"#{o.pr.number}", f"[#{o.pr.number}]({o.pr.url})", 1)
+    cells = [
+        str(i),
+        f"`{_md(o.name)}`<br>{_md(o.subject)}",
+        f"**{o.verdict.value}**" if o.verdict else NOT_JUDGED,
+        _md(recommendation_words(o)),
+        _md(evidence_words(o).partition(": ")[2]),
+        "<br>".join(_md(w) for w in provenance_words(o)),
+        pr,
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _markdown_details(run: Run, o: Outcome) -> list[str]:
+    """The long parts of one patch, each collapsed: remaining diff, conflict hunks, closing comment."""
+    lines = []
+    if o.verdict is Verdict.PARTIAL and o.remaining_diff:
+        lines += _details(
+            f"{o.name}: remaining diff ({1 - o.represented_fraction:.0%} of its lines still needed)",
+            o.remaining_diff,
+            "diff",
+        )
+    if o.conflict and o.conflict.hunks:
+        lines += _details(f"{o.name}: conflict in {', '.join(o.conflict.paths)}", o.conflict.hunks, "diff")
+    if o.verdict is Verdict.REPRESENTED and o.pr is not None and o.pr.number is not None:
+        comment = o.pr.comment or closing_comment(run, o)
+        posted = " (posted)" if o.pr.state == "closed" else " (draft)"
+        lines += _details(f"{o.name}: closing comment for #{o.pr.number}{posted}", comment, "markdown")
+    return lines
 
 
 def _details(summary: str, body: str, lang: str) -> list[str]:

@@ -266,7 +266,7 @@ def test_a_patch_without_a_pr_does_not_ride_along_in_the_next_pr(world: World) -
         cwd=w.tmp,
         env=w.env(),
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # a broken patch needs a human: exit by the verdicts, as sync
     after = Run.from_json(json.loads(proc.stdout))
     p1, p3 = w.pulls()
     assert [p1["title"][:6], p3["title"][:6]] == ["fix(a)", "fix(c)"]
@@ -339,8 +339,9 @@ def test_base_moves_patch_2_represented_close_redundant_closes_it_with_the_evide
     assert p3["base"]["ref"] == p2["head"]["ref"]
     landed = w.land(w.b)
 
-    # Without the flag: the plan says "would close"; PR 2 stays open and uncommented.
-    proc = w.ok()
+    # Without the flag: the plan says "would close"; PR 2 stays open and uncommented, and a human is asked (exit 1).
+    proc = w.gg()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "would close" in proc.stdout
     assert w.pull("fix(b)")["state"] == "open" and w.forge.comments(SLUG, p2["number"]) == []
     # ... while patch 3's PR follows the chain: now on patch 1's branch.
@@ -693,3 +694,93 @@ def test_credentials_in_the_api_url_are_never_printed(seeded: World) -> None:
     proc = w.ok("--json", env=w.env(GITHUB_API_URL=w.forge.url.replace("http://", f"http://x:{secret}@")))
     assert secret not in proc.stdout + proc.stderr
     assert [p["title"][:6] for p in w.pulls()] == ["fix(a)", "fix(b)"]
+
+
+# -- previews, bases and refusals ---------------------------------------------------------------
+
+
+def test_dry_run_without_a_token_plans_offline_says_so_and_exits_by_the_verdicts(world: World) -> None:
+    w = world
+    w.fork.git("checkout", "-q", "feature")
+    partial = w.fork.commit(
+        "fix(d): two changes, one of them landed", {"d.txt": _text("d", 2).replace("d line 9", "d line 9 too")}
+    )
+    w.fork.git("checkout", "-q", "main")
+    w.stack("s", [w.a, partial])
+    w.fork.commit("base: half of d", {"d.txt": _text("d", 2)})
+    env = {k: v for k, v in w.env().items() if k != "GITHUB_TOKEN"}
+    proc = w.gg("--dry-run", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the partial patch needs a human
+    assert [line for line in proc.stderr.splitlines() if "offline" in line] == [
+        f"ggstack: no GITHUB_TOKEN or GH_TOKEN: {pr_stage.OFFLINE}"
+    ]
+    assert "open PR 1 of 2" in proc.stdout and "PR body" in proc.stdout and report.PR_GATE in proc.stdout
+    assert w.forge.requests == []  # nothing was asked of the forge
+    assert w.gg(env=env).returncode == 2  # a real run still needs the token
+
+
+def test_prs_go_onto_the_branch_the_stack_was_replayed_onto(world: World) -> None:
+    w = world
+    w.fork.git("branch", "dev/before", "main")
+    w.fork.git("push", "-q", "origin", "dev/before")
+    w.fork.commit("main moves on", {"x.txt": _text("x", 9)})  # target.base (main) is another base now
+    w.stack("s", [w.a, w.b])
+    run = w.run_json("--json", onto="dev/before")
+    p1, p2 = w.pulls()
+    assert p1["base"]["ref"] == "dev/before" and p2["base"]["ref"] == p1["head"]["ref"]
+    assert "Replayed onto `dev/before`" in p1["body"] and "onto `dev/before`" in p2["body"]
+    assert run.outcomes[0].pr.base == "dev/before"
+    # onto the remote-tracking name of the same branch: the same PRs, nothing to change
+    w.fork.git("fetch", "-q", "origin")
+    w.forge.reset_counts()
+    w.ok(onto="origin/dev/before")
+    assert w.forge.write_calls() == 0
+
+
+def test_a_base_that_is_no_branch_is_refused_naming_both(seeded: World) -> None:
+    w = seeded
+    sha = w.fork.sha("main~1")  # main's own tip would be main (CI shards pin the base by its sha)
+    proc = w.gg(onto=sha)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert sha in proc.stderr and "'main'" in proc.stderr and "--onto" in proc.stderr
+    assert w.forge.requests == [] and w.remote_heads() == {}
+
+
+def test_a_base_branch_missing_on_the_forge_is_refused_before_anything_is_pushed(seeded: World) -> None:
+    w = seeded
+    w.fork.git("branch", "topic", "main")  # here, never pushed
+    proc = w.gg(onto="topic")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "the PR base 'topic' is not a branch of upstream/proj" in proc.stderr and "push it" in proc.stderr
+    assert w.remote_heads() == {} and w.forge.write_calls() == 0
+
+
+def test_a_head_repository_the_forge_does_not_have_is_refused_before_anything_is_pushed(
+    tmp_path: Path, forge: FakeGitHub
+) -> None:
+    w = World(tmp_path, forge)
+    fork_bare = GitRepo.init(tmp_path / "forker.git", bare=True)
+    w.fork.git("remote", "add", "mine", str(fork_bare.path))
+    w.stack("s", [w.a], config={'# fork = "me/name"': 'fork = "forker/nope"', 'remote = "origin"': 'remote = "mine"'})
+    proc = w.gg()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "target.fork 'forker/nope' is not on the forge" in proc.stderr
+    assert fork_bare.git("for-each-ref") == "" and w.forge.write_calls() == 0
+
+
+def test_a_forge_refusal_names_the_field_and_what_to_do(seeded: World) -> None:
+    w = seeded
+    w.forge.inject(
+        "POST",
+        r"/pulls$",
+        status=422,
+        body={
+            "message": "Validation Failed",
+            "errors": [{"resource": "PullRequest", "field": "base", "code": "invalid"}],
+            "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request",
+        },
+    )
+    proc = w.gg()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "422 Validation Failed: base: invalid" in proc.stderr
+    assert "not a branch of the target repository" in proc.stderr and "--onto" in proc.stderr

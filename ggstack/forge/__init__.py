@@ -1,22 +1,24 @@
 """The forge: where the stack's pull requests live, as ggstack needs it.
 
-``pr`` plans and acts through these few calls, so a forge other than GitHub
-(or none at all: ``none.NoForge``, for planning offline) is one class.
+``pr`` reads the forge once (a snapshot), plans without it and acts through
+it last, so a forge is the few calls of ``Forge`` below. GitHub and GitHub
+Enterprise are ``github.GitHub`` (PyGithub); ``none.NoForge`` is a forge on
+which nothing exists, for planning offline. Another forge (GitLab) is one more
+class with these calls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ggstack.secrets import TOKEN_VARS as TOKEN_VARS  # re-exported
-
-Forge = Any  # the protocol comes next; until then, what GitHub and NoForge both answer
 
 
 @dataclass
 class RemotePR:
-    """An open PR as the forge has it (facts the forge owns: read each run)."""
+    """A PR as the forge has it (facts the forge owns: read each run)."""
 
     number: int
     url: str
@@ -27,8 +29,60 @@ class RemotePR:
     head_ref: str
     base_ref: str
     labels: list[str]
-    marker: str | None  # the Stack-Patch-Id in its body, if any
     state: str = "open"
     merged: bool = False
-    approved_by: list[str] = field(default_factory=list)
-    handle: Any = field(default=None, repr=False)  # the PyGithub PullRequest
+    author: str = ""  # the login that opened it
+    handle: Any = field(default=None, repr=False, compare=False)  # the forge's own object (PyGithub's PullRequest)
+
+
+@dataclass(frozen=True)
+class Comment:
+    author: str  # login
+    body: str
+
+
+@dataclass(frozen=True)
+class CommitFacts:
+    """A commit as the forge has it: enough to tell the same change from another one."""
+
+    tree: str
+    parents: tuple[str, ...]
+    message: str
+
+
+class Forge(Protocol):
+    """What ``pr`` asks of a forge. Reads answer None/False/[] for what is not there; writes are retried
+    by the forge itself within its bounds, and a write whose answer was lost is not sent twice."""
+
+    offline: bool  # True: nothing was read (a forge on which nothing exists), and nothing may be written
+    writes: int  # write calls made so far
+
+    def close(self) -> None: ...
+
+    # -- reads --
+    def open_pulls(self) -> list[RemotePR]: ...  # oldest first
+    def closed_pull(self, head_owner: str, head_ref: str) -> RemotePR | None: ...  # the latest, if any
+    def approvals(self, pull: RemotePR) -> list[str]: ...  # maintainers whose latest review approves
+    def comments(self, pull: RemotePR) -> list[Comment]: ...
+    def commit_facts(self, slug: str, sha: str) -> CommitFacts | None: ...
+    def has_branch(self, slug: str, branch: str) -> bool: ...
+    def has_repository(self, slug: str) -> bool: ...
+
+    # -- writes --
+    def create_pull(
+        self, *, title: str, body: str, base: str, head_owner: str, head_ref: str, head: str, draft: bool
+    ) -> RemotePR: ...
+    def edit_pull(self, pull: RemotePR, **fields: str) -> None: ...
+    def add_labels(self, pull: RemotePR, labels: Sequence[str]) -> None: ...
+    def remove_label(self, pull: RemotePR, label: str) -> None: ...
+    def mark_ready(self, pull: RemotePR) -> None: ...
+    def comment(self, pull: RemotePR, body: str) -> None: ...
+
+
+def same_last_line(a: str, b: str) -> bool:
+    """Do two texts end in the same line? How a re-sent comment is recognised (ggstack ends each in a marker)."""
+
+    def last(text: str) -> str:
+        return text.replace("\r\n", "\n").rstrip().rpartition("\n")[2].strip()
+
+    return last(a) == last(b)

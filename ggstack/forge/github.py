@@ -31,9 +31,8 @@ from typing import Any, TypeVar
 import requests
 from github import Auth, Github, GithubException
 
-from ggstack import report
 from ggstack.errors import InfraError, UserError
-from ggstack.forge import RemotePR
+from ggstack.forge import Comment, CommitFacts, RemotePR, same_last_line
 from ggstack.secrets import TOKEN_VARS, Secrets, shown_url
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -97,7 +96,9 @@ def _api_url(raw: str) -> str:
 
 
 class GitHub:
-    """PyGithub behind ggstack's retry, error and scrubbing rules."""
+    """PyGithub behind ggstack's retry, error and scrubbing rules: a ``Forge``."""
+
+    offline = False
 
     def __init__(self, slug: str, *, env: Mapping[str, str] | None = None) -> None:
         env = os.environ if env is None else env
@@ -217,7 +218,7 @@ class GitHub:
         if status == 404:
             raise UserError(self.scrub(not_found or f"{what}: not found on the forge (404 {message})"))
         if status == 422:
-            raise UserError(self.scrub(f"{what}: the forge refused it (422 {message}{_errors(e)})"))
+            raise UserError(self.scrub(f"{what}: the forge refused it (422 {message}{_errors(e)}){_what_to_do(e)}"))
         if status >= 500:
             return self._backoff(attempt), f"{status} {message}"
         raise InfraError(self.scrub(f"{what}: unexpected answer from the forge ({status} {message})"))
@@ -254,7 +255,7 @@ class GitHub:
         pulls = self._pulls_of_head(head_owner, head_ref, "open")
         return pulls[0] if pulls else None
 
-    def find_closed_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
+    def closed_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
         """The latest closed PR from this head branch, if any."""
         pulls = self._pulls_of_head(head_owner, head_ref, "closed")
         return max(pulls, key=lambda p: p.number) if pulls else None
@@ -274,15 +275,15 @@ class GitHub:
                 latest[r.user.login] = (r.state, r.author_association or "")
         return sorted(u for u, (state, assoc) in latest.items() if state == "APPROVED" and assoc.upper() in MAINTAINERS)
 
-    def commit_facts(self, slug: str, sha: str) -> tuple[str, list[str], str] | None:
-        """(tree, parents, message) of a commit the forge has, None when it has not."""
+    def commit_facts(self, slug: str, sha: str) -> CommitFacts | None:
+        """Tree, parents and message of a commit the forge has, None when it has not."""
 
         repo = self.repo if slug.lower() == self.slug.lower() else None
 
-        def fetch() -> tuple[str, list[str], str] | None:
+        def fetch() -> CommitFacts | None:
             try:
                 c = (repo or self._gh.get_repo(slug)).get_commit(sha)
-                return c.commit.tree.sha, [p.sha for p in c.parents], c.commit.message or ""
+                return CommitFacts(c.commit.tree.sha, tuple(p.sha for p in c.parents), c.commit.message or "")
             except GithubException as e:
                 if e.status in (404, 422):
                     return None
@@ -290,9 +291,35 @@ class GitHub:
 
         return self.call(f"read commit {sha[:10]} of {slug}", fetch)
 
-    def comment_bodies(self, pull: RemotePR) -> list[str]:
-        comments = self.call(f"read comments of #{pull.number}", lambda: list(pull.handle.get_issue_comments()))
-        return [c.body or "" for c in comments]
+    def comments(self, pull: RemotePR) -> list[Comment]:
+        found = self.call(f"read comments of #{pull.number}", lambda: list(pull.handle.get_issue_comments()))
+        return [Comment(c.user.login if c.user else "", c.body or "") for c in found]
+
+    def has_branch(self, slug: str, branch: str) -> bool:
+        repo = self.repo if slug.lower() == self.slug.lower() else None
+
+        def fetch() -> bool:
+            try:
+                (repo or self._gh.get_repo(slug)).get_branch(branch)
+                return True
+            except GithubException as e:
+                if e.status == 404:
+                    return False
+                raise
+
+        return self.call(f"look up branch {branch!r} of {slug}", fetch)
+
+    def has_repository(self, slug: str) -> bool:
+        def fetch() -> bool:
+            try:
+                self._gh.get_repo(slug)
+                return True
+            except GithubException as e:
+                if e.status == 404:
+                    return False
+                raise
+
+        return slug.lower() == self.slug.lower() or self.call(f"read repository {slug}", fetch)
 
     # -- writes (one at a time; each retried) --------------------------------------------
 
@@ -336,13 +363,11 @@ class GitHub:
     def mark_ready(self, pull: RemotePR) -> None:
         self.call(f"mark #{pull.number} ready for review", lambda: pull.handle.mark_ready_for_review(), write=True)
 
-    def comment(self, pull: RemotePR, body: str, stack_patch_id: str) -> None:
-        """The closing comment; a lost answer is looked up (by its marker) before it is re-sent."""
+    def comment(self, pull: RemotePR, body: str) -> None:
+        """A comment; a lost answer is looked up (by the comment's last line) before it is re-sent."""
 
         def landed() -> bool | None:
-            return (
-                True if any(report.is_closing_comment(b, stack_patch_id) for b in self.comment_bodies(pull)) else None
-            )
+            return True if any(same_last_line(c.body, body) for c in self.comments(pull)) else None
 
         self.call(
             f"comment on #{pull.number}", lambda: pull.handle.create_issue_comment(body), write=True, recheck=landed
@@ -374,7 +399,7 @@ def _remote(p: Any) -> RemotePR:
         head_ref=p.head.ref or ref,
         base_ref=p.base.ref,
         labels=[label.name for label in p.labels],
-        marker=report.read_marker(p.body or ""),
+        author=p.user.login if p.user else "",
         state=p.state,
         merged=p.merged_at is not None,  # in the list shape; p.merged would cost a request
         handle=p,
@@ -389,11 +414,34 @@ def _message(e: GithubException) -> str:
 
 
 def _errors(e: GithubException) -> str:
+    """GitHub's ``errors[]`` in words: "base: invalid", or the message a custom error carries."""
     errors = e.data.get("errors") if isinstance(e.data, dict) else None
-    if not errors:
+    if not isinstance(errors, list) or not errors:
         return ""
-    words = [str(x.get("message") or x.get("code") or x) if isinstance(x, dict) else str(x) for x in errors]
-    return ": " + "; ".join(words)
+    words = []
+    for x in errors:
+        if not isinstance(x, dict):
+            words.append(str(x))
+            continue
+        what = " ".join(str(x[k]) for k in ("code", "message") if x.get(k) and not (k == "code" and x[k] == "custom"))
+        words.append(f"{x['field']}: {what}" if x.get("field") else what)
+    return ": " + "; ".join(w for w in words if w)
+
+
+def _what_to_do(e: GithubException) -> str:
+    """What the user can do about a refusal, from GitHub's ``errors[]``; else where GitHub documents it."""
+    data = e.data if isinstance(e.data, dict) else {}
+    errors = [x for x in data.get("errors") or [] if isinstance(x, dict)]
+    fields = {x.get("field") for x in errors}
+    text = " ".join(str(x.get("message", "")) for x in errors)
+    if "base" in fields:
+        return "; the PR base is not a branch of the target repository on the forge: push it there, or pass --onto an existing branch"
+    if "head" in fields:
+        return "; the PR head is not a branch the forge can see (was it pushed? with target.fork: is it a fork of target.repo?)"
+    if "No commits between" in text:
+        return "; the branch adds nothing to its base (is the patch already there?)"
+    docs = data.get("documentation_url")
+    return f"; see {docs}" if docs else ""
 
 
 def _seconds(value: str) -> float:

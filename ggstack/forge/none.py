@@ -1,38 +1,65 @@
-"""A forge on which nothing exists: planning offline, without a token or network."""
+"""A forge on which nothing exists: planning offline, without a token or network.
+
+``ggstack demo`` and a ``--dry-run`` without a token plan against it: every
+patch that needs a PR would get a new one. It refuses every write, so it can
+never stand in for a real forge by mistake.
+"""
 
 from __future__ import annotations
 
-from ggstack.forge import RemotePR
+from collections.abc import Sequence
+
+from ggstack.errors import UserError
+from ggstack.forge import Comment, CommitFacts, RemotePR
 
 
 class NoForge:
-    """A forge on which nothing exists yet: no PRs, reviews or comments.
-
-    It lets ``pr --dry-run`` plan without a token or network (``ggstack demo``).
-    """
-
+    offline = True
     writes = 0
 
     def close(self) -> None:
         pass
 
-    def scrub(self, text: str) -> str:
-        return text
-
     def open_pulls(self) -> list[RemotePR]:
         return []
 
-    def find_open_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
-        return None
-
-    def find_closed_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
+    def closed_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
         return None
 
     def approvals(self, pull: RemotePR) -> list[str]:
         return []
 
-    def commit_facts(self, slug: str, sha: str) -> None:
+    def comments(self, pull: RemotePR) -> list[Comment]:
+        return []
+
+    def commit_facts(self, slug: str, sha: str) -> CommitFacts | None:
         return None
 
-    def comment_bodies(self, pull: RemotePR) -> list[str]:
-        return []
+    def has_branch(self, slug: str, branch: str) -> bool:
+        return True  # nothing is known, so nothing is refused before a real run
+
+    def has_repository(self, slug: str) -> bool:
+        return True
+
+    def _refuse(self) -> UserError:
+        return UserError("planned offline (no forge): nothing can be written; set GITHUB_TOKEN to open PRs")
+
+    def create_pull(
+        self, *, title: str, body: str, base: str, head_owner: str, head_ref: str, head: str, draft: bool
+    ) -> RemotePR:
+        raise self._refuse()
+
+    def edit_pull(self, pull: RemotePR, **fields: str) -> None:
+        raise self._refuse()
+
+    def add_labels(self, pull: RemotePR, labels: Sequence[str]) -> None:
+        raise self._refuse()
+
+    def remove_label(self, pull: RemotePR, label: str) -> None:
+        raise self._refuse()
+
+    def mark_ready(self, pull: RemotePR) -> None:
+        raise self._refuse()
+
+    def comment(self, pull: RemotePR, body: str) -> None:
+        raise self._refuse()
