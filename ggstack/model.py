@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -318,18 +321,9 @@ class Run:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Run:
-        return cls(
-            stack=d.get("stack"),
-            base_ref=d["base_ref"],
-            base=d["base"],
-            merge_base=d.get("merge_base"),
-            outcomes=[_outcome_from_json(p) for p in d.get("patches", [])],
-            stages=dict(d.get("stages", {})),
-            errors=list(d.get("errors", [])),
-            repo_slug=d.get("repo_slug"),
-            gpu=d.get("gpu"),
-            subjects=dict(d.get("subjects", {})),
-        )
+        """A Run from its JSON; a ValueError naming the key (``patches[2].remaining_diff``) if a value is wrong."""
+        run: Run = _decode_dataclass(cls, d, "")
+        return run
 
 
 def _outcome_to_json(o: Outcome) -> dict[str, Any]:
@@ -356,27 +350,135 @@ def _outcome_to_json(o: Outcome) -> dict[str, Any]:
     }
 
 
-def _outcome_from_json(d: dict[str, Any]) -> Outcome:
-    prov = d.get("provenance")
-    conflict = d.get("conflict")
-    return Outcome(
-        name=d["name"],
-        subject=d.get("subject", ""),
-        stack_patch_id=d.get("stack_patch_id", ""),
-        source_commit=d.get("source_commit"),
-        provenance=Provenance(**{**prov, "dropped": tuple(prov.get("dropped", ()))}) if prov else None,
-        applied=Applied(d["applied"]) if d.get("applied") else None,
-        commit=d.get("commit"),
-        branch=d.get("branch"),
-        conflict=Conflict(**conflict) if conflict else None,
-        note=d.get("note", ""),
-        verdict=Verdict(d["verdict"]) if d.get("verdict") else None,
-        represented_by=list(d.get("represented_by", [])),
-        represented_fraction=float(d.get("represented_fraction", 0.0)),
-        evidence=[Evidence.from_json(e) for e in d.get("evidence", [])],
-        remaining_diff=d.get("remaining_diff"),
-        recommendation=Recommendation(d["recommendation"]) if d.get("recommendation") else None,
-        group=list(d.get("group", [])),
-        tests=[TestResult(**t) for t in d.get("tests", [])],
-        pr=PRState(**d["pr"]) if d.get("pr") else None,
+# -- reading a Run back: every value checked against the type it must have --------------------
+#
+# A Run file is read back by `report` and `pr --run`, and may be hand-made or
+# from another version: a wrong type must be a message naming where it is
+# (patches[2].remaining_diff), not a TypeError deep in a renderer. The types are
+# the dataclasses' own annotations, so a field added to them is checked too.
+# Keys the dataclasses do not have are ignored (a newer ggstack may write more).
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
     )
+
+
+def _words(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_words(a) for a in args)
+    if tp is type(None):
+        return "null"
+    if origin in (list, tuple):
+        plural = {str: "strings", int: "integers", float: "numbers", bool: "true/false values"}
+        return f"a list of {plural.get(args[0], 'objects')}" if args else "a list"
+    if origin is dict or tp is dict:
+        return "an object"
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return "one of " + ", ".join(repr(m.value) for m in tp)
+    return {str: "a string", bool: "true/false", int: "an integer", float: "a number"}.get(tp, "an object")
+
+
+def _wrong(tp: Any, value: Any, where: str) -> ValueError:
+    shown = json.dumps(value)[:40] if not isinstance(value, (dict, list)) else _kind(value)
+    return ValueError(f"{where}: expected {_words(tp)}, got {shown}")
+
+
+def _decode(tp: Any, value: Any, where: str) -> Any:
+    """``value`` (from JSON) as the type ``tp``, or a ValueError naming ``where``."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        return _decode_union(tp, value, where)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _decode_dataclass(tp, value, where)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            raise _wrong(tp, value, where) from None
+    if origin in (list, tuple) or tp in (list, tuple):
+        return _decode_sequence(tp, value, where)
+    if origin is dict or tp is dict:
+        return _decode_map(tp, value, where)
+    return _decode_scalar(tp, value, where)
+
+
+def _decode_union(tp: Any, value: Any, where: str) -> Any:
+    args = typing.get_args(tp)
+    if value is None and type(None) in args:
+        return None
+    others = [a for a in args if a is not type(None)]
+    if len(others) == 1 and (isinstance(value, (dict, list)) or not _plain(others[0])):
+        return _decode(others[0], value, where)  # its own message says what inside is wrong
+    for arg in others:
+        try:
+            return _decode(arg, value, where)
+        except ValueError:
+            continue
+    raise _wrong(tp, value, where)
+
+
+def _decode_map(tp: Any, value: Any, where: str) -> dict[str, Any]:
+    args = typing.get_args(tp)
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise _wrong(tp, value, where)
+    return {k: _decode(args[1], v, f"{where}.{k}") for k, v in value.items()} if args else dict(value)
+
+
+def _decode_scalar(tp: Any, value: Any, where: str) -> Any:
+    if isinstance(value, bool):  # a bool is an int to Python, never to a Run
+        if tp is bool:
+            return value
+    elif tp is str and isinstance(value, str):
+        return value
+    elif tp is float and isinstance(value, int | float):
+        return float(value)
+    elif tp is int and isinstance(value, int):
+        return value
+    raise _wrong(tp, value, where)
+
+
+def _plain(tp: Any) -> bool:
+    return tp in (str, bool, int, float) or (isinstance(tp, type) and issubclass(tp, enum.Enum))
+
+
+def _decode_sequence(tp: Any, value: Any, where: str) -> Any:
+    origin, args = typing.get_origin(tp) or tp, typing.get_args(tp)
+    if not isinstance(value, (list, tuple)):
+        raise _wrong(tp, value, where)
+    if origin is tuple and args and args[-1] is not Ellipsis:  # a fixed shape: tuple[str, str]
+        if len(value) != len(args):
+            raise _wrong(tp, value, where)
+        return tuple(_decode(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
+    items = [_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)] if args else list(value)
+    return tuple(items) if origin is tuple else items
+
+
+def _decode_dataclass(cls: type, value: Any, where: str) -> Any:
+    """A dataclass from its JSON object, each field decoded by its annotation."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected an object, got {_kind(value)}")
+    hints = typing.get_type_hints(cls)
+    keys, optional = _JSON_KEYS.get(cls, {}), _OPTIONAL.get(cls, {})
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        key = keys.get(f.name, f.name)
+        here = f"{where}.{key}" if where else key
+        if key in value:
+            kwargs[f.name] = _decode(hints[f.name], value[key], here)
+        elif f.name in optional:
+            kwargs[f.name] = optional[f.name]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise KeyError(here)  # `report` says: no key 'patches[0].name'
+    if cls is Evidence:  # its JSON holds its data beside the fields: read by its own from_json
+        return Evidence.from_json(value)
+    return cls(**kwargs)
+
+
+# How the JSON differs from the fields: another name, or a key older Runs may lack.
+_JSON_KEYS: dict[type, dict[str, str]] = {Run: {"outcomes": "patches"}}
+_OPTIONAL: dict[type, dict[str, Any]] = {Run: {"stack": None}, Outcome: {"subject": "", "stack_patch_id": ""}}

@@ -374,3 +374,42 @@ def test_colour_on_a_terminal_none_with_no_color_none_when_piped(tmp_path: Path)
     assert colour not in _on_a_terminal(["report", str(path)], {"NO_COLOR": "1"})
     piped = run_ggstack("report", str(path), cwd=tmp_path)
     assert "\x1b[" not in piped.stdout and "0005-broken-patch.patch" in piped.stdout
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "words"),
+    [
+        (["base"], 42, "base: expected a string, got 42"),
+        (["patches"], {}, "patches: expected a list of objects, got an object"),
+        (["patches", 0, "subject"], ["x"], "patches[0].subject: expected a string, got a list"),
+        (["patches", 2, "remaining_diff"], 5, "patches[2].remaining_diff: expected a string or null, got 5"),
+        (["patches", 0, "verdict"], "maybe", "patches[0].verdict: expected one of 'unique'"),
+        (["patches", 1, "evidence", 0], "x", "patches[1].evidence[0]: expected an object, got a string"),
+        (["patches", 4, "tests", 0, "failed"], "t", "patches[4].tests[0].failed: expected a list of strings"),
+        (["patches", 0, "pr", "number"], "5", 'patches[0].pr.number: expected an integer or null, got "5"'),
+        (["patches", 0, "represented_fraction"], True, "patches[0].represented_fraction: expected a number"),
+        (["stages"], {"pr": 1}, "stages.pr: expected a string, got 1"),
+    ],
+)
+def test_a_run_with_a_wrong_type_is_a_usage_error_naming_where(tmp_path: Path, path: list, value, words: str) -> None:
+    data = every_verdict_run().to_json()
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    for args in (["report", "run.json"], ["report", "run.json", "--format", "markdown"]):
+        proc = run_ggstack(*args, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "run.json" in proc.stderr and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_run_without_its_required_keys_names_them_and_tolerates_unknown_ones(tmp_path: Path) -> None:
+    data = every_verdict_run().to_json()
+    del data["base_ref"]
+    with pytest.raises(KeyError, match="base_ref"):
+        Run.from_json(data)
+    data = every_verdict_run().to_json()
+    data["written_by"] = "a newer ggstack"
+    data["patches"][0]["new_field"] = 1
+    assert Run.from_json(data) == every_verdict_run()
