@@ -328,6 +328,28 @@ class Repository:
             self.run("update-index", "-z", "--index-info", input=lines.encode("utf-8", "surrogateescape"), env=env)
             return self.out("write-tree", env=env)
 
+    def diff_blob_pairs(self, pairs: Sequence[tuple[str, str]]) -> dict[int, bytes]:
+        """index -> the ``-U0`` histogram diff of each (old blob, new blob) pair that differs:
+        every pair is a file of two scratch trees, so all of them cost two ``mktree`` and one ``diff-tree``."""
+        if not pairs:
+            return {}
+        names = [f"{i:07d}" for i in range(len(pairs))]
+        trees = [
+            self.run(
+                "mktree",
+                "--missing",
+                input="".join(f"100644 blob {p[side]}\t{n}\n" for n, p in zip(names, pairs)).encode(),
+            )
+            .stdout.decode()
+            .strip()
+            for side in (0, 1)
+        ]
+        raw = self.run("diff-tree", "-p", "-U0", "--histogram", "--no-renames", "--no-color", "-a", *trees).stdout
+        out = {}
+        for section in raw.split(b"diff --git a/")[1:]:
+            out[int(section[:7])] = section
+        return out
+
     # -- temporary index ----------------------------------------------------
 
     @contextlib.contextmanager
@@ -767,6 +789,13 @@ class Repository:
         raw = self.run("log", "--stdin", "-E", f"--grep={pattern}", "--format=%H%x00%B%x00", input=feed.encode()).stdout
         fields = raw.decode("utf-8", "surrogateescape").split("\0")
         return [(fields[i].strip(), fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+
+    def range_messages(self, tips: Sequence[str], exclude: Sequence[str]) -> list[tuple[str, str, str]]:
+        """(commit, author email, message) of every commit of the range, newest first, in one ``git log``."""
+        feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
+        raw = self.run("log", "--stdin", "--format=%H%x00%ae%x00%B%x00", input=feed.encode()).stdout
+        fields = raw.decode("utf-8", "surrogateescape").split("\0")
+        return [(fields[i].strip(), fields[i + 1], fields[i + 2]) for i in range(0, len(fields) - 2, 3)]
 
     def blame_lines(
         self, commit: str, path: str, ranges: Sequence[tuple[int, int]], since: str | None = None

@@ -14,24 +14,30 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator, Sequence
+from collections.abc import Set as AbstractSet
 
-from ggstack.check.containment import Containment, Unit, find_run
+from ggstack.check.containment import Containment, Unit, align, find_run, window
 from ggstack.check.files import Files, is_zero
 from ggstack.check.history import History
+from ggstack.diff import Block
 
 # A search yields (blob, lines) questions, is sent "does that blob hold the lines?", and sets its unit.
 Search = Generator[tuple[str, list[str]], bool, None]
 
 
-def attribute(contents: Sequence[Containment], history: History, files: Files) -> None:
-    """Set ``by``/``older`` on every present unit of every containment."""
+def attribute(
+    contents: Sequence[Containment], history: History, files: Files, likely: Sequence[AbstractSet[str]] = ()
+) -> None:
+    """Set ``by``/``older`` on every present unit of every containment. ``likely``: for
+    each containment, commits known to carry the change (a pick): asked first, so an exact
+    pick costs two reads, not a bisection."""
     searches: list[tuple[Search, bool]] = []
-    for content in contents:
+    for k, content in enumerate(contents):
         for u in content.units:
             if not u.present:
                 continue
             versions = history.versions(content.base_paths.get(u.path, u.path))
-            search = _search(u, versions)
+            search = _search(u, versions, likely[k] if k < len(likely) else frozenset())
             if search is not None:
                 searches.append((search, u.whitespace))
             else:
@@ -39,19 +45,56 @@ def attribute(contents: Sequence[Containment], history: History, files: Files) -
     _drive(searches, files)
 
 
-def _search(u: Unit, versions: list[tuple[str, str, str]]) -> Search | None:
+def changed_places(contents: Sequence[Containment], history: History, files: Files) -> list[list[str]]:
+    """For each containment, the range commits that wrote what the base has at the
+    places of the patch's missing blocks: who changed those lines another way.
+    All of them in one search, as ``attribute``."""
+    files.prepare_alignments(
+        [(c.pre_blobs[p], c.base_blobs[p]) for c in contents for p in c.base_blobs if p in c.pre_blobs]
+    )
+    places = [_places(c, files) for c in contents]
+    attribute(places, history, files)
+    return [list(dict.fromkeys(x for u in p.units for x in u.by)) for p in places]
+
+
+def _places(content: Containment, files: Files) -> Containment:
+    places = Containment([], content.base_paths, content.judged, content.base_blobs)
+    for u in content.units:
+        if u.present or u.block is None or u.path not in content.base_blobs:
+            continue
+        base_blob = content.base_blobs[u.path]
+        base = files.lines(base_blob)
+        if u.window is None:  # judged without aligning (its lines are nowhere): align now
+            pre_blob = content.pre_blobs.get(u.path)
+            pre = files.lines(pre_blob)
+            pmap = files.alignment(pre_blob, base_blob) or align(pre, base)
+            u.window = window(u.block, pre, base, pmap)
+        start, end = u.window
+        there = base[start:end]
+        if any(any(ch.isalnum() for ch in s) for s in there):
+            places.units.append(Unit(u.path, u.what, 1, True, "", block=Block(start, added=there)))
+    return places
+
+
+def _search(u: Unit, versions: list[tuple[str, str, str]], likely: AbstractSet[str]) -> Search | None:
     if u.block is None:
         return None
     if u.block.added:
-        return _brought(u, u.block.added, versions)
+        return _brought(u, u.block.added, versions, likely)
     return _removed(u, u.block.removed, versions)
 
 
-def _brought(u: Unit, run: list[str], versions: list[tuple[str, str, str]]) -> Search:
+def _brought(u: Unit, run: list[str], versions: list[tuple[str, str, str]], likely: AbstractSet[str]) -> Search:
     """The oldest version in an unbroken line from the base that has ``run``."""
     if not versions or not (yield versions[0][2], run):
         u.older = True  # not in the base's own version (an earlier patch's), or the file is untouched
         return
+    for sha, old, new in versions if likely else ():
+        if sha in likely:
+            if (yield new, run) and not (yield old, run):
+                u.by = [sha]
+                return
+            break
     lo, hi = 0, len(versions) - 1
     while lo < hi:
         mid = (lo + hi + 1) // 2

@@ -15,14 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from ggstack import diff, git, replay
 from ggstack.check import cache
 from ggstack.check import judge as judging
-from ggstack.check.containment import applies, reverse_applies
+from ggstack.check.containment import applies, reverse_applies, surely_conflicts
 from ggstack.check.files import Files
-from ggstack.check.history import PICKED_FROM, SPID, scan
+from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.remaining import remaining_diff
 from ggstack.check.signals import Candidate
 from ggstack.errors import UserError
-from ggstack.model import Applied, Outcome, Run, Verdict
+from ggstack.model import Applied, Conflict, Outcome, Run, Verdict
 
 
 def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: bool = True) -> Run:
@@ -46,18 +46,20 @@ def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: 
 def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run) -> None:
     run.merge_base = repo.merge_base(base, infos[0].sha)
     diffs = repo.diffs_of_commits([(i.sha, i.parents[0]) for i in infos])
-    cands = [_candidate(i, diffs[i.sha]) for i in infos]
+    cands = [_candidate(repo, i, diffs[i.sha]) for i in infos]
     authors = {i.sha[:12]: i.author_email for i in infos}
     base_tree = repo.resolve(base, "tree")
     ctx, entries = _read(repo, base, base_tree, cands)
-    contents = judging.measure_content(ctx, cands, base_tree)
     idents = judging.identify(ctx, cands)
+    contents = judging.measure_content(ctx, cands, base_tree, idents)
     measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
     steps = _replay_all(repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
-    for cand, content, m in zip(cands, contents, measured, strict=True):
-        m = m or Measured(
-            content, steps[cand.commit], reverse=reverse_applies(cand.changes, _mine(cand, entries), ctx.files)
-        )
+    done = [
+        m or Measured(k, steps[c.commit], reverse=reverse_applies(c.changes, _mine(c, entries), ctx.files))
+        for c, k, m in zip(cands, contents, measured, strict=True)
+    ]
+    judging.find_changed(ctx, cands, done, [authors[c.name] for c in cands])
+    for cand, m in zip(cands, done, strict=True):
         run.outcomes.append(_outcome(ctx, cand, idents[cand.name], m, authors[cand.name], base_tree))
     judging.name_commits(repo, run)
 
@@ -98,15 +100,22 @@ def _outcome(ctx: Context, cand: Candidate, ident: Identified, m: Measured, auth
     return outcome
 
 
-def _candidate(info: git.CommitInfo, raw: bytes) -> Candidate:
+def _candidate(repo: git.Repository, info: git.CommitInfo, raw: bytes) -> Candidate:
+    """A merge stands for its branch: its commits are its sources (a backport names them), its
+    title is the PR's."""
+    branch = repo.rev_list(*info.parents[1:], "^" + info.parents[0]) if len(info.parents) > 1 else []
+    body = [line for line in info.message.split("\n")[1:] if line.strip()]
+    title = body[0] if branch and body and info.message.startswith("Merge pull request #") else ""
     return Candidate(
         name=info.sha[:12],
         commit=info.sha,
         parent=info.parents[0],
+        title=title,
         changes=diff.parse(raw),
-        sources=[info.sha, *PICKED_FROM.findall(info.message)],
+        sources=[info.sha, *PICKED_FROM.findall(info.message), *branch],
         spid=(SPID.findall(info.message) or [""])[0],
         subject=info.message.split("\n", 1)[0],
+        change_id=(CHANGE_ID.findall(info.message) or [""])[0],
     )
 
 
@@ -121,10 +130,15 @@ def _measure(
     mine = _mine(cand, entries)
     if not content.units:
         return Measured(content)
-    if not any(u.present for u in content.units) and content.judged and applies(cand.changes, mine, ctx.files):
-        return Measured(content, applies=True)
-    reverse = reverse_applies(cand.changes, mine, ctx.files)
     live = any(not m.undone_by for m in ident.matches)
+    absent = content.judged and not any(u.present for u in content.units)
+    if absent and applies(cand.changes, mine, ctx.files):
+        return Measured(content, applies=True)
+    clash = surely_conflicts(cand.changes, mine, ctx.files) if absent and not live else []
+    if clash:
+        why = "not replayed: lines it changes were changed in the base too, so the merge would conflict there"
+        return Measured(content, replay.Step(Applied.CONFLICT, "", conflict=Conflict(clash, "", why)))
+    reverse = reverse_applies(cand.changes, mine, ctx.files)
     if content.all_present and (live or reverse):
         return Measured(content, reverse=reverse)  # every line there, and git's view (or the lines' history) agrees
     if content.any_earned and not content.all_present and not live:
@@ -139,18 +153,19 @@ def _replay_all(repo: git.Repository, base: str, base_tree: str, todo: list[Cand
     if not todo:
         return {}
     scratch = repo.hash_commits([(base_tree, [c.parent], "ggstack scratch\n") for c in todo])
-    replayer = replay.Replayer(repo, base)
 
     def one(args: tuple[Candidate, str]) -> git.MergeResult:
         cand, ours = args
         return repo.merge_trees(ours, cand.commit)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+    # Each merge is a process that mostly waits on the disk: more than the cores, so they overlap.
+    with ThreadPoolExecutor(max_workers=max(2, min(8, 2 * (os.cpu_count() or 1)))) as pool:
         merges = list(pool.map(one, zip(todo, scratch, strict=True)))
     steps = {}
     for cand, merged in zip(todo, merges, strict=True):
-        if not merged.clean:  # conflict regions are read here, not in the threads (one cat-file process)
-            steps[cand.commit] = replay.Step(Applied.CONFLICT, merged.tree, conflict=replayer._conflict(merged))
+        if not merged.clean:  # the paths and git's messages; the conflict regions are apply's to show
+            conflict = Conflict(list(merged.conflicted_paths), "", merged.messages)
+            steps[cand.commit] = replay.Step(Applied.CONFLICT, merged.tree, conflict=conflict)
         else:
             steps[cand.commit] = replay.Step(
                 Applied.EMPTY if merged.tree == base_tree else Applied.APPLIED, merged.tree

@@ -58,6 +58,8 @@ class Containment:
     units: list[Unit]
     base_paths: dict[str, str]  # the patch's file -> the tree's file it was judged against
     judged: bool = True  # False: the pre-image is not here, so nothing was compared
+    base_blobs: dict[str, str] = field(default_factory=dict)  # the patch's file -> the tree's blob of it
+    pre_blobs: dict[str, str] = field(default_factory=dict)  # the patch's file -> its pre-image blob
 
     @property
     def counted(self) -> list[Unit]:
@@ -97,16 +99,19 @@ def contain(change_set: list[FileChange], entries: Entries, files: Files) -> Con
     """Which parts of the patch the tree's files (``entries``) already hold."""
     units: list[Unit] = []
     base_paths: dict[str, str] = {}
+    base_blobs: dict[str, str] = {}
+    pre_blobs = {fc.path: fc.old_blob for fc in change_set if fc.old_blob}
     judged = True
     for fc in change_set:
         if fc.old_path and fc.old_blob and files.blob(fc.old_blob) is None:
             judged = False  # the pre-image is not in this repository
         in_base = entries.get(fc.new_path or "") or (entries.get(fc.old_path or "") if fc.new_path else None)
         base_path = fc.new_path if fc.new_path in entries else (fc.old_path if in_base else None)
-        if base_path:
+        if base_path and in_base:
             base_paths[fc.path] = base_path
+            base_blobs[fc.path] = in_base[1]
         units += _file_units(fc, in_base, entries, files)
-    return Containment(units, base_paths, judged)
+    return Containment(units, base_paths, judged, base_blobs, pre_blobs)
 
 
 def _added(fc: FileChange) -> list[str]:
@@ -134,7 +139,7 @@ def _file_units(fc: FileChange, in_base: tuple[str, str] | None, entries: Entrie
     base_data = files.blob(in_base[1])
     if fc.binary or not is_text(base_data):
         return [*units, _binary_unit(fc, in_base)]
-    return units + _block_units(fc, files.lines(fc.old_blob), files.lines(in_base[1]))
+    return units + _block_units(fc, in_base[1], files)
 
 
 def _whole_file_unit(fc: FileChange, in_base: tuple[str, str] | None, entries: Entries) -> Unit | None:
@@ -188,10 +193,18 @@ def _binary_unit(fc: FileChange, in_base: tuple[str, str]) -> Unit:
     )
 
 
-def _block_units(fc: FileChange, pre: list[str], base: list[str]) -> list[Unit]:
+def needs_alignment(fc: FileChange, base_blob: str, files: Files) -> bool:
+    """Will judging this file's blocks against ``base_blob`` align it with the pre-image
+    (some block's added lines are all somewhere in the file, or it only removes)?"""
+    anywhere = files.stripped(base_blob)
+    return any(not b.added or all(a.rstrip() in anywhere for a in b.added) for h in fc.hunks for b in h.blocks)
+
+
+def _block_units(fc: FileChange, base_blob: str, files: Files) -> list[Unit]:
+    pre, base = files.lines(fc.old_blob), files.lines(base_blob)
     units: list[Unit] = []
     pmap: list[int | None] | None = None
-    anywhere = {line.rstrip() for line in base}
+    anywhere = files.stripped(base_blob)
     # Lines the patch takes out at one place and puts in at another (a sort, a move):
     # that they are still in the file says nothing; their new place is judged with the added lines.
     moved = set(_removed(fc)) & set(_added(fc))
@@ -203,7 +216,7 @@ def _block_units(fc: FileChange, pre: list[str], base: list[str]) -> list[Unit]:
                 units.append(Unit(fc.path, hunk.label, weight, False, "its added lines are not in the base", i, block))
                 continue
             if pmap is None:
-                pmap = align(pre, base)
+                pmap = files.alignment(fc.old_blob, base_blob) or align(pre, base)
             units.append(judge_block(fc.path, hunk, i, block, pre, base, pmap, moved))
     return units
 
@@ -237,6 +250,12 @@ def _align_gap(
     pre: list[str], base: list[str], gap: tuple[int, int, int, int], pmap: list[int | None], depth: int
 ) -> None:
     p0, p1, b0, b1 = gap
+    while p0 < p1 and b0 < b1 and pre[p0] == base[b0]:  # what the gap shares at its ends needs no matcher
+        pmap[p0] = b0
+        p0, b0 = p0 + 1, b0 + 1
+    while p0 < p1 and b0 < b1 and pre[p1 - 1] == base[b1 - 1]:
+        pmap[p1 - 1] = b1 - 1
+        p1, b1 = p1 - 1, b1 - 1
     if p0 >= p1 or b0 >= b1:
         return
     if depth < 4 and (p1 - p0) * (b1 - b0) > 4096:
@@ -414,3 +433,18 @@ def _file_reverse_applies(fc: FileChange, entries: Entries, files: Files) -> boo
             return False
         at += found + len(hunk.new_lines)
     return True
+
+
+def surely_conflicts(change_set: list[FileChange], entries: Entries, files: Files) -> list[str]:
+    """The files where a line the patch changes is nowhere in the tree's file: the tree
+    changed that very line too, so a 3-way merge conflicts there, and no merge process
+    need be spent to say so. [] when that cannot be told without one."""
+    out = []
+    for fc in change_set:
+        entry = entries.get(fc.old_path or "")
+        if fc.old_path is None or fc.binary or fc.old_path != fc.new_path or entry is None or entry[1] == fc.old_blob:
+            continue
+        have = set(files.lines(entry[1]))
+        if any(s not in have and any(c.isalnum() for c in s) for h in fc.hunks for b in h.blocks for s in b.removed):
+            out.append(fc.old_path)
+    return out

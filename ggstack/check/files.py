@@ -7,9 +7,11 @@ come back for every signal) is what keeps it near ``git cherry``'s time.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ggstack import git
+from ggstack.diff import HUNK_HEADER
 
 _FEW = 64  # fewer objects than this are read through the persistent cat-file, not a new process
 
@@ -20,6 +22,8 @@ class Files:
         self._blobs: dict[str, bytes | None] = {}
         self._lines: dict[str, list[str]] = {}
         self._entries: dict[str, dict[str, tuple[str, str]]] = {}
+        self._aligned: dict[tuple[str, str], list[int | None]] = {}
+        self._stripped: dict[str, set[str]] = {}
 
     def entries(self, tree: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
         """path -> (mode, blob) in ``tree``, for the paths that are there."""
@@ -30,6 +34,17 @@ class Files:
             for p in missing:
                 known[p] = got.get(p, ("", ""))
         return {p: known[p] for p in paths if known.get(p, ("", ""))[1]}
+
+    def at_commits(self, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """(commit, path) -> the blob of ``path`` in ``commit``, for those that have it: one
+        ``cat-file --batch`` for all (no ``ls-tree`` a commit), the contents kept for ``lines``."""
+        pairs = list(dict.fromkeys(wanted))
+        found: dict[tuple[str, str], str] = {}
+        for (commit, path), obj in zip(pairs, self.repo.cat_file_batch([f"{c}:{p}" for c, p in pairs]), strict=True):
+            if obj is not None and obj[1] == "blob":
+                found[(commit, path)] = obj[0]
+                self._blobs[obj[0]] = obj[2]
+        return found
 
     def prefetch(self, shas: Sequence[str | None]) -> None:
         want = [s for s in dict.fromkeys(shas) if s and not is_zero(s) and s not in self._blobs]
@@ -47,6 +62,26 @@ class Files:
             self.prefetch([sha])
         return self._blobs[sha]
 
+    def prepare_alignments(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Align many (old blob, new blob) pairs at once with git's own diff (histogram, in C)."""
+        todo = [p for p in dict.fromkeys(pairs) if p[0] != p[1] and p not in self._aligned]
+        diffs = self.repo.diff_blob_pairs(todo)
+        for i, pair in enumerate(todo):
+            raw = diffs.get(i, b"").decode("utf-8", "surrogateescape")
+            self._aligned[pair] = pmap_of(raw, len(self.lines(pair[0])))
+
+    def alignment(self, old: str | None, new: str | None) -> list[int | None] | None:
+        """The prepared alignment of two blobs (the identity for one blob), or None."""
+        if old and old == new:
+            return list(range(len(self.lines(old))))
+        return self._aligned.get((old or "", new or ""))
+
+    def stripped(self, sha: str) -> set[str]:
+        """The blob's lines without trailing whitespace, as a set (is a line anywhere in it?)."""
+        if sha not in self._stripped:
+            self._stripped[sha] = {line.rstrip() for line in self.lines(sha)}
+        return self._stripped[sha]
+
     def lines(self, sha: str | None) -> list[str]:
         """The blob as lines (no line ends); [] for none."""
         if not sha or is_zero(sha):
@@ -54,6 +89,27 @@ class Files:
         if sha not in self._lines:
             self._lines[sha] = split_lines(self.blob(sha))
         return self._lines[sha]
+
+
+_HUNKS = re.compile(HUNK_HEADER.pattern, re.M)
+
+
+def pmap_of(diff: str, n_old: int) -> list[int | None]:
+    """For each old line, the new line it is, from a ``-U0`` diff: what lies between hunks is unchanged."""
+    pmap: list[int | None] = [None] * n_old
+    pi = bi = 0
+    for m in _HUNKS.finditer(diff):
+        old_count, new_count = int(m.group(2) or 1), int(m.group(4) or 1)
+        old_start = int(m.group(1)) - (1 if old_count else 0)
+        new_start = int(m.group(3)) - (1 if new_count else 0)
+        while pi < old_start and pi < n_old:
+            pmap[pi] = bi
+            pi, bi = pi + 1, bi + 1
+        pi, bi = old_start + old_count, new_start + new_count
+    while pi < n_old:
+        pmap[pi] = bi
+        pi, bi = pi + 1, bi + 1
+    return pmap
 
 
 def is_zero(sha: str) -> bool:

@@ -23,8 +23,12 @@ _CACHE_VERSION = "v1"  # bump when the patch-id flags change
 
 PICKED_FROM = re.compile(r"(?:\(cherry picked from commit |^Cherry-picked-from:\s*)([0-9a-f]{40,64})", re.M | re.I)
 SPID = re.compile(r"^Stack-Patch-Id:\s*(\S+)\s*$", re.M | re.I)
+CHANGE_ID = re.compile(r"^Change-Id:\s*(I[0-9a-f]{40})\s*$", re.M)
 REVERTS = re.compile(r"This reverts commit ([0-9a-f]{40,64})")
 PR_NUMBER = re.compile(r"\(#(\d+)\)\s*$")
+# How a commit names the pull request it is, or backports: "title (#123)", GitHub's merge
+# commit, and backport bots' "Backport PR #123: title" / "Backport of #123".
+_PR_NAMED = re.compile(r"\(#(\d+)\)\s*$|^Merge pull request #(\d+) |[Bb]ackport(?:ed)?(?: of)?(?: PR)? #(\d+)", re.M)
 
 FileVersions = list[tuple[str, str, str]]  # (path, old blob, new blob) of one commit
 
@@ -35,15 +39,20 @@ class History:
 
     commits: list[tuple[str, FileVersions]]  # range commits touching the paths, newest first
     messages: dict[str, str]  # every range commit -> its message
+    authors: dict[str, str] = field(default_factory=dict)  # every range commit -> its author's email
     patch_ids: dict[str, str] = field(default_factory=dict)  # commit -> patch-id ("" for none)
     picked_from: dict[str, list[str]] = field(default_factory=dict)  # source -> range commits naming it
     spids: dict[str, list[str]] = field(default_factory=dict)  # Stack-Patch-Id -> range commits carrying it
+    change_ids: dict[str, list[str]] = field(default_factory=dict)  # Gerrit Change-Id -> range commits carrying it
     reverts: dict[str, list[str]] = field(default_factory=dict)  # sha -> range commits saying they revert it
+    undoes: dict[str, list[str]] = field(default_factory=dict)  # range commit -> the shas it says it reverts
     reachable: set[str] = field(default_factory=set)  # candidate sources that are ancestors of the base
     undone: dict[str, list[str]] = field(default_factory=dict)  # reachable source -> the reverts that undid it
     _order: dict[str, int] = field(default_factory=dict)
     _touching: dict[str, list[int]] = field(default_factory=dict)
     _by_patch_id: dict[str, list[str]] = field(default_factory=dict)
+    _subjects: dict[str, list[str]] | None = None
+    _prs: dict[str, list[str]] | None = None
 
     def __post_init__(self) -> None:
         self._order = {sha: i for i, sha in enumerate(self.messages)}
@@ -85,10 +94,20 @@ class History:
 
     def same_subject(self, subject: str) -> list[str]:
         key = normal_subject(subject)
-        return [c for c, m in self.messages.items() if key and normal_subject(m.split("\n", 1)[0]) == key]
+        return list(self._index()[0].get(key, [])) if key else []
 
     def with_pr_number(self, number: str) -> list[str]:
-        return [c for c, m in self.messages.items() if (pr_number(m.split("\n", 1)[0]) or "") == number]
+        return list(self._index()[1].get(number, []))
+
+    def _index(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """Subjects and PR numbers of the range, indexed once (asked of every candidate)."""
+        if self._subjects is None or self._prs is None:
+            self._subjects, self._prs = {}, {}
+            for c, message in self.messages.items():
+                self._subjects.setdefault(normal_subject(message.split("\n", 1)[0]), []).append(c)
+                for number in pr_numbers(message):
+                    self._prs.setdefault(number, []).append(c)
+        return self._subjects, self._prs
 
     def reverted(self, sha: str) -> list[str]:
         return self.reverts.get(sha, [])
@@ -118,9 +137,10 @@ def normal_subject(subject: str) -> str:
     return s.casefold() if len(s) >= 8 else ""
 
 
-def pr_number(subject: str) -> str | None:
-    m = PR_NUMBER.search(subject)
-    return m.group(1) if m else None
+def pr_numbers(message: str) -> list[str]:
+    """The pull requests a commit says it is or backports, from its first lines."""
+    head = "\n".join(message.split("\n", 6)[:6])
+    return list(dict.fromkeys(n for m in _PR_NAMED.finditer(head) for n in m.groups() if n))
 
 
 def scan(
@@ -140,8 +160,9 @@ def scan(
         # past a few dozen paths, reading the whole range and filtering here is faster.
         wanted = set(paths)
         commits = [(c, fs) for c, fs in repo.log_raw([base], exclude, ()) if any(p in wanted for p, _, _ in fs)]
-    messages = dict(repo.messages_matching([base], exclude, "^"))
-    history = History(commits, messages)
+    log = repo.range_messages([base], exclude)
+    history = History(commits, {sha: message for sha, _, message in log})
+    history.authors = {sha: email for sha, email, _ in log}
     wanted_sets = set(keysets)
     same_files = [(sha, None) for sha, fs in commits if frozenset(p for p, _, _ in fs) in wanted_sets]
     history.add_patch_ids(repo, same_files, in_range=True)
@@ -161,9 +182,13 @@ def _read_messages(history: History) -> None:
         if "tack-Patch-Id" in message:
             for spid in SPID.findall(message):
                 history.spids.setdefault(spid, []).append(commit)
+        if "Change-Id:" in message:
+            for cid in CHANGE_ID.findall(message):
+                history.change_ids.setdefault(cid, []).append(commit)
         if "This reverts commit" in message:
             for undone in REVERTS.findall(message):
                 history.reverts.setdefault(undone, []).append(commit)
+                history.undoes.setdefault(commit, []).append(undone)
 
 
 def _undone_sources(repo: git.Repository, reverts: dict[str, list[str]], sources: set[str]) -> dict[str, list[str]]:

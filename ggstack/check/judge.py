@@ -9,15 +9,16 @@ become a verdict, is this module's, once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ggstack import git, replay
 from ggstack.check import signals
-from ggstack.check.attribution import attribute
-from ggstack.check.containment import Containment, contain
+from ggstack.check.attribution import attribute, changed_places
+from ggstack.check.containment import Containment, contain, needs_alignment
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
-from ggstack.check.history import History
+from ggstack.check.history import History, normal_subject
 from ggstack.check.rules import Decision, Match, decide
 from ggstack.check.signals import Candidate
 from ggstack.model import Applied, Evidence, Outcome, Run, Signal, Verdict
@@ -28,6 +29,22 @@ class Context:
     repo: git.Repository
     history: History
     files: Files
+    changed: dict[str, list[str]] = field(default_factory=dict)  # candidate -> who changed its lines (see below)
+
+
+def find_changed(
+    ctx: Context, cands: Sequence[Candidate], measured: Sequence[Measured], authors: Sequence[str]
+) -> None:
+    """Who changed the lines of the candidates that could be superseded — they conflict (a
+    patch that merges cleanly changes no line the base changed), and a range commit on their
+    files is by their author or has their title — in one batch."""
+    todo = [
+        (c, m.content)
+        for c, m, a in zip(cands, measured, authors, strict=True)
+        if m.step is not None and m.step.applied is Applied.CONFLICT and _kin(ctx, c, a, frozenset())
+    ]
+    for (c, _), found in zip(todo, changed_places([k for _, k in todo], ctx.history, ctx.files), strict=True):
+        ctx.changed[c.name] = found
 
 
 @dataclass
@@ -71,31 +88,68 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
 def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
     """Was the pick whole? For a commit that only names the patch (cherry-pick -x after
     a conflict, a Stack-Patch-Id), read the patch's lines in that commit's own tree."""
-    todo = [(c, m) for c in cands for m in out[c.name].matches if m.how in ("cherry-picked as", "Stack-Patch-Id in")]
+    todo = [
+        (c, m)
+        for c in cands
+        for m in out[c.name].matches
+        if m.how in ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in")
+    ]
     if not todo:
         return
-    trees = {i.sha: i.tree for i in ctx.repo.commit_infos(list(dict.fromkeys(m.commit for _, m in todo)))}
+    blobs = ctx.files.at_commits([(m.commit, p) for c, m in todo for p in c.paths])
+    ctx.files.prepare_alignments(
+        [
+            (fc.old_blob, blobs[(m.commit, p)])
+            for c, m in todo
+            for fc in c.changes
+            if fc.old_blob
+            for p in fc.paths
+            if (m.commit, p) in blobs
+        ]
+    )
     for cand, m in todo:
-        entries = ctx.files.entries(trees[m.commit], cand.paths)
+        # The mode is the pre-image's (cat-file does not say it): a mode change alone is judged on the base.
+        modes = {p: fc.new_mode or fc.old_mode or "100644" for fc in cand.changes for p in fc.paths}
+        entries = {p: (modes[p], blobs[(m.commit, p)]) for p in cand.paths if (m.commit, p) in blobs}
         m.complete = contain(cand.changes, entries, ctx.files).all_present
 
 
-def measure_content(ctx: Context, cands: Sequence[Candidate], tree: str) -> list[Containment]:
+def measure_content(
+    ctx: Context, cands: Sequence[Candidate], tree: str, idents: dict[str, Identified] | None = None
+) -> list[Containment]:
     """Containment of each candidate in ``tree``, attributed to the range's commits."""
     paths = list(dict.fromkeys(p for c in cands for p in c.paths))
     entries = ctx.files.entries(tree, paths)
     ctx.files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
+    pairs: list[tuple[str, str]] = []
+    for fc in (fc for c in cands for fc in c.changes if not fc.binary):
+        base = entries.get(fc.new_path or "") or entries.get(fc.old_path or "")
+        if fc.old_blob and base and base[1] != fc.old_blob and needs_alignment(fc, base[1], ctx.files):
+            pairs.append((fc.old_blob, base[1]))
+    ctx.files.prepare_alignments(pairs)
     contents = [contain(c.changes, {p: entries[p] for p in c.paths if p in entries}, ctx.files) for c in cands]
-    attribute(contents, ctx.history, ctx.files)
+    likely = [{m.commit for m in idents[c.name].matches} if idents and c.name in idents else set() for c in cands]
+    attribute(contents, ctx.history, ctx.files, likely)
     return contents
 
 
 def judge(
-    ctx: Context, cand: Candidate, ident: Identified, m: Measured, group: Group | None = None, author: str = ""
+    ctx: Context,
+    cand: Candidate,
+    ident: Identified,
+    m: Measured,
+    group: Group | None = None,
+    author: str = "",
+    related: AbstractSet[str] = frozenset(),
 ) -> tuple[Decision, list[Evidence]]:
     """The facts of one candidate, its decision and the evidence in order."""
     facts = signals.facts_of(m.content, m.step, m.applies, m.reverse)
     facts.matches = ident.matches
+    facts.related = set(related)
+    undoers = [c for x in ident.matches for c in x.undone_by]
+    known = {x.commit for x in ident.matches} | set(undoers)
+    known |= {c for r in undoers for c in ctx.history.undoes.get(r, [])}  # and what they undid (a PR's merge)
+    facts.hints, hint = signals.hints(ctx.history, cand, known)
     evidence = list(ident.evidence)
     if group is not None:
         facts.group, facts.group_by = group.names, group.by
@@ -103,20 +157,30 @@ def judge(
     evidence += [e for e in (signals.replayed(m.step, m.applies), signals.reversed_(m.reverse, m.reverse_later)) if e]
     evidence.append(signals.content(m.content))
     blame = signals.blame(m.content)
-    if blame:
-        evidence.append(blame)
+    evidence += [e for e in (blame, hint) if e]
     first = decide(facts)
-    if first.verdict in (Verdict.UNIQUE, Verdict.CONFLICT):
-        known = {c for m in ident.matches for c in (m.commit, *m.undone_by)}
-        facts.hints, hint = signals.hints(ctx.history, cand, known)
-        paths = m.step.conflict.paths if m.step and m.step.conflict else []
-        facts.superseded, superseded = signals.superseded(ctx.repo, ctx.history, cand, author, paths)
-        evidence += [e for e in (hint, superseded) if e]
-        first = decide(facts)
+    if first.verdict is Verdict.CONFLICT and _kin(ctx, cand, author, known):
+        if cand.name not in ctx.changed:
+            find_changed(ctx, [cand], [m], [author])
+        changed = ctx.changed.get(cand.name, [])
+        facts.superseded, superseded = signals.superseded(ctx.repo, cand, author, changed, known)
+        if superseded:
+            evidence.append(superseded)
+            first = decide(facts)
     if first.verdict is Verdict.REPRESENTED and facts.conflicts:
         detail = "the conflict is only the change already being in the base"
         evidence.append(Evidence(Signal.CONFLICT, detail, data={"spurious": True}))
     return first, evidence
+
+
+def _kin(ctx: Context, cand: Candidate, author: str, known: AbstractSet[str]) -> bool:
+    """Is there a range commit on its files by its author or with its title? (Else nothing can supersede it.)"""
+    title = normal_subject(cand.subject)
+    return any(
+        c not in known
+        and ((author and ctx.history.authors.get(c) == author) or normal_subject(ctx.history.subject(c)) == title)
+        for c in ctx.history.touching(cand.paths)
+    )
 
 
 def settle(outcome: Outcome, d: Decision, evidence: list[Evidence], content: Containment) -> None:

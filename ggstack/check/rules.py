@@ -23,7 +23,7 @@ from ggstack.model import Applied, Recommendation, Verdict
 class Match:
     """A base commit that git's identity or patch-id says is this change."""
 
-    how: str  # "same patch-id as" | "cherry-picked as" | "merged as" | "Stack-Patch-Id in"
+    how: str  # "same patch-id as" | "cherry-picked as" | "merged as" | "Stack-Patch-Id in" | "Change-Id in"
     commit: str  # the base commit (for "reachable": the source commit itself)
     undone_by: list[str] = field(default_factory=list)  # base commits that took it out again
     complete: bool = True  # that commit's own tree had every change of the patch
@@ -42,6 +42,7 @@ class Facts:
     group_by: list[str] = field(default_factory=list)  # ... and the base commits that carry the run
     superseded: list[str] = field(default_factory=list)  # same author or title, changed the same lines
     hints: list[str] = field(default_factory=list)  # same subject or PR number
+    related: set[str] = field(default_factory=set)  # base commits tied to it otherwise (hints, a consolidation)
 
     @property
     def live(self) -> list[Match]:
@@ -203,8 +204,12 @@ def _empty(f: Facts) -> Decision:
     )
 
 
+SOME = 0.1  # below this share, lines brought by an otherwise unrelated commit are a coincidence
+
+
 def _some_lines(f: Facts) -> bool:
-    return f.content.any_earned
+    related = bool(set(f.content.commits) & (f.related | set(f.hints)))
+    return f.content.any_earned and (f.content.fraction >= SOME or related)
 
 
 def _partial(f: Facts) -> Decision:
@@ -257,6 +262,11 @@ def _always(f: Facts) -> bool:
 
 def _needed_rule(f: Facts) -> Decision:
     why = "none of its changes is in the base"
+    if f.content.any_earned:
+        why = (
+            f"only {round(100 * f.content.fraction)}% of its informative lines are in the base, brought by "
+            f"{_short(f.content.commits)}, otherwise unrelated to it: a coincidence, not evidence"
+        )
     if f.undone:
         undone = [m for m in f.undone]
         why = (
@@ -317,8 +327,9 @@ RULES: tuple[Rule, ...] = (
     ),
     (
         "partial",
-        "some informative lines are at their place, brought in by base commits → partial, by them; "
-        "open PR with the remaining diff (rework if it conflicts)",
+        "at least 10% of its informative lines are at their place, brought in by base commits (or fewer, by a "
+        "commit tied to it: same subject or PR, or one that brought lines of other patches of the stack) "
+        "→ partial, by them; open PR with the remaining diff (rework if it conflicts)",
         _some_lines,
         _partial,
     ),

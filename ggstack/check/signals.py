@@ -7,12 +7,13 @@ typed fact the verdict table decides on, and as ``Evidence`` in words.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
 from ggstack import git, replay
 from ggstack.check.containment import Containment
-from ggstack.check.history import History, normal_subject, pr_number
+from ggstack.check.history import History, normal_subject, pr_numbers
 from ggstack.check.rules import Decision, Facts, Match
 from ggstack.diff import FileChange, paths_of
 from ggstack.model import Applied, Evidence, Says, Signal
@@ -30,6 +31,8 @@ class Candidate:
     spid: str  # Stack-Patch-Id
     subject: str
     original_pr: str | None = None  # "owner/repo#130"
+    change_id: str = ""  # Gerrit's Change-Id trailer, where the project uses one
+    title: str = ""  # a PR merge's title (its subject says only "Merge pull request #N from …")
 
     @property
     def paths(self) -> list[str]:
@@ -45,33 +48,46 @@ def _own_pick(history: History, cand: Candidate) -> bool:
 
 
 def identity(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
-    """The source is an ancestor of the base, or a base commit names it (cherry-pick -x, Stack-Patch-Id)."""
-    matches: list[Match] = []
-    facts: list[str] = []
-    for src in dict.fromkeys(s for s in cand.sources if s):
-        if src in history.reachable:
-            who = "the commit itself" if src == cand.commit else "its source " + src[:10]
-            undone = history.undone.get(src, [])
-            facts.append(
-                f"{who} is reachable from the base" + (f", but {_short(undone)} reverted it" if undone else "")
-            )
-            matches.append(Match("merged as", src, list(undone)))
-        for c in history.picked_from.get(src, []):
-            facts.append(f"base commit {c[:10]} says it was cherry-picked from {src[:10]}")
-            matches.append(Match("cherry-picked as", c))
-    for c in history.spids.get(cand.spid, []) if cand.spid else []:
-        facts.append(f"base commit {c[:10]} carries its Stack-Patch-Id")
-        matches.append(Match("Stack-Patch-Id in", c))
-    if not facts:
+    """The source is an ancestor of the base, or a base commit names it
+    (cherry-pick -x, Stack-Patch-Id, Gerrit's Change-Id)."""
+    found = [*_sources(history, cand), *_named(history, cand)]
+    if not found:
         detail = "no identity match: its source is not in the base and no base commit names it"
         return [], Evidence(Signal.IDENTITY, detail, data={"match": False}, says=Says.ABSENT)
+    matches = [m for m, _ in found]
     live = [m for m in matches if not m.undone_by]
     says = Says.PRESENT if live else Says.UNDONE
     commits = [m.commit for m in live] or [c for m in matches for c in m.undone_by]
     data: dict[str, Any] = {"match": bool(live)}
     if not live:
         data["reverted_by"] = list(dict.fromkeys(commits))
-    return matches, Evidence(Signal.IDENTITY, "; ".join(facts), list(dict.fromkeys(commits)), data=data, says=says)
+    detail = "; ".join(words for _, words in found)
+    return matches, Evidence(Signal.IDENTITY, detail, list(dict.fromkeys(commits)), data=data, says=says)
+
+
+def _sources(history: History, cand: Candidate) -> list[tuple[Match, str]]:
+    out = []
+    for src in dict.fromkeys(s for s in cand.sources if s):
+        if src in history.reachable:
+            who = "the commit itself" if src == cand.commit else "its source " + src[:10]
+            undone = history.undone.get(src, [])
+            but = f", but {_short(undone)} reverted it" if undone else ""
+            out.append((Match("merged as", src, list(undone)), f"{who} is reachable from the base{but}"))
+        for c in history.picked_from.get(src, []):
+            out.append(
+                (Match("cherry-picked as", c), f"base commit {c[:10]} says it was cherry-picked from {src[:10]}")
+            )
+    return out
+
+
+def _named(history: History, cand: Candidate) -> list[tuple[Match, str]]:
+    out = []
+    for c in history.spids.get(cand.spid, []) if cand.spid else []:
+        out.append((Match("Stack-Patch-Id in", c), f"base commit {c[:10]} carries its Stack-Patch-Id"))
+    for c in history.change_ids.get(cand.change_id, []) if cand.change_id else []:
+        if c != cand.commit:
+            out.append((Match("Change-Id in", c), f"base commit {c[:10]} carries its Change-Id"))
+    return out
 
 
 def patch_id(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
@@ -251,9 +267,9 @@ def blame(c: Containment) -> Evidence | None:
 def hints(history: History, cand: Candidate, known: set[str]) -> tuple[list[str], Evidence | None]:
     """Base commits with the same subject, or whose "(#N)" is the patch's PR: never a verdict alone
     (``known``: the picks and reverts already named, which are no hint)."""
-    same = [c for c in history.same_subject(cand.subject) if c not in known]
-    number = (cand.original_pr or "").rpartition("#")[2] or pr_number(cand.subject)
-    by_pr = [c for c in history.with_pr_number(number) if c not in known] if number else []
+    same = [c for s in (cand.subject, cand.title) if s for c in history.same_subject(s) if c not in known]
+    numbers = [cand.original_pr.rpartition("#")[2]] if cand.original_pr else pr_numbers(cand.subject)
+    by_pr = [c for n in numbers if n for c in history.with_pr_number(n) if c not in known and c != cand.commit]
     found = list(dict.fromkeys(same + by_pr))
     if not found:
         return [], None
@@ -261,28 +277,27 @@ def hints(history: History, cand: Candidate, known: set[str]) -> tuple[list[str]
     if same:
         words.append(f"{_short(same)} has the same subject")
     if by_pr:
-        words.append(f"{_short(by_pr)} names PR #{number}")
+        words.append(f"{_short(by_pr)} names PR #{', #'.join(numbers)}")
     return found, Evidence(Signal.HINT, "; ".join(words), found, data={"hint": "subject-or-pr"})
 
 
 def superseded(
-    repo: git.Repository, history: History, cand: Candidate, author: str, conflict_paths: list[str]
+    repo: git.Repository, cand: Candidate, author: str, changed: list[str], known: AbstractSet[str]
 ) -> tuple[list[str], Evidence | None]:
-    """Base commits that changed the lines the patch conflicts on, by its author or with its title."""
-    if not conflict_paths:
+    """Of the base commits that changed the patch's lines another way (``changed``), those by
+    its author or with its title: the patch may have been superseded."""
+    changed = [c for c in changed if c not in known]
+    if not changed:
         return [], None
-    touching = history.touching(conflict_paths)[:50]
     title = normal_subject(cand.subject)
     found = [
         info.sha
-        for info in repo.commit_infos(touching)
+        for info in repo.commit_infos(changed)
         if (author and info.author_email == author) or (title and normal_subject(info.message.split("\n")[0]) == title)
     ]
     if not found:
         return [], None
-    detail = (
-        f"superseded? {_short(found)}, by the same author or with the same title, changed the lines it conflicts on"
-    )
+    detail = f"superseded? {_short(found)}, by the same author or with the same title, changed its lines another way"
     return found, Evidence(Signal.HINT, detail, found, data={"hint": "superseded"})
 
 

@@ -17,7 +17,7 @@ from ggstack.check import cache, groups
 from ggstack.check import judge as judging
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
-from ggstack.check.history import scan
+from ggstack.check.history import CHANGE_ID, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.remaining import remaining_diff
 from ggstack.check.signals import Candidate
@@ -85,8 +85,9 @@ def _judge(
     idents = judging.identify(ctx, whole)
     base_tree = repo.resolve(base, "tree")
     reverse = _cumulative_reverse(repo, base_tree, picks)
-    walked = _walk(ctx, run, picks, cands, outcomes, idents, squashed, reverse, progress)
-    _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree)
+    related = _consolidating(ctx, whole, base_tree)
+    walked = _walk(ctx, run, picks, cands, outcomes, idents, squashed, reverse, related, progress)
+    _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree, related)
     for j in walked:
         if j.outcome.verdict is Verdict.PARTIAL:
             j.outcome.remaining_diff = remaining_diff(repo, j.tip_tree, j.cand.changes, j.measured.content, ctx.files)
@@ -107,6 +108,7 @@ def _candidate(pick: replay.Pick) -> Candidate:
         spid=patch.provenance.stack_patch_id,
         subject=patch.subject,
         original_pr=patch.provenance.original_pr,
+        change_id=(CHANGE_ID.findall(patch.message) or [""])[0],
     )
 
 
@@ -127,6 +129,7 @@ def _walk(
     idents: dict[str, Identified],
     squashed: dict[int, Group],
     reverse: dict[str, _Reversal],
+    related: set[str],
     progress: Progress | None,
 ) -> list[_Judged]:
     replayer = replay.Replayer(ctx.repo, run.base)
@@ -135,14 +138,13 @@ def _walk(
         for i, (pick, cand) in enumerate(zip(picks, cands, strict=True)):
             outcome = outcomes[i]
             tip_tree = replayer.tip_tree
-            content = judging.measure_content(ctx, [cand], tip_tree)[0]
+            content = judging.measure_content(ctx, [cand], tip_tree, idents)[0]
             step = replayer.try_pick(pick)
             rev = reverse.get(pick.name)
             m = Measured(content, step, reverse=rev.applies if rev else None, reverse_later=rev.later if rev else [])
             author = _email(pick.patch.author if pick.patch else "")
-            decision, evidence = judging.judge(
-                ctx, cand, idents.get(cand.name, Identified()), m, squashed.get(i), author
-            )
+            ident = idents.get(cand.name, Identified())
+            decision, evidence = judging.judge(ctx, cand, ident, m, squashed.get(i), author, related)
             judging.record_step(outcome, step)
             judging.settle(outcome, decision, evidence, content)
             walked.append(_Judged(cand, outcome, m, tip_tree, author))
@@ -168,6 +170,17 @@ def _outcome(run: Run, patch: Patch) -> Outcome:
     return outcome
 
 
+def _consolidating(ctx: Context, cands: Sequence[Candidate], base_tree: str) -> set[str]:
+    """Base commits that brought in lines of two or more of the stack's patches: a
+    consolidation (upstream took the series in one commit with other work), which ties
+    even a small share of a patch's lines to it."""
+    counts: dict[str, int] = {}
+    for c in judging.measure_content(ctx, cands, base_tree):
+        for sha in c.commits:
+            counts[sha] = counts.get(sha, 0) + 1
+    return {sha for sha, n in counts.items() if n > 1}
+
+
 def _email(author: str) -> str:
     return author.rpartition("<")[2].rstrip(">").strip()
 
@@ -183,6 +196,7 @@ def _later_groups(
     trees: dict[str, str],
     reverse: dict[str, _Reversal],
     base_tree: str,
+    related: set[str],
 ) -> None:
     found = _index(
         groups.by_content(ctx.repo, ctx.history, cands, _segments(walked, cands, trees), base_tree, ctx.files), cands
@@ -192,7 +206,8 @@ def _later_groups(
         j = walked[k]
         if j.outcome.verdict is Verdict.REPRESENTED and j.outcome.group:
             continue
-        decision, evidence = judging.judge(ctx, j.cand, idents.get(j.cand.name, Identified()), j.measured, g, j.author)
+        ident = idents.get(j.cand.name, Identified())
+        decision, evidence = judging.judge(ctx, j.cand, ident, j.measured, g, j.author, related)
         if decision.verdict is Verdict.REPRESENTED:
             j.outcome.evidence = []
             judging.settle(j.outcome, decision, evidence, j.measured.content)
