@@ -121,16 +121,21 @@ def measure_content(
     paths = list(dict.fromkeys(p for c in cands for p in c.paths))
     entries = ctx.files.entries(tree, paths)
     ctx.files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
+    ctx.files.prepare_alignments(_alignments(ctx, cands, entries))
+    contents = [contain(c.changes, {p: entries[p] for p in c.paths if p in entries}, ctx.files) for c in cands]
+    likely = [{m.commit for m in idents[c.name].matches} if idents and c.name in idents else set() for c in cands]
+    attribute(contents, ctx.history, ctx.files, likely)
+    return contents
+
+
+def _alignments(ctx: Context, cands: Sequence[Candidate], entries: dict[str, tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (pre-image, tree) blob pairs whose lines the judgement will align."""
     pairs: list[tuple[str, str]] = []
     for fc in (fc for c in cands for fc in c.changes if not fc.binary):
         base = entries.get(fc.new_path or "") or entries.get(fc.old_path or "")
         if fc.old_blob and base and base[1] != fc.old_blob and needs_alignment(fc, base[1], ctx.files):
             pairs.append((fc.old_blob, base[1]))
-    ctx.files.prepare_alignments(pairs)
-    contents = [contain(c.changes, {p: entries[p] for p in c.paths if p in entries}, ctx.files) for c in cands]
-    likely = [{m.commit for m in idents[c.name].matches} if idents and c.name in idents else set() for c in cands]
-    attribute(contents, ctx.history, ctx.files, likely)
-    return contents
+    return pairs
 
 
 def judge(
