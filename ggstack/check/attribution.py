@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Generator, Sequence
 from collections.abc import Set as AbstractSet
 
-from ggstack.check.containment import Containment, Unit, align, find_run, window
+from ggstack.check.containment import Containment, Unit, find_run, window
 from ggstack.check.files import Files, is_zero
 from ggstack.check.history import History
 from ggstack.diff import Block
@@ -67,7 +67,7 @@ def _places(content: Containment, files: Files) -> Containment:
         if u.window is None:  # judged without aligning (its lines are nowhere): align now
             pre_blob = content.pre_blobs.get(u.path)
             pre = files.lines(pre_blob)
-            pmap = files.alignment(pre_blob, base_blob) or align(pre, base)
+            pmap = files.alignment(pre_blob, base_blob)
             u.window = window(u.block, pre, base, pmap)
         start, end = u.window
         there = base[start:end]

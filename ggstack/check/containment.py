@@ -1,7 +1,8 @@
 """Line containment: which change blocks of a patch a tree already holds.
 
 Context is ignored: the patch's pre-image file is aligned with the tree's
-file (unchanged lines are anchors), and each change block is looked up
+file by git's own histogram diff (``Files.alignment``: unchanged lines are
+anchors, all files of a check in one ``diff-tree``), and each change block is looked up
 *between the anchors around its place*: its added lines must be there and
 its removed lines gone. That catches picks whose context moved on (which
 patch-id and ``git apply -R`` miss) and refuses copies of the same lines
@@ -14,8 +15,6 @@ attribution has named the base commit that brought it (``earned``).
 
 from __future__ import annotations
 
-import bisect
-import difflib
 from collections import Counter
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -216,90 +215,12 @@ def _block_units(fc: FileChange, base_blob: str, files: Files) -> list[Unit]:
                 units.append(Unit(fc.path, hunk.label, weight, False, "its added lines are not in the base", i, block))
                 continue
             if pmap is None:
-                pmap = files.alignment(fc.old_blob, base_blob) or align(pre, base)
+                pmap = files.alignment(fc.old_blob, base_blob)
             units.append(judge_block(fc.path, hunk, i, block, pre, base, pmap, moved))
     return units
 
 
-# -- alignment ---------------------------------------------------------------------------------
-
-
-def align(pre: list[str], base: list[str]) -> list[int | None]:
-    """For each pre-image line, the base line it is (the unchanged lines), or None.
-
-    Common prefix and suffix first (most of a file, usually), then unique
-    lines as anchors (patience), then difflib's longest matching blocks on
-    what is left, which prefers long runs and so keeps repeated short lines
-    (braces, blank lines) tied to their neighbours.
-    """
-    n, m = len(pre), len(base)
-    pmap: list[int | None] = [None] * n
-    head = 0
-    while head < n and head < m and pre[head] == base[head]:
-        pmap[head] = head
-        head += 1
-    tail = 0
-    while tail < n - head and tail < m - head and pre[n - 1 - tail] == base[m - 1 - tail]:
-        pmap[n - 1 - tail] = m - 1 - tail
-        tail += 1
-    _align_gap(pre, base, (head, n - tail, head, m - tail), pmap, depth=0)
-    return pmap
-
-
-def _align_gap(
-    pre: list[str], base: list[str], gap: tuple[int, int, int, int], pmap: list[int | None], depth: int
-) -> None:
-    p0, p1, b0, b1 = gap
-    while p0 < p1 and b0 < b1 and pre[p0] == base[b0]:  # what the gap shares at its ends needs no matcher
-        pmap[p0] = b0
-        p0, b0 = p0 + 1, b0 + 1
-    while p0 < p1 and b0 < b1 and pre[p1 - 1] == base[b1 - 1]:
-        pmap[p1 - 1] = b1 - 1
-        p1, b1 = p1 - 1, b1 - 1
-    if p0 >= p1 or b0 >= b1:
-        return
-    if depth < 4 and (p1 - p0) * (b1 - b0) > 4096:
-        anchors = _unique_anchors(pre, base, gap)
-        if anchors:
-            prev_p, prev_b = p0, b0
-            for pi, bi in anchors:
-                if pi > prev_p and bi > prev_b:
-                    _align_gap(pre, base, (prev_p, pi, prev_b, bi), pmap, depth + 1)
-                pmap[pi] = bi
-                prev_p, prev_b = pi + 1, bi + 1
-            _align_gap(pre, base, (prev_p, p1, prev_b, b1), pmap, depth + 1)
-            return
-    matcher = difflib.SequenceMatcher(None, pre[p0:p1], base[b0:b1], autojunk=False)
-    for a, b, size in matcher.get_matching_blocks():
-        for k in range(size):
-            pmap[p0 + a + k] = b0 + b + k
-
-
-def _unique_anchors(pre: list[str], base: list[str], gap: tuple[int, int, int, int]) -> list[tuple[int, int]]:
-    """Lines unique on both sides, in increasing order on both (the longest such chain)."""
-    p0, p1, b0, b1 = gap
-    count_p = Counter(pre[p0:p1])
-    count_b = Counter(base[b0:b1])
-    where_b = {base[i]: i for i in range(b0, b1) if count_b[base[i]] == 1}
-    pairs = [(i, where_b[pre[i]]) for i in range(p0, p1) if count_p[pre[i]] == 1 and pre[i] in where_b]
-    tails: list[int] = []
-    tail_at: list[int] = []
-    back: list[int] = [-1] * len(pairs)
-    for k, (_, bi) in enumerate(pairs):
-        j = bisect.bisect_left(tails, bi)
-        if j == len(tails):
-            tails.append(bi)
-            tail_at.append(k)
-        else:
-            tails[j] = bi
-            tail_at[j] = k
-        back[k] = tail_at[j - 1] if j else -1
-    out = []
-    k = tail_at[-1] if tail_at else -1
-    while k >= 0:
-        out.append(pairs[k])
-        k = back[k]
-    return out[::-1]
+# -- the place of a block ----------------------------------------------------------------------
 
 
 def window(block: Block, pre: list[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:

@@ -70,11 +70,16 @@ class Files:
             raw = diffs.get(i, b"").decode("utf-8", "surrogateescape")
             self._aligned[pair] = pmap_of(raw, len(self.lines(pair[0])))
 
-    def alignment(self, old: str | None, new: str | None) -> list[int | None] | None:
-        """The prepared alignment of two blobs (the identity for one blob), or None."""
-        if old and old == new:
+    def alignment(self, old: str | None, new: str | None) -> list[int | None]:
+        """For each line of blob ``old``, the line of blob ``new`` it is (unchanged lines), or None;
+        from the batch prepared, else git's diff of the pair now."""
+        if not old or not new:
+            return [None] * len(self.lines(old))
+        if old == new:
             return list(range(len(self.lines(old))))
-        return self._aligned.get((old or "", new or ""))
+        if (old, new) not in self._aligned:
+            self.prepare_alignments([(old, new)])
+        return self._aligned[(old, new)]
 
     def stripped(self, sha: str) -> set[str]:
         """The blob's lines without trailing whitespace, as a set (is a line anywhere in it?)."""

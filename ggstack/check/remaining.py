@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import dataclass
 
 from ggstack import git
-from ggstack.check.containment import Containment, Unit, align, find_run, window
+from ggstack.check.containment import Containment, Unit, find_run, window
 from ggstack.check.files import Files
 from ggstack.diff import FileChange
 
@@ -89,7 +89,7 @@ def _edit(
     mode, blob = entries[base_path]
     lines = list(files.lines(blob))
     data = files.blob(blob) or b""
-    _place(fc, gone, lines, files)
+    _place(fc, gone, blob, files)
     after = _put_back(gone, lines)
     if "mode" in {u.what for u in gone} and fc.new_mode:
         mode = fc.new_mode
@@ -98,12 +98,12 @@ def _edit(
     return edit, base_path if base_path != fc.new_path else None
 
 
-def _place(fc: FileChange, gone: list[Unit], lines: list[str], files: Files) -> None:
+def _place(fc: FileChange, gone: list[Unit], blob: str, files: Files) -> None:
     """The place in the base's file of each missing block not judged at one (not even in the file)."""
     if not any(u.block is not None and u.window is None for u in gone):
         return
-    pre = files.lines(fc.old_blob)
-    pmap = align(pre, lines)
+    pre, lines = files.lines(fc.old_blob), files.lines(blob)
+    pmap = files.alignment(fc.old_blob, blob)
     for u in gone:
         if u.block is not None and u.window is None:
             u.window = window(u.block, pre, lines, pmap)
