@@ -348,3 +348,21 @@ def test_a_changed_patch_or_a_moved_base_is_judged_again(world: GitRepo) -> None
     assert check.stack(repo, stack, "main").outcomes[0].verdict is Verdict.UNIQUE
     world.git("cherry-pick", c)
     assert check.stack(repo, stack, "main").outcomes[0].verdict is Verdict.REPRESENTED
+
+
+def test_a_block_among_repeated_lines_is_found_though_the_alignment_ties_them_one_copy_off() -> None:
+    """Class: placement among repeated anchors. Seen on pytest's pyproject.toml, a list of
+    [[tool.towncrier.type]] sections that all end in "showcontent = true": git's diff of the
+    pre-image and the base tied the pre-image's "showcontent = true" to the first copy in the
+    base, so the block's place between the anchors was one line wide."""
+    from ggstack.check.containment import judge_block
+    from ggstack.diff import Block, Hunk
+
+    pre = ["[[type]]", 'directory = "doc"', 'name = "Improved Documentation"', "showcontent = true", "", "[end]"]
+    added = ['name = "Improved documentation"', "showcontent = true", "", "[[type]]", 'directory = "misc"', 'name = "Misc"']
+    base = ["[[type]]", 'directory = "doc"', *added, "showcontent = true", "", "[end]"]
+    block = Block(2, removed=[pre[2]], added=added)
+    # pre's "showcontent = true" tied to the first copy in the base (index 3), not to the last (8).
+    tied_off = [0, 1, None, 3, 4, 10]
+    unit = judge_block("pyproject.toml", Hunk("@@ -1,6 +1,11 @@", 1), 0, block, pre, base, tied_off)
+    assert unit.present, unit.reason

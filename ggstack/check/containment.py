@@ -257,11 +257,12 @@ def judge_block(
     if not block.added:
         unit.present, unit.reason = True, "the lines it removes are gone from their place in the base"
         return unit
-    at = find_run(place, block.added, strip=False)
-    whitespace_only = [s.rstrip() for s in block.removed] == [s.rstrip() for s in block.added]
-    if at is None and not whitespace_only:
-        at = find_run(place, block.added, strip=True)
-        unit.whitespace = at is not None
+    at, unit.whitespace = _find_added(block, place)
+    if at is None:
+        # Repeated lines ("showcontent = true", blank lines) are weak anchors: the diff may tie
+        # them one copy off. The place reaches to the nearest lines the file has only once.
+        start, end = _widen(start, end, base, set(block.added))
+        at, unit.whitespace = _find_added(block, base[start:end])
     if at is None:
         elsewhere = find_run(base, block.added, strip=False) is not None
         unit.reason = "its added lines are not in the base" + (
@@ -274,6 +275,32 @@ def judge_block(
         " (ignoring trailing whitespace)" if unit.whitespace else ""
     )
     return unit
+
+
+def _find_added(block: Block, place: list[str]) -> tuple[int | None, bool]:
+    """Where the block's added lines are in ``place``, and whether only without trailing whitespace."""
+    at = find_run(place, block.added, strip=False)
+    whitespace_only = [s.rstrip() for s in block.removed] == [s.rstrip() for s in block.added]
+    if at is None and not whitespace_only:
+        at = find_run(place, block.added, strip=True)
+        return at, at is not None
+    return at, False
+
+
+_WIDEST = 200  # lines a place may grow over repeated lines, each way
+
+
+def _widen(start: int, end: int, base: list[str], sought: AbstractSet[str]) -> tuple[int, int]:
+    """[start, end) grown over the lines around it that are not unique in the file (or carry
+    nothing), and over the lines being looked for."""
+    counts = Counter(base[max(0, start - _WIDEST) : end + _WIDEST])
+    weak = lambda s: counts[s] > 1 or s in sought or not any(c.isalnum() for c in s)  # noqa: E731
+    lo, hi = start, end
+    while lo > 0 and start - lo < _WIDEST and weak(base[lo - 1]):
+        lo -= 1
+    while hi < len(base) and hi - end < _WIDEST and weak(base[hi]):
+        hi += 1
+    return lo, hi
 
 
 def find_run(haystack: list[str], needle: list[str], *, strip: bool) -> int | None:
