@@ -359,10 +359,34 @@ def test_a_block_among_repeated_lines_is_found_though_the_alignment_ties_them_on
     from ggstack.diff import Block, Hunk
 
     pre = ["[[type]]", 'directory = "doc"', 'name = "Improved Documentation"', "showcontent = true", "", "[end]"]
-    added = ['name = "Improved documentation"', "showcontent = true", "", "[[type]]", 'directory = "misc"', 'name = "Misc"']
+    added = [
+        'name = "Improved documentation"',
+        "showcontent = true",
+        "",
+        "[[type]]",
+        'directory = "misc"',
+        'name = "Misc"',
+    ]
     base = ["[[type]]", 'directory = "doc"', *added, "showcontent = true", "", "[end]"]
     block = Block(2, removed=[pre[2]], added=added)
     # pre's "showcontent = true" tied to the first copy in the base (index 3), not to the last (8).
     tied_off = [0, 1, None, 3, 4, 10]
     unit = judge_block("pyproject.toml", Hunk("@@ -1,6 +1,11 @@", 1), 0, block, pre, base, tied_off)
     assert unit.present, unit.reason
+
+
+def test_lines_back_after_a_reverted_merge_are_the_new_commits_not_the_reverted_pick(world: GitRepo) -> None:
+    """The seed's shape: the fix merged, the merge reverted, then the lines brought back by a
+    consolidating commit of other work. The present lines are that commit's, not the reverted pick's."""
+    c = on(world, "fork", "fix (#130)", {"f.txt": text(edited(LINES, l10=["line 10", "retain = True"]))})
+    world.git("merge", "-q", "--no-ff", "-m", "Merge pull request #130 from me/fix", "fork")
+    world.git("revert", "--no-edit", "-m", "1", "HEAD")
+    again = world.commit(
+        "lifecycle rework",
+        {"f.txt": text(edited(LINES, l10=["line 10", "retain = True"], l30="teardown()"))},
+        author=OTHER,
+    )
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, [e.detail for e in o.evidence]
+    assert o.represented_by == [again]
+    assert kinds(o)["blame"][0].commits == [again]

@@ -19,7 +19,7 @@ from typing import Any
 from ggstack import git, series
 from ggstack.model import Applied, Conflict, Evidence, Outcome, Recommendation, Run, Verdict
 
-VERSION = "check-5"
+VERSION = "check-6"
 _KEEP = 64  # verdict files kept per repository, newest first
 
 

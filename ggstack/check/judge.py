@@ -123,7 +123,11 @@ def measure_content(
     ctx.files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
     ctx.files.prepare_alignments(_alignments(ctx, cands, entries))
     contents = [contain(c.changes, {p: entries[p] for p in c.paths if p in entries}, ctx.files) for c in cands]
-    likely = [{m.commit for m in idents[c.name].matches} if idents and c.name in idents else set() for c in cands]
+    # Only live picks: a reverted one did bring the lines once, but not the ones the base has now.
+    likely = [
+        {m.commit for m in idents[c.name].matches if not m.undone_by} if idents and c.name in idents else set()
+        for c in cands
+    ]
     attribute(contents, ctx.history, ctx.files, likely)
     return contents
 
