@@ -116,7 +116,7 @@ def build_synthetic(path: str, files: int, base_commits: int, patches: int) -> t
     subprocess.run(["git", "-C", path, "fast-import", "--quiet"], input=b"".join(out), check=True)
     git(path, "checkout", "-q", "main")
     return (
-        git(path, "rev-parse", "refs/heads/main~%d" % base_commits),
+        git(path, "rev-parse", f"refs/heads/main~{base_commits}"),
         git(path, "rev-parse", "refs/heads/stack"),
         git(path, "rev-parse", "refs/heads/main"),
     )

@@ -153,7 +153,7 @@ def synthesize(path: str, base_commits: int, candidates: int, seed: int) -> dict
                 s.base_commit("adapted pick", {first: edits[first], second: edits[second] + " (adapted)"})
             by_mark[mark] = kind
             j += 1
-        for when, _, edits in [r for r in reverts if r[0] == n]:
+        for _when, _, edits in [r for r in reverts if r[0] == n]:
             original = {k: f"{k[0]} line {k[1]}" for k in edits}
             s.base_commit("Revert a picked fork change", original)
         s.base_noise(n + base_commits)

@@ -502,7 +502,7 @@ def test_(
     if part or job_id:
         with StageProgress(1, "test", min_total=1) as progress:
             doc = testing.shard(obj.repo, s, run, part=part, job_id=job_id, gpu=gpu, only=only, progress=progress)
-        path = results_path or f"ggstack-test-{job_id or shard.replace('/', '-of-')}.json"
+        path = results_path or f"ggstack-test-{job_id or (shard or '').replace('/', '-of-')}.json"
         if os.path.dirname(path):
             try:
                 os.makedirs(os.path.dirname(path), exist_ok=True)

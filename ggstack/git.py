@@ -538,6 +538,7 @@ class Repository:
             args += ["--", *paths]
         log = self.popen(*args)
         pid = self.popen("patch-id", "--stable", stdin=log.stdout)
+        assert log.stdout is not None
         log.stdout.close()  # so that log gets SIGPIPE if patch-id exits
         out, _ = pid.communicate()
         log.wait()
@@ -621,7 +622,7 @@ class Repository:
                 ):
                     ref = f.read().strip()
                     if ref.startswith("refs/heads/"):
-                        found.setdefault(ref, where)
+                        found.setdefault(ref, os.fspath(where))
         return found
 
     # -- remotes ----------------------------------------------------------
@@ -729,6 +730,7 @@ class Repository:
             feed.seek(0)
             diff = self.popen(*args, stdin=feed)
             pid = self.popen("patch-id", "--stable", stdin=diff.stdout)
+            assert diff.stdout is not None
             diff.stdout.close()
             out, _ = pid.communicate()
             diff.wait()

@@ -115,6 +115,7 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
     wanted += [p.source_commit for p in stack.patches if p.source_commit] + [c for c in cached if c]
     present = repo.has_objects(wanted)
     todo: list[tuple[Patch, str]] = []
+    parent: str | None
     for patch, hit in zip(stack.patches, cached):
         parent = patch.base_commit
         if parent is None or not present.get(parent):
@@ -139,8 +140,8 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
     for patch, hit in zip(stack.patches, cached):
         diff = patch.diff.encode("utf-8", "surrogateescape")
         parent = patch.base_commit if patch.base_commit and present.get(patch.base_commit) else None
-        commit = (made.get(patch.name) or (hit if hit and present.get(hit) else None)) if parent else None
-        picks.append(Pick(patch, commit, parent, diff, patch.name, patch.subject))
+        made_commit = (made.get(patch.name) or (hit if hit and present.get(hit) else None)) if parent else None
+        picks.append(Pick(patch, made_commit, parent, diff, patch.name, patch.subject))
     return picks
 
 

@@ -107,7 +107,7 @@ def check_table(run: Run) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("patch", "verdict", "represented by", "evidence", "recommendation"):
         table.add_column(col, overflow="fold")
-    styles = {
+    styles: dict[Verdict | None, str] = {
         Verdict.UNIQUE: "green",
         Verdict.REPRESENTED: "yellow",
         Verdict.PARTIAL: "magenta",
@@ -551,7 +551,7 @@ def attention(run: Run) -> list[str]:
         elif o.recommendation is Recommendation.HUMAN_LOOK:
             reasons.append(f"{o.name}: the signals disagree (human look)")
         elif redundant_open(o):
-            reasons.append(f"{o.name}: represented, but PR #{o.pr.number} is still open")
+            reasons.append(f"{o.name}: represented, but PR #{o.pr.number if o.pr else None} is still open")
         elif o.verdict is None and o.applied is Applied.CONFLICT:
             reasons.append(f"{o.name}: conflict")
         pending = [k for e in o.evidence if e.kind == "tests" for k in e.data.get("pending", [])]
@@ -659,7 +659,7 @@ def report_table(run: Run) -> Table:
     table = Table(title=Text(header_line(run)), title_justify="left")
     for col in ("#", "patch", "verdict", "recommendation", "evidence", "provenance", "PR"):
         table.add_column(col, overflow="fold")
-    styles = {
+    styles: dict[Verdict | None, str] = {
         Verdict.UNIQUE: "green",
         Verdict.REPRESENTED: "cyan",
         Verdict.PARTIAL: "yellow",

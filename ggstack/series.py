@@ -127,9 +127,11 @@ def parse_config(text: str, path: str) -> StackConfig:
                 )
             if not isinstance(item, expected) or (expected is int and isinstance(item, bool)):
                 raise UserError(
-                    f"{section}.{key} must be a {expected.__name__}, not {type(item).__name__}", path=path, line=line
+                    f"{section}.{key} must be a {getattr(expected, '__name__', expected)}, not {type(item).__name__}",
+                    path=path,
+                    line=line,
                 )
-            if expected is list and not all(isinstance(x, str) for x in item):
+            if isinstance(item, list) and not all(isinstance(x, str) for x in item):
                 raise UserError(f"{section}.{key} must be a list of strings", path=path, line=line)
     target = data.get("target", {})
     if "repo" not in target or not re.match(r"^[^/\s]+/[^/\s]+$", target["repo"]):
@@ -241,7 +243,7 @@ def parse_patch(raw: bytes, path: str) -> Patch:
 
 def _author(header: Any) -> str:
     """ "Name <email>" as git has it: the mail header's quoting ("John Q. Public") undone."""
-    addresses = getattr(header, "addresses", ())
+    addresses: tuple[Any, ...] = getattr(header, "addresses", ())
     if len(addresses) != 1:
         return str(header)
     return f"{addresses[0].display_name} <{addresses[0].addr_spec}>"

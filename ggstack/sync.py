@@ -36,7 +36,7 @@ import contextlib
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from ggstack import check, git, replay, report, secrets, series, testing
 from ggstack import pr as pr_stage
@@ -57,8 +57,16 @@ EXIT_OK, EXIT_ATTENTION, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 # -- observing the stages -------------------------------------------------------------
 
 
-class Observer:
+class Observer(Protocol):
     """Told when each stage starts and ends; hands the stage its progress callback."""
+
+    def stage(self, name: str, total: int) -> contextlib.AbstractContextManager[Progress | None]: ...
+
+    def finished(self, name: str, state: str) -> None: ...
+
+
+class Silent:
+    """An observer that is told and says nothing."""
 
     @contextlib.contextmanager
     def stage(self, name: str, total: int) -> Iterator[Progress | None]:
@@ -68,7 +76,7 @@ class Observer:
         pass
 
 
-class ActionsObserver(Observer):
+class ActionsObserver:
     """GitHub Actions log groups, one per stage, with the stage's state inside."""
 
     def __init__(self, out: TextIO) -> None:
@@ -113,7 +121,7 @@ def sync(
     pushed, the forge is only read. An unknown base is a UserError before
     any stage after fetch runs (there is nothing to report on).
     """
-    obs = observer or Observer()
+    obs = observer or Silent()
     hide = secrets.Secrets.from_env(env).scrub
     n = len(stack.patches)
     stages: dict[str, str] = {}
@@ -148,17 +156,19 @@ def sync(
     if checked is None:
         skip("test", "needs the verdicts of check")
     else:
+        judged = checked
         with forge_credentials_withheld():
-            tested = attempt("test", lambda p: testing.test(repo, stack, run, gpu=gpu, progress=p))
+            tested = attempt("test", lambda p: testing.test(repo, stack, judged, gpu=gpu, progress=p))
         run = tested or run
     unsound = [s for s in ("fetch", "apply", "check", "test") if stages.get(s, "ok").startswith(("failed", SKIPPED))]
-    if unsound:
-        skip("pr", f"{', '.join(unsound)} did not succeed; the forge is not touched")
+    if unsound or run is None:
+        skip("pr", f"{', '.join(unsound) or 'apply'} did not succeed; the forge is not touched")
     else:
+        planned = run
         acted = attempt(
             "pr",
             lambda p: pr_stage.pr(
-                repo, stack, run, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env
+                repo, stack, planned, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env
             ),
         )
         run = acted or run
@@ -258,7 +268,7 @@ ERROR_VERDICTS = (Verdict.CONFLICT, Verdict.BROKEN)
 WARNING_VERDICTS = (Verdict.PARTIAL, Verdict.INCONCLUSIVE)
 
 
-def annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
+def workflow_annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
     """``::error``/``::warning`` workflow commands on the patch files that need a human."""
     lines = []
     for o in run.outcomes:
@@ -273,7 +283,7 @@ def annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
         title = f"ggstack: {o.name} is {verdict}"
         message = f"{report.evidence_words(o)} — recommendation: {report.recommendation_words(o)}"
         if report.redundant_open(o):
-            message += f"; PR #{o.pr.number} is still open (pass --close-redundant)"
+            message += f"; PR #{o.pr.number if o.pr else None} is still open (pass --close-redundant)"
         lines.append(f"::{level} file={_property(path)},title={_property(title)}::{_data(message)}")
     for error in run.errors:
         lines.append(f"::error title=ggstack::{_data(error)}")
@@ -283,7 +293,7 @@ def annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
 def publish_to_actions(run: Run, stack: Stack, env: Mapping[str, str], out: TextIO) -> None:
     """Annotations to the log; the Markdown report appended to ``$GITHUB_STEP_SUMMARY``."""
     workspace = env.get("GITHUB_WORKSPACE") or os.getcwd()
-    for line in annotations(run, stack, workspace):
+    for line in workflow_annotations(run, stack, workspace):
         out.write(line + "\n")
     out.flush()
     summary = env.get("GITHUB_STEP_SUMMARY")

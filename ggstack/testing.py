@@ -690,8 +690,8 @@ def _status(rc: int | None, timed_out: bool, cases: dict[str, list[str]] | None)
 def _reason(status: str, rc: int | None, timeout: int, cases: dict[str, list[str]] | None) -> str:
     if status == "timeout":
         return f"timed out after {timeout} s (tests.timeout); its process group was killed"
-    if status == "error" and cases is None:
-        return f"exit code {rc} and no JUnit XML written"
+    if cases is None:
+        return f"exit code {rc} and no JUnit XML written" if status == "error" else ""
     if status == "error" and not cases["errors"]:
         return f"exit code {rc} although every test passed"
     if status == "error":
@@ -722,6 +722,7 @@ def _worktree(repo: git.Repository, tt: TestTree) -> Iterator[str]:
         root = repo.state_dir("worktrees")
         _stop_pytest_config_search(root)
         path = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root)
+    assert tt.tree is not None, "a test tree that was never built has no worktree"
     try:
         with _GIT_LOCK:
             commit = repo.commit_tree(tt.tree, [tt.parent] if tt.parent else [], "ggstack test tree\n", scratch=True)
@@ -942,6 +943,8 @@ def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgeme
     judgements = [j for _, j in judged]
     job = judged[0][0]
     text = o.verdict  # None when check did not run: apply's result stands for it
+    verdict: Verdict | None
+    rec: Recommendation | None
     before = {
         "verdict": text.value if text else None,
         "recommendation": o.recommendation.value if o.recommendation else None,

@@ -916,7 +916,7 @@ class Call(View):
         return self._find_comment(o, r, comment_id)[1]
 
     def update_comment(self, o: str, r: str, comment_id: str) -> Json:
-        pull, comment = self._find_comment(o, r, comment_id)
+        _pull, comment = self._find_comment(o, r, comment_id)
         comment.update(body=self._body_dict().get("body", comment["body"]), updated_at=now_iso())
         return comment
 

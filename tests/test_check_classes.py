@@ -10,12 +10,15 @@ import re
 from pathlib import Path
 
 import pytest
+import test_check
 from gitrepo import GitRepo
-from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text, world  # noqa: F401  (world: the fixture)
+from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text
 
 from ggstack import check, git, series
 from ggstack.check.rules import RULES, markdown_table
 from ggstack.model import Recommendation, Verdict
+
+world = test_check.world  # the fixture, shared with test_check
 
 FUNC = [
     "def area(w, h):",
