@@ -1,6 +1,6 @@
 """The command line: parse arguments, call one stage, render its result.
 
-No logic lives here (STYLE.md): each command loads its inputs, calls the
+No logic lives here: each command loads its inputs, calls the
 stage function, and hands the value to ``ggstack.report`` or prints JSON.
 One handler turns ``UserError`` into exit 2 and ``InfraError`` into exit 3.
 """

@@ -1,4 +1,4 @@
-"""The vocabulary of DESIGN.md as types: Stack, Patch, Provenance, Outcome, Run.
+"""The vocabulary of the README as types: Stack, Patch, Provenance, Outcome, Run.
 
 Every stage takes and returns these values; every report, PR body and exit
 code is rendered from a Run (which round-trips through JSON), never
@@ -219,7 +219,7 @@ class Conflict:
 
 @dataclass
 class TestResult:
-    """One test run of one patch (DESIGN "Tests")."""
+    """One test run of one patch (README "Tests")."""
 
     kind: str  # cpu | gpu
     where: str  # base | patched | old-base
