@@ -134,7 +134,12 @@ def concurrency(tmp: Path, trials: int = 6) -> str:
             git(repo, "commit", "-qm", f"concurrent {i}")
             extras.append(git(repo, "rev-parse", "HEAD"))
         argv = [sys.executable, "-m", "ggstack", "--repo", str(repo), "--patches", str(repo / "patches")]
-        procs = [subprocess.Popen([*argv, "import", "s", sha], cwd=repo, stderr=subprocess.DEVNULL) for sha in extras]
+        procs = [
+            subprocess.Popen(
+                [*argv, "import", "s", sha], cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            for sha in extras
+        ]
         ok = sum(p.wait(timeout=300) == 0 for p in procs)
         proc = gg(repo, "list", "s", "--json")
         have = {p.get("cherry_picked_from") for p in json.loads(proc.stdout)["s"]} if proc.returncode == 0 else set()
