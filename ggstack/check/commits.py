@@ -13,13 +13,12 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ggstack import diff, git, replay
-from ggstack.check import cache
+from ggstack.check import cache, remaining
 from ggstack.check import judge as judging
 from ggstack.check.containment import applies, reverse_applies, surely_conflicts
 from ggstack.check.files import Files
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, scan
 from ggstack.check.judge import Context, Identified, Measured
-from ggstack.check.remaining import remaining_diff
 from ggstack.check.signals import Candidate
 from ggstack.errors import UserError
 from ggstack.model import Applied, Conflict, Outcome, Run, Verdict
@@ -60,7 +59,11 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     ]
     judging.find_changed(ctx, cands, done, [authors[c.name] for c in cands])
     for cand, m in zip(cands, done, strict=True):
-        run.outcomes.append(_outcome(ctx, cand, idents[cand.name], m, authors[cand.name], base_tree))
+        run.outcomes.append(_outcome(ctx, cand, idents[cand.name], m, authors[cand.name]))
+    partial = [(c, m) for c, m, o in zip(cands, done, run.outcomes, strict=True) if o.verdict is Verdict.PARTIAL]
+    remaining.prepare([(base_tree, c.changes, m.content) for c, m in partial], ctx.files)
+    for (cand, m), o in zip(partial, [o for o in run.outcomes if o.verdict is Verdict.PARTIAL], strict=True):
+        o.remaining_diff = remaining.remaining_diff(repo, base_tree, cand.changes, m.content, ctx.files)
     judging.name_commits(repo, run)
 
 
@@ -88,15 +91,13 @@ def _read(
     return Context(repo, history, files), entries
 
 
-def _outcome(ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str, base_tree: str) -> Outcome:
+def _outcome(ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str) -> Outcome:
     outcome = Outcome(name=cand.name, subject=cand.subject, stack_patch_id=cand.spid, source_commit=cand.commit)
     decision, evidence = judging.judge(ctx, cand, ident, m, author=author)
     judging.record_step(outcome, m.step)
     if m.step is None and m.applies:
         outcome.applied = Applied.APPLIED
     judging.settle(outcome, decision, evidence, m.content)
-    if outcome.verdict is Verdict.PARTIAL:
-        outcome.remaining_diff = remaining_diff(ctx.repo, base_tree, cand.changes, m.content, ctx.files)
     return outcome
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggstack import git
@@ -28,6 +29,27 @@ class _Edit:
     before: list[str]
     after: list[str]
     data: bytes  # the new file's bytes
+
+
+def prepare(wanted: Sequence[tuple[str, list[FileChange], Containment]], files: Files) -> None:
+    """Read, for every (tree, change set, content) whose remaining diff is asked for next, what
+    placing its missing blocks needs — the base's blobs and git's alignment of them — in one
+    batch each, not a ``cat-file`` and a ``diff`` a patch."""
+    places = [
+        (tree, fc, content.base_paths.get(fc.path, fc.new_path))
+        for tree, change_set, content in wanted
+        if content.judged
+        for fc in change_set
+        if fc.new_path and fc.old_blob and any(_unplaced(u) and u.path == fc.path for u in content.units)
+    ]
+    blobs = files.at_commits([(tree, path) for tree, _, path in places])
+    pairs = [(old, blobs[(tree, path)]) for tree, fc, path in places if (old := fc.old_blob) and (tree, path) in blobs]
+    files.prefetch([old for old, _ in pairs])
+    files.prepare_alignments(pairs)
+
+
+def _unplaced(u: Unit) -> bool:
+    return not u.present and u.block is not None and u.window is None
 
 
 def remaining_diff(

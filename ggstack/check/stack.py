@@ -13,13 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ggstack import diff, git, replay
-from ggstack.check import cache, groups
+from ggstack.check import cache, groups, remaining
 from ggstack.check import judge as judging
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
 from ggstack.check.history import CHANGE_ID, scan
 from ggstack.check.judge import Context, Identified, Measured
-from ggstack.check.remaining import remaining_diff
 from ggstack.check.signals import Candidate
 from ggstack.model import Applied, Outcome, Patch, Run, Stack, Verdict
 
@@ -88,9 +87,15 @@ def _judge(
     related = _consolidating(ctx, whole, base_tree)
     walked = _walk(ctx, run, picks, cands, outcomes, idents, squashed, reverse, related, progress)
     _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree, related)
+    remaining.prepare(
+        [(j.tip_tree, j.cand.changes, j.measured.content) for j in walked if j.outcome.verdict is Verdict.PARTIAL],
+        ctx.files,
+    )
     for j in walked:
         if j.outcome.verdict is Verdict.PARTIAL:
-            j.outcome.remaining_diff = remaining_diff(repo, j.tip_tree, j.cand.changes, j.measured.content, ctx.files)
+            j.outcome.remaining_diff = remaining.remaining_diff(
+                repo, j.tip_tree, j.cand.changes, j.measured.content, ctx.files
+            )
         else:
             j.outcome.remaining_diff = None
     judging.name_commits(repo, run)
