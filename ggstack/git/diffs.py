@@ -1,0 +1,241 @@
+"""Comparing, merging and patching trees, all in git's own machinery.
+
+``merge-tree --write-tree`` is the same merge-ort that ``git rebase`` uses,
+so replayed trees are byte-identical to git's; patches are applied with
+``git apply`` in a temporary index, never the user's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ggstack.git.runner import GitFailed, Runner
+
+
+@dataclass(frozen=True)
+class TreeChange:
+    """One file changed between two trees, as ``diff-tree --raw`` says it (mode 000000: absent)."""
+
+    path: str
+    old_mode: str
+    old_sha: str
+    new_mode: str
+    new_sha: str
+    status: str  # A, D, M, T
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    tree: str
+    clean: bool
+    conflicted_paths: tuple[str, ...]
+    messages: str
+
+
+class Diffs(Runner):
+    """Diffs between trees and commits, merges, and patches applied to trees."""
+
+    def merge_trees(self, ours: str, theirs: str) -> MergeResult:
+        """``git merge-tree --write-tree`` of two commits (merge-ort, as rebase uses)."""
+        proc = self.run("merge-tree", "--write-tree", "-z", "--name-only", "--messages", ours, theirs, check=False)
+        if proc.returncode not in (0, 1):
+            raise GitFailed(("merge-tree", ours, theirs), proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        out = proc.stdout.decode("utf-8", "surrogateescape")
+        head, _, messages = out.partition("\0\0")
+        fields = head.split("\0")
+        tree = fields[0]
+        paths = tuple(dict.fromkeys(p for p in fields[1:] if p))
+        return MergeResult(tree, proc.returncode == 0, paths, _readable_messages(messages))
+
+    def apply_to_tree(self, tree: str, patch: bytes, *, three_way: bool = False) -> tuple[str | None, str]:
+        """Apply a diff to a tree in a temporary index: (new tree or None, git's message)."""
+        with self.temp_index(tree) as env:
+            args = ["apply", "--cached", "--whitespace=nowarn"]
+            if three_way:
+                args.append("--3way")
+            proc = self.run(*args, "-", input=patch, env=env, check=False)
+            if proc.returncode != 0:
+                return None, proc.stderr.decode("utf-8", "replace")
+            return self.out("write-tree", env=env), proc.stderr.decode("utf-8", "replace")
+
+    def reverse_apply_to_tree(self, tree: str, patch: bytes) -> str | None:
+        """``tree`` with ``patch`` reverse-applied (``git apply -R``), or None if it does not apply."""
+        with self.temp_index(tree) as env:
+            proc = self.run(
+                "apply", "--cached", "--reverse", "--whitespace=nowarn", "-", input=patch, env=env, check=False
+            )
+            if proc.returncode != 0:
+                return None
+            return self.out("write-tree", env=env)
+
+    def diff_trees(self, a: str, b: str, paths: Sequence[str] = (), *, context: int | None = None) -> bytes:
+        args = ["diff-tree", "-p", "--full-index", "--binary", "--find-renames", "--no-color"]
+        if context is not None:
+            args.append(f"-U{context}")
+        args += [a, b]
+        if paths:
+            args += ["--", *paths]
+        return self.run(*args).stdout
+
+    def diff_names(self, a: str, b: str) -> list[str]:
+        out = self.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", a, b).stdout.decode(
+            "utf-8", "surrogateescape"
+        )
+        return [p for p in out.split("\0") if p]
+
+    def numstat(self, a: str, b: str) -> list[tuple[str, int | None, int | None]]:
+        """(path, added, deleted) per file from ``a`` to ``b``; None counts for a binary file."""
+        out = self.run("diff-tree", "-r", "--numstat", "-z", "--find-renames", "--no-color", a, b).stdout.decode(
+            "utf-8", "surrogateescape"
+        )
+        fields = out.split("\0")
+        rows: list[tuple[str, int | None, int | None]] = []
+        i = 0
+        while i < len(fields):
+            meta = fields[i]
+            if not meta:
+                i += 1
+                continue
+            added, deleted, path = meta.split("\t", 2)
+            if not path:  # a rename: the old and the new name follow as their own fields
+                path = fields[i + 2]
+                i += 2
+            rows.append((path, int(added) if added.isdigit() else None, int(deleted) if deleted.isdigit() else None))
+            i += 1
+        return rows
+
+    def tree_changes(self, pairs: Sequence[tuple[str, str]]) -> list[list[TreeChange]]:
+        """The file-level changes (no rename detection) of each (commit,
+        parent): one ``diff-tree --stdin -r --raw``."""
+        if not pairs:
+            return []
+        raw = self.run(
+            "diff-tree",
+            "--stdin",
+            "-r",
+            "--raw",
+            "-z",
+            "--no-renames",
+            "--always",
+            input="".join(f"{c} {p}\n" for c, p in pairs).encode(),
+        ).stdout
+        fields = raw.decode("utf-8", "surrogateescape").split("\0")
+        out: list[list[TreeChange]] = []
+        i = 0
+        while i < len(fields):
+            field_ = fields[i]
+            if field_.startswith(":") and out:
+                old_mode, new_mode, old_sha, new_sha, status = field_[1:].split(" ")
+                out[-1].append(TreeChange(fields[i + 1], old_mode, old_sha, new_mode, new_sha, status[:1]))
+                i += 2
+                continue
+            if re.fullmatch(r"[0-9a-f]{40}", field_):
+                out.append([])
+            i += 1
+        if len(out) != len(pairs):
+            raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} commits, read {len(out)}")
+        return out
+
+    def diff_blob_pairs(self, pairs: Sequence[tuple[str, str]]) -> dict[int, bytes]:
+        """index -> the ``-U0`` histogram diff of each (old blob, new blob) pair that differs:
+        every pair is a file of two scratch trees, so all of them cost two ``mktree`` and one ``diff-tree``."""
+        if not pairs:
+            return {}
+        names = [f"{i:07d}" for i in range(len(pairs))]
+        trees = [
+            self.run(
+                "mktree",
+                "--missing",
+                input="".join(f"100644 blob {p[side]}\t{n}\n" for n, p in zip(names, pairs)).encode(),
+            )
+            .stdout.decode()
+            .strip()
+            for side in (0, 1)
+        ]
+        raw = self.run("diff-tree", "-p", "-U0", "--histogram", "--no-renames", "--no-color", "-a", *trees).stdout
+        out = {}
+        for section in raw.split(b"diff --git a/")[1:]:
+            out[int(section[:7])] = section
+        return out
+
+    def diffs_of_commits(self, pairs: Sequence[tuple[str, str]]) -> dict[str, bytes]:
+        """commit -> its diff against the given parent (``--full-index --binary``,
+        renames found), for many (commit, parent) pairs in one ``diff-tree --stdin``."""
+        if not pairs:
+            return {}
+        args = [
+            "diff-tree",
+            "--stdin",
+            "-p",
+            "--full-index",
+            "--binary",
+            "--find-renames",
+            "--no-color",
+            "--format=commit %H",
+        ]
+        raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
+        out: dict[str, bytes] = {c: b"" for c, _ in pairs}
+        for chunk in re.split(rb"^commit (?=[0-9a-f]{40}\n)", raw, flags=re.M):
+            if chunk:
+                sha, _, diff = chunk.partition(b"\n")
+                out[sha.decode()] = diff.lstrip(b"\n")
+        return out
+
+    def source_diffs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
+        """(tree of the commit, its diff from the given parent) for each
+        (commit, parent), as ``format_patch`` writes the diff: one ``diff-tree --stdin``."""
+        if not pairs:
+            return []
+        args = [  # the diff settings ``format_patch`` pins, so equal bytes mean an equal change
+            "-c",
+            "core.quotePath=false",
+            "-c",
+            "diff.noprefix=false",
+            "-c",
+            "diff.mnemonicPrefix=false",
+            "-c",
+            "diff.suppressBlankEmpty=false",
+            "diff-tree",
+            "--stdin",
+            "--always",
+            "-p",
+            "--full-index",
+            "--binary",
+            "--find-renames",
+            "--no-color",
+            "--no-relative",
+            "--unified=3",
+            "--inter-hunk-context=0",
+            "--diff-algorithm=myers",
+            "--indent-heuristic",
+            "-O/dev/null",
+            "--format=ggstack-commit %H %T",
+        ]
+        raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
+        chunks = re.split(rb"^ggstack-commit [0-9a-f]{40} (?=[0-9a-f]{40}\n)", raw, flags=re.M)[1:]
+        out = []
+        for chunk in chunks:
+            tree, _, diff = chunk.partition(b"\n")
+            out.append((tree.decode(), diff.lstrip(b"\n")))
+        if len(out) != len(pairs):
+            raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} diffs, read {len(out)}")
+        return out
+
+
+def _readable_messages(raw: str) -> str:
+    """merge-tree -z --messages: <count NUL paths... NUL type NUL message NUL>*; keep the messages."""
+    fields = raw.split("\0")
+    lines = []
+    i = 0
+    while i < len(fields):
+        try:
+            count = int(fields[i])
+        except ValueError:
+            break
+        i += 1 + count + 1  # paths, then the conflict type
+        if i < len(fields):
+            lines.append(fields[i].strip())
+        i += 1
+    return "\n".join(line for line in lines if line)

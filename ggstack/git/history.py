@@ -1,0 +1,73 @@
+"""Questions about commit history: merge bases, ranges, the commits that touched some paths."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from ggstack.git.objects import Objects
+
+
+class History(Objects):
+    """Walks over commits, each question one ``rev-list``/``log`` process."""
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        proc = self.run("merge-base", a, b, check=False)
+        return proc.stdout.decode().strip() or None
+
+    def is_shallow(self) -> bool:
+        return os.path.exists(os.path.join(self.common_dir, "shallow"))
+
+    def rev_list(self, *args: str) -> list[str]:
+        return self.out("rev-list", *args).split()
+
+    def not_reachable(self, shas: Sequence[str], tip: str) -> set[str]:
+        """Which of ``shas`` are not ancestors of ``tip`` (one rev-list for all)."""
+        if not shas:
+            return set()
+        present = {s for s, ok in self.has_objects(shas).items() if ok}
+        feed = "".join(s + "\n" for s in present) + f"^{tip}\n"
+        reach = set(self.out("rev-list", "--stdin", input=feed.encode()).split()) if present else set()
+        return {s for s in shas if s not in present or s in reach}
+
+    def log_raw(
+        self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]
+    ) -> list[tuple[str, list[tuple[str, str, str]]]]:
+        """(commit, [(path, old blob, new blob), ...every file it changes]) for
+        every non-merge commit reachable from ``tips`` but not ``exclude`` that
+        touches ``paths``, newest first: one ``git log --raw`` (no diffs).
+        A missing side is the zero id."""
+        feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
+        feed += "--\n" + "".join(p + "\n" for p in paths)
+        args = [
+            "log",
+            "--raw",
+            "-z",
+            "--no-merges",
+            "--full-history",
+            "--full-diff",
+            "--no-abbrev",
+            "--no-renames",
+            "--format=%x01%H",
+            "--stdin",
+        ]
+        raw = self.run(*args, input=feed.encode("utf-8", "surrogateescape")).stdout.decode("utf-8", "surrogateescape")
+        out = []
+        for chunk in raw.split("\x01")[1:]:
+            fields = chunk.split("\0")
+            sha = fields[0].strip()
+            files = []
+            for i in range(1, len(fields) - 1, 2):
+                meta = fields[i].strip()
+                if meta.startswith(":"):
+                    parts = meta.split()
+                    files.append((fields[i + 1], parts[2], parts[3]))
+            out.append((sha, files))
+        return out
+
+    def range_messages(self, tips: Sequence[str], exclude: Sequence[str]) -> list[tuple[str, str, str]]:
+        """(commit, author email, message) of every commit of the range, newest first, in one ``git log``."""
+        feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
+        raw = self.run("log", "--stdin", "--format=%H%x00%ae%x00%B%x00", input=feed.encode()).stdout
+        fields = raw.decode("utf-8", "surrogateescape").split("\0")
+        return [(fields[i].strip(), fields[i + 1], fields[i + 2]) for i in range(0, len(fields) - 2, 3)]

@@ -1,0 +1,66 @@
+"""Naming objects and moving refs.
+
+ggstack writes refs only through ``update_refs``: one ``update-ref --stdin``
+transaction, compare-and-swap, so every ref moves or none does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ggstack.errors import UserError
+from ggstack.git.runner import Runner
+
+ZERO = "0" * 40
+
+
+class Refs(Runner):
+    """Resolving revisions, listing and writing refs."""
+
+    def resolve(self, ref: str, what: str = "commit") -> str:
+        """The full sha of ``ref``, or a UserError naming it."""
+        sha = self.try_resolve(ref, what)
+        if sha is None:
+            raise UserError(f"unknown ref {ref!r}: not a {what} in {self.worktree or self.git_dir}")
+        return sha
+
+    def try_resolve(self, ref: str, what: str = "commit") -> str | None:
+        proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{{what}}}", check=False)
+        sha = proc.stdout.decode().strip() if proc.returncode == 0 else ""
+        # "^X" passes --verify and prints "^<sha>": a negated range end, not one object.
+        return sha if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) else None
+
+    def refs(self, prefix: str) -> dict[str, str]:
+        out = self.out("for-each-ref", "--format=%(objectname) %(refname)", prefix)
+        return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines() if line)}
+
+    def ref_values(self, refs: Sequence[str]) -> dict[str, str]:
+        """refname -> sha for those of the full ``refs`` that exist: one for-each-ref."""
+        if not refs:
+            return {}
+        wanted = set(refs)
+        out = self.out("for-each-ref", "--format=%(objectname) %(refname)", *refs)
+        found = (line.split(" ", 1) for line in out.splitlines() if line)
+        return {name: sha for sha, name in found if name in wanted}
+
+    def update_refs(self, updates: Sequence[tuple[str, str | None, str | None]], message: str) -> None:
+        """Write refs in one ``update-ref --stdin`` transaction, compare-and-swap.
+
+        Each update is (ref, new sha or None to delete, expected old sha or
+        None for "must not exist"). Either every ref moves or none does.
+        """
+        if not updates:
+            return
+        lines = ["start"]
+        for ref, new, old in updates:
+            old_v = old or ZERO
+            if new is None:
+                lines.append(f"delete {ref} {old_v}")
+            else:
+                lines.append(f"update {ref} {new} {old_v}")
+        lines += ["prepare", "commit", ""]
+        proc = self.run("update-ref", "--stdin", "-m", message, input="\n".join(lines).encode(), check=False)
+        if proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace").strip()
+            raise UserError(f"refs were not updated (nothing written): {err}")

@@ -1,0 +1,140 @@
+"""How ggstack starts git: one command line shape and one environment for every call.
+
+Every git process ggstack starts goes through here, so there is one place
+that decides what git sees: the repository is always named (``--git-dir``),
+and the variables an enclosing git (a hook, ``git rebase --exec``) exports to
+point at *its* repository, index or work tree are dropped, so they can never
+redirect ggstack to the user's index. Plumbing output is read in the C locale
+with no pager.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+
+from ggstack.errors import InfraError
+
+# What an enclosing git exports to say which repository, index or work tree
+# is meant; ggstack always names its repository itself.
+INHERITED_REPOSITORY_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_PREFIX",
+    "GIT_NAMESPACE",
+    "GIT_SHALLOW_FILE",
+)
+
+
+class GitFailed(InfraError):
+    """git exited non-zero where the caller did not expect it."""
+
+    def __init__(self, args: Sequence[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"git {' '.join(args[:3])} failed ({returncode}): {stderr.strip()[:2000]}")
+        self.args_ = list(args)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of every git ggstack starts: the caller's, less what
+    points at another repository or index, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in INHERITED_REPOSITORY_ENV}
+    env.update(extra or {})
+    # Plumbing output must not depend on the user's locale or pager.
+    env["LC_ALL"] = "C"
+    env["GIT_PAGER"] = "cat"
+    return env
+
+
+def plain_git(*args: str, input: bytes | None = None) -> str:
+    """git outside any repository (``init``, ``interpret-trailers``)."""
+    proc = subprocess.run(["git", *args], input=input, env=environment(), capture_output=True)
+    if proc.returncode != 0:
+        raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+    return proc.stdout.decode("utf-8", "surrogateescape")
+
+
+class Runner:
+    """Runs git in one repository; the other parts of ``Repository`` build on it."""
+
+    git_dir: str
+    common_dir: str
+    worktree: str | None
+
+    def flush_objects(self) -> None:
+        """Write objects made here but not yet in the object database (see ``Objects``)."""
+
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        env: dict[str, str] | None = None,
+        check: bool = True,
+        cwd: str | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        self.flush_objects()  # what git is asked about must be in the object database
+        proc = subprocess.run(
+            ["git", "--git-dir", self.git_dir, *args],
+            input=input,
+            env=environment(env),
+            cwd=cwd or self.worktree or self.git_dir,
+            capture_output=True,
+        )
+        if check and proc.returncode != 0:
+            raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        return proc
+
+    def out(self, *args: str, **kw) -> str:
+        return self.run(*args, **kw).stdout.decode("utf-8", "surrogateescape").strip()
+
+    def popen(self, *args: str, stdin=None) -> subprocess.Popen:
+        self.flush_objects()
+        return subprocess.Popen(
+            ["git", "--git-dir", self.git_dir, *args],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=environment(),
+            cwd=self.worktree or self.git_dir,
+        )
+
+    @contextlib.contextmanager
+    def temp_index(self, tree: str | None = None) -> Iterator[dict[str, str]]:
+        """An index file of our own (never the user's), optionally read from ``tree``."""
+        fd, path = tempfile.mkstemp(prefix="ggstack-index-", dir=self._scratch_dir())
+        os.close(fd)
+        os.unlink(path)  # git wants to create it itself
+        env = {"GIT_INDEX_FILE": path}
+        try:
+            if tree:
+                self.run("read-tree", tree, env=env)
+            yield env
+        finally:
+            for p in (path, path + ".lock"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(p)
+
+    def _scratch_dir(self) -> str:
+        path = os.path.join(self.common_dir, "ggstack", "tmp")
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def state_dir(self, *parts: str) -> str:
+        """ggstack's own directory under the git dir (caches, locks, worktrees)."""
+        path = os.path.join(self.common_dir, "ggstack", *parts)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:  # something else took the name: ggstack's own state, not the user's input
+            raise InfraError(
+                f"cannot use ggstack's state directory {path}: {e.strerror} (move aside what is in the way)"
+            ) from None
+        return path

@@ -1,0 +1,47 @@
+"""The worktrees ggstack runs tests in, and the user's checked-out branches it must not move."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from ggstack.git.runner import Runner
+
+
+class Worktrees(Runner):
+    """Temporary detached worktrees, and which branches other worktrees hold."""
+
+    def add_worktree(self, path: str, commit: str) -> None:
+        """A detached worktree of ``commit`` at ``path``; no hook of the user's runs."""
+        self.run("-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", "--quiet", path, commit)
+
+    def remove_worktree(self, path: str) -> None:
+        self.run("worktree", "remove", "--force", "--force", path, check=False)
+
+    def prune_worktrees(self) -> None:
+        self.run("worktree", "prune", check=False)
+
+    def checked_out_branches(self) -> dict[str, str]:
+        """Branch ref → the worktree that has it checked out (or is rebasing it):
+        the branches ``git branch -f`` refuses to move. A bare repository's HEAD is none."""
+        out = self.run("worktree", "list", "--porcelain", "-z").stdout.decode("utf-8", "surrogateescape")
+        found: dict[str, str] = {}
+        for record in out.split("\0\0"):
+            fields = dict(f.partition(" ")[::2] for f in record.split("\0") if f)
+            if "worktree" in fields and "branch" in fields and "bare" not in fields:
+                found.setdefault(fields["branch"], fields["worktree"])
+        admin = [(self.common_dir, self.worktree or self.common_dir)]
+        worktrees = os.path.join(self.common_dir, "worktrees")
+        for name in sorted(os.listdir(worktrees)) if os.path.isdir(worktrees) else []:
+            with contextlib.suppress(OSError), open(os.path.join(worktrees, name, "gitdir"), encoding="utf-8") as f:
+                admin.append((os.path.join(worktrees, name), os.path.dirname(f.read().strip())))
+        for git_dir, where in admin:
+            for state in ("rebase-merge", "rebase-apply"):
+                with (
+                    contextlib.suppress(OSError),
+                    open(os.path.join(git_dir, state, "head-name"), encoding="utf-8") as f,
+                ):
+                    ref = f.read().strip()
+                    if ref.startswith("refs/heads/"):
+                        found.setdefault(ref, os.fspath(where))
+        return found

@@ -1,0 +1,43 @@
+"""Every git ggstack starts runs in the repository it was given, whatever an enclosing git exported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gitrepo import GitRepo
+
+from ggstack import git
+
+
+def test_an_enclosing_gits_repository_index_and_objects_are_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n"})
+    head = fork.commit("change", {"a.txt": "b\n"})
+    other = GitRepo.init(tmp_path / "other")
+    other.commit("elsewhere", {"x.txt": "x\n"})
+    index = (tmp_path / "fork" / ".git" / "index").read_bytes()
+    other_objects = other.git("count-objects", "-v")
+    repo = git.Repository(str(fork.path))
+    # What a hook of another repository would export (a pre-commit hook's GIT_INDEX_FILE is the user's index).
+    monkeypatch.setenv("GIT_DIR", str(other.path / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other.path))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "fork" / ".git" / "index"))
+    monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(other.path / ".git" / "objects"))
+
+    assert repo.resolve("HEAD") == head
+    assert list(repo.patch_ids_of_commits([(head, None)])) == [head]  # the popen path
+    blob = repo.hash_blob(b"new\n")
+    tree = repo.edit_tree(repo.resolve("HEAD", "tree"), {"n.txt": ("100644", blob)})
+    repo.add_worktree(str(tmp_path / "wt"), head)
+
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_WORK_TREE")
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    monkeypatch.delenv("GIT_OBJECT_DIRECTORY")
+    assert fork.git("cat-file", "-t", tree) == "tree"
+    assert (tmp_path / "wt" / "a.txt").read_text() == "b\n"
+    assert (tmp_path / "fork" / ".git" / "index").read_bytes() == index
+    assert other.git("count-objects", "-v") == other_objects
