@@ -456,6 +456,8 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
     refs = []
     if prefix and prefix != prefix.encode("utf-8", "replace").decode("utf-8"):
         raise UserError(f"--branch-prefix {prefix!r} is not UTF-8")  # a surrogate-escaped byte from the command line
+    if prefix and not prefix.startswith("refs/"):  # also: never a value git could read as an option
+        raise UserError(f"--branch-prefix must be a full ref prefix such as refs/heads/try, not {prefix!r}")
     for i, p in enumerate(stack.patches, 1):
         if prefix:
             refs.append(f"{prefix.rstrip('/')}/{i:02d}-{p.slug}")

@@ -136,6 +136,7 @@ def parse_config(text: str, path: str) -> StackConfig:
     target = data.get("target", {})
     if "repo" not in target or not re.match(r"^[^/\s]+/[^/\s]+$", target["repo"]):
         raise UserError('target.repo must be "owner/name"', path=path, line=_line_of(text, r"^\s*repo\s*="))
+    _no_options(data, text, path)
     tests = data.get("tests", {})
     env = tests.get("env", {})
     if "timeout" in tests and tests["timeout"] <= 0:
@@ -452,6 +453,19 @@ def _series_entries_or_none(raw: bytes, files: Collection[str]) -> list[str] | N
         return _series_entries(raw, SERIES, files)
     except UserError:
         return None
+
+
+def _no_options(data: dict, text: str, path: str) -> None:
+    """The values that reach git as arguments may not look like options
+    (``remote = "--upload-pack=…"`` would run a command)."""
+    for section, key in (("target", "remote"), ("target", "base"), ("branches", "template")):
+        value = data.get(section, {}).get(key, "")
+        if value.startswith("-"):
+            raise UserError(
+                f"{section}.{key} must not start with '-' (git would take {value!r} as an option)",
+                path=path,
+                line=_line_of(text, rf"^\s*{key}\s*="),
+            )
 
 
 def init(patches_dir: str, name: str, repo_slug: str, base: str, remote: str = "origin") -> str:

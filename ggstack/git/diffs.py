@@ -39,7 +39,17 @@ class Diffs(Runner):
 
     def merge_trees(self, ours: str, theirs: str) -> MergeResult:
         """``git merge-tree --write-tree`` of two commits (merge-ort, as rebase uses)."""
-        proc = self.run("merge-tree", "--write-tree", "-z", "--name-only", "--messages", ours, theirs, check=False)
+        proc = self.run(
+            "merge-tree",
+            "--write-tree",
+            "-z",
+            "--name-only",
+            "--messages",
+            "--end-of-options",
+            ours,
+            theirs,
+            check=False,
+        )
         if proc.returncode not in (0, 1):
             raise GitFailed(("merge-tree", ours, theirs), proc.returncode, proc.stderr.decode("utf-8", "replace"))
         out = proc.stdout.decode("utf-8", "surrogateescape")
@@ -74,22 +84,22 @@ class Diffs(Runner):
         args = ["diff-tree", "-p", "--full-index", "--binary", "--find-renames", "--no-color"]
         if context is not None:
             args.append(f"-U{context}")
-        args += [a, b]
+        args += ["--end-of-options", a, b]
         if paths:
             args += ["--", *paths]
         return self.run(*args).stdout
 
     def diff_names(self, a: str, b: str) -> list[str]:
-        out = self.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", a, b).stdout.decode(
+        out = self.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", "--end-of-options", a, b).stdout.decode(
             "utf-8", "surrogateescape"
         )
         return [p for p in out.split("\0") if p]
 
     def numstat(self, a: str, b: str) -> list[tuple[str, int | None, int | None]]:
         """(path, added, deleted) per file from ``a`` to ``b``; None counts for a binary file."""
-        out = self.run("diff-tree", "-r", "--numstat", "-z", "--find-renames", "--no-color", a, b).stdout.decode(
-            "utf-8", "surrogateescape"
-        )
+        out = self.run(
+            "diff-tree", "-r", "--numstat", "-z", "--find-renames", "--no-color", "--end-of-options", a, b
+        ).stdout.decode("utf-8", "surrogateescape")
         fields = out.split("\0")
         rows: list[tuple[str, int | None, int | None]] = []
         i = 0

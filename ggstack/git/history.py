@@ -12,7 +12,7 @@ class History(Objects):
     """Walks over commits, each question one ``rev-list``/``log`` process."""
 
     def merge_base(self, a: str, b: str) -> str | None:
-        proc = self.run("merge-base", a, b, check=False)
+        proc = self.run("merge-base", "--end-of-options", a, b, check=False)
         return proc.stdout.decode().strip() or None
 
     def is_shallow(self) -> bool:

@@ -138,7 +138,7 @@ class Objects(Refs):
 
     def ls_tree(self, tree: str, paths: Sequence[str] = ()) -> dict[str, tuple[str, str]]:
         """path -> (mode, sha) for the blobs of ``tree`` (limited to ``paths``)."""
-        out = self.run("ls-tree", "-r", "-z", "--full-tree", tree, "--", *paths).stdout.decode(
+        out = self.run("ls-tree", "-r", "-z", "--full-tree", "--end-of-options", tree, "--", *paths).stdout.decode(
             "utf-8", "surrogateescape"
         )
         entries = {}

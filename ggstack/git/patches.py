@@ -76,6 +76,7 @@ class Patches(Runner):
                 "-o",
                 out_dir,
                 "-1",
+                "--end-of-options",
                 commit,
             ]
             if paths:

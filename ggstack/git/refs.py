@@ -32,7 +32,7 @@ class Refs(Runner):
         return sha if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) else None
 
     def refs(self, prefix: str) -> dict[str, str]:
-        out = self.out("for-each-ref", "--format=%(objectname) %(refname)", prefix)
+        out = self.out("for-each-ref", "--format=%(objectname) %(refname)", "--end-of-options", prefix)
         return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines() if line)}
 
     def ref_values(self, refs: Sequence[str]) -> dict[str, str]:
@@ -40,7 +40,7 @@ class Refs(Runner):
         if not refs:
             return {}
         wanted = set(refs)
-        out = self.out("for-each-ref", "--format=%(objectname) %(refname)", *refs)
+        out = self.out("for-each-ref", "--format=%(objectname) %(refname)", "--end-of-options", *refs)
         found = (line.split(" ", 1) for line in out.splitlines() if line)
         return {name: sha for sha, name in found if name in wanted}
 

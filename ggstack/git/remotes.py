@@ -1,29 +1,59 @@
-"""Talking to the fork's remote: push with leases, list and fetch refs."""
+"""Talking to the fork's remote: push with leases, list and fetch refs.
+
+The remote comes from ``stack.toml`` (``target.remote``), a file anyone who
+can open a pull request against the patches can edit, and git reads a
+remote argument that starts with ``-`` as an option (``--upload-pack=…``
+runs a command). So a remote is used only when it is a configured remote or
+a URL, and it is passed after ``--end-of-options`` as well.
+"""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Sequence
 
+import git as gitpython
+
+from ggstack.errors import UserError
 from ggstack.git.runner import Runner
+
+# scheme://…, or scp-like [user@]host:path (no slash before the colon).
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$|^[^/:\s-][^/:\s]*:\S*$")
 
 
 class Remotes(Runner):
     """Pushes and fetches, each one git process."""
+
+    _repo: gitpython.Repo
+
+    def remote_names(self) -> list[str]:
+        """The remotes configured in the repository (GitPython reads the config)."""
+        return [r.name for r in self._repo.remotes]
+
+    def checked_remote(self, remote: str) -> str:
+        """``remote`` when it is a configured remote or a URL; else a UserError naming it."""
+        if not remote.startswith("-") and (remote in self.remote_names() or _URL.match(remote)):
+            return remote
+        names = ", ".join(self.remote_names()) or "none"
+        raise UserError(
+            f"remote {remote!r} is neither a configured git remote (here: {names}) nor a URL "
+            "(target.remote in stack.toml)"
+        )
 
     def push(
         self, remote: str, refspecs: Sequence[str], leases: Sequence[str], *, atomic: bool = False
     ) -> subprocess.CompletedProcess[bytes]:
         args = ["push", "--porcelain", "--no-verify"] + (["--atomic"] if atomic else [])
         args += [f"--force-with-lease={lease}" for lease in leases]
-        return self.run(*args, remote, *refspecs, check=False)
+        return self.run(*args, "--end-of-options", self.checked_remote(remote), *refspecs, check=False)
 
     def ls_remote(self, remote: str, refs: Sequence[str] = ()) -> dict[str, str]:
-        out = self.out("ls-remote", remote, *refs)
+        out = self.out("ls-remote", "--end-of-options", self.checked_remote(remote), *refs)
         return {name: sha for sha, name in (line.split("\t", 1) for line in out.splitlines() if line)}
 
     def add_remote(self, name: str, url: str) -> None:
-        self.run("remote", "add", name, url)
+        self.run("remote", "add", "--end-of-options", name, url)
 
     def fetch(self, remote: str) -> None:
-        self.run("fetch", "--prune", remote)
+        self.run("fetch", "--prune", "--end-of-options", self.checked_remote(remote))

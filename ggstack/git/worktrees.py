@@ -13,7 +13,18 @@ class Worktrees(Runner):
 
     def add_worktree(self, path: str, commit: str) -> None:
         """A detached worktree of ``commit`` at ``path``; no hook of the user's runs."""
-        self.run("-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", "--quiet", path, commit)
+        self.run(
+            "-c",
+            "core.hooksPath=/dev/null",
+            "worktree",
+            "add",
+            "--detach",
+            "--force",
+            "--quiet",
+            "--end-of-options",
+            path,
+            commit,
+        )
 
     def remove_worktree(self, path: str) -> None:
         self.run("worktree", "remove", "--force", "--force", path, check=False)
