@@ -134,7 +134,6 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
         commit = _commit_patch(repo, stack, patch, parent, trees.get(patch.name))
         cache.put(_materialize_key(patch), commit)
         made[patch.name] = commit
-    repo.flush_objects()  # before the cache names them
     cache.save()
     picks = []
     for patch, hit in zip(stack.patches, cached):
@@ -171,8 +170,8 @@ def _commit_patch(repo: git.Repository, stack: Stack, patch: Patch, parent: str,
                 path=os.path.join(stack.path, patch.name),
             )
     name, email = _split_author(patch.author)
-    author = git.ident(name, email, patch.date)
-    if author is None:  # an identity only git can normalise
+    author = repo.ident(name, email, patch.date)
+    if author is None:  # git refuses it: commit-tree says why
         return repo.commit_tree(tree, [parent], patch.message, author=(name, email, patch.date), scratch=True)
     return repo.write_commit(tree, [parent], patch.message, author, git.SCRATCH_IDENT)
 
@@ -256,7 +255,6 @@ class Replayer:
             self.tip_tree = step.tree
 
     def close(self) -> None:
-        self.repo.flush_objects()  # before the cache names them
         self._results.save()
 
     def _from_cache(self, hit: str) -> Step | None:
@@ -276,8 +274,8 @@ class Replayer:
         else:
             info = self.repo.commit_infos([pick.commit or ""])[0]
             name, email, date, message = info.author_name, info.author_email, info.author_date, info.message
-        author = git.ident(name, email, date)
-        if author is None:  # an identity only git can normalise
+        author = self.repo.ident(name, email, date)
+        if author is None:  # git refuses it: commit-tree says why
             return self.repo.commit_tree(tree, [self.tip], message, author=(name, email, date))
         if self._committer is None:
             self._committer = self.repo.committer_ident()

@@ -41,8 +41,8 @@ T_CHERRY_PICKED = "Cherry-picked-from"
 T_DROPPED = "Dropped"
 T_STACK_PATCH_ID = "Stack-Patch-Id"
 
-_FROM_LINE = re.compile(rb"^From ([0-9a-f]{40}) ")
-_CHERRY_LINE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{40})\)$", re.M)
+_FROM_LINE = re.compile(rb"^From ([0-9a-f]{40}|[0-9a-f]{64}) ")
+_CHERRY_LINE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{40}|[0-9a-f]{64})\)$", re.M)
 _PATCH_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 _SLUG_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 _STACK_PATCH_ID = re.compile(r"^I[0-9a-f]{40}$")
@@ -224,7 +224,7 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     body = pre_diff[:marker] if marker >= 0 else pre_diff
     diff_line = head_lines + rest[:diff_at].count("\n")
     diff, tail = _split_diff(rest[diff_at:], path, diff_line)
-    base = re.search(r"^base-commit: ([0-9a-f]{40})$", tail, re.M)
+    base = re.search(r"^base-commit: ([0-9a-f]{40}|[0-9a-f]{64})$", tail, re.M)
     message = subject + ("\n\n" + body.strip("\n") if body.strip("\n") else "") + "\n"
     patch = Patch(
         name=name,

@@ -20,7 +20,7 @@ Where things are: ``runner`` (starting git, its environment), ``objects``
 """
 
 from ggstack.git.diffs import MergeResult, TreeChange
-from ggstack.git.objects import SCRATCH_IDENT, ZERO, CommitInfo, ident
+from ggstack.git.objects import SCRATCH_IDENT, CommitInfo
 from ggstack.git.patches import set_patch_number
 from ggstack.git.repository import Repository
 from ggstack.git.runner import GitFailed
@@ -28,14 +28,12 @@ from ggstack.git.trailers import add_trailers, parse_trailers
 
 __all__ = [
     "SCRATCH_IDENT",
-    "ZERO",
     "CommitInfo",
     "GitFailed",
     "MergeResult",
     "Repository",
     "TreeChange",
     "add_trailers",
-    "ident",
     "parse_trailers",
     "set_patch_number",
 ]

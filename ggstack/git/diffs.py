@@ -141,7 +141,7 @@ class Diffs(Runner):
                 out[-1].append(TreeChange(fields[i + 1], old_mode, old_sha, new_mode, new_sha, status[:1]))
                 i += 2
                 continue
-            if re.fullmatch(r"[0-9a-f]{40}", field_):
+            if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", field_):
                 out.append([])
             i += 1
         if len(out) != len(pairs):
@@ -187,7 +187,7 @@ class Diffs(Runner):
         ]
         raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
         out: dict[str, bytes] = {c: b"" for c, _ in pairs}
-        for chunk in re.split(rb"^commit (?=[0-9a-f]{40}\n)", raw, flags=re.M):
+        for chunk in re.split(rb"^commit (?=(?:[0-9a-f]{40}|[0-9a-f]{64})\n)", raw, flags=re.M):
             if chunk:
                 sha, _, diff = chunk.partition(b"\n")
                 out[sha.decode()] = diff.lstrip(b"\n")
@@ -224,7 +224,9 @@ class Diffs(Runner):
             "--format=ggstack-commit %H %T",
         ]
         raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
-        chunks = re.split(rb"^ggstack-commit [0-9a-f]{40} (?=[0-9a-f]{40}\n)", raw, flags=re.M)[1:]
+        chunks = re.split(
+            rb"^ggstack-commit (?:[0-9a-f]{40}|[0-9a-f]{64}) (?=(?:[0-9a-f]{40}|[0-9a-f]{64})\n)", raw, flags=re.M
+        )[1:]
         out = []
         for chunk in chunks:
             tree, _, diff = chunk.partition(b"\n")

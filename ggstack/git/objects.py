@@ -1,31 +1,29 @@
-"""Reading and writing git objects.
+"""Reading and writing git objects, always through git.
 
-Objects are read through GitPython's persistent ``cat-file --batch``
-process, so reading a thousand blobs costs one process, not a thousand.
-Objects a replay makes are queued and written together as one pack before git
-next runs or reads, so hundreds of small commits and trees cost one process
-and one file. New commits and trees are written in git's own format; ids are
-git's by definition, and every flush checks git can read them back.
+Reads go through one persistent ``cat-file --batch`` (git's own reader, so
+any object format, sha1 or sha256, and objects written a moment ago are
+seen); a thousand reads cost one process, not a thousand. GitPython's object
+reader is not used: it parses only SHA-1 headers.
+
+Writes go through git too, so git computes every id and checks every object:
+trees through one persistent ``mktree --batch``, commits and blobs through
+one persistent ``hash-object -w --stdin-paths``; a replay's hundreds of new
+objects cost a process a kind, not a process each. Ident lines are git's:
+``git var`` normalises a name, email and date as ``commit-tree`` would.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import struct
-import subprocess
 import tempfile
-import threading
-import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-import git as gitpython
+from typing import IO
 
 from ggstack.errors import UserError
-from ggstack.git.refs import ZERO, Refs
-from ggstack.git.runner import GitFailed, environment
+from ggstack.git.refs import Refs
+from ggstack.git.runner import GitFailed, Persistent, read_line
 
 _SCRATCH_IDENT = {
     "GIT_AUTHOR_NAME": "ggstack",
@@ -54,11 +52,26 @@ class CommitInfo:
 
 
 class Objects(Refs):
-    """The object database: reads through one persistent process, writes queued as one pack."""
+    """The object database: reads and writes through long-lived git processes."""
 
-    _repo: gitpython.Repo
-    _queued: dict[str, tuple[str, bytes]]  # objects made here, not yet written (see queue_object)
-    _flushing: threading.RLock  # a git run from another thread waits for a flush under way
+    _reader: Persistent
+    _tree_writer: Persistent
+    _commit_writer: Persistent
+    _blob_writer: Persistent
+    _idents: dict[tuple[str, str, str], str | None]
+
+    def _start_object_processes(self) -> None:
+        cwd = self.worktree or self.git_dir
+        self._reader = Persistent(self.git_dir, cwd, ["cat-file", "--batch"])
+        self._tree_writer = Persistent(self.git_dir, cwd, ["mktree", "-z", "--missing", "--batch"])
+        self._commit_writer = Persistent(self.git_dir, cwd, ["hash-object", "-w", "-t", "commit", "--stdin-paths"])
+        self._blob_writer = Persistent(
+            self.git_dir, cwd, ["hash-object", "-w", "-t", "blob", "--no-filters", "--stdin-paths"]
+        )
+        self._idents = {}
+
+    def object_processes(self) -> list[Persistent]:
+        return [self._reader, self._tree_writer, self._commit_writer, self._blob_writer]
 
     def has_objects(self, shas: Iterable[str]) -> dict[str, bool]:
         shas = list(dict.fromkeys(shas))
@@ -70,27 +83,45 @@ class Objects(Refs):
             found[sha] = not line.endswith(" missing")
         return found
 
-    def _stream(self, sha: str):
-        """An object through GitPython's persistent cat-file (which sees new
-        packs), or from the queue if it was made here and not written yet."""
-        if sha in self._queued:
-            kind, body = self._queued[sha]
-            return _Queued(kind.encode(), body)
-        return self._repo.odb.stream(bytes.fromhex(sha))
+    def _read(self, name: str) -> tuple[str, bytes] | None:
+        """(type, contents) of one object through the persistent cat-file; None if it is not here."""
+        if not name or "\n" in name:
+            return None
+
+        def answer(out: IO[bytes]) -> bytes:
+            header = read_line(out)
+            parts = header.split(b" ")
+            if len(parts) != 3 or not parts[2].isdigit():
+                return b""  # "<name> missing" / "ambiguous"
+            size = int(parts[2])
+            body = out.read(size + 1)
+            if len(body) != size + 1:
+                raise EOFError
+            return parts[1] + b" " + body[:-1]
+
+        reply = self._reader.ask(name.encode("utf-8", "surrogateescape") + b"\n", answer)
+        if not reply:
+            return None
+        kind, _, body = reply.partition(b" ")
+        return kind.decode(), body
+
+    def _read_known(self, sha: str, kind: str) -> bytes:
+        found = self._read(sha)
+        if found is None or found[0] != kind:
+            raise UserError(f"{sha}: not a {kind} in {self.worktree or self.git_dir}")
+        return found[1]
 
     def read_blob(self, sha: str) -> bytes:
-        return self._stream(sha).read()
+        return self._read_known(sha, "blob")
 
     def read_object(self, sha: str) -> bytes | None:
         """An object's contents through the persistent cat-file, None if it is not here."""
-        try:
-            return self._stream(sha).read()
-        except (ValueError, gitpython.BadName, gitpython.BadObject, OSError):
-            return None
+        found = self._read(sha)
+        return None if found is None else found[1]
 
     def commit_info(self, rev: str) -> CommitInfo:
         sha = self.resolve(rev)
-        return _parse_commit(sha, self._stream(sha).read().decode("utf-8", "surrogateescape"))
+        return _parse_commit(sha, self._read_known(sha, "commit").decode("utf-8", "surrogateescape"))
 
     def commit_infos(self, revs: Sequence[str]) -> list[CommitInfo]:
         """``commit_info`` of many revisions in one process; UserError naming an unknown one."""
@@ -105,13 +136,10 @@ class Objects(Refs):
     def read_commit(self, sha: str) -> CommitInfo | None:
         """The commit ``sha`` (a full id) through the persistent cat-file, or
         None when it is absent (say, pruned); no rev-parse process."""
-        try:
-            stream = self._stream(sha)
-        except (ValueError, gitpython.BadObject, gitpython.BadName, OSError):
+        found = self._read(sha)
+        if found is None or found[0] != "commit":
             return None
-        if stream.type != b"commit":
-            return None
-        return _parse_commit(sha, stream.read().decode("utf-8", "surrogateescape"))
+        return _parse_commit(sha, found[1].decode("utf-8", "surrogateescape"))
 
     def cat_file_batch(self, names: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
         """(sha, type, contents) for each object name (``sha``, ``rev:path``,
@@ -151,19 +179,30 @@ class Objects(Refs):
 
     def tree_entries(self, tree: str) -> dict[str, tuple[str, str]]:
         """name -> (mode, sha) of one tree object, through the persistent cat-file."""
-        data = self._stream(tree).read()
+        data = self._read_known(tree, "tree")
+        size = len(self.null_oid) // 2  # the object format's id length, in bytes
         entries = {}
         pos = 0
         while pos < len(data):
             space = data.index(b" ", pos)
             nul = data.index(b"\0", space)
             name = data[space + 1 : nul].decode("utf-8", "surrogateescape")
-            entries[name] = (data[pos:space].decode(), data[nul + 1 : nul + 21].hex())
-            pos = nul + 21
+            entries[name] = (data[pos:space].decode(), data[nul + 1 : nul + 1 + size].hex())
+            pos = nul + 1 + size
         return entries
 
     def hash_blob(self, data: bytes) -> str:
-        return self.out("hash-object", "-w", "--stdin", input=data)
+        return self._write_through(self._blob_writer, data)
+
+    def _write_through(self, writer: Persistent, body: bytes) -> str:
+        """One object written by a persistent ``hash-object --stdin-paths``: its id."""
+        fd, path = tempfile.mkstemp(prefix="ggstack-object-", dir=self._scratch_dir())
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(body)
+            return writer.ask(path.encode() + b"\n", read_line).decode()
+        finally:
+            os.unlink(path)
 
     def hash_blobs(self, blobs: Sequence[bytes]) -> list[str]:
         """Write many blobs in one ``git hash-object --stdin-paths`` call."""
@@ -190,23 +229,21 @@ class Objects(Refs):
         """``tree`` with ``changes`` (path -> (mode, blob) or None to delete) applied."""
         with self.temp_index(tree) as env:
             lines = "".join(
-                (f"0 {ZERO}\t{path}\0" if entry is None else f"{entry[0]} {entry[1]}\t{path}\0")
+                (f"0 {self.null_oid}\t{path}\0" if entry is None else f"{entry[0]} {entry[1]}\t{path}\0")
                 for path, entry in changes.items()
             )
             self.run("update-index", "-z", "--index-info", input=lines.encode("utf-8", "surrogateescape"), env=env)
             return self.out("write-tree", env=env)
 
     def write_tree(self, entries: dict[str, tuple[str, str]]) -> str:
-        """A tree object of name -> (mode, sha), in git's order; queued (see ``queue_object``)."""
-
-        def order(name: str) -> bytes:
-            return name.encode("utf-8", "surrogateescape") + (b"/" if entries[name][0] == "40000" else b"")
-
-        body = b"".join(
-            entries[n][0].encode() + b" " + n.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(entries[n][1])
-            for n in sorted(entries, key=order)
+        """A tree object of name -> (mode, sha), written (and ordered) by the persistent ``mktree``."""
+        request = b"".join(
+            f"{mode} {_TYPE_OF_MODE.get(mode, 'blob')} {sha}\t".encode()
+            + name.encode("utf-8", "surrogateescape")
+            + b"\0"
+            for name, (mode, sha) in entries.items()
         )
-        return self.queue_object("tree", body)
+        return self._tree_writer.ask(request + b"\0", read_line).decode()
 
     def commit_tree(
         self,
@@ -265,33 +302,24 @@ class Objects(Refs):
             )
         return proc.stdout.decode("utf-8", "surrogateescape").strip()
 
+    def ident(self, name: str, email: str, date: str) -> str | None:
+        """The ident line ``commit-tree`` would write for this author
+        (``git var``, once for each distinct one), or None where git refuses
+        it (then ``commit_tree`` says why)."""
+        key = (name, email, date)
+        if key not in self._idents:
+            env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date}
+            proc = self.run("var", "GIT_AUTHOR_IDENT", env=env, check=False)
+            line = proc.stdout.decode("utf-8", "surrogateescape").strip()
+            self._idents[key] = line if proc.returncode == 0 and line else None
+        return self._idents[key]
+
     def write_commit(self, tree: str, parents: Sequence[str], message: str, author: str, committer: str) -> str:
-        """A commit object from ready ident lines (see ``ident``); queued, see ``queue_object``."""
+        """A commit object from ready ident lines (see ``ident``), written by the persistent ``hash-object``
+        (which checks it is a well-formed commit)."""
         head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
         body = f"{head}author {author}\ncommitter {committer}\n\n{message}"
-        return self.queue_object("commit", body.encode("utf-8", "surrogateescape"))
-
-    def queue_object(self, kind: str, body: bytes) -> str:
-        """The id of a new object, which is written with the others queued as
-        one pack (``index-pack --stdin``) before git next runs or reads: a
-        replay's hundreds of small objects cost one process and one file,
-        not a process or a file each. The id is git's by definition (the
-        SHA-1 of the object), and ``flush_objects`` checks git agrees."""
-        sha = hashlib.sha1(b"%s %d\0" % (kind.encode(), len(body)) + body).hexdigest()
-        self._queued.setdefault(sha, (kind, body))
-        return sha
-
-    def flush_objects(self) -> None:
-        """Write the queued objects, as one pack."""
-        with self._flushing:  # taken even when empty: another thread's flush may be under way
-            queued = dict(self._queued)
-            self._queued.clear()  # in place: the finalizer holds this dict
-            if not queued:
-                return
-            self.run("index-pack", "--stdin", "--strict", input=_pack(queued.values()))
-            found = self.has_objects(list(queued))
-            if not all(found.values()):
-                raise GitFailed(("index-pack", "--stdin"), 0, "objects written as a pack are not readable back")
+        return self._write_through(self._commit_writer, body.encode("utf-8", "surrogateescape"))
 
 
 def _parse_commit(sha: str, raw: str) -> CommitInfo:
@@ -319,86 +347,9 @@ def _split_ident(ident: str) -> tuple[str, str, str]:
     return m.group(1), m.group(2), m.group(3)
 
 
-@dataclass(frozen=True)
-class _Queued:
-    """A queued object, read like a GitPython stream."""
-
-    type: bytes
-    body: bytes
-
-    def read(self) -> bytes:
-        return self.body
+_TYPE_OF_MODE = {"40000": "tree", "160000": "commit"}
 
 
-def write_pack(git_dir: str, queued: dict[str, tuple[str, bytes]]) -> None:
-    """The queued objects, written when their Repository is gone."""
-    if queued:
-        objects = list(queued.values())
-        queued.clear()
-        subprocess.run(
-            ["git", "--git-dir", git_dir, "index-pack", "--stdin", "--strict"],
-            input=_pack(objects),
-            env=environment(),
-            capture_output=True,
-        )
-
-
-_PACK_TYPES = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}
-
-
-def _pack(objects: Iterable[tuple[str, bytes]]) -> bytes:
-    """A version-2 pack of whole (undeltified) objects, as index-pack reads it."""
-    objects = list(objects)
-    out = [b"PACK", struct.pack(">II", 2, len(objects))]
-    for kind, body in objects:
-        size = len(body)
-        byte = (_PACK_TYPES[kind] << 4) | (size & 0x0F)
-        size >>= 4
-        header = bytearray()
-        while size:
-            header.append(byte | 0x80)
-            byte = size & 0x7F
-            size >>= 7
-        header.append(byte)
-        out += [bytes(header), zlib.compress(body, 1)]
-    data = b"".join(out)
-    return data + hashlib.sha1(data).digest()
-
-
-# -- ident lines, as git writes them --------------------------------------------
-
-_CRUD = set(" .,:;<>\"\\'") | {chr(c) for c in range(33)}
-
-
-def ident(name: str, email: str, date: str) -> str | None:
-    """The ident line git would write for ``GIT_AUTHOR_NAME/EMAIL/DATE``
-    (crud trimmed as ident.c does; the date as raw ``<epoch> <tz>`` or RFC
-    2822), or None where only git itself can say (then use ``commit_tree``)."""
-    name, email = _without_crud(name), _without_crud(email)
-    when = _raw_date(date)
-    if not name or when is None:
-        return None
-    return f"{name} <{email}> {when}"
-
-
-def _without_crud(s: str) -> str:
-    start, end = 0, len(s)
-    while start < end and s[start] in _CRUD:
-        start += 1
-    while end > start and s[end - 1] in _CRUD:
-        end -= 1
-    return "".join(c for c in s[start:end] if c not in "\n<>")
-
-
-def _raw_date(date: str) -> str | None:
-    import email.utils
-
-    if re.fullmatch(r"\d+ [+-]\d{4}", date):
-        return date
-    parsed = email.utils.parsedate_tz(date)
-    if parsed is None or parsed[9] is None:
-        return None
-    offset = parsed[9]
-    sign = "-" if offset < 0 else "+"
-    offset = abs(offset)
-    return f"{email.utils.mktime_tz(parsed)} {sign}{offset // 3600:02d}{offset % 3600 // 60:02d}"
+def close_all(processes: Sequence[Persistent]) -> None:
+    for proc in processes:
+        proc.close()

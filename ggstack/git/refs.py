@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from ggstack.errors import UserError
 from ggstack.git.runner import Runner
 
-ZERO = "0" * 40
-
 
 class Refs(Runner):
     """Resolving revisions, listing and writing refs."""
@@ -54,7 +52,7 @@ class Refs(Runner):
             return
         lines = ["start"]
         for ref, new, old in updates:
-            old_v = old or ZERO
+            old_v = old or self.null_oid  # the null id: "must not exist"
             if new is None:
                 lines.append(f"delete {ref} {old_v}")
             else:

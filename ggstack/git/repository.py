@@ -8,7 +8,6 @@ caller needs one object and every git process starts the same way.
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 
 import git as gitpython
@@ -16,7 +15,7 @@ import git as gitpython
 from ggstack.errors import UserError
 from ggstack.git.diffs import Diffs
 from ggstack.git.history import History
-from ggstack.git.objects import write_pack
+from ggstack.git.objects import close_all
 from ggstack.git.patches import Patches
 from ggstack.git.remotes import Remotes
 from ggstack.git.runner import plain_git
@@ -35,11 +34,19 @@ class Repository(History, Diffs, Patches, Worktrees, Remotes):
         self.common_dir = os.path.abspath(self._repo.common_dir)
         work_tree = self._repo.working_tree_dir
         self.worktree = os.fspath(work_tree) if work_tree else None  # None for a bare repository
-        self._queued: dict[str, tuple[str, bytes]] = {}  # objects made here, not yet written (see queue_object)
-        self._flushing = threading.RLock()  # a git run from another thread waits for a flush under way
-        # Whatever is still queued when the Repository goes (or the program
-        # ends) is written then: a printed Run may name those commits.
-        weakref.finalize(self, write_pack, self.git_dir, self._queued)
+        self.object_format = self._object_format()
+        self.null_oid = "0" * (64 if self.object_format == "sha256" else 40)
+        self._start_object_processes()
+        # The long-lived git processes end with the Repository (or the program).
+        weakref.finalize(self, close_all, self.object_processes())
+
+    def _object_format(self) -> str:
+        """sha1 or sha256, from the repository's config (``extensions.objectFormat``)."""
+        with self._repo.config_reader("repository") as config:
+            value = str(config.get_value("extensions", "objectformat", "sha1")).lower()
+        if value not in ("sha1", "sha256"):
+            raise UserError(f"extensions.objectFormat = {value!r}: an object format git does not know")
+        return value
 
     @classmethod
     def init(cls, path: str, *, bare: bool = False) -> Repository:

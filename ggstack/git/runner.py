@@ -14,7 +14,9 @@ import contextlib
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO
 
 from ggstack.errors import InfraError
 
@@ -69,9 +71,7 @@ class Runner:
     git_dir: str
     common_dir: str
     worktree: str | None
-
-    def flush_objects(self) -> None:
-        """Write objects made here but not yet in the object database (see ``Objects``)."""
+    null_oid: str  # the object format's all-zero id: 40 digits for sha1, 64 for sha256
 
     def run(
         self,
@@ -81,7 +81,6 @@ class Runner:
         check: bool = True,
         cwd: str | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
-        self.flush_objects()  # what git is asked about must be in the object database
         proc = subprocess.run(
             ["git", "--git-dir", self.git_dir, *args],
             input=input,
@@ -97,7 +96,6 @@ class Runner:
         return self.run(*args, **kw).stdout.decode("utf-8", "surrogateescape").strip()
 
     def popen(self, *args: str, stdin=None) -> subprocess.Popen:
-        self.flush_objects()
         return subprocess.Popen(
             ["git", "--git-dir", self.git_dir, *args],
             stdin=stdin,
@@ -138,3 +136,76 @@ class Runner:
                 f"cannot use ggstack's state directory {path}: {e.strerror} (move aside what is in the way)"
             ) from None
         return path
+
+
+class Persistent:
+    """One long-lived git process (``cat-file --batch``, ``mktree --batch``,
+    ``hash-object --stdin-paths``) asked one question at a time: a replay's
+    thousands of reads and writes cost one process each kind, not one each.
+    Started on first use, under the same environment as every other git."""
+
+    def __init__(self, git_dir: str, cwd: str, args: Sequence[str]) -> None:
+        self._argv = ["git", "--git-dir", git_dir, *args]
+        self._cwd = cwd
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._errors: IO[bytes] | None = None
+        self._lock = threading.Lock()  # one question and its answer at a time
+
+    def ask(self, request: bytes, answer: Callable[[IO[bytes]], bytes]) -> bytes:
+        """Send ``request``, then read the reply with ``answer`` (given git's stdout)."""
+        with self._lock:
+            proc = self._started()
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(request)
+                proc.stdin.flush()
+                return answer(proc.stdout)
+            except (OSError, ValueError, EOFError):
+                self.close_locked()
+                raise self._failed() from None
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self._proc is None:
+            self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the process)
+            self._proc = subprocess.Popen(
+                self._argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._errors,
+                env=environment({"GIT_FLUSH": "1"}),  # an answer per question, not per buffer
+                cwd=self._cwd,
+            )
+        return self._proc
+
+    def _failed(self) -> GitFailed:
+        err = b""
+        if self._errors is not None:
+            self._errors.seek(0)
+            err = self._errors.read()
+        return GitFailed(self._argv[3:], -1, err.decode("utf-8", "replace") or "the process ended")
+
+    def close(self) -> None:
+        with self._lock:
+            self.close_locked()
+
+    def close_locked(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                assert proc.stdin is not None
+                proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def read_line(stream: IO[bytes]) -> bytes:
+    """One answer line (without its newline); EOFError when git has gone."""
+    line = stream.readline()
+    if not line.endswith(b"\n"):
+        raise EOFError
+    return line[:-1]

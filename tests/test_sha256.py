@@ -1,0 +1,64 @@
+"""A ``--object-format=sha256`` repository, end to end: every id is git's, so the verdicts are right.
+
+The fork has a base that cherry-picked one of two stack commits; on sha256
+as on sha1, that one is represented (same patch-id) and the other is unique,
+and the replayed branch has exactly the tree ``git cherry-pick`` makes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from gitrepo import GitRepo, run_ggstack
+
+
+@pytest.fixture
+def fork(tmp_path: Path) -> GitRepo:
+    subprocess.run(["git", "init", "-q", "--object-format=sha256", "-b", "main", str(tmp_path / "fork")], check=True)
+    g = GitRepo(tmp_path / "fork")
+    g.commit("root", {f"{n}.txt": f"{n} 1\n{n} 2\n{n} 3\n" for n in "abc"})
+    g.git("checkout", "-q", "-b", "topic")
+    g.commit("fix a", {"a.txt": "a 1\na two\na 3\n"})
+    g.commit("fix b", {"b.txt": "b 1\nb two\nb 3\n", "d/new.txt": "new\n"})
+    g.git("checkout", "-q", "main")
+    g.commit("upstream c", {"c.txt": "c 1\nc 2\nc three\n"})
+    g.git("cherry-pick", "topic~1")
+    assert len(g.sha("main")) == 64
+    return g
+
+
+def _gg(fork: GitRepo, *args: str) -> dict:
+    proc = run_ggstack("--patches", str(fork.path.parent / "patches"), *args, "--json", cwd=fork.path)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_import_apply_and_check_on_sha256(fork: GitRepo) -> None:
+    patches = str(fork.path.parent / "patches")
+    assert (
+        run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "main", cwd=fork.path).returncode
+        == 0
+    )
+    imported = _gg(fork, "import", "s", "main~2..topic")
+    assert [p["source_commit"] for p in imported] == [fork.sha("topic~1"), fork.sha("topic")]
+
+    applied = _gg(fork, "apply", "s")
+    assert [p["applied"] for p in applied["patches"]] == ["empty", "applied"]
+    fork.git("checkout", "-q", "-b", "by-git", "main")
+    fork.git("cherry-pick", "topic")
+    assert fork.tree(applied["patches"][1]["commit"]) == fork.tree("by-git")
+    assert fork.sha("gg/s/02-fix-b") == applied["patches"][1]["commit"]
+
+    checked = _gg(fork, "check", "s")
+    assert [p["verdict"] for p in checked["patches"]] == ["represented", "unique"]
+    assert checked["patches"][0]["represented_by"] == [fork.sha("main")]
+
+
+def test_check_commits_on_sha256_gives_the_right_verdicts(fork: GitRepo) -> None:
+    run = _gg(fork, "check", "--commits", "--onto", "main", "topic", "topic~1")
+    verdicts = {p["source_commit"]: p["verdict"] for p in run["patches"]}
+    assert verdicts == {fork.sha("topic"): "unique", fork.sha("topic~1"): "represented"}
