@@ -176,6 +176,7 @@ def read(
     wanted = [f"refs/heads/{branches[o.name]}" for o in needed]
     remote = repo.ls_remote(target.remote, wanted) if wanted else {}  # no patterns would list every ref
     snap.heads = {ref.removeprefix("refs/heads/"): sha for ref, sha in remote.items()}
+    _fetch_missing(repo, target.remote, remote)
     for pull in pulls.values():
         snap.approvals[pull.number] = forge.approvals(pull)
     for o in needed:
@@ -190,6 +191,15 @@ def read(
         snap.base_exists = forge.has_branch(target.repo, base_branch)
         snap.head_repo_exists = target.fork is None or forge.has_repository(target.fork)
     return snap
+
+
+def _fetch_missing(repo: git.Repository, remote: str, heads: dict[str, str]) -> None:
+    """The remote heads a clone never had (CI's single-branch checkout), objects
+    only: the plan compares the replay with them and may keep them."""
+    present = repo.has_objects(heads.values())
+    missing = [ref for ref, sha in heads.items() if not present[sha]]
+    if missing:
+        repo.fetch_objects(remote, missing)
 
 
 def _read_remote_commits(forge: Forge, snap: Snapshot, stack: Stack, needed: list[Outcome]) -> None:
@@ -312,8 +322,9 @@ def settle(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict
         diffstat = repo.numstat(previous, commit)
         remote = snap.heads.get(snap.branches[o.name])
         facts = snap.commits.get(remote or "")
-        if facts and (facts.tree, facts.parents) == (info.tree, (previous,)) and _same(facts.message, info.message):
-            commit = remote or commit
+        same = facts and (facts.tree, facts.parents) == (info.tree, (previous,)) and _same(facts.message, info.message)
+        if same and remote and repo.has_objects([remote])[remote]:  # a head this clone could not fetch is replaced
+            commit = remote
         chosen[o.name] = Chosen(commit, diffstat)
         previous = commit
     return chosen

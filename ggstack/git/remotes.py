@@ -55,5 +55,12 @@ class Remotes(Runner):
     def add_remote(self, name: str, url: str) -> None:
         self.run("remote", "add", "--end-of-options", name, url)
 
+    def fetch_objects(self, remote: str, refs: Sequence[str]) -> bool:
+        """The commits of ``refs`` on ``remote``, fetched without writing any
+        ref (not even FETCH_HEAD); False when the remote would not give them."""
+        args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"]
+        proc = self.run(*args, "--end-of-options", self.checked_remote(remote), *refs, check=False)
+        return proc.returncode == 0
+
     def fetch(self, remote: str) -> None:
         self.run("fetch", "--prune", "--end-of-options", self.checked_remote(remote))
