@@ -57,6 +57,12 @@ def test_import_apply_and_check_on_sha256(fork: GitRepo) -> None:
     assert [p["verdict"] for p in checked["patches"]] == ["represented", "unique"]
     assert checked["patches"][0]["represented_by"] == [fork.sha("main")]
 
+    tested = _gg(fork, "test", "s")
+    assert [p["verdict"] for p in tested["patches"]] == ["represented", "unique"]
+    planned = run_ggstack("--patches", patches, "pr", "s", "--dry-run", cwd=fork.path, env={"GITHUB_TOKEN": ""})
+    assert planned.returncode == 0, planned.stderr
+    assert "open PR 1 of 1" in planned.stdout and "Traceback" not in planned.stderr
+
 
 def test_check_commits_on_sha256_gives_the_right_verdicts(fork: GitRepo) -> None:
     run = _gg(fork, "check", "--commits", "--onto", "main", "topic", "topic~1")
