@@ -179,7 +179,7 @@ def sha256(tmp: Path) -> str:
         return f"sha256: clean refusal (exit 2): {proc.stderr.strip()[:160]}"
     if proc.returncode not in (0, 1):
         return f"sha256: exit {proc.returncode}: {proc.stderr.strip()[-200:]}"
-    verdicts = [o["verdict"] for o in json.loads(proc.stdout)["outcomes"]]
+    verdicts = [o["verdict"] for o in json.loads(proc.stdout)["patches"]]
     right = verdicts == ["represented", "unique"]
     return f"sha256: verdicts {verdicts} ({'right' if right else 'WRONG'})"
 
