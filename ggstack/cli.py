@@ -449,6 +449,12 @@ def check(
     type=click.IntRange(1, 64),
     help="Run this many CPU test commands at once (each in its own worktree); GPU commands always run one at a time.",
 )
+@click.option(
+    "--no-cache",
+    "no_cache",
+    is_flag=True,
+    help="Run every test again instead of reading earlier results (and store the new ones).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON.")
 @click.pass_obj
 @handled
@@ -465,16 +471,20 @@ def test_(
     results_path: str | None,
     merge: bool,
     jobs: int,
+    no_cache: bool,
     as_json: bool,
 ) -> None:
     """Run each patch's own tests on the base without it, with it, and on its
     old base, and fold what they say into the verdict.
 
     The tests are the files the patch adds or changes that match
-    stack.toml tests.paths; {tests} in tests.cpu/tests.gpu expands to them.
-    Each run is a temporary git worktree under the git dir; per-test results
-    come from JUnit XML; results are cached by tree, command and environment.
-    Exit 1 when a patch is broken.
+    stack.toml tests.paths; {tests} in tests.cpu/tests.gpu expands to them,
+    {python} to the interpreter running ggstack. Each run is a temporary git
+    worktree under the git dir; per-test results come from JUnit XML; a run
+    that could not run (command missing, module missing, collection error,
+    crash, timeout) is a harness error, never evidence. Results are cached by
+    tree, command, interpreter and its installed distributions, and GPU
+    presence (--no-cache reruns). Exit 1 when a patch is broken.
 
     \b
     Examples:
@@ -485,13 +495,7 @@ def test_(
     """
     from ggstack import testing
 
-    modes = [m for m, on in (("--matrix", matrix), ("--shard", shard), ("--job", job_id), ("--merge", merge)) if on]
-    if len(modes) > 1:
-        raise UserError(f"{' and '.join(modes)} do not go together")
-    if results_files and not merge:
-        raise UserError(f"unexpected arguments {' '.join(results_files)} (results files go with --merge)")
-    if merge and not results_files:
-        raise UserError("--merge needs the results files written by --shard/--job")
+    _check_test_modes(results_files, matrix, shard, job_id, merge)
     part = _parse_shard(shard) if shard else None
     s = obj.stack(stack)
     base = onto or s.config.target.base
@@ -501,21 +505,26 @@ def test_(
         return
     if part or job_id:
         with StageProgress(1, "test", min_total=1) as progress:
-            doc = testing.shard(obj.repo, s, run, part=part, job_id=job_id, gpu=gpu, only=only, progress=progress)
-        path = results_path or f"ggstack-test-{job_id or (shard or '').replace('/', '-of-')}.json"
-        if os.path.dirname(path):
-            try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-            except OSError as e:
-                raise UserError(f"--results: cannot create its directory: {e.strerror}", path=path) from None
-        series.write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
-        click.echo(f"wrote {path} ({len(doc['jobs'])} job(s))")
+            doc = testing.shard(
+                obj.repo,
+                s,
+                run,
+                part=part,
+                job_id=job_id,
+                gpu=gpu,
+                only=only,
+                progress=progress,
+                use_cache=not no_cache,
+            )
+        _write_results(doc, results_path or f"ggstack-test-{job_id or (shard or '').replace('/', '-of-')}.json")
         return
     if merge:
         run = testing.merge(obj.repo, s, run, testing.load_results(results_files), gpu=gpu, only=only)
     else:
         with StageProgress(1, "test", min_total=1) as progress:
-            run = testing.test(obj.repo, s, run, gpu=gpu, only=only, progress=progress, jobs=jobs)
+            run = testing.test(
+                obj.repo, s, run, gpu=gpu, only=only, progress=progress, jobs=jobs, use_cache=not no_cache
+            )
     if as_json:
         print_json(run.to_json())
     else:
@@ -525,6 +534,28 @@ def test_(
         if failures:
             out.print(failures, markup=False)
     sys.exit(1 if any(o.verdict is Verdict.BROKEN for o in run.outcomes) else 0)
+
+
+def _check_test_modes(
+    results_files: tuple[str, ...], matrix: bool, shard: str | None, job_id: str | None, merge: bool
+) -> None:
+    modes = [m for m, on in (("--matrix", matrix), ("--shard", shard), ("--job", job_id), ("--merge", merge)) if on]
+    if len(modes) > 1:
+        raise UserError(f"{' and '.join(modes)} do not go together")
+    if results_files and not merge:
+        raise UserError(f"unexpected arguments {' '.join(results_files)} (results files go with --merge)")
+    if merge and not results_files:
+        raise UserError("--merge needs the results files written by --shard/--job")
+
+
+def _write_results(doc: dict, path: str) -> None:
+    if os.path.dirname(path):
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        except OSError as e:
+            raise UserError(f"--results: cannot create its directory: {e.strerror}", path=path) from None
+    series.write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
+    click.echo(f"wrote {path} ({len(doc['jobs'])} job(s))")
 
 
 def _parse_shard(text: str) -> tuple[int, int]:
@@ -639,6 +670,9 @@ def pr(
     type=click.Path(dir_okay=False),
     help="Also write the Run to this file [always: under the git dir, ggstack/runs/STACK.json].",
 )
+@click.option(
+    "--no-cache", "no_cache", is_flag=True, help="Check and test everything again instead of reading earlier results."
+)
 @click.pass_obj
 @handled
 def sync(
@@ -650,6 +684,7 @@ def sync(
     dry_run: bool,
     close_redundant: bool,
     run_json: str | None,
+    no_cache: bool,
 ) -> None:
     """The CI rebase bot: fetch, apply, check, test and pr in one run, one Run.
 
@@ -685,6 +720,7 @@ def sync(
             dry_run=dry_run,
             close_redundant=close_redundant,
             observer=observer,
+            use_cache=not no_cache,
         )
         path = sync_stage.save_run(obj.repo, run, run_json)
     console().print(report.report_table(run))

@@ -36,8 +36,8 @@ BASES = {"current": "dev/gilded-gnosis", "before": "dev/before"}
 STACK_TOML = series.render_config(
     REPO_SLUG,
     BASES["current"],
-    cpu="python -m pytest -q -p no:cacheprovider -m 'not gpu' {tests}",
-    gpu="python -m pytest -q -p no:cacheprovider -m gpu {tests}",
+    cpu="{python} -m pytest -q -p no:cacheprovider -m 'not gpu' {tests}",
+    gpu="{python} -m pytest -q -p no:cacheprovider -m gpu {tests}",
     timeout=300,
 )
 

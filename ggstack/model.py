@@ -107,6 +107,7 @@ class PRPolicy:
     labels: tuple[str, ...] = ("do-not-merge",)
     approval_gate: bool = True
     stacked: bool = True
+    require_tests: bool = True  # a needed patch whose tests could not decide is held, not opened
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,11 @@ class TestResult:
     cached: bool = False
     errors: list[str] = field(default_factory=list)  # tests that errored (setup, collection)
     reason: str = ""  # why it was not run or not conclusive, in words ("no GPU on this machine")
+    # A run that could not run (status error or timeout) is a harness error, never evidence:
+    # command-not-found | missing-module | collection-error | usage-error | internal-error |
+    # interrupted | crash | exit-code | timeout; with the first lines of output that explain it.
+    harness_error: str = ""
+    explanation: str = ""
 
 
 @dataclass

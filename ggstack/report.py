@@ -439,11 +439,11 @@ def pr_documents(run: Run) -> str:
 # -- tests (the ``test`` stage) ------------------------------------------------------
 
 _TEST_STATUS = {
-    "passed": "[green]pass[/]",
-    "failed": "[bold red]FAIL[/]",
-    "error": "[red]error[/]",
-    "timeout": "[red]timeout[/]",
-    "skipped": "[yellow]skip[/]",
+    "passed": "pass",
+    "failed": "FAIL",
+    "error": "could not run",
+    "timeout": "timeout",
+    "skipped": "skip",
     "no-tests": "none",
     "not-run": "—",
 }
@@ -464,7 +464,7 @@ def test_table(run: Run) -> Table:
     """One row a patch: the verdict, each kind's base / base + patch / old base, and what the tests said."""
     gpu = f", GPU {run.gpu}" if run.gpu else ""
     table = Table(
-        title=f"{run.stack} tests on {run.base_ref} ({short(run.base)}{gpu})",
+        title=Text(f"{run.stack} tests on {run.base_ref} ({short(run.base)}{gpu})"),
         title_justify="left",
         caption="runs: base + tests / base + patch / old base + tests   * cached",
         caption_justify="left",
@@ -473,14 +473,10 @@ def test_table(run: Run) -> Table:
         table.add_column(col, overflow="fold")
     for o in run.outcomes:
         evidence = next((e for e in o.evidence if e.kind == "tests"), None)
-        table.add_row(
-            escape(o.name),
-            o.verdict.value if o.verdict else "",
-            o.recommendation.value if o.recommendation else "",
-            escape(_test_cells(o, "cpu")),
-            escape(_test_cells(o, "gpu")),
-            escape(evidence.detail) if evidence else ("no test files" if o.applied is not Applied.SKIPPED else ""),
-        )
+        said = evidence.detail if evidence else ("no test files" if o.applied is not Applied.SKIPPED else "")
+        # Text, not markup: names, reasons and output may hold "[...]".
+        cells = [o.name, o.verdict.value if o.verdict else "", recommendation_words(o)]
+        table.add_row(*(Text(c) for c in [*cells, _test_cells(o, "cpu"), _test_cells(o, "gpu"), said]))
     return table
 
 
@@ -651,7 +647,19 @@ def recommendation_words(o: Outcome) -> str:
         return "merge (approved)" if pr.approved else Recommendation.WAIT_APPROVAL.value
     if pr is not None and pr.number is not None and pr.state == "open" and o.verdict is Verdict.REPRESENTED:
         return Recommendation.CLOSE_PR.value
-    return o.recommendation.value if o.recommendation else "—"
+    words = o.recommendation.value if o.recommendation else "—"
+    settle = settle_words(o)
+    return f"{words} — to settle it: {settle}" if settle else words
+
+
+def settle_words(o: Outcome) -> str:
+    """When the patch's tests could not decide: what would let them (install pytest, run on a GPU)."""
+    for e in o.evidence:
+        if e.kind == "tests" and (
+            e.data.get("judgement") in ("could-not-run", "inconclusive") or e.data.get("pending")
+        ):
+            return str(e.data.get("settle") or "")
+    return ""
 
 
 def report_table(run: Run) -> Table:

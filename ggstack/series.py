@@ -54,7 +54,7 @@ _PR_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$")
 _SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "target": {"repo": str, "remote": str, "base": str, "fork": str},
     "branches": {"template": str},
-    "pr": {"draft": bool, "labels": list, "approval_gate": bool, "stacked": bool},
+    "pr": {"draft": bool, "labels": list, "approval_gate": bool, "stacked": bool, "require_tests": bool},
     "tests": {"paths": list, "cpu": str, "gpu": str, "timeout": int, "gpu_runner": str, "env": dict},
 }
 
@@ -90,6 +90,7 @@ draft = true                   # new PRs open as drafts
 labels = ["do-not-merge"]      # labels new PRs get (lifted on approval when approval_gate)
 approval_gate = true           # "Do not merge until explicitly approved."
 stacked = true                 # each PR's base is the previous needed patch's branch
+require_tests = true           # hold a needed patch whose tests could not run (no PR until they can)
 
 [tests]
 paths = ["tests/**/test_*.py"] # which files of a patch are its tests
@@ -160,6 +161,7 @@ def parse_config(text: str, path: str) -> StackConfig:
             labels=tuple(pr.get("labels", PRPolicy.labels)),
             approval_gate=pr.get("approval_gate", True),
             stacked=pr.get("stacked", True),
+            require_tests=pr.get("require_tests", True),
         ),
         tests=TestConfig(
             paths=tuple(tests.get("paths", default_tests.paths)),

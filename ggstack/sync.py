@@ -114,8 +114,11 @@ def sync(
     close_redundant: bool = False,
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
+    use_cache: bool = True,
 ) -> Run:
     """fetch → apply → check → test → pr: one Run, every stage's failure in it.
+
+    ``use_cache`` off (``--no-cache``): check and test compute everything again.
 
     ``dry_run`` changes nothing anywhere: no branch is written, nothing is
     pushed, the forge is only read. An unknown base is a UserError before
@@ -150,7 +153,7 @@ def sync(
         attempt("fetch", lambda _: repo.fetch(stack.config.target.remote))
     base = replay.resolve_base(repo, stack, base_ref)
     run = attempt("apply", lambda p: replay.apply(repo, stack, base_ref, write=not dry_run, progress=p))
-    checked = attempt("check", lambda p: check.stack(repo, stack, base_ref, run=run, progress=p))
+    checked = attempt("check", lambda p: check.stack(repo, stack, base_ref, run=run, progress=p, use_cache=use_cache))
     if checked is not None:
         run = checked
     if checked is None:
@@ -158,7 +161,9 @@ def sync(
     else:
         judged = checked
         with forge_credentials_withheld():
-            tested = attempt("test", lambda p: testing.test(repo, stack, judged, gpu=gpu, progress=p))
+            tested = attempt(
+                "test", lambda p: testing.test(repo, stack, judged, gpu=gpu, progress=p, use_cache=use_cache)
+            )
         run = tested or run
     unsound = [s for s in ("fetch", "apply", "check", "test") if stages.get(s, "ok").startswith(("failed", SKIPPED))]
     if unsound or run is None:

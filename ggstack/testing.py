@@ -23,26 +23,31 @@ folds documents into the Run. ``test``, ``shard`` and ``merge`` all go
 through ``plan`` and ``fold``, which is why a sharded run and a local one
 give the same Run.
 
-Verdict rules (README "Tests"), per test kind (cpu, gpu):
+Verdict rules (README "Tests": the rule tables), per test kind (cpu, gpu).
+Only tests that ran and failed are evidence: a run that could not run
+(``testresult`` classifies it: command or module missing, collection error,
+pytest exit 2-4, crash without JUnit XML, timeout) is a harness error and
+decides nothing, and neither does a skipped run.
 
 - fails with the patch → ``broken``;
-- skipped, collection error or timeout with the patch → ``inconclusive``;
-- fails (or cannot be collected) on the base without the patch, passes
-  with it → needed;
+- a harness error (with the patch, or without it) → could not run;
+- skipped → ``inconclusive``;
+- fails on the base without the patch (passing with it) → needed;
 - passes on the base without the patch and fails on the old base →
   represented by behaviour (evidence ``tests``, listing the tests);
 - passes on the old base too, or the control could not run → no behaviour
   evidence.
 
-Kinds combine as broken, then needed, then represented, then inconclusive:
-GPU tests skipped for want of a GPU do not overrule CPU tests that decided;
-they are recorded as ``pending`` (never as a pass) and keep the Run in need
-of attention. Then, with the text verdict of ``check``: broken wins; inconclusive holds
-(unless the text already says represented or conflict); needed keeps the
-text's verdict, except where the text says represented — then the signals
+Kinds combine as broken, needed, represented, could not run, inconclusive:
+a kind that could not decide (GPU tests without a GPU) does not overrule one
+that did; it is recorded as ``pending`` (never as a pass) and keeps the Run
+in need of attention. Then, with the text verdict of ``check``: broken
+wins; when the tests could not decide the text verdict stays, shown as text
+evidence with what would settle it — held as ``inconclusive`` when it would
+open a PR and the stack says ``pr.require_tests``; needed keeps the text's
+verdict, except where the text says represented — then the signals
 disagree: ``inconclusive``, recommendation ``human look``; represented by
-behaviour makes the verdict ``represented`` (agreeing with the text, or
-overruling a text ``unique``/``partial``/``conflict``).
+behaviour makes the verdict ``represented``.
 """
 
 from __future__ import annotations
@@ -63,13 +68,12 @@ import sys
 import tempfile
 import threading
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ggstack import git, replay, series
+from ggstack import git, replay, series, testresult
 from ggstack.errors import UserError
 from ggstack.model import Applied, Evidence, Outcome, Patch, Recommendation, Run, Stack, TestResult, Verdict
 
@@ -81,7 +85,7 @@ WHERE = ("base", "patched", "old-base")
 LABELS = {"base": "base + tests", "patched": "base + patch", "old-base": "old base + tests"}
 RESULTS_FORMAT = "ggstack-test-results"
 
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2  # 2: harness errors classified (testresult.py)
 _TAIL_LINES = 80
 _TAIL_CHARS = 8000
 _KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a timed-out group
@@ -116,9 +120,10 @@ class Job:
 
 @dataclass(frozen=True)
 class Judgement:
-    kind: str  # broken | inconclusive | needed | represented | none
+    kind: str  # broken | needed | represented | could-not-run | inconclusive | none
     tests: tuple[str, ...]
     detail: str
+    settle: str = ""  # when it could not decide: what would let it
 
 
 # -- which tests -------------------------------------------------------------------
@@ -153,6 +158,9 @@ def is_test_path(path: str, patterns: Sequence[str]) -> bool:
 
 
 def expand(command: str, tests: Sequence[str]) -> str:
+    """``{tests}``: the patch's test files; ``{python}``: the interpreter running ggstack
+    (so a venv's ggstack runs the tests with that venv, activated or not)."""
+    command = command.replace("{python}", shlex.quote(sys.executable))
     return command.replace("{tests}", " ".join(shlex.quote(t) for t in tests))
 
 
@@ -181,15 +189,32 @@ def plan(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", onl
         patch = patches.get(o.name)
         testable = o.applied in (Applied.APPLIED, Applied.EMPTY, Applied.CONFLICT)
         if patch is not None and testable and (wanted is None or o.name in wanted):
-            trees, tests = _trees(repo, stack, patch, o, start, originals.get(o.name))
-            code = tuple(p for p in patch.paths if not is_test_path(p, cfg.paths))
-            for kind, command in kinds:
-                if tests and command.strip():
-                    stem = o.name.removesuffix(".patch")
-                    jobs.append(Job(f"{stem}-{kind}", o.name, kind, expand(command, tests), tests, trees, code))
+            jobs += _jobs(repo, stack, patch, o, start, originals.get(o.name), kinds)
         if o.applied is Applied.APPLIED and o.commit and o.verdict is not Verdict.REPRESENTED:
             tip = o.commit  # check leaves represented patches out of the tip it judges on
     return jobs
+
+
+def _jobs(
+    repo: git.Repository,
+    stack: Stack,
+    patch: Patch,
+    o: Outcome,
+    start: str,
+    original: replay.Pick | None,
+    kinds: Sequence[tuple[str, str]],
+) -> list[Job]:
+    """One patch's jobs: one a kind that has a command, when the patch has test files."""
+    trees, tests = _trees(repo, stack, patch, o, start, original)
+    if not tests:
+        return []
+    code = tuple(p for p in patch.paths if not is_test_path(p, stack.config.tests.paths))
+    stem = o.name.removesuffix(".patch")
+    return [
+        Job(f"{stem}-{kind}", o.name, kind, expand(command, tests), tests, trees, code)
+        for kind, command in kinds
+        if command.strip()
+    ]
 
 
 def _parent(repo: git.Repository, commit: str) -> str:
@@ -246,14 +271,16 @@ def test(
     only: Sequence[str] = (),
     progress: Progress | None = None,
     jobs: int = 1,
+    use_cache: bool = True,
 ) -> Run:
     """``ggstack test``: every job here, folded into a copy of ``run``.
 
     ``jobs``: how many CPU test commands may run at once (GPU commands always
-    run one at a time: they share the one device)."""
+    run one at a time: they share the one device); ``use_cache`` off reruns
+    everything (and stores the new results)."""
     planned = plan(repo, stack, run, gpu=gpu, only=only)
-    results, gpu_state = execute(repo, stack, planned, gpu=gpu, progress=progress, parallel=jobs)
-    return fold(repo, run, planned, results, gpu_state)
+    results, gpu_state = execute(repo, stack, planned, gpu=gpu, progress=progress, parallel=jobs, use_cache=use_cache)
+    return fold(repo, run, planned, results, gpu_state, require_tests=stack.config.pr.require_tests)
 
 
 def matrix(
@@ -286,6 +313,7 @@ def shard(
     gpu: str = "auto",
     only: Sequence[str] = (),
     progress: Progress | None = None,
+    use_cache: bool = True,
 ) -> dict[str, Any]:
     """Run one matrix entry (``job_id``) or every N-th (``part`` = (K, N)); the results document."""
     jobs = plan(repo, stack, run, gpu=gpu, only=only)
@@ -301,7 +329,7 @@ def shard(
         chosen = [j for i, j in enumerate(jobs) if i % n == k - 1]
     else:
         chosen = jobs
-    results, gpu_state = execute(repo, stack, chosen, gpu=gpu, progress=progress)
+    results, gpu_state = execute(repo, stack, chosen, gpu=gpu, progress=progress, use_cache=use_cache)
     return {
         "format": RESULTS_FORMAT,
         "version": 1,
@@ -391,7 +419,7 @@ def merge(
         gpu_state = "present" if all(g == "present" for g in gpu_seen) else "absent"
     else:
         gpu_state = None
-    return fold(repo, run, jobs, results, gpu_state)
+    return fold(repo, run, jobs, results, gpu_state, require_tests=stack.config.pr.require_tests)
 
 
 # -- GPU -------------------------------------------------------------------------------------
@@ -420,7 +448,7 @@ def detect_gpu(stack: Stack) -> tuple[bool, str]:
         return False, "no GPU on this machine (" + "; ".join(
             said + ["no GPU driver: " + ", ".join(_GPU_DRIVER_PATHS)]
         ) + ")"
-    python = shutil.which("python", path=path) or sys.executable
+    python = interpreter(expand(stack.config.tests.gpu or stack.config.tests.cpu, ()), env)
     probe = "import torch; print(torch.cuda.is_available())"
     try:
         proc = subprocess.run(
@@ -446,8 +474,9 @@ def execute(
     gpu: str = "auto",
     progress: Progress | None = None,
     parallel: int = 1,
+    use_cache: bool = True,
 ) -> tuple[dict[str, list[TestResult]], str | None]:
-    """Every run of ``jobs`` (cache first); (results by job id, what GPU there was)."""
+    """Every run of ``jobs`` (cache first, unless ``use_cache`` is off); (results by job id, what GPU there was)."""
     check_gpu_mode(gpu)
     prune_leftovers(repo)
     gpu_state: str | None = "off" if gpu == "off" else None
@@ -457,102 +486,164 @@ def execute(
         gpu_state = "present" if present else "absent"
         if gpu == "require" and not present:
             raise UserError(f"--gpu require: {why}; run on a GPU runner or use --gpu auto")
-    total = sum(len(j.trees) for j in jobs)
-    done = 0
+    runner = _Runner(repo, stack, present, use_cache)
+    steps = _Steps(sum(len(j.trees) for j in jobs), progress)
     results: dict[str, list[TestResult]] = {}
     cpu_runs: list[tuple[Job, int, TestTree]] = []
     for job in jobs:
         if job.kind == "gpu" and not present:
-            if progress:
-                progress(done, total, f"{job.patch} gpu: collecting (no GPU here)")
-            results[job.id] = _without_gpu(repo, stack, job, why)
-            done += len(job.trees)
+            steps.say(f"{job.patch} gpu: collecting (no GPU here)")
+            results[job.id] = runner.without_gpu(job, why)
+            steps.done += len(job.trees)
             continue
         results[job.id] = [None] * len(job.trees)  # type: ignore[list-item]
         for i, tt in enumerate(job.trees):
             if job.kind == "cpu" and parallel > 1:
                 cpu_runs.append((job, i, tt))
                 continue
-            if progress:
-                progress(done, total, f"{job.patch} {job.kind} run {i + 1}/{len(job.trees)} ({LABELS[tt.where]})")
-            results[job.id][i] = _run_cached(repo, stack, job, tt, present)
-            done += 1
+            steps.say(f"{job.patch} {job.kind} run {i + 1}/{len(job.trees)} ({LABELS[tt.where]})")
+            results[job.id][i] = runner.run(job, tt)
+            steps.done += 1
     if cpu_runs:
         # The test commands are independent processes in their own worktrees;
         # what touches git (worktree add/remove) is serialised by _GIT_LOCK.
         with ThreadPoolExecutor(max_workers=parallel) as pool:
-            futures = [(job, i, pool.submit(_run_cached, repo, stack, job, tt, present)) for job, i, tt in cpu_runs]
-            for job, i, future in futures:
+            futures = [(job, i, tt, pool.submit(runner.run, job, tt)) for job, i, tt in cpu_runs]
+            for job, i, tt, future in futures:
                 results[job.id][i] = future.result()
-                done += 1
-                if progress:
-                    progress(done, total, f"{job.patch} cpu run {i + 1}/{len(job.trees)}")
-    if progress:
-        progress(done, total, "done")
+                steps.done += 1
+                steps.say(f"{job.patch} cpu run {i + 1}/{len(job.trees)} ({LABELS[tt.where]})")
+    steps.say("done")
     return results, gpu_state
 
 
-def _without_gpu(repo: git.Repository, stack: Stack, job: Job, why: str) -> list[TestResult]:
-    """GPU tests on a machine without a GPU: skipped (so inconclusive) where the
-    patch has any — found by collecting them — and "no-tests" where it has none,
-    so that a patch without GPU tests is not held for want of a GPU."""
-    tt = next((t for t in job.trees if t.where == "patched" and t.tree), None) or next(
-        (t for t in job.trees if t.tree), None
-    )
-    if tt is None:
-        return [_not_run(job, t, t.reason) for t in job.trees]
-    probe = _run_cached(repo, stack, job, tt, False, collect_only=True)
-    if probe.status == "no-tests":
-        why = "no GPU tests among the patch's test files (collected without a GPU)"
-    status = "no-tests" if probe.status == "no-tests" else "skipped"
-    out = [_not_run(job, t, why, status=status) for t in job.trees]
-    for r in out:
-        r.cached = probe.cached
-    return out
+@dataclass
+class _Steps:
+    total: int
+    progress: Progress | None
+    done: int = 0
+
+    def say(self, what: str) -> None:
+        if self.progress:
+            self.progress(self.done, self.total, what)
 
 
 def _not_run(job: Job, tt: TestTree, reason: str, *, status: str = "not-run") -> TestResult:
     return TestResult(job.kind, tt.where, status, tree=tt.tree or "", command=job.command, reason=reason or tt.reason)
 
 
-def _run_cached(
-    repo: git.Repository, stack: Stack, job: Job, tt: TestTree, gpu_present: bool, *, collect_only: bool = False
-) -> TestResult:
-    if tt.tree is None:
-        return _not_run(job, tt, tt.reason)
-    key = _cache_key(stack, job, tt.tree, gpu_present, collect_only)
-    path = os.path.join(repo.state_dir("cache", "tests"), key + ".json")
-    with contextlib.suppress(OSError, ValueError, TypeError):
-        with open(path, encoding="utf-8") as f:
-            stored = json.load(f)
-        return TestResult(job.kind, tt.where, tree=tt.tree, command=job.command, cached=True, **stored)
-    result = _run_in_worktree(repo, stack, job, tt, collect_only)
-    if result.status != "timeout":  # a hang may be the machine's load: try it again next time
-        keep = {
-            k: v
-            for k, v in dataclasses.asdict(result).items()
-            if k not in ("kind", "where", "tree", "command", "cached")
+class _Runner:
+    """Runs one tree's tests, or reads them from the cache, for one ``execute``.
+
+    The cache key holds what can change a result short of the network: the
+    tree, the command, the interpreter the command runs and a digest of the
+    distributions *that* interpreter sees (so installing pytest or a new torch
+    reruns), the tests' environment and, for GPU tests, whether there is a GPU.
+    The distributions are read once per interpreter per ``execute``."""
+
+    def __init__(self, repo: git.Repository, stack: Stack, gpu_present: bool, use_cache: bool) -> None:
+        self.repo, self.stack, self.gpu_present, self.use_cache = repo, stack, gpu_present, use_cache
+        self._digests: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def run(self, job: Job, tt: TestTree, *, collect_only: bool = False) -> TestResult:
+        if tt.tree is None:
+            return _not_run(job, tt, tt.reason)
+        key = self.key(job, tt.tree, collect_only)
+        path = os.path.join(self.repo.state_dir("cache", "tests"), key + ".json")
+        if self.use_cache:
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                with open(path, encoding="utf-8") as f:
+                    stored = json.load(f)
+                return TestResult(job.kind, tt.where, tree=tt.tree, command=job.command, cached=True, **stored)
+        result = _run_in_worktree(self.repo, self.stack, job, tt, collect_only)
+        if result.status != "timeout":  # a hang may be the machine's load: try it again next time
+            keep = {
+                k: v
+                for k, v in dataclasses.asdict(result).items()
+                if k not in ("kind", "where", "tree", "command", "cached")
+            }
+            series.write_atomic(path, json.dumps(keep, sort_keys=True).encode())
+        return result
+
+    def without_gpu(self, job: Job, why: str) -> list[TestResult]:
+        """GPU tests on a machine without a GPU: skipped (so inconclusive) where the
+        patch has any — found by collecting them — and "no-tests" where it has none,
+        so that a patch without GPU tests is not held for want of a GPU."""
+        tt = next((t for t in job.trees if t.where == "patched" and t.tree), None) or next(
+            (t for t in job.trees if t.tree), None
+        )
+        if tt is None:
+            return [_not_run(job, t, t.reason) for t in job.trees]
+        probe = self.run(job, tt, collect_only=True)
+        if probe.status == "no-tests":
+            why = "no GPU tests among the patch's test files (collected without a GPU)"
+        elif probe.status in _COULD_NOT_RUN:  # not even collectable: a harness error, not a missing GPU
+            return [dataclasses.replace(probe, where=t.where, tree=t.tree or "") for t in job.trees]
+        status = "no-tests" if probe.status == "no-tests" else "skipped"
+        out = [_not_run(job, t, why, status=status) for t in job.trees]
+        for r in out:
+            r.cached = probe.cached
+        return out
+
+    def key(self, job: Job, tree: str, collect_only: bool) -> str:
+        env = _base_env(self.stack)
+        python = interpreter(job.command, env)
+        fingerprint = {
+            "python": python,
+            "distributions": self.distributions(python, env),
+            "machine": f"{sys.platform}-{platform.machine()}",
+            "env": list(self.stack.config.tests.env),
+            "gpu": self.gpu_present if job.kind == "gpu" else None,
+            "collect_only": collect_only,
         }
-        series.write_atomic(path, json.dumps(keep, sort_keys=True).encode())
-    return result
+        blob = json.dumps([_CACHE_VERSION, tree, job.command, fingerprint], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def distributions(self, python: str, env: dict[str, str]) -> str:
+        with self._lock:
+            if python not in self._digests:
+                self._digests[python] = distributions_digest(python, env)
+            return self._digests[python]
 
 
-def _cache_key(stack: Stack, job: Job, tree: str, gpu_present: bool, collect_only: bool) -> str:
-    """(tree, command, environment): what decides a test's result, short of the network."""
-    env = _base_env(stack)
-    python = shutil.which("python", path=env.get("PATH")) or sys.executable
-    python = os.path.realpath(python)
-    with contextlib.suppress(OSError):
-        python += f"@{os.stat(python).st_mtime_ns}"
-    fingerprint = {
-        "python": python,
-        "machine": f"{sys.platform}-{platform.machine()}",
-        "env": list(stack.config.tests.env),
-        "gpu": gpu_present if job.kind == "gpu" else None,
-        "collect_only": collect_only,
-    }
-    blob = json.dumps([_CACHE_VERSION, tree, job.command, fingerprint], sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+_DISTRIBUTIONS_PROBE = (
+    "import hashlib, importlib.metadata as m, json, sys; "
+    "ds = sorted({(d.metadata['Name'] or '', d.version) for d in m.distributions()}); "
+    "print(hashlib.sha256(json.dumps([sys.version, ds]).encode()).hexdigest())"
+)
+
+
+def distributions_digest(python: str, env: dict[str, str]) -> str:
+    """A digest of the distributions ``python`` can import (importlib.metadata), and its version."""
+    try:
+        proc = subprocess.run(
+            [python, "-c", _DISTRIBUTIONS_PROBE],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"not readable: {type(e).__name__}"
+    return proc.stdout.strip() if proc.returncode == 0 else f"not readable: exit code {proc.returncode}"
+
+
+def interpreter(command: str, env: dict[str, str]) -> str:
+    """The Python a test command runs: its first word when that is a Python
+    (``{python}`` expands to ours), else ``python`` on the tests' PATH, else ours."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = []
+    first = next((w for w in words if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)), "")
+    path = env.get("PATH")
+    if re.match(r"^python[0-9.]*$", os.path.basename(first)):
+        found = first if "/" in first else shutil.which(first, path=path)
+    else:
+        found = shutil.which("python", path=path)
+    return os.path.realpath(found or sys.executable)
 
 
 def _base_env(stack: Stack) -> dict[str, str]:
@@ -593,20 +684,26 @@ def _run_in_worktree(
             )  # only the tail is kept: a chatty suite can write gigabytes
             output = f.read().decode("utf-8", "replace")
         cases = read_junit(junit)
-    status = _status(rc, timed_out, cases)
     if collect_only:  # nothing ran: pytest's exit code 5 is "none collected"
-        status = "no-tests" if rc == 5 else "passed" if rc == 0 else "timeout" if timed_out else "error"
-    result = TestResult(job.kind, tt.where, status, tree=tt.tree or "", command=job.command, seconds=seconds)
+        cases = None if rc in (0, 5) else cases
+        said = testresult.classify(0 if rc == 5 else rc, timed_out, cases, output, timeout=timeout, worktree=wt)
+        status = "no-tests" if rc == 5 else said.status
+        said = dataclasses.replace(said, status=status)
+    else:
+        said = testresult.classify(
+            rc, timed_out, cases, output, timeout=timeout, worktree=wt, code_paths=job.code_paths
+        )
+    result = TestResult(job.kind, tt.where, said.status, tree=tt.tree or "", command=job.command, seconds=seconds)
     if cases:
         result.passed, result.failed, result.skipped, result.errors = (
-            cases["passed"],
-            cases["failed"],
-            cases["skipped"],
-            cases["errors"],
+            cases.passed,
+            cases.failed + list(said.import_failures),
+            cases.skipped,
+            [t for t in cases.errors if t not in said.import_failures],
         )
-    if status in _FAILING:
+    if said.status in _FAILING:
         result.output_tail = _tail(output)
-    result.reason = _reason(status, rc, timeout, cases)
+    result.reason, result.harness_error, result.explanation = said.reason, said.harness_error, said.explanation
     return result
 
 
@@ -649,58 +746,9 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def read_junit(path: str) -> dict[str, list[str]] | None:
+def read_junit(path: str) -> testresult.Cases | None:
     """Per-test outcomes from a JUnit XML file; None when there is none."""
-    try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError):
-        return None
-    cases: dict[str, list[str]] = {"passed": [], "failed": [], "skipped": [], "errors": []}
-    for case in root.iter("testcase"):
-        classname, name = case.get("classname") or "", case.get("name") or ""
-        test_id = f"{classname}::{name}" if classname else name
-        tags = {child.tag for child in case}
-        if "failure" in tags:
-            cases["failed"].append(test_id)
-        elif "error" in tags:
-            cases["errors"].append(test_id)  # a collection or fixture error
-        elif "skipped" in tags:
-            cases["skipped"].append(test_id)
-        else:
-            cases["passed"].append(test_id)
-    return cases
-
-
-def _status(rc: int | None, timed_out: bool, cases: dict[str, list[str]] | None) -> str:
-    if timed_out:
-        return "timeout"
-    if cases is None:  # not pytest, or it died before writing: the exit code is all there is
-        return "passed" if rc == 0 else "error"
-    if cases["failed"]:
-        return "failed"
-    if cases["errors"]:
-        return "error"
-    if cases["skipped"]:
-        return "skipped"
-    if not cases["passed"]:
-        return "no-tests"
-    return "passed" if rc == 0 else "error"
-
-
-def _reason(status: str, rc: int | None, timeout: int, cases: dict[str, list[str]] | None) -> str:
-    if status == "timeout":
-        return f"timed out after {timeout} s (tests.timeout); its process group was killed"
-    if cases is None:
-        return f"exit code {rc} and no JUnit XML written" if status == "error" else ""
-    if status == "error" and not cases["errors"]:
-        return f"exit code {rc} although every test passed"
-    if status == "error":
-        return f"{len(cases['errors'])} error(s) collecting or setting up tests"
-    if status == "skipped":
-        return f"{len(cases['skipped'])} test(s) skipped"
-    if status == "no-tests":
-        return "no tests collected"
-    return ""
+    return testresult.read_junit(path)
 
 
 def _tail(output: str) -> str:
@@ -817,9 +865,19 @@ def _proc_entries() -> list[str]:
 
 
 def fold(
-    repo: git.Repository, run: Run, jobs: Sequence[Job], results: dict[str, list[TestResult]], gpu_state: str | None
+    repo: git.Repository,
+    run: Run,
+    jobs: Sequence[Job],
+    results: dict[str, list[TestResult]],
+    gpu_state: str | None,
+    *,
+    require_tests: bool = True,
 ) -> Run:
-    """A copy of ``run`` with each tested patch's results and the verdict they give."""
+    """A copy of ``run`` with each tested patch's results and the verdict they give.
+
+    ``require_tests`` (stack.toml ``pr.require_tests``): a patch the text
+    calls needed whose tests could not decide is held (``inconclusive``)
+    rather than given a PR."""
     run = copy.deepcopy(run)
     by_patch: dict[str, list[Job]] = {}
     for job in jobs:
@@ -831,60 +889,93 @@ def fold(
         _restore(o)
         o.tests = [r for j in patch_jobs for r in results[j.id]]
         judged = [(j, judge(j.kind, {r.where: r for r in results[j.id]})) for j in patch_jobs]
-        _apply(repo, o, judged)
+        _apply(repo, o, judged, require_tests)
     run.gpu = gpu_state
     run.stages["test"] = "ok"
     return run
 
 
+_COULD_NOT_RUN = ("error", "timeout")  # harness errors: never evidence
+_UNDECIDED = ("could-not-run", "inconclusive")
+_WHERE_WORDS = {"patched": "with the patch", "base": "on the base without the patch", "old-base": "on the old base"}
+
+
 def judge(kind: str, runs: dict[str, TestResult]) -> Judgement:
-    """What one kind's three runs say about a patch (the rules in the module docstring)."""
+    """What one kind's three runs say about a patch (README "Tests": the rule table).
+
+    Only tests that ran and failed count: a run that could not run (a harness
+    error) or was skipped decides nothing."""
     patched, base, old = runs.get("patched"), runs["base"], runs.get("old-base")
     passing: set[str] | None = None
     if patched is not None and patched.status != "not-run":
-        if patched.status == "failed":
-            return Judgement(
-                "broken", tuple(patched.failed), f"{kind} tests fail with the patch: {_names(patched.failed)}"
-            )
-        if patched.status in ("error", "timeout", "skipped"):
-            return Judgement(
-                "inconclusive",
-                tuple(patched.errors or patched.skipped),
-                f"{kind} tests with the patch: {_why(patched)}",
-            )
-        if patched.status == "no-tests":
-            return Judgement("none", (), f"no {kind} tests collected")
+        early = _judge_patched(kind, patched)
+        if early is not None:
+            return early
         passing = set(patched.passed)
-    if base.status in ("failed", "error"):
-        failing = [t for t in sorted(passing) if t not in base.passed] if passing else base.failed + base.errors
+    if base.status == "failed":
+        failing = [t for t in sorted(passing) if t not in base.passed] if passing else base.failed
         how = "and pass with it" if passing is not None else "(the patch does not apply, so they were not run with it)"
         return Judgement(
             "needed", tuple(failing), f"{kind} tests fail on the base without the patch {how}: {_names(failing)}"
         )
-    if base.status in ("timeout", "skipped", "not-run"):
-        return Judgement(
-            "inconclusive", tuple(base.skipped), f"{kind} tests on the base without the patch: {_why(base)}"
-        )
+    if base.status in _COULD_NOT_RUN:
+        return _could_not_run(kind, base)
+    if base.status in ("skipped", "not-run"):
+        return _skipped(kind, base)
     if base.status == "no-tests":
         return Judgement("none", (), f"no {kind} tests collected on the base")
-    if old is None or old.status in ("not-run", "timeout", "skipped", "no-tests"):
-        why = _why(old) if old else "not run"
-        return Judgement(
-            "none",
-            (),
-            f"{kind} tests pass on the base without the patch, but the control on the old base did not run ({why}): no behaviour evidence",
-        )
-    if old.status in ("failed", "error"):
-        shown = [t for t in base.passed if t not in old.passed] or old.failed + old.errors
-        return Judgement(
-            "represented",
-            tuple(shown),
-            f"{kind} tests fail on the old base and pass on the base without the patch: {_names(shown)}",
-        )
+    return _judge_control(kind, base, old)
+
+
+def _judge_patched(kind: str, patched: TestResult) -> Judgement | None:
+    if patched.status == "failed":
+        return Judgement("broken", tuple(patched.failed), f"{kind} tests fail with the patch: {_names(patched.failed)}")
+    if patched.status in _COULD_NOT_RUN:
+        return _could_not_run(kind, patched)
+    if patched.status == "skipped":
+        return _skipped(kind, patched)
+    if patched.status == "no-tests":
+        return Judgement("none", (), f"no {kind} tests collected")
+    return None
+
+
+def _could_not_run(kind: str, r: TestResult) -> Judgement:
+    """A harness error: the reason, where, and what would settle it."""
+    why = r.reason or r.status
     return Judgement(
-        "none",
-        (),
-        f"{kind} tests pass on the old base too (the control), so they cannot tell the change apart: no behaviour evidence",
+        "could-not-run",
+        tuple(r.errors),
+        f"{kind} tests could not run: {why} (in tests.{kind}, {_WHERE_WORDS.get(r.where, r.where)})",
+        testresult.settle(r.harness_error or r.status, why),
+    )
+
+
+def _skipped(kind: str, r: TestResult) -> Judgement:
+    settle = (
+        f"run the {kind} tests on a machine with a GPU (`ggstack test --gpu require` on a GPU runner)"
+        if kind == "gpu"
+        else f"find out why the {kind} tests were skipped"
+    )
+    return Judgement(
+        "inconclusive", tuple(r.skipped), f"{kind} tests {_WHERE_WORDS.get(r.where, r.where)}: {_why(r)}", settle
+    )
+
+
+def _judge_control(kind: str, base: TestResult, old: TestResult | None) -> Judgement:
+    """The tests pass on the base without the patch: does the old base (the control) fail them?"""
+    if old is None or old.status != "failed":
+        if old is not None and old.status == "passed":
+            why = "the control: pass on the old base too, so they cannot tell the change apart"
+        else:
+            why = f"the control on the old base did not run ({_why(old) if old else 'not run'})"
+        return Judgement(
+            "none", (), f"{kind} tests pass on the base without the patch, but {why}: no behaviour evidence"
+        )
+    shown = [t for t in base.passed if t not in old.passed] or old.failed
+    return Judgement(
+        "represented",
+        tuple(shown),
+        f"{kind} tests fail on the old base and pass on the base without the patch: {_names(shown)}",
     )
 
 
@@ -900,11 +991,11 @@ def _names(tests: Sequence[str], limit: int = 8) -> str:
 def combine(judgements: Sequence[Judgement]) -> str:
     """One judgement of the kinds: broken, then needed (any test failing
     without the patch means the base lacks something), then represented, then
-    inconclusive. A kind that could not run (GPU tests without a GPU) does not
-    overrule one that ran and decided; it stays in the evidence as
-    inconclusive (``pending``) and keeps the Run in need of attention."""
+    could-not-run, then inconclusive. A kind that could not decide (GPU tests
+    without a GPU, a harness error) does not overrule one that ran and decided;
+    it stays in the evidence (``pending``) and keeps the Run in need of attention."""
     kinds = {j.kind for j in judgements}
-    for kind in ("broken", "needed", "represented", "inconclusive"):
+    for kind in ("broken", "needed", "represented", *_UNDECIDED):
         if kind in kinds:
             return kind
     return "none"
@@ -939,80 +1030,109 @@ def _default_recommendation(o: Outcome, verdict: Verdict) -> Recommendation:
     return Recommendation.HOLD
 
 
-def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgement]]) -> None:
-    judgements = [j for _, j in judged]
-    job = judged[0][0]
-    text = o.verdict  # None when check did not run: apply's result stands for it
+@dataclass
+class _Decision:
     verdict: Verdict | None
-    rec: Recommendation | None
+    recommendation: Recommendation | None
+    detail: str
+    commits: list[str] = dataclasses.field(default_factory=list)
+    agrees: bool | None = None
+    settle: str = ""
+
+
+def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgement]], require_tests: bool) -> None:
+    """Fold one patch's judgements into its verdict (README "Tests": how tests and text combine)."""
+    judgements = [j for _, j in judged]
     before = {
-        "verdict": text.value if text else None,
+        "verdict": o.verdict.value if o.verdict else None,
         "recommendation": o.recommendation.value if o.recommendation else None,
         "represented_by": list(o.represented_by),
     }
     kind = combine(judgements)
-    fallback = text or _FROM_APPLIED.get(o.applied or Applied.SKIPPED)
     detail = "; ".join(j.detail for j in sorted(judgements, key=lambda j: j.kind != kind))  # the deciding kind first
-    tests = sorted({t for j in judgements if j.kind == kind for t in j.tests})
-    commits: list[str] = []
-    agrees: bool | None = None
-    if kind == "broken":
-        verdict, rec = Verdict.BROKEN, Recommendation.REWORK
-        detail = "broken: " + detail
-    elif kind == "inconclusive":
-        if text in (Verdict.REPRESENTED, Verdict.CONFLICT):
-            verdict, rec = text, o.recommendation or _default_recommendation(o, text)
-        else:
-            verdict, rec = Verdict.INCONCLUSIVE, Recommendation.HOLD
-        detail = "inconclusive (never a pass): " + detail
-    elif kind == "needed":
-        if text is Verdict.REPRESENTED:
-            agrees = False
-            verdict, rec = Verdict.INCONCLUSIVE, Recommendation.HUMAN_LOOK
-            by = ", ".join(c[:10] for c in o.represented_by) or "the base"
-            detail = (
-                f"needed by its tests, but the text evidence says represented by {by}: the signals disagree, a human should look; "
-                + detail
-            )
-        else:
-            agrees = True if text else None
-            verdict = fallback or Verdict.UNIQUE
-            rec = o.recommendation or _default_recommendation(o, verdict)
-            detail = "needed: " + detail + ("; agrees with the text evidence" if agrees else "")
-    elif kind == "represented":
-        agrees = (text is Verdict.REPRESENTED) if text else None
-        verdict = Verdict.REPRESENTED
-        commits = list(o.represented_by) or _candidates(repo, job)
-        o.represented_by = commits
-        rec = o.recommendation if agrees and o.recommendation else _default_recommendation(o, verdict)
-        said = "agrees with the text evidence" if agrees else f"the text evidence says {text.value}" if text else ""
-        found = (
-            f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
-            if commits and not before["represented_by"]
-            else ""
-        )
-        detail = "represented by behaviour: " + detail + (f"; {said}" if said else "") + found
-    else:
-        verdict = fallback
-        rec = o.recommendation or (_default_recommendation(o, verdict) if verdict else None)
-    pending = sorted(jb.kind for jb, jd in judged if jd.kind == "inconclusive" and kind != "inconclusive")
-    o.verdict = verdict
-    o.recommendation = rec
+    d = _decide(repo, o, kind, detail, judged[0][0], require_tests)
+    undecided = [jd for jd in judgements if jd.kind in _UNDECIDED]
+    o.verdict, o.recommendation = d.verdict, d.recommendation
+    if d.commits:
+        o.represented_by = d.commits
     o.evidence.append(
         Evidence(
             "tests",
-            detail,
-            commits,
+            d.detail,
+            d.commits,
             data={
                 "judgement": kind,
-                "pending": pending,
-                "tests": tests,
+                "pending": sorted(jb.kind for jb, jd in judged if jd.kind in _UNDECIDED and kind not in _UNDECIDED),
+                "tests": sorted({t for j in judgements if j.kind == kind for t in j.tests}),
                 "runs": {jb.kind: jd.kind for jb, jd in judged},
-                "agrees_with_text": agrees,
+                "agrees_with_text": d.agrees,
+                "settle": "; ".join(dict.fromkeys(j.settle for j in undecided if j.settle)),
                 "before": before,
             },
         )
     )
+
+
+def _decide(repo: git.Repository, o: Outcome, kind: str, detail: str, job: Job, require_tests: bool) -> _Decision:
+    if kind == "broken":
+        return _Decision(Verdict.BROKEN, Recommendation.REWORK, "broken: " + detail)
+    if kind in _UNDECIDED:
+        return _undecided(o, kind, detail, require_tests)
+    if kind == "needed":
+        return _needed(o, detail)
+    if kind == "represented":
+        return _represented(repo, o, job, detail)
+    verdict = o.verdict or _FROM_APPLIED.get(o.applied or Applied.SKIPPED)
+    return _Decision(verdict, o.recommendation or (_default_recommendation(o, verdict) if verdict else None), detail)
+
+
+def _undecided(o: Outcome, kind: str, detail: str, require_tests: bool) -> _Decision:
+    """The tests could not decide: the text verdict stays, visibly text evidence;
+    a needed one is held when the stack requires tests."""
+    text = o.verdict
+    verdict = text or _FROM_APPLIED.get(o.applied or Applied.SKIPPED)
+    said = "tests could not run" if kind == "could-not-run" else "tests inconclusive, never a pass"
+    if verdict in (Verdict.REPRESENTED, Verdict.CONFLICT) or (verdict is not None and not require_tests):
+        rec = o.recommendation or _default_recommendation(o, verdict)
+        return _Decision(verdict, rec, f"{verdict.value} (text evidence; {detail})")
+    held = f"the text evidence says {verdict.value}; " if verdict else ""
+    return _Decision(
+        Verdict.INCONCLUSIVE, Recommendation.HOLD, f"inconclusive ({held}{said}; held: pr.require_tests): {detail}"
+    )
+
+
+def _needed(o: Outcome, detail: str) -> _Decision:
+    text = o.verdict
+    if text is Verdict.REPRESENTED:
+        by = ", ".join(c[:10] for c in o.represented_by) or "the base"
+        return _Decision(
+            Verdict.INCONCLUSIVE,
+            Recommendation.HUMAN_LOOK,
+            f"needed by its tests, but the text evidence says represented by {by}: the signals disagree, "
+            "a human should look; " + detail,
+            agrees=False,
+        )
+    verdict = text or _FROM_APPLIED.get(o.applied or Applied.SKIPPED) or Verdict.UNIQUE
+    rec = o.recommendation or _default_recommendation(o, verdict)
+    agrees = True if text else None
+    return _Decision(
+        verdict, rec, "needed: " + detail + ("; agrees with the text evidence" if agrees else ""), [], agrees
+    )
+
+
+def _represented(repo: git.Repository, o: Outcome, job: Job, detail: str) -> _Decision:
+    text = o.verdict
+    agrees = (text is Verdict.REPRESENTED) if text else None
+    commits = list(o.represented_by) or _candidates(repo, job)
+    rec = o.recommendation if agrees and o.recommendation else _default_recommendation(o, Verdict.REPRESENTED)
+    said = "agrees with the text evidence" if agrees else f"the text evidence says {text.value}" if text else ""
+    found = (
+        f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
+        if commits and not o.represented_by
+        else ""
+    )
+    detail = "represented by behaviour: " + detail + (f"; {said}" if said else "") + found
+    return _Decision(Verdict.REPRESENTED, rec, detail, commits, agrees)
 
 
 def _candidates(repo: git.Repository, job: Job, limit: int = 5) -> list[str]:

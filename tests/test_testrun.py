@@ -78,6 +78,7 @@ def test_add_small():
 def test_add_on_gpu():
     assert add(2, 2) == 4
 """
+TEST_MUL = "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
 TEST_HANG = """import os
 import subprocess
 import time
@@ -113,6 +114,11 @@ class World:
             self.old,
             "document combine()",
             {"calc.py": '"""Arithmetic."""\n' + CALC, "tests/test_combine.py": TEST_COMBINE},
+        )
+        self.mul = self.on(
+            self.old,
+            "add mul()",
+            {"calc.py": CALC + "\n\ndef mul(a, b):\n    return a * b\n", "tests/test_mul.py": TEST_MUL},
         )
         self.hang = self.on(
             self.old, "a test that hangs", {"calc.py": CALC + "# hangs\n", "tests/test_hang.py": TEST_HANG}
@@ -308,6 +314,73 @@ def test_gpu_tests_without_a_gpu_are_inconclusive(world: World) -> None:
     assert off["patches"][1]["verdict"] != "inconclusive"
 
 
+# -- harness errors: a run that could not run is never evidence ----------------------------------
+
+BAD_PLUGIN = "def pytest_collection_modifyitems(items):\n    raise RuntimeError('the plugin broke')\n"
+
+
+def _harness_case(world: World, tmp_path: Path, kind: str) -> tuple[str, dict[str, str], dict[str, str]]:
+    """(tests.cpu, tests.env, files to add to the fix's test) that make the runs fail in the ``kind`` way."""
+    pytest_cmd = "{python} -m pytest -q -p no:cacheprovider {tests}"
+    if kind == "command-not-found":
+        return "no-such-test-runner-here {tests}", {}, {}
+    if kind == "missing-module":  # an interpreter without pytest: the issue's "No module named pytest"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+        return f"{tmp_path / 'bare' / 'bin' / 'python'} -m pytest -q {{tests}}", {}, {}
+    if kind == "collection-error":
+        return pytest_cmd, {}, {"tests/test_calc.py": TEST_ADD + "\ndef broken(:\n"}
+    if kind == "usage-error":
+        return "{python} -m pytest -q --no-such-option {tests}", {}, {}
+    if kind == "internal-error":
+        (tmp_path / "plugins").mkdir()
+        (tmp_path / "plugins" / "badplugin.py").write_text(BAD_PLUGIN)
+        return "{python} -m pytest -q -p badplugin {tests}", {"PYTHONPATH": str(tmp_path / "plugins")}, {}
+    assert kind == "crash"
+    return "{python} -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)' {tests}", {}, {}
+
+
+@pytest.mark.parametrize(
+    "kind, reason",
+    [
+        ("command-not-found", "command not found: no-such-test-runner-here"),
+        ("missing-module", "No module named pytest"),
+        ("collection-error", "error(s) collecting"),
+        ("usage-error", "exit code 4"),
+        ("internal-error", "exit code 3"),
+        ("crash", "no JUnit XML written"),
+    ],
+)
+def test_a_run_that_could_not_run_is_a_harness_error_never_evidence(
+    world: World, tmp_path: Path, kind: str, reason: str
+) -> None:
+    cpu, env, files = _harness_case(world, tmp_path, kind)
+    fix = world.on(world.old, "fix add()", {"calc.py": FIXED, "tests/test_calc.py": TEST_ADD, **files})
+    world.stack("h", [fix], cpu=cpu, env=env)
+    for base in ("needed", "equivalent"):  # what the tests would have said: needed, represented
+        patch = world.test_json("h", base)["patches"][0]
+        runs = results(patch)
+        assert {r["status"] for r in runs.values()} == {"error"}, runs
+        assert {r["harness_error"] for r in runs.values()} == {kind}
+        assert all(reason in r["reason"] and r["explanation"] for r in runs.values())
+        ev = evidence_of(patch)
+        assert ev["judgement"] == "could-not-run" and ev["settle"]
+        assert f"could not run: {runs['patched']['reason']} (in tests.cpu" in ev["detail"]
+        # never needed by the tests, never represented by them: the text verdict, held
+        assert patch["verdict"] == "inconclusive" and patch["recommendation"] == "hold"
+        assert ev["before"]["verdict"] in ("unique", "partial")
+    table = world.gg("test", "h", "--onto", "base-needed")
+    assert "could not run" in table.stdout and "[/]" not in table.stdout
+
+
+def test_a_test_importing_what_the_patch_adds_fails_on_the_base_it_is_not_a_harness_error(world: World) -> None:
+    world.stack("mul", [world.mul], cpu="{python} -m pytest -q -p no:cacheprovider {tests}")
+    patch = world.test_json("mul", "needed")["patches"][0]
+    runs = results(patch)
+    assert (runs["base"]["status"], runs["patched"]["status"]) == ("failed", "passed")
+    assert runs["base"]["harness_error"] == "" and "cannot import name 'mul'" in runs["base"]["reason"]
+    assert patch["verdict"] == "unique" and evidence_of(patch)["judgement"] == "needed"
+
+
 # -- timeouts and crashes -------------------------------------------------------------------
 
 
@@ -317,8 +390,9 @@ def test_a_hanging_test_times_out_and_its_process_group_is_killed(world: World, 
     patch = world.test_json("hang", "needed")["patches"][0]
     assert {r["status"] for r in patch["tests"]} == {"timeout"}
     assert "timed out after 2 s" in patch["tests"][0]["reason"]
+    assert {r["harness_error"] for r in patch["tests"]} == {"timeout"}
     assert patch["verdict"] == "inconclusive"
-    assert evidence_of(patch)["judgement"] == "inconclusive"
+    assert evidence_of(patch)["judgement"] == "could-not-run"
     pids = [int(p) for p in pidfile.read_text().split()]
     assert len(pids) == 6  # pytest and its sleep child, in each of the three runs
     assert wait_dead(pids) == []
@@ -393,6 +467,31 @@ def test_a_rerun_on_an_unchanged_base_runs_nothing(world: World, tmp_path: Path)
     # A new base is a new tree: that one runs.
     testing.test(world.repo, stack, testing.prepare(world.repo, stack, "base-equivalent"))
     assert runlog.read_text().count("ran") == 5  # base + tests and base + patch; the old base is unchanged
+
+
+def test_installing_a_distribution_reruns_the_tests_and_no_cache_reruns_them_all(world: World, tmp_path: Path) -> None:
+    runlog, site = tmp_path / "runlog", tmp_path / "site"
+    site.mkdir()
+    world.stack("fix", [world.fix], env={"RUNLOG": str(runlog), "PYTHONPATH": str(site)})
+    stack = series.load(str(world.patches), "fix")
+    run = testing.prepare(world.repo, stack, "base-needed")
+
+    testing.test(world.repo, stack, run)
+    testing.test(world.repo, stack, run)
+    assert runlog.read_text().count("ran") == 3  # the second run read the cache
+
+    # A distribution appears where the tests' interpreter looks (what `pip install` leaves behind).
+    dist = site / "ggstack_probe_dist-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ggstack-probe-dist\nVersion: 1.0\n")
+    again = testing.test(world.repo, stack, run)
+    assert runlog.read_text().count("ran") == 6
+    assert not any(t.cached for t in again.outcomes[0].tests)
+
+    proc = world.gg("test", "fix", "--onto", "base-needed", "--no-cache", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert runlog.read_text().count("ran") == 9
+    assert not any(t["cached"] for t in json.loads(proc.stdout)["patches"][0]["tests"])
 
 
 # -- beyond one machine ---------------------------------------------------------------------------
@@ -483,11 +582,22 @@ def _results(kind: str, base: str, patched: str, old: str, test: str = "t::test"
         ("represented", ("failed", "passed", "failed"), "inconclusive", "human look", "needed"),
         # both say represented: the verdict stands, stronger
         ("represented", ("passed", "passed", "failed"), "represented", "do not open", "represented"),
-        # the test cannot even be collected without the patch (it imports what the patch adds): needed
-        ("unique", ("error", "passed", "error"), "unique", "open PR", "needed"),
-        # an error with the patch is not a failure of the patch, and never a pass
-        ("unique", ("passed", "error", "passed"), "inconclusive", "hold", "inconclusive"),
-        ("unique", ("timeout", "passed", "failed"), "inconclusive", "hold", "inconclusive"),
+        # a run that could not run (a harness error) is never evidence: the text verdict stays, held
+        ("unique", ("error", "passed", "error"), "inconclusive", "hold", "could-not-run"),
+        ("unique", ("passed", "error", "passed"), "inconclusive", "hold", "could-not-run"),
+        ("unique", ("timeout", "passed", "failed"), "inconclusive", "hold", "could-not-run"),
+        ("partial", ("error", "error", "error"), "inconclusive", "hold", "could-not-run"),
+        ("represented", ("error", "error", "error"), "represented", "do not open", "could-not-run"),
+        ("represented", ("passed", "passed", "error"), "represented", "do not open", "none"),
+        ("conflict", ("error", "not-run", "failed"), "conflict", "rework", "could-not-run"),
+        # the control could not run: no behaviour evidence, and no needed either
+        ("unique", ("passed", "passed", "error"), "unique", "open PR", "none"),
+        ("unique", ("passed", "passed", "timeout"), "unique", "open PR", "none"),
+        # a failure without the patch decides, whatever the control did
+        ("unique", ("failed", "passed", "error"), "unique", "open PR", "needed"),
+        # skipped everywhere: inconclusive, never a pass
+        ("unique", ("skipped", "skipped", "skipped"), "inconclusive", "hold", "inconclusive"),
+        ("unique", ("passed", "passed", "passed"), "unique", "open PR", "none"),
         ("unique", ("passed", "failed", "failed"), "broken", "rework", "broken"),
         # the patch conflicts: the tests still say whether the base has the behaviour
         ("conflict", ("passed", "not-run", "failed"), "represented", "do not open", "represented"),
@@ -505,6 +615,7 @@ def test_fold_rules(
     o.recommendation = {
         "represented": Recommendation.DO_NOT_OPEN,
         "unique": Recommendation.OPEN_PR,
+        "partial": Recommendation.OPEN_PR,
         "conflict": Recommendation.REWORK,
     }[text]
     run = Run("s", "main", world.old, outcomes=[o])
@@ -519,3 +630,16 @@ def test_fold_rules(
     assert run.outcomes[0].verdict.value == text  # fold returns a new Run
     if text == "represented" and judgement == "needed":
         assert "disagree" in ev.detail
+    if judgement == "could-not-run":
+        assert "could not run" in ev.detail and ev.data["settle"]
+        if verdict != "inconclusive":
+            assert ev.detail.startswith(f"{text} (text evidence; ")
+    # pr.require_tests = false: a needed patch whose tests could not decide keeps its text verdict
+    loose = testing.fold(world.repo, run, [job], {job.id: _results("cpu", *runs)}, None, require_tests=False)
+    if judgement in ("could-not-run", "inconclusive"):
+        assert (loose.outcomes[0].verdict.value, loose.outcomes[0].recommendation.value) == (
+            text,
+            o.recommendation.value,
+        )
+    else:
+        assert loose.outcomes[0].verdict == out.verdict

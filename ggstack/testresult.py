@@ -1,0 +1,193 @@
+"""What one test run says: results that are evidence, or a harness error.
+
+A run that could not run — the command is not there, pytest or a module the
+tests import is not installed, the tests cannot be collected, pytest stopped
+on a usage or internal error, the process died without writing its JUnit
+XML, or it timed out — says nothing about the patch. Counting it as "the
+tests fail on the base" once made a patch ``needed`` because ``No module
+named pytest``; so every run is classified here, once, into a status and,
+for a harness error, its kind and the first lines that explain it, and only
+``failed`` (tests that ran and failed) is ever evidence.
+
+One exception is kept, because it is the commonest way a base lacks a patch:
+a test module that cannot be imported because it imports a name (or a
+module) that the patch adds to the code under test. That is the code
+failing, not the harness, and it is classified ``failed``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+# Harness-error kinds (TestResult.harness_error), each with what would settle it.
+SETTLE = {
+    "command-not-found": "install the command, or fix the test command in stack.toml",
+    "missing-module": "install {what} where the tests run (or use {{python}} in the test command "
+    "to run them with ggstack's own interpreter)",
+    "collection-error": "fix what stops the tests from being collected",
+    "usage-error": "fix the test command's options in stack.toml",
+    "internal-error": "fix the test runner's internal error (a plugin or conftest.py)",
+    "interrupted": "rerun; the test run was interrupted",
+    "crash": "find out why the test command died without writing its results",
+    "exit-code": "find out why the test command failed although every test passed",
+    "timeout": "raise tests.timeout in stack.toml, or fix the test that hangs",
+}
+
+_PYTEST_EXIT = {2: "interrupted", 3: "internal-error", 4: "usage-error"}
+_NOT_FOUND = re.compile(r"^(?:/bin/)?sh: (?:\d+: )?(?:line \d+: )?(\S+?):? (?:command )?not found", re.M)
+_NO_MODULE = re.compile(r"No module named '?([A-Za-z0-9_.]+)'?")
+_CANNOT_IMPORT = re.compile(r"cannot import name '([^']+)' from '([^']+)' \(([^)]*)\)")
+_EXPLAINING = re.compile(
+    r"(Error|error:|ERROR|not found|No module named|Traceback|Segmentation fault|Killed|Aborted|core dumped)"
+)
+_MAX_EXPLAIN = 5
+
+
+@dataclass
+class Cases:
+    """Per-test outcomes from JUnit XML, and the messages of the errored ones."""
+
+    passed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    messages: dict[str, str] = field(default_factory=dict)  # errored test -> its error text
+
+
+@dataclass(frozen=True)
+class Classified:
+    status: str  # passed | failed | skipped | error | timeout | no-tests
+    harness_error: str = ""  # one of SETTLE's kinds when the run could not run
+    reason: str = ""  # one line
+    explanation: str = ""  # the first lines that explain it
+    import_failures: tuple[str, ...] = ()  # tests that failed importing what the patch adds
+
+
+def read_junit(path: str) -> Cases | None:
+    """Per-test outcomes from a JUnit XML file; None when there is none."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    cases = Cases()
+    for case in root.iter("testcase"):
+        classname, name = case.get("classname") or "", case.get("name") or ""
+        test_id = f"{classname}::{name}" if classname else name
+        children = {child.tag: child for child in case}
+        if "failure" in children:
+            cases.failed.append(test_id)
+        elif "error" in children:
+            cases.errors.append(test_id)  # a collection or fixture error
+            err = children["error"]
+            cases.messages[test_id] = f"{err.get('message') or ''}\n{err.text or ''}"
+        elif "skipped" in children:
+            cases.skipped.append(test_id)
+        else:
+            cases.passed.append(test_id)
+    return cases
+
+
+def classify(
+    rc: int | None,
+    timed_out: bool,
+    cases: Cases | None,
+    output: str,
+    *,
+    timeout: float,
+    worktree: str = "",
+    code_paths: Sequence[str] = (),
+) -> Classified:
+    """The status of one run; a harness error names its kind and its first explaining lines."""
+    if timed_out:
+        return Classified(
+            "timeout", "timeout", f"timed out after {timeout:g} s (tests.timeout); its process group was killed"
+        )
+    if cases is None:
+        return _without_junit(rc, output)
+    if rc in (3, 4):  # pytest's internal or usage error: whatever the XML says, the run did not happen
+        kind = _PYTEST_EXIT[rc]
+        return _error(kind, f"exit code {rc} ({kind})", "\n".join([*cases.messages.values(), output]))
+    if cases.failed:
+        return Classified("failed")
+    if cases.errors:
+        return _errors(cases, worktree, code_paths)
+    if cases.skipped:
+        return Classified("skipped", reason=f"{len(cases.skipped)} test(s) skipped")
+    if not cases.passed:
+        return Classified("no-tests", reason="no tests collected")
+    if rc == 0:
+        return Classified("passed")
+    kind = _PYTEST_EXIT.get(rc or 0, "exit-code")
+    return _error(kind, f"exit code {rc} although every test passed", output)
+
+
+def _without_junit(rc: int | None, output: str) -> Classified:
+    """Not pytest, or it died before writing: the exit code and the output are all there is."""
+    if rc == 0:
+        return Classified("passed")
+    missing = _NOT_FOUND.search(output)
+    if rc == 127 or missing:
+        what = missing.group(1) if missing else "the test command"
+        return _error("command-not-found", f"command not found: {what}", output)
+    module = _NO_MODULE.search(output)
+    if module:
+        return _error("missing-module", f"No module named {module.group(1)}", output)
+    if rc == 5:
+        return Classified("no-tests", reason="no tests collected")
+    if rc in _PYTEST_EXIT:
+        return _error(_PYTEST_EXIT[rc], f"exit code {rc} ({_PYTEST_EXIT[rc]})", output)
+    how = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exit code {rc}"
+    return _error("crash", f"{how} and no JUnit XML written", output)
+
+
+def _errors(cases: Cases, worktree: str, code_paths: Sequence[str]) -> Classified:
+    """Errored tests: the code lacking what the patch adds (failed), or the harness (error)."""
+    lacking = tuple(t for t in cases.errors if _imports_the_patch(cases.messages.get(t, ""), worktree, code_paths))
+    if lacking and len(lacking) == len(cases.errors):
+        first = cases.messages[lacking[0]]
+        why = _CANNOT_IMPORT.search(first) or _NO_MODULE.search(first)
+        return Classified(
+            "failed",
+            reason=f"cannot import what the patch adds: {why.group(0) if why else 'import error'}",
+            import_failures=lacking,
+        )
+    text = "\n".join(cases.messages.get(t, "") for t in cases.errors)
+    module = _NO_MODULE.search(text)
+    if module:
+        return _error("missing-module", f"No module named {module.group(1)}", text)
+    return _error("collection-error", f"{len(cases.errors)} error(s) collecting or setting up tests", text)
+
+
+def _imports_the_patch(message: str, worktree: str, code_paths: Sequence[str]) -> bool:
+    """The test failed importing a name from the tree's own code, or a module the patch adds."""
+    name = _CANNOT_IMPORT.search(message)
+    if name and worktree:
+        where = os.path.realpath(name.group(3)) if name.group(3) else ""
+        root = os.path.realpath(worktree)
+        return where == root or where.startswith(root + os.sep)
+    module = _NO_MODULE.search(message)
+    if module:
+        stem = module.group(1).replace(".", "/")
+        return any(p in (stem + ".py", stem + "/__init__.py") for p in code_paths)
+    return False
+
+
+def _error(kind: str, reason: str, output: str) -> Classified:
+    return Classified("error", kind, reason, explain(output))
+
+
+def explain(output: str) -> str:
+    """The first lines of ``output`` that say what went wrong (else its last lines)."""
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    explaining = [line for line in lines if _EXPLAINING.search(line)]
+    return "\n".join((explaining or lines[-_MAX_EXPLAIN:])[:_MAX_EXPLAIN])
+
+
+def settle(kind: str, reason: str) -> str:
+    """What would let the tests decide, for a harness error of ``kind``."""
+    what = reason.removeprefix("No module named ").strip() if kind == "missing-module" else ""
+    return SETTLE.get(kind, "fix what stops the tests and rerun `ggstack test`").format(what=what or "it")
