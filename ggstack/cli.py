@@ -100,7 +100,13 @@ def main(ctx: click.Context, repo: str, patches: str | None) -> None:
     Typical:     ggstack import gg-clean abc123 --only vllm/ --original-pr owner/repo#130
                  ggstack check gg-clean --onto origin/dev/gilded-gnosis
     """
+    # A patch's tests must not reach the forge token, not even through /proc/<ggstack>/environ.
+    secrets.keep_out_of_environ(sys.argv[1:], release=ctx.invoked_subcommand not in _NO_FORGE_UNTIL_TESTED)
     ctx.obj = Ctx(repo, patches)
+
+
+# Commands that run a patch's tests: the token stays out of os.environ (sync releases it for its pr stage).
+_NO_FORGE_UNTIL_TESTED = ("test", "demo", "sync")
 
 
 # -- the series ------------------------------------------------------------------

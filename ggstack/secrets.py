@@ -6,19 +6,32 @@ PyGithub and git can quote either, and a message travels far: stderr, stdout
 (GitHub Actions log groups and annotations), the step summary, the saved Run.
 So every message on its way out goes through ``Secrets.scrub``, and a URL
 ggstack names itself is shown without its userinfo (``shown_url``).
+
+A patch's tests are the patch's code, and a process can read the environment
+its ancestors were started with (``/proc/<pid>/environ`` never changes after
+exec, whatever ``os.environ`` does later). So ``keep_out_of_environ`` starts
+ggstack again without the secrets in its environment, handing them over
+through an inherited pipe; they live in this module's memory (``held``) and
+go into ``os.environ`` — which only processes started later inherit — only
+for commands that talk to the forge, and for ``sync`` only after its tests.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
 URL_VARS = ("GITHUB_API_URL",)
 HIDDEN = "***"
+SECRETS_FD = "GGSTACK_SECRETS_FD"  # the inherited pipe the re-executed ggstack reads its secrets from
+
+held: dict[str, str] = {}  # the secrets taken out of the environment (empty until keep_out_of_environ)
 
 # scheme://userinfo@ anywhere in a text: whatever URL it is, its credentials are not for printing.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@]+@")
@@ -52,7 +65,7 @@ class Secrets:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Secrets:
-        env = os.environ if env is None else env
+        env = {**held, **os.environ} if env is None else env
         found = [env.get(var, "").strip() for var in TOKEN_VARS]
         for var in URL_VARS:
             found += _url_secrets(env.get(var, ""))
@@ -68,3 +81,49 @@ class Secrets:
 def scrub(text: str, env: Mapping[str, str] | None = None) -> str:
     """``text`` with every secret of the environment hidden."""
     return Secrets.from_env(env).scrub(text)
+
+
+def secret_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The entries of ``env`` that carry credentials: the tokens, an API URL with userinfo."""
+    found = {var: env[var] for var in TOKEN_VARS if env.get(var)}
+    found.update({var: env[var] for var in URL_VARS if "@" in env.get(var, "")})
+    return found
+
+
+def _running_as_ggstack() -> bool:
+    """This process is the ``ggstack`` program (not, say, a test calling the CLI in-process)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return (spec is not None and spec.name == "ggstack.__main__") or os.path.basename(sys.argv[0]) == "ggstack"
+
+
+def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
+    """Re-execute ggstack without its secrets in the process environment.
+
+    The first process writes them into a pipe and execs ``python -m ggstack
+    ARGV`` with the pipe's read end inherited and the secrets gone from the
+    environment; the second reads them into ``held`` and, when ``release``,
+    into ``os.environ`` (children started from then on inherit them)."""
+    if os.environ.get(SECRETS_FD, "").isdigit():
+        fd = int(os.environ.pop(SECRETS_FD))
+        with os.fdopen(fd, "rb") as pipe:
+            held.update(json.loads(pipe.read() or b"{}"))
+        if release:
+            release_to_environ()
+        return
+    found = secret_env(os.environ)
+    if not found or not _running_as_ggstack() or not hasattr(os, "execve"):
+        return
+    read, write = os.pipe()
+    os.write(write, json.dumps(found).encode())  # far below a pipe's buffer: no reader needed yet
+    os.close(write)
+    os.set_inheritable(read, True)
+    env = {k: v for k, v in os.environ.items() if k not in found}
+    env[SECRETS_FD] = str(read)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "ggstack", *argv], env)
+
+
+def release_to_environ() -> None:
+    """The held secrets into ``os.environ``: for the forge, after any test code has run."""
+    os.environ.update(held)

@@ -170,6 +170,7 @@ def sync(
         skip("pr", f"{', '.join(unsound) or 'apply'} did not succeed; the forge is not touched")
     else:
         planned = run
+        secrets.release_to_environ()  # the tests are done: the forge token may enter the environment now
         acted = attempt(
             "pr",
             lambda p: pr_stage.pr(
