@@ -71,10 +71,11 @@ def test_the_forge_token_is_not_readable_by_a_patchs_tests_not_even_through_proc
         assert token not in proc.stdout + proc.stderr
 
     gg("test", "probe", "--onto", "base-needed")
-    assert len(out.read_text().splitlines()) == 3  # base + tests, base + patch, old base + tests
+    by_test = len(out.read_text().splitlines())
+    assert by_test >= 2  # the old base + tests, the base + tests (here the same tree as base + patch)
     gg("sync", "probe", "--onto", "base-needed", "--dry-run", "--no-cache")
     probes = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(probes) > 3  # sync's test stage ran the probe again
+    assert len(probes) > by_test  # sync's test stage ran the probe again
     for p in probes:
         assert p["found"] == []
         assert p["read"] > 10 and len(p["ancestors"]) >= 3  # pytest, the shell, ggstack, …
