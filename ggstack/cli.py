@@ -485,8 +485,8 @@ def test_(
 
     The tests are the files the patch adds or changes that match
     stack.toml tests.paths; {tests} in tests.cpu/tests.gpu expands to them,
-    {python} to the interpreter running ggstack. Each run is a temporary git
-    worktree under the git dir; per-test results come from JUnit XML; a run
+    {python} to the interpreter running ggstack. Each run is a temporary
+    checkout of its own under the git dir (its own config, refs, stash); per-test results come from JUnit XML; a run
     that could not run (command missing, module missing, collection error,
     crash, timeout) is a harness error, never evidence. Results are cached by
     tree, command, interpreter and its installed distributions, and GPU

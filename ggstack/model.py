@@ -240,6 +240,7 @@ class TestResult:
     # interrupted | crash | exit-code | timeout; with the first lines of output that explain it.
     harness_error: str = ""
     explanation: str = ""
+    left_processes: list[str] = field(default_factory=list)  # "pid command" of what it left running, killed
 
 
 @dataclass

@@ -10,11 +10,14 @@ memory, through a temporary index (nothing of the user's is touched):
 3. *old-base*: the patch's original parent plus its test files — the
    control: a test that passes everywhere proves nothing.
 
-Each tree is checked out in its own temporary ``git worktree`` under the git
-dir (removed afterwards; a crashed run's leftovers are pruned by the next).
-The stack's command runs there in a process group of its own, so a timeout
-kills everything the tests started, and per-test results are read from
-pytest's JUnit XML, not guessed from exit codes. Results are cached by (tree,
+Each tree is checked out in a temporary repository of its own under the git
+dir (``git.add_isolated_checkout``: the user's objects, its own config, refs
+and stash — a test's ``git stash`` or ``git config`` stays there), removed
+afterwards; a crashed run's leftovers are pruned by the next. The stack's
+command runs there in a process group of its own, with a marker in its
+environment by which whatever it leaves running — even outside the group —
+is found and killed (``sweep``), and per-test results are read from pytest's
+JUnit XML, not guessed from exit codes. Results are cached by (tree,
 command, environment), so a rerun on an unchanged base runs nothing.
 
 Beyond one machine this module schedules nothing: ``matrix`` lists jobs for
@@ -675,9 +678,13 @@ def _run_in_worktree(
             " --collect-only" if collect_only else ""
         )
         env["PYTEST_ADDOPTS"] = f"{env['PYTEST_ADDOPTS']} {extra}" if env.get("PYTEST_ADDOPTS") else extra
+        env.update(_own_git_config(tmp))
+        marker = f"{os.getpid()}-{os.path.basename(wt)}"
+        env[_MARKER] = marker
         started = time.monotonic()
         rc, timed_out = run_group(job.command, wt, env, log, timeout, wt + ".pgid")
         seconds = round(time.monotonic() - started, 2)
+        left = sweep(lambda m: m == marker)
         with open(log, "rb") as f:
             f.seek(
                 max(0, os.path.getsize(log) - 8 * _TAIL_CHARS)
@@ -704,7 +711,61 @@ def _run_in_worktree(
     if said.status in _FAILING:
         result.output_tail = _tail(output)
     result.reason, result.harness_error, result.explanation = said.reason, said.harness_error, said.explanation
+    result.left_processes = left
     return result
+
+
+_MARKER = "GGSTACK_TEST_RUN"  # in the environment of every process a test run starts: "<ggstack pid>-<tree dir>"
+
+
+def _own_git_config(tmp: str) -> dict[str, str]:
+    """Copies of the user's global and system git config for the tests: the same
+    identity and settings, but a ``git config --global`` there changes only the copy."""
+    home = os.path.expanduser("~")
+    found = {
+        "GIT_CONFIG_GLOBAL": [os.environ.get("GIT_CONFIG_GLOBAL", ""), os.path.join(home, ".gitconfig")],
+        "GIT_CONFIG_SYSTEM": [os.environ.get("GIT_CONFIG_SYSTEM", ""), "/etc/gitconfig"],
+    }
+    env = {}
+    for var, candidates in found.items():
+        copy_path = os.path.join(tmp, var.lower())
+        source = next((c for c in candidates if c and os.path.isfile(c)), None)
+        with contextlib.suppress(OSError):
+            if source:
+                shutil.copyfile(source, copy_path)
+            else:
+                open(copy_path, "wb").close()
+        env[var] = copy_path
+    return env
+
+
+def sweep(owned: Callable[[str], bool]) -> list[str]:
+    """Kill every process whose environment carries a test-run marker that
+    ``owned`` claims — what a test left behind, even outside its process
+    group (``setsid sleep 302 &``); what was killed, as "pid command"."""
+    killed: list[str] = []
+    for _ in range(3):  # a process may fork while the first pass runs
+        found = []
+        for entry in _proc_entries():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = f.read()
+            except OSError:
+                continue
+            for item in environ.split(b"\0"):
+                if item.startswith(_MARKER.encode() + b"=") and owned(
+                    item.split(b"=", 1)[1].decode("utf-8", "replace")
+                ):
+                    found.append(int(entry))
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    words = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+                os.kill(pid, signal.SIGKILL)
+                killed.append(f"{pid} {words[:80]}")
+    return killed
 
 
 def run_group(
@@ -774,11 +835,12 @@ def _worktree(repo: git.Repository, tt: TestTree) -> Iterator[str]:
     try:
         with _GIT_LOCK:
             commit = repo.commit_tree(tt.tree, [tt.parent] if tt.parent else [], "ggstack test tree\n", scratch=True)
-            repo.add_worktree(path, commit)
+            repo.add_isolated_checkout(path, commit)
         yield path
     finally:
-        with _GIT_LOCK:
-            _remove_worktree(repo, path)
+        shutil.rmtree(path, ignore_errors=True)  # its own repository: nothing of the user's to unregister
+        with contextlib.suppress(OSError):
+            os.unlink(path + ".pgid")
 
 
 def _stop_pytest_config_search(root: str) -> None:
@@ -816,6 +878,7 @@ def prune_leftovers(repo: git.Repository) -> list[str]:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(root, name))
     repo.prune_worktrees()
+    sweep(lambda marker: not _alive(int(marker.split("-", 1)[0])) if marker.split("-", 1)[0].isdigit() else False)
     return removed
 
 
@@ -1051,6 +1114,11 @@ def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgeme
     kind = combine(judgements)
     detail = "; ".join(j.detail for j in sorted(judgements, key=lambda j: j.kind != kind))  # the deciding kind first
     d = _decide(repo, o, kind, detail, judged[0][0], require_tests)
+    left = [
+        f"{r.kind} {LABELS.get(r.where, r.where)}: {', '.join(r.left_processes)}" for r in o.tests if r.left_processes
+    ]
+    if left:
+        d.detail += "; left processes behind (killed): " + "; ".join(left)
     undecided = [jd for jd in judgements if jd.kind in _UNDECIDED]
     o.verdict, o.recommendation = d.verdict, d.recommendation
     if d.commits:

@@ -79,3 +79,77 @@ def test_the_forge_token_is_not_readable_by_a_patchs_tests_not_even_through_proc
     for p in probes:
         assert p["found"] == []
         assert p["read"] > 10 and len(p["ancestors"]) >= 3  # pytest, the shell, ggstack, …
+
+
+MEDDLER = """import os
+import subprocess
+
+
+def test_meddles_with_git_and_leaves_a_process_behind():
+    def git(*args):
+        subprocess.run(["git", *args], check=True, capture_output=True)
+
+    with open("README", "a") as f:
+        f.write("changed by the test\\n")
+    git("stash")
+    git("config", "user.name", "Changed By A Test")
+    git("config", "--global", "user.name", "Changed By A Test Globally")
+    git("-c", "user.email=t@example.com", "-c", "user.name=T", "commit", "--allow-empty", "-qm", "from a test")
+    git("tag", "from-a-test")
+    git("branch", "from-a-test")
+    git("update-ref", "refs/heads/main", "HEAD")
+    leftover = subprocess.Popen(["setsid", "sleep", "302"], start_new_session=True)
+    with open(os.environ["GGSTACK_PROBE_OUT"], "a") as f:
+        f.write(f"{leftover.pid}\\n")
+"""
+
+
+def _git_state(world: tr.World) -> dict[str, str]:
+    g = world.fork
+    return {
+        "refs": g.git("for-each-ref", "--format=%(refname) %(objectname)"),
+        "stash": g.git("stash", "list"),
+        "config": (world.fork.path / ".git" / "config").read_text(),
+        "status": g.git("status", "--porcelain"),
+        "head": g.git("rev-parse", "HEAD"),
+    }
+
+
+def test_what_a_test_does_with_git_stays_in_its_own_checkout_and_what_it_leaves_running_is_killed(
+    tmp_path: Path,
+) -> None:
+    world = tr.World(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = The User\n\temail = user@example.com\n")
+    pids = tmp_path / "pids"
+    meddler = world.on(world.old, "a test that meddles", {"tests/test_meddle.py": MEDDLER})
+    world.stack(
+        "m", [meddler], cpu="{python} -m pytest -q -p no:cacheprovider {tests}", env={"GGSTACK_PROBE_OUT": str(pids)}
+    )
+    before, global_before = _git_state(world), (home / ".gitconfig").read_text()
+
+    proc = tr.run_ggstack(
+        "--repo",
+        str(world.fork.path),
+        "--patches",
+        str(world.patches),
+        "test",
+        "m",
+        "--onto",
+        "base-needed",
+        "--json",
+        cwd=tmp_path,
+        env={"HOME": str(home)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    patch = json.loads(proc.stdout)["patches"][0]
+    assert {r["status"] for r in patch["tests"]} == {"passed"}  # git worked there, on its own repository
+    assert _git_state(world) == before
+    assert (home / ".gitconfig").read_text() == global_before
+
+    left = [int(p) for p in pids.read_text().split()]
+    assert left and tr.wait_dead(left) == []  # setsid put it outside the process group: swept all the same
+    assert all(r["left_processes"] for r in patch["tests"] if not r["cached"])
+    (ev,) = [e for e in patch["evidence"] if e["kind"] == "tests"]
+    assert "left processes behind (killed)" in ev["detail"] and "sleep 302" in ev["detail"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ggstack.git.runner import Runner
+from ggstack.git.runner import Runner, plain_git
 
 
 class Worktrees(Runner):
@@ -25,6 +25,21 @@ class Worktrees(Runner):
             path,
             commit,
         )
+
+    def add_isolated_checkout(self, path: str, commit: str) -> None:
+        """A repository of its own at ``path`` with ``commit`` checked out, detached.
+
+        Its objects are this repository's (``objects/info/alternates``: nothing
+        is copied), but its config, refs, stash, index and hooks are its own, so
+        what a patch's tests do with git there (``git stash``, ``git config``,
+        a commit, a tag) never reaches this repository; it has no refs to copy
+        either, which keeps it as cheap as a worktree."""
+        self.flush_objects()  # the checkout reads them through the alternates
+        os.makedirs(path, exist_ok=True)
+        plain_git("init", "-q", path)
+        with open(os.path.join(path, ".git", "objects", "info", "alternates"), "w") as f:
+            f.write(os.path.abspath(os.path.join(self.common_dir, "objects")) + "\n")
+        plain_git("-C", path, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "--detach", commit)
 
     def remove_worktree(self, path: str) -> None:
         self.run("worktree", "remove", "--force", "--force", path, check=False)
