@@ -567,22 +567,31 @@ def evidence_words(o: Outcome) -> str:
     verdict = o.verdict.value if o.verdict else (o.applied.value if o.applied else NOT_JUDGED)
     text = verdict_words(o).partition(" — ")[2].replace(" (content)", "") if o.verdict else ""
     first, _, rest = text.partition("; ")
-    parts = [first] if first else []
-    tests = [e.detail.removeprefix(f"{verdict}: ") for e in o.evidence if e.kind == "tests" and e.detail]
-    if not tests:
-        tests = [test_words(t) for t in o.tests if t.status != "passed" or t.where == "patched"]
+    tests = _tests_words(o, verdict)
     if o.verdict in (Verdict.BROKEN, Verdict.INCONCLUSIVE):
-        parts = tests + parts + ([rest] if rest else [])  # the tests decided: they come first
+        parts = [*tests, first, rest]  # the tests decided: they come first
     else:
-        parts += tests + ([rest] if rest else [])
-    if not parts and o.conflict:
-        parts.append("conflicts in " + ", ".join(o.conflict.paths))
-    if not parts and o.applied is Applied.EMPTY:
-        parts.append("replaying it onto the base changes nothing")
+        parts = [first, *tests, rest]
+    parts = [p for p in parts if p] or _apply_words(o)
     if o.note:
         parts.append(o.note)
     parts = list(dict.fromkeys(p for p in parts if p))
     return f"{verdict}: {'; '.join(parts)}" if parts else verdict
+
+
+def _tests_words(o: Outcome, verdict: str) -> list[str]:
+    """What the patch's tests said: their judgement, else each telling run."""
+    tests = [e.detail.removeprefix(f"{verdict}: ") for e in o.evidence if e.kind == "tests" and e.detail]
+    return tests or [test_words(t) for t in o.tests if t.status != "passed" or t.where == "patched"]
+
+
+def _apply_words(o: Outcome) -> list[str]:
+    """Where nothing was judged: what replaying it did."""
+    if o.conflict:
+        return ["conflicts in " + ", ".join(o.conflict.paths)]
+    if o.applied is Applied.EMPTY:
+        return ["replaying it onto the base changes nothing"]
+    return []
 
 
 def test_words(t: TestResult) -> str:
