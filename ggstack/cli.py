@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any, cast
 
 import click
 from rich.console import Console
@@ -57,7 +58,31 @@ def warn(message: str) -> None:
 
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+    if sys.stdout.isatty():
+        return Console(highlight=False, soft_wrap=False)
+    return Console(file=cast(IO[str], _NoTrailingSpace(sys.stdout)), highlight=False, soft_wrap=False, width=200)
+
+
+class _NoTrailingSpace(io.TextIOBase):
+    """Piped output as plain lines: rich pads a table's title and cells to their width."""
+
+    def __init__(self, out: Any) -> None:
+        self.out, self.pending = out, ""
+
+    def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in lines:
+            self.out.write(line.rstrip(" ") + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.out.write(self.pending.rstrip(" "))
+            self.pending = ""
+        self.out.flush()
+
+    def isatty(self) -> bool:
+        return False
 
 
 def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -766,8 +791,9 @@ class _TerminalObserver:
     show_default=True,
     help="table for the terminal, markdown for GitHub (PR comment, step summary), json for the Run itself.",
 )
+@click.option("--verbose", "-v", is_flag=True, help="The table with the whole evidence in words and the provenance.")
 @handled
-def report_(run_file: str, fmt: str) -> None:
+def report_(run_file: str, fmt: str, verbose: bool) -> None:
     """Render a saved Run for the maintainer deciding merge or close.
 
     Per patch, in merge order: verdict, recommendation, the evidence in words,
@@ -785,7 +811,7 @@ def report_(run_file: str, fmt: str) -> None:
         click.echo(report.markdown(run), nl=False)
     else:
         out = console()
-        out.print(report.report_table(run))
+        out.print(report.report_table(run, verbose=verbose))
         for o in run.outcomes:
             if o.verdict and o.verdict.value == "partial" and o.remaining_diff:
                 out.print(f"\n{o.name}: remaining diff", markup=False)

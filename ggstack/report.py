@@ -671,23 +671,62 @@ def settle_words(o: Outcome) -> str:
     return ""
 
 
-def report_table(run: Run) -> Table:
-    """``ggstack report --format table``: one row a patch, in merge order."""
+_VERDICT_STYLES: dict[Verdict | None, str] = {
+    Verdict.UNIQUE: "green",
+    Verdict.REPRESENTED: "cyan",
+    Verdict.PARTIAL: "yellow",
+    Verdict.CONFLICT: "bold red",
+    Verdict.BROKEN: "bold red",
+    Verdict.INCONCLUSIVE: "yellow",
+}
+MAIN_TABLE_WIDTH = 100
+
+
+def report_table(run: Run, *, verbose: bool = False) -> Table:
+    """``ggstack report --format table``: one row a patch, in merge order.
+
+    The main table fits 100 columns: the patch, its verdict and
+    recommendation, one short evidence line, the PR. ``verbose`` adds the
+    whole evidence in words and the provenance (as ``show``, Markdown and
+    JSON have them)."""
+    if verbose:
+        return _verbose_table(run)
+    table = Table(title=Text(header_line(run)), title_justify="left", width=MAIN_TABLE_WIDTH)
+    table.add_column("patch", overflow="fold", max_width=26)
+    table.add_column("verdict, recommendation", overflow="fold", max_width=20)
+    table.add_column("evidence", overflow="fold", ratio=1)
+    table.add_column("PR", overflow="fold", max_width=10)
+    for o in run.outcomes:
+        verdict = o.verdict.value if o.verdict else NOT_JUDGED
+        rec = recommendation_words(o).split(" — ")[0]
+        style = _VERDICT_STYLES.get(o.verdict, "")
+        table.add_row(
+            Text(o.name),
+            Text.assemble((verdict, style), "\n", rec),  # Text, not markup: names and evidence may hold "[...]"
+            Text(short_evidence(o, run)),
+            Text(_pr_short(o)),
+        )
+    return table
+
+
+def _pr_short(o: Outcome) -> str:
+    """The PR in a word or two: "#12 draft", "new", "#9 closed"."""
+    pr = o.pr
+    if pr is None:
+        return ""
+    if pr.number is None:
+        return "new" if pr.state == "planned" else ""
+    return f"#{pr.number} " + ("draft" if pr.state == "open" and pr.draft else pr.state or "open")
+
+
+def _verbose_table(run: Run) -> Table:
+    """The table with everything in words: the whole evidence and the provenance."""
     table = Table(title=Text(header_line(run)), title_justify="left")
     for col in ("#", "patch", "verdict", "recommendation", "evidence", "provenance", "PR"):
         table.add_column(col, overflow="fold")
-    styles: dict[Verdict | None, str] = {
-        Verdict.UNIQUE: "green",
-        Verdict.REPRESENTED: "cyan",
-        Verdict.PARTIAL: "yellow",
-        Verdict.CONFLICT: "bold red",
-        Verdict.BROKEN: "bold red",
-        Verdict.INCONCLUSIVE: "yellow",
-    }
     for i, o in enumerate(run.outcomes, 1):
         verdict = o.verdict.value if o.verdict else NOT_JUDGED
         pr = pr_words(o) + (f"\n{o.pr.url}" if o.pr and o.pr.url else "")
-        # Text, not markup: subjects and evidence may hold "[...]".
         cells = [
             f"{o.name}\n{o.subject}",
             verdict,
@@ -696,8 +735,55 @@ def report_table(run: Run) -> Table:
             "\n".join(provenance_words(o)),
             pr,
         ]
-        table.add_row(str(i), *(Text(c, style=styles.get(o.verdict, "") if c is verdict else "") for c in cells))
+        table.add_row(
+            str(i), *(Text(c, style=_VERDICT_STYLES.get(o.verdict, "") if c is verdict else "") for c in cells)
+        )
     return table
+
+
+_TESTS_SHORT = {
+    "broken": "tests fail with it",
+    "needed": "tests fail without it",
+    "represented": "tests pass on the base without it",
+    "none": "",
+}
+
+
+def short_evidence(o: Outcome, run: Run) -> str:
+    """One short line: "represented by 6eaa67e5b9 “subject” — 100% of added lines; tests pass on base without it"."""
+    parts = [_text_short(o, run)]
+    tests = next((e for e in o.evidence if e.kind == "tests"), None)
+    if tests is not None:
+        judgement = str(tests.data.get("judgement", ""))
+        if judgement in ("could-not-run", "inconclusive"):
+            cause = tests.detail.rsplit(": ", 1)[-1] if ": " in tests.detail else tests.detail
+            parts.append(("tests could not run: " if judgement == "could-not-run" else "tests inconclusive: ") + cause)
+        else:
+            parts.append(_TESTS_SHORT.get(judgement, ""))
+        pending = tests.data.get("pending") or []
+        if pending:
+            parts.append(f"{', '.join(pending)} tests pending")
+    return "; ".join(p for p in parts if p)
+
+
+def _text_short(o: Outcome, run: Run) -> str:
+    if o.verdict in (Verdict.REPRESENTED, Verdict.PARTIAL) and o.represented_by:
+        by = commit_words(o.represented_by[0], run) + (
+            f" +{len(o.represented_by) - 1}" if len(o.represented_by) > 1 else ""
+        )
+        share = f"{round(100 * o.represented_fraction)}% of its lines" if o.represented_fraction else ""
+        blame = next((e.detail for e in o.evidence if e.kind == "blame"), "")
+        m = re.match(r"(\d+% of added lines)", blame)
+        share = m.group(1) if m else share
+        word = "by" if o.verdict is Verdict.REPRESENTED else "partly by"
+        return f"{word} {by}" + (f" — {share}" if share else "")
+    if o.conflict:
+        return "conflicts in " + ", ".join(o.conflict.paths[:2]) + (" …" if len(o.conflict.paths) > 2 else "")
+    if o.verdict is Verdict.UNIQUE:
+        return "not in the base"
+    if o.recommendation is Recommendation.HUMAN_LOOK:
+        return "the signals disagree (see --verbose)"
+    return ""
 
 
 def stage_words(run: Run) -> str:
