@@ -69,9 +69,12 @@ def _reuse_installed_packages(checkout: Path, path: str) -> None:
 
 
 def _row(stdout: str, n: int) -> str:
-    line = next((line for line in stdout.splitlines() if re.match(rf"^\W*{n}\W+000{n}-", line)), None)
-    assert line, f"no table row for patch {n} in:\n{stdout}"
-    return line
+    """The lines of patch ``n``'s row in the maintainer's table (a row spans lines)."""
+    lines = stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if re.match(rf"^\W*000{n}-", line)), None)
+    assert start is not None, f"no table row for patch {n} in:\n{stdout}"
+    end = next((i for i in range(start + 1, len(lines)) if re.match(r"^\W*\d{4}-|^\W*$|^└", lines[i])), len(lines))
+    return "\n".join(lines[start:end])
 
 
 def test_readme_first_command_sets_up_and_tells_the_story(tmp_path: Path) -> None:
