@@ -695,7 +695,7 @@ def report_table(run: Run, *, verbose: bool = False) -> Table:
     table.add_column("patch", overflow="fold", max_width=26)
     table.add_column("verdict, recommendation", overflow="fold", max_width=20)
     table.add_column("evidence", overflow="fold", ratio=1)
-    table.add_column("PR", overflow="fold", max_width=10)
+    table.add_column("PR", overflow="fold", max_width=14)
     for o in run.outcomes:
         verdict = o.verdict.value if o.verdict else NOT_JUDGED
         rec = recommendation_words(o).split(" — ")[0]
@@ -710,12 +710,12 @@ def report_table(run: Run, *, verbose: bool = False) -> Table:
 
 
 def _pr_short(o: Outcome) -> str:
-    """The PR in a word or two: "#12 draft", "new", "#9 closed"."""
+    """The PR in a word or two: "#12 draft", "new PR planned", "#9 closed"."""
     pr = o.pr
     if pr is None:
         return ""
     if pr.number is None:
-        return "new" if pr.state == "planned" else ""
+        return "new PR planned" if pr.state == "planned" else ""
     return f"#{pr.number} " + ("draft" if pr.state == "open" and pr.draft else pr.state or "open")
 
 
