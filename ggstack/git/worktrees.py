@@ -34,9 +34,8 @@ class Worktrees(Runner):
         what a patch's tests do with git there (``git stash``, ``git config``,
         a commit, a tag) never reaches this repository; it has no refs to copy
         either, which keeps it as cheap as a worktree."""
-        self.flush_objects()  # the checkout reads them through the alternates
         os.makedirs(path, exist_ok=True)
-        plain_git("init", "-q", path)
+        plain_git("init", "-q", f"--object-format={getattr(self, 'object_format', 'sha1')}", path)
         with open(os.path.join(path, ".git", "objects", "info", "alternates"), "w") as f:
             f.write(os.path.abspath(os.path.join(self.common_dir, "objects")) + "\n")
         plain_git("-C", path, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "--detach", commit)
