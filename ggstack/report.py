@@ -6,6 +6,7 @@ and the bot's step summary say can never disagree.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -336,10 +337,10 @@ def _merge_order(run: Run, outcome: Outcome, order: list[Outcome], onto: str) ->
         f"This is PR {n} of {len(order)} in the {md_code(run.stack or '')} stack onto {md_code(onto)}. Merge in this order:",
         "",
     ]
-    for i, o in enumerate(order, 1):
-        # Its own number is not known before it is opened: naming it would cost an edit.
-        subject = md_line(o.subject)
-        lines.append(f"{i}. **this PR**: {subject}" if o.name == outcome.name else f"{i}. {_pr_ref(o)} {subject}")
+    listed = list(_order_lines(tuple((_pr_ref(o), o.subject) for o in order)))
+    # Its own number is not known before it is opened: naming it would cost an edit.
+    listed[n - 1] = f"{n}. **this PR**: {md_line(outcome.subject)}"
+    lines += listed
     neighbours = []
     if n > 1:
         neighbours.append(f"Previous: {_pr_ref(order[n - 2])}")
@@ -348,6 +349,12 @@ def _merge_order(run: Run, outcome: Outcome, order: list[Outcome], onto: str) ->
     if neighbours:
         lines += ["", " · ".join(neighbours)]
     return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=4)
+def _order_lines(order: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """The merge-order list, rendered once for every PR of a stack (each body lists them all)."""
+    return tuple(f"{i}. {ref} {md_line(subject)}" for i, (ref, subject) in enumerate(order, 1))
 
 
 def closing_comment(run: Run, outcome: Outcome) -> str:

@@ -193,7 +193,8 @@ def plan(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", onl
 
 
 def _parent(repo: git.Repository, commit: str) -> str:
-    parents = repo.commit_info(commit).parents
+    info = repo.read_commit(commit)  # the persistent reader: one process for the whole plan, not one a patch
+    parents = (info or repo.commit_info(commit)).parents
     return parents[0] if parents else commit
 
 
