@@ -49,13 +49,15 @@ def stack(
     if run is None:
         run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
     outcomes = [_outcome(run, patch) for patch in stack.patches]
-    k = cache.key(["stack", stack.name, base, *(x for p in stack.patches for x in (p.name, p.raw))])
+    candidates = cache.candidates_key(stack)
+    k = cache.key([candidates, base])
     if use_cache and cache.load(repo, k, run):
         run.stages["check"] = "ok"
         return run
-    _judge(repo, stack, base, run, outcomes, progress)
+    if not (use_cache and cache.carry_over(repo, stack, candidates, run)):
+        _judge(repo, stack, base, run, outcomes, progress)
     if cache.worth_keeping(run):
-        cache.save(repo, k, run)
+        cache.save(repo, k, run, candidates=candidates)
     run.stages["check"] = "ok"
     return run
 

@@ -15,6 +15,9 @@ class History(Objects):
         proc = self.run("merge-base", "--end-of-options", a, b, check=False)
         return proc.stdout.decode().strip() or None
 
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        return self.run("merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode == 0
+
     def is_shallow(self) -> bool:
         return os.path.exists(os.path.join(self.common_dir, "shallow"))
 
