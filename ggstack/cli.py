@@ -508,7 +508,7 @@ def test_(
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             except OSError as e:
                 raise UserError(f"--results: cannot create its directory: {e.strerror}", path=path) from None
-        series.write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
+        state.write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
         click.echo(f"wrote {path} ({len(doc['jobs'])} job(s))")
         return
     if merge:

@@ -31,18 +31,17 @@ import copy
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git, replay, report
 from ggstack.errors import InfraError, UserError
 from ggstack.forge import Comment, CommitFacts, Forge, RemotePR
-from ggstack.model import Applied, Outcome, Patch, PRState, Run, Stack, Verdict
+from ggstack.model import Applied, Outcome, Patch, Progress, PRState, Run, Stack, Verdict
 from ggstack.secrets import TOKEN_VARS
 
 NEEDED = (Verdict.UNIQUE, Verdict.PARTIAL)  # the only verdicts that get a PR
 OFFLINE = "offline: no forge was read; planned as if nothing existed on it"
-Progress = Callable[[int, int, str], None]
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*: .*|\(cherry picked from commit [0-9a-f]+\))$")
 
 

@@ -41,14 +41,12 @@ import hashlib
 import json
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggstack import git, series, state
 from ggstack.errors import UserError
-from ggstack.model import Applied, Conflict, Outcome, Patch, Run, Stack
-
-Progress = Callable[[int, int, str], None]  # (done, total, what)
+from ggstack.model import Applied, Conflict, Outcome, Patch, Progress, Run, Stack
 
 _CONTEXT = 3  # lines of context kept around a conflict region
 
@@ -100,7 +98,7 @@ class Cache:
 
     def save(self) -> None:
         if self._dirty:
-            series.write_atomic(self._path, json.dumps(self._data, sort_keys=True).encode())
+            state.write_atomic(self._path, json.dumps(self._data, sort_keys=True).encode())
             self._dirty = False
 
 

@@ -10,10 +10,11 @@ ggstack names itself is shown without its userinfo (``shown_url``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
@@ -68,3 +69,27 @@ class Secrets:
 def scrub(text: str, env: Mapping[str, str] | None = None) -> str:
     """``text`` with every secret of the environment hidden."""
     return Secrets.from_env(env).scrub(text)
+
+
+@contextlib.contextmanager
+def withheld() -> Iterator[None]:
+    """The forge token out of this process's environment for the block.
+
+    ``sync``'s test stage runs code from the patches, and their output is kept
+    in the Run: in one sync process that must not see the token that ``pr``
+    needs next (nor a git auth header the CI passes as GIT_CONFIG_*).
+    """
+    saved = {k: v for k, v in os.environ.items() if k in TOKEN_VARS}
+    count = os.environ.get("GIT_CONFIG_COUNT", "")
+    for i in range(int(count) if count.isdigit() else 0):
+        if os.environ.get(f"GIT_CONFIG_KEY_{i}", "").lower().endswith(".extraheader"):
+            saved[f"GIT_CONFIG_VALUE_{i}"] = os.environ[f"GIT_CONFIG_VALUE_{i}"]
+    for k in saved:
+        if k.startswith("GIT_CONFIG_VALUE_"):
+            os.environ[k] = ""  # the key stays, so git still sees a well-formed list
+        else:
+            del os.environ[k]
+    try:
+        yield
+    finally:
+        os.environ.update(saved)

@@ -31,7 +31,6 @@ from ggstack.diff import DiffError, split_diff
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
 from ggstack.model import Patch, Provenance, PRPolicy, Stack, StackConfig, TargetConfig, TestConfig
-from ggstack.state import write_atomic  # noqa: F401  (other modules write their files through it)
 
 STACK_TOML = "stack.toml"
 SERIES = "series"

@@ -33,18 +33,17 @@ step summary; this module writes those, the CLI only chooses where.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol, TextIO
 
-from ggstack import check, git, replay, report, secrets, series, testing
+from ggstack import check, git, replay, report, secrets, state, testing
 from ggstack import pr as pr_stage
 from ggstack.errors import InfraError, UserError
-from ggstack.model import Outcome, Run, Stack, Verdict
+from ggstack.model import Outcome, Progress, Run, Stack, Verdict
 from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
-
-Progress = Callable[[int, int, str], None]
 
 STAGES = ("fetch", "apply", "check", "test", "pr")
 FAILED_INFRA = "failed (infrastructure)"
@@ -157,7 +156,7 @@ def sync(
         skip("test", "needs the verdicts of check")
     else:
         judged = checked
-        with forge_credentials_withheld():
+        with secrets.withheld():
             tested = attempt("test", lambda p: testing.test(repo, stack, judged, gpu=gpu, progress=p))
         run = tested or run
     unsound = [s for s in ("fetch", "apply", "check", "test") if stages.get(s, "ok").startswith(("failed", SKIPPED))]
@@ -175,33 +174,11 @@ def sync(
     if run is None:
         run = skeleton(stack, base_ref, base)
     ordered = {s: stages[s] for s in STAGES if s in stages}
-    run.stages = {**ordered, **{k: v for k, v in run.stages.items() if k not in ordered}}
-    run.errors = list(dict.fromkeys([*run.errors, *errors]))
-    return run
-
-
-@contextlib.contextmanager
-def forge_credentials_withheld() -> Iterator[None]:
-    """The forge token out of this process's environment for the block.
-
-    The test stage runs code from the patches, and their output is kept in
-    the Run: in one sync process that must not see the token that ``pr``
-    needs next (nor a git auth header the CI passes as GIT_CONFIG_*).
-    """
-    saved = {k: v for k, v in os.environ.items() if k in secrets.TOKEN_VARS}
-    count = os.environ.get("GIT_CONFIG_COUNT", "")
-    for i in range(int(count) if count.isdigit() else 0):
-        if os.environ.get(f"GIT_CONFIG_KEY_{i}", "").lower().endswith(".extraheader"):
-            saved[f"GIT_CONFIG_VALUE_{i}"] = os.environ[f"GIT_CONFIG_VALUE_{i}"]
-    for k in saved:
-        if k.startswith("GIT_CONFIG_VALUE_"):
-            os.environ[k] = ""  # the key stays, so git still sees a well-formed list
-        else:
-            del os.environ[k]
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
+    return dataclasses.replace(
+        run,
+        stages={**ordered, **{k: v for k, v in run.stages.items() if k not in ordered}},
+        errors=list(dict.fromkeys([*run.errors, *errors])),
+    )
 
 
 def skeleton(stack: Stack, base_ref: str, base: str) -> Run:
@@ -236,12 +213,12 @@ def save_run(repo: git.Repository, run: Run, path: str | None = None) -> str:
     """Write the Run to ``path`` and as the stack's last run under the git dir; returns where."""
     data = report.run_json(run).encode()
     last = os.path.join(repo.state_dir("runs"), _file_safe(run.stack or "commits") + ".json")
-    series.write_atomic(last, data)
+    state.write_atomic(last, data)
     if path:
         parent = os.path.dirname(os.path.abspath(path))
         try:
             os.makedirs(parent, exist_ok=True)
-            series.write_atomic(path, data)
+            state.write_atomic(path, data)
         except OSError as e:  # a folder on the way is a file, or not writable
             raise UserError(
                 f"--run-json: cannot write it: {e.strerror} (the Run is saved in {last})", path=path

@@ -560,6 +560,7 @@ def test_check_after_apply_keeps_the_apply_facts(world: GitRepo) -> None:
     applied = replay.apply(repo, stack, "main", write=False)
     before = [(o.applied, o.commit) for o in applied.outcomes]
     run = check.stack(repo, stack, "main", run=applied)
-    assert run is applied and run.stages["check"] == "ok" and run.stages["apply"] == "ok"
+    assert run.stages["check"] == "ok" and run.stages["apply"] == "ok"
+    assert run is not applied and "check" not in applied.stages  # a stage returns a new Run: apply's stays apply's
     assert [(o.applied, o.commit) for o in run.outcomes] == before
     assert [o.verdict for o in run.outcomes] == [Verdict.REPRESENTED, Verdict.UNIQUE]

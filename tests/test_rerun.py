@@ -105,3 +105,18 @@ def test_a_base_that_went_back_is_judged_again(upstream: GitRepo) -> None:
     repo, stack = _two_patches(upstream)
     upstream.git("branch", "older", "main~1")  # before the pick: not a move past the judged base
     assert _carried(repo, stack, "older") is None
+
+
+def test_each_stage_leaves_the_run_it_is_given_as_it_was(upstream: GitRepo) -> None:
+    """One rule for who may change a Run: a stage returns a new one (sync keeps apply's, check's, test's)."""
+    from ggstack import testing
+
+    repo, stack = _two_patches(upstream)
+    applied = replay.apply(repo, stack, "main", write=False)
+    before = applied.to_json()
+    checked = check.stack(repo, stack, "main", run=applied, use_cache=False)
+    assert applied.to_json() == before
+    assert [o.verdict for o in checked.outcomes] == [Verdict.UNIQUE, Verdict.REPRESENTED]
+    judged = checked.to_json()
+    tested = testing.test(repo, stack, checked)
+    assert checked.to_json() == judged and tested.stages["test"] == "ok"

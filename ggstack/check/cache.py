@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ggstack import git, series
+from ggstack import git, state
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, REVERTS, SPID, normal_subject, pr_numbers
 from ggstack.model import Applied, Conflict, Evidence, Outcome, Recommendation, Run, Stack, Verdict
 
@@ -82,11 +82,11 @@ def save(repo: git.Repository, k: str, run: Run, *, candidates: str | None = Non
         "subjects": run.subjects,
         "outcomes": [_judged(o) for o in run.outcomes],
     }
-    series.write_atomic(_path(repo, k), json.dumps(data).encode())
+    state.write_atomic(_path(repo, k), json.dumps(data).encode())
     _prune(os.path.dirname(_path(repo, k)))
     if candidates:
         last = {"base": run.base, "key": k}
-        series.write_atomic(_last_path(repo, candidates), json.dumps(last).encode())
+        state.write_atomic(_last_path(repo, candidates), json.dumps(last).encode())
         _prune(os.path.dirname(_last_path(repo, candidates)))
 
 

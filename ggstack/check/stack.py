@@ -9,7 +9,7 @@ StGit's cumulative reverse-apply after it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggstack import diff, git, replay
@@ -20,9 +20,7 @@ from ggstack.check.groups import Group
 from ggstack.check.history import CHANGE_ID, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.signals import Candidate
-from ggstack.model import Applied, Outcome, Patch, Run, Stack, Verdict
-
-Progress = Callable[[int, int, str], None]
+from ggstack.model import Applied, Outcome, Patch, Progress, Run, Stack, Verdict
 
 
 @dataclass
@@ -48,6 +46,8 @@ def stack(
     base = replay.resolve_base(repo, stack, base_ref)
     if run is None:
         run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
+    else:
+        run = run.copy()  # apply's Run stays apply's
     outcomes = [_outcome(run, patch) for patch in stack.patches]
     candidates = cache.candidates_key(stack)
     k = cache.key([candidates, base])
