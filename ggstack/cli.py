@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ggstack import git, replay, report, secrets, series, state
+from ggstack import git, importing, replay, report, secrets, series, state
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Run, Stack, Verdict
 
@@ -166,7 +166,7 @@ def import_(
     """
     with obj.editing(stack, "import"):
         before = obj.stack(stack)
-        after = series.import_commits(
+        after = importing.import_commits(
             obj.repo, before, revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped
         )
         series.save(after)

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
-from ggstack import git, series, state
+from ggstack import git, importing, series, state
 from ggstack.demofork import history
 from ggstack.errors import UserError
 from ggstack.model import Progress, Run, Stack
@@ -90,7 +90,7 @@ def export_stack(fork: Fork, patches_dir: str) -> Stack:
     state.write_atomic(os.path.join(path, series.STACK_TOML), STACK_TOML.encode())
     stack = series.load(patches_dir, STACK)
     for imp in history.IMPORTS:
-        stack = series.import_commits(
+        stack = importing.import_commits(
             fork.repo,
             stack,
             [fork.commits[imp.commit]],

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import check, git, series
+from ggstack import check, git, importing, series
 from ggstack.model import Recommendation, Verdict
 
 LINES = [f"line {i}" for i in range(1, 41)]
@@ -418,7 +418,7 @@ def test_file_added_by_the_patch_inside_a_larger_base_file(world: GitRepo) -> No
 def _stack(world: GitRepo, repo: git.Repository, *commits: str):
     patches = world.path / "patches"
     series.init(str(patches), "s", "owner/repo", "main")
-    stack = series.import_commits(repo, series.load(str(patches), "s"), list(commits))
+    stack = importing.import_commits(repo, series.load(str(patches), "s"), list(commits))
     series.save(stack)
     return series.load(str(patches), "s")
 

@@ -14,7 +14,7 @@ import test_check
 from gitrepo import GitRepo
 from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text
 
-from ggstack import check, git, series
+from ggstack import check, git, importing, series
 from ggstack.check.rules import RULES, markdown_table
 from ggstack.model import Recommendation, Verdict
 
@@ -35,7 +35,7 @@ def stack_of(world: GitRepo, *commits: str):
     patches = world.path / "patches"
     if not (patches / "s").exists():
         series.init(str(patches), "s", "owner/repo", "main")
-    stack = series.import_commits(repo, series.load(str(patches), "s"), list(commits))
+    stack = importing.import_commits(repo, series.load(str(patches), "s"), list(commits))
     series.save(stack)
     return repo, series.load(str(patches), "s")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, series
+from ggstack import git, importing, series
 
 SLUG = "owner/repo"
 
@@ -50,7 +50,7 @@ class World:
 
     def import_(self, *revs: str) -> None:
         stack = series.load(str(self.patches), "s")
-        series.save(series.import_commits(git.Repository(str(self.fork.path)), stack, revs))
+        series.save(importing.import_commits(git.Repository(str(self.fork.path)), stack, revs))
 
     def files(self) -> list[Path]:
         """The stored patch files, in series order."""
