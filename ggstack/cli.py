@@ -126,7 +126,14 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str) -> None:
 
 @main.command("import")
 @click.argument("stack")
-@click.argument("revs", nargs=-1, required=True)
+@click.argument("revs", nargs=-1)
+@click.option(
+    "--from",
+    "from_path",
+    default=None,
+    help="An existing series instead of commits: a directory of format-patch files, an mbox, or a quilt series.",
+)
+@click.option("--onto", default=None, help="With --from: the commit the series applies to [default: the stack's base].")
 @click.option(
     "--original-pr",
     default=None,
@@ -146,13 +153,16 @@ def import_(
     obj: Ctx,
     stack: str,
     revs: tuple[str, ...],
+    from_path: str | None,
+    onto: str | None,
     original_pr: str | None,
     only: tuple[str, ...],
     exclude: tuple[str, ...],
     dropped: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Append commits (a sha, or a range A..B) to the series, with provenance.
+    """Append commits (a sha, or a range A..B) — or an existing series
+    (--from) — to the series, with provenance.
 
     Cherry-picked-from is the source commit; Original-PR comes from
     --original-pr or the subject's "(#N)"; every path left out by
@@ -163,19 +173,30 @@ def import_(
       ggstack import gg-clean ef7cae43b2 --only vllm/v1/attention/ops/dcp_alltoall.py \\
           --only tests/distributed/test_dcp_a2a.py --original-pr voipmonitor/vllm#130 \\
           --dropped 'CUTLASS version pin' --dropped 'MLA .contiguous() workaround'
+      ggstack import gg-clean origin/main..fix/x          # a branch, as git rebase replays it
+      ggstack import gg-clean --from debian/patches       # a quilt series with DEP-3 headers
     """
+    if bool(revs) == bool(from_path):
+        raise UserError("give commits (a sha or a range A..B) or --from PATH")
+    if from_path and (only or exclude or dropped or original_pr):
+        raise UserError("--only, --exclude, --dropped and --original-pr are for commits, not --from")
+    if onto and not from_path:
+        raise UserError("--onto is for --from (commits already have their parents)")
     with obj.editing(stack, "import"):
-        before = obj.stack(stack)
-        after = importing.import_commits(
-            obj.repo, before, revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped
-        )
-        series.save(after)
-    added = after.patches[len(before.patches) :]
+        if from_path:
+            done = importing.from_series(obj.repo, obj.stack(stack), from_path, onto=onto)
+        else:
+            done = importing.commits(
+                obj.repo, obj.stack(stack), revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped
+            )
+        series.save(done.stack)
     if as_json:
-        print_json([_patch_json(p) for p in added])
-        return
-    for p in added:
-        click.echo(f"imported {p.name}  {p.subject}")
+        print_json([_patch_json(p) for p in done.added])
+    else:
+        for p in done.added:
+            click.echo(f"imported {p.name}  {p.subject}")
+    for line in importing.notes(done):
+        click.echo(line, err=as_json)  # with --json, stdout is the JSON alone
 
 
 @main.command("list")

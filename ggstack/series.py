@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import email.parser
+import email.utils
 import email.policy
 import os
 import re
@@ -141,6 +142,8 @@ def parse_config(text: str, path: str) -> StackConfig:
         )
     if not all(isinstance(v, str) for v in env.values()):
         raise UserError("tests.env values must be strings", path=path, line=_line_of(text, r"^\s*env\s*="))
+    if "template" in data.get("branches", {}):
+        _check_template(data["branches"]["template"], path, _line_of(text, r"^\s*template\s*="))
     pr = data.get("pr", {})
     default_tests = TestConfig()
     return StackConfig(
@@ -166,6 +169,32 @@ def parse_config(text: str, path: str) -> StackConfig:
             env=tuple(sorted(env.items())),
         ),
     )
+
+
+_TEMPLATE_FIELDS = {"stack": "gg-clean", "index": 12, "slug": "x" * 64, "name": "0012-" + "x" * 64}
+
+
+def _check_template(template: str, path: str, line: int | None) -> None:
+    """``branches.template`` must make a branch name for every patch: only its
+    fields, as str.format reads them, and a length git can store (each branch
+    is a file: at most 255 bytes a path component)."""
+    try:
+        sample = template.format(**_TEMPLATE_FIELDS)
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as e:
+        shown = template if len(template) <= 80 else template[:80] + "…"
+        raise UserError(
+            f"branches.template {shown!r}: {type(e).__name__}: {e} (fields: {', '.join(_TEMPLATE_FIELDS)})",
+            path=path,
+            line=line,
+        ) from None
+    longest = max(len(part.encode()) for part in sample.split("/"))
+    if longest > 200 or len(sample) > 1000:
+        raise UserError(
+            f"branches.template makes branch names of {len(sample)} characters (a part of {longest}); "
+            "git stores each branch as a file, and a name part longer than ~200 bytes cannot be one",
+            path=path,
+            line=line,
+        )
 
 
 def _line_of(text: str, pattern: str) -> int | None:
@@ -195,6 +224,7 @@ def parse_patch(raw: bytes, path: str) -> Patch:
         raise UserError(
             "not a git format-patch file: line 1 must be 'From <40-hex sha> <date>' (mbox)", path=path, line=1
         )
+    _refuse_bytes(raw, path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -203,13 +233,12 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     head, sep, rest = text.partition("\n\n")
     if not sep:
         raise UserError("no blank line after the mail headers", path=path, line=text.count("\n") + 1)
-    headers = email.parser.Parser(policy=email.policy.default).parsestr(
-        head.partition("\n")[2] + "\n", headersonly=True
-    )
+    headers = _headers(head.partition("\n")[2] + "\n")
     for required in ("From", "Subject"):
         if headers.get(required) is None:
             raise UserError(f"missing {required}: header", path=path, line=2)
-    subject = _PATCH_PREFIX.sub("", " ".join(str(headers["Subject"]).split()))
+    _refuse_identity(headers["From"], _raw_header(head, "Date"), head, path)
+    subject = _PATCH_PREFIX.sub("", " ".join(headers["Subject"].split()))
     head_lines = head.count("\n") + 2  # line number of the first body line
     diff_at = _find_diff_start(rest)
     if diff_at is None:
@@ -220,13 +249,14 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     body = pre_diff[:marker] if marker >= 0 else pre_diff
     diff_line = head_lines + rest[:diff_at].count("\n")
     diff, tail = _split_diff(rest[diff_at:], path, diff_line)
+    _refuse_tail(tail, path, diff_line + diff.count("\n"))
     base = re.search(r"^base-commit: ([0-9a-f]{40}|[0-9a-f]{64})$", tail, re.M)
     message = subject + ("\n\n" + body.strip("\n") if body.strip("\n") else "") + "\n"
     patch = Patch(
         name=name,
         subject=subject,
         message=message,
-        author=_author(headers["From"]),
+        author=headers["From"],
         date=_raw_header(head, "Date"),
         diff=diff,
         provenance=Provenance(stack_patch_id=""),
@@ -238,10 +268,94 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     return patch
 
 
-def _author(header: Any) -> str:
-    """ "Name <email>" as git has it: the mail header's quoting ("John Q. Public") undone."""
+def _refuse_bytes(raw: bytes, path: str) -> None:
+    """What no file ``git format-patch`` wrote has: a NUL byte (binary diffs are
+    base85), CRLF line ends (an editor's or ``core.autocrlf``'s conversion:
+    git would then apply another diff), a second mail message."""
+    if b"\0" in raw:
+        line = raw[: raw.index(b"\0")].count(b"\n") + 1
+        raise UserError("contains a NUL byte (a patch file is text; binary changes are base85)", path=path, line=line)
+    if raw.split(b"\n", 1)[0].endswith(b"\r"):
+        raise UserError(
+            "has CRLF line ends (converted by an editor or core.autocrlf?); git format-patch writes LF — "
+            "convert it back (e.g. dos2unix), or add '*.patch -text' to .gitattributes",
+            path=path,
+            line=1,
+        )
+    second = re.search(rb"\nFrom [0-9a-f]{40} ", raw)
+    if second:
+        raise UserError(
+            "a second mail message starts here: a patch file holds one patch (split it with `git mailsplit`)",
+            path=path,
+            line=raw[: second.start() + 1].count(b"\n") + 1,
+        )
+
+
+_AUTHOR = re.compile(r"^(.*\S.*) <([^<>]*)>$")
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?( ?([+-]\d{2}:?\d{2}|Z))?$")
+
+
+_RAW_DATE = re.compile(r"^\d+ [+-]\d{4}$")
+
+
+def _readable_date(date: str) -> bool:
+    """A raw ``<epoch> <tz>`` or an RFC 2822 date with its zone: what git reads in a patch."""
+    parsed = email.utils.parsedate_tz(date)
+    return bool(_RAW_DATE.match(date)) or (parsed is not None and parsed[9] is not None)
+
+
+def _refuse_identity(author: str, date: str, head: str, path: str) -> None:
+    """From: and Date: as git can make an author of them (a hand edit may not)."""
+    if not _AUTHOR.match(author) or not author.partition(" <")[0].strip():
+        shown = _raw_header(head, "From")
+        raise UserError(f"From: {shown!r} is not 'Name <email>'", path=path, line=_line_of(head, r"^From:") or 2)
+    if date and not _readable_date(date) and not _ISO_DATE.match(date):
+        raise UserError(
+            f"Date: {date!r} is not a date git reads (RFC 2822, as git format-patch writes it: "
+            "'Thu, 3 Dec 2026 05:36:41 +0000')",
+            path=path,
+            line=_line_of(head, r"^Date:") or 2,
+        )
+
+
+def _refuse_tail(tail: str, path: str, first_line: int) -> None:
+    """After the diff only ``base-commit:``/``prerequisite-patch-id:`` lines and
+    a signature may follow; another diff there would be dropped without a word."""
+    for n, line in enumerate(tail.split("\n")):
+        if line.startswith(("diff --git ", "@@ ", "--- a/", "+++ b/")):
+            raise UserError(
+                "a diff after the end of the patch (after base-commit: or the signature) — "
+                "git am would apply it, ggstack would drop it; move it into the patch's diff or remove it",
+                path=path,
+                line=first_line + n,
+            )
+
+
+# What format-patch writes for most authors and subjects: nothing quoted or encoded.
+_PLAIN_FROM = re.compile(r"^[A-Za-z0-9_'+-]+(?: [A-Za-z0-9_'+-]+)* <[^<>\s\"]+>$")
+
+
+def _headers(head: str) -> dict[str, str]:
+    """Subject and From, as text: From as git has it ("Name <email>", the mail
+    header's quoting and RFC 2047 encoding undone). Plain headers are read
+    directly; the email package (slow: a parser a header) reads the others."""
+    raw = email.parser.HeaderParser(policy=email.policy.compat32).parsestr(head, headersonly=True)
+    out = {}
+    for name in ("From", "Subject"):
+        value = raw.get(name)
+        if value is None:
+            continue
+        value = " ".join(str(value).split())
+        if "=?" in value or (name == "From" and not _PLAIN_FROM.match(value)):
+            value = _decoded(name, head)
+        out[name] = value
+    return out
+
+
+def _decoded(name: str, head: str) -> str:
+    header = email.parser.Parser(policy=email.policy.default).parsestr(head, headersonly=True)[name]
     addresses: tuple[Any, ...] = getattr(header, "addresses", ())
-    if len(addresses) != 1:
+    if name != "From" or len(addresses) != 1:
         return str(header)
     return f"{addresses[0].display_name} <{addresses[0].addr_spec}>"
 

@@ -188,10 +188,10 @@ class Diffs(Runner):
 
     def source_diffs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         """(tree of the commit, its diff from the given parent) for each
-        (commit, parent), as ``format_patch`` writes the diff: one ``diff-tree --stdin``."""
+        (commit, parent), as ``format_patches`` writes the diff: one ``diff-tree --stdin``."""
         if not pairs:
             return []
-        args = [  # the diff settings ``format_patch`` pins, so equal bytes mean an equal change
+        args = [  # the diff settings ``format_patches`` pins, so equal bytes mean an equal change
             "-c",
             "core.quotePath=false",
             "-c",

@@ -74,3 +74,15 @@ class History(Objects):
         raw = self.run("log", "--stdin", "--format=%H%x00%ae%x00%B%x00", input=feed.encode()).stdout
         fields = raw.decode("utf-8", "surrogateescape").split("\0")
         return [(fields[i].strip(), fields[i + 1], fields[i + 2]) for i in range(0, len(fields) - 2, 3)]
+
+    def range_commits(self, lo: str, hi: str) -> list[tuple[str, tuple[str, ...]]]:
+        """(commit, parents) for ``lo..hi``, oldest first in topological order
+        (the order ``git rebase`` replays them in), merges included."""
+        out = self.out("rev-list", "--reverse", "--topo-order", "--parents", f"{lo}..{hi}")
+        return [(f[0], tuple(f[1:])) for f in (line.split() for line in out.splitlines()) if f]
+
+    def already_upstream(self, lo: str, hi: str) -> set[str]:
+        """The commits of ``lo..hi`` whose patch-id a commit of ``hi..lo`` has:
+        what ``git rebase lo hi`` leaves out as "already upstream"."""
+        out = self.out("rev-list", "--cherry-mark", "--right-only", "--no-merges", f"{lo}...{hi}")
+        return {line[1:].strip() for line in out.splitlines() if line.startswith("=")}
