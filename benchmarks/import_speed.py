@@ -30,7 +30,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from apply_vs_rebase import build_synthetic, ggstack  # noqa: E402
+from apply_vs_rebase import build_synthetic, ggstack
 
 STACK = "bench"
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import email.parser
-import email.utils
 import email.policy
+import email.utils
 import os
 import re
 import tomllib
