@@ -201,18 +201,23 @@ def import_(
 
 @main.command("list")
 @click.argument("stack", required=False)
+@click.option("--dropped", is_flag=True, help="List the patches `ggstack drop` took out, and why.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_obj
 @handled
-def list_(obj: Ctx, stack: str | None, as_json: bool) -> None:
+def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
     """List the patches of a stack in merge order (or all stacks).
 
     \b
-    Example:
+    Examples:
       ggstack list gg-clean
+      ggstack list gg-clean --dropped      # what drop took out: represented by which commit, on which base
     """
     names = [stack] if stack else series.list_stacks(obj.patches_dir)
     stacks = [obj.stack(n) for n in names]
+    if dropped:
+        _list_dropped(stacks, as_json)
+        return
     if as_json:
         print_json({s.name: [_patch_json(p) for p in s.patches] for s in stacks})
         return
@@ -234,6 +239,78 @@ def list_(obj: Ctx, stack: str | None, as_json: bool) -> None:
                 prov.stack_patch_id[:12],
             )
         out.print(table)
+
+
+def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
+    from ggstack import drop as dropping
+
+    records = {s.name: dropping.read_record(s) for s in stacks}
+    if as_json:
+        print_json({name: [e.to_json() for e in entries] for name, entries in records.items()})
+        return
+    console().print(report.dropped_table(records))
+
+
+@main.command()
+@click.argument("stack")
+@click.option("--represented", is_flag=True, required=True, help="Drop the patches judged represented (required).")
+@click.option(
+    "--run",
+    "run_path",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Use a saved Run (`ggstack check --json`, `test --json`, sync's) instead of running check.",
+)
+@click.option("--onto", default=None, help="The base to check against [default: stack.toml target.base].")
+@click.option(
+    "--close-redundant", is_flag=True, help="Also close their open PRs with the evidence comment (needs a token)."
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be dropped (and closed); change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was dropped as JSON.")
+@click.pass_obj
+@handled
+def drop(
+    obj: Ctx,
+    stack: str,
+    represented: bool,
+    run_path: str | None,
+    onto: str | None,
+    close_redundant: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Remove the patches the base already carries, keeping a record of why.
+
+    Each dropped patch is written into patches/STACK/dropped.toml (subject,
+    Stack-Patch-Id, provenance, the representing commits and their subjects,
+    the base sha, the rule that decided, when) in the same atomic change
+    that removes it; `ggstack list STACK --dropped` shows them. Their
+    per-patch branches are deleted where ggstack wrote them and nobody moved
+    them since (never one that is checked out). Without --run, check runs
+    first.
+
+    \b
+    Examples:
+      ggstack drop gg-clean --represented --onto origin/dev/gilded-gnosis
+      ggstack drop gg-clean --represented --run run.json --close-redundant
+    """
+    from ggstack import check as checking
+    from ggstack import drop as dropping
+
+    with obj.editing(stack, "drop"):
+        s = obj.stack(stack)
+        if run_path:
+            run = _load_run(run_path)
+        else:
+            with StageProgress(len(s.patches), "check") as progress:
+                run = checking.stack(obj.repo, s, onto or s.config.target.base, progress=progress)
+        result = dropping.drop(obj.repo, s, run, close_redundant=close_redundant, dry_run=dry_run)
+    if as_json:
+        print_json(result.to_json())
+        return
+    console().print(report.drop_table(result))
+    for line in result.branches_kept:
+        warn(f"branch kept: {line}")
 
 
 @main.command()

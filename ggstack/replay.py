@@ -529,6 +529,40 @@ def write_branches(
     return result
 
 
+def remove_branches(repo: git.Repository, stack: Stack, refs: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Delete those of ``refs`` that are ggstack's own, in one transaction; (deleted, kept with why).
+
+    Own means: still where ``apply`` last put it (``last-apply``). A branch
+    someone else moved, or one checked out in a worktree, is kept and said so;
+    one that is not there is neither. The record forgets what was deleted.
+    """
+    record_ref = _record_ref(stack)
+    values = repo.ref_values([*refs, record_ref])
+    last_written = _read_record(repo, values.get(record_ref))
+    checked_out = repo.checked_out_branches() if refs else {}
+    record = dict(last_written)
+    updates: list[tuple[str, str | None, str | None]] = []
+    kept = []
+    for ref in refs:
+        value = values.get(ref)
+        if value is None:
+            record.pop(ref, None)
+        elif value != last_written.get(ref):
+            why = "moved since ggstack wrote it" if ref in last_written else "not written by ggstack"
+            kept.append(f"{ref} ({why})")
+        elif ref in checked_out:
+            kept.append(f"{ref} (checked out in {checked_out[ref]})")
+        else:
+            updates.append((ref, None, value))
+            record.pop(ref, None)
+    if record != last_written:
+        text = "".join(f"{sha} {ref}\n" for ref, sha in sorted(record.items()))
+        blob = repo.hash_blob(text.encode("utf-8", "surrogateescape")) if record else None
+        updates.append((record_ref, blob, values.get(record_ref)))
+    repo.update_refs(updates, f"ggstack drop {stack.name}")
+    return [ref for ref, new, _ in updates if ref != record_ref], kept
+
+
 def _refuse_checked_out(repo: git.Repository, refs: Sequence[str]) -> None:
     """As ``git branch -f``: a branch checked out in a worktree is never moved or deleted
     under it (its HEAD would move and its index show a phantom change); not even with --force."""

@@ -10,12 +10,17 @@ import functools
 import html
 import json
 import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from ggstack.model import Applied, Outcome, Recommendation, Run, Signal, TestResult, Verdict
+
+if TYPE_CHECKING:
+    from ggstack import drop
 
 
 def short(sha: str | None) -> str:
@@ -780,3 +785,56 @@ def _md(text: str) -> str:
 def run_json(run: Run) -> str:
     """``ggstack report --format json``: the Run itself, which round-trips."""
     return json.dumps(run.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+# -- keeping the stack: drop ---------------------------------------------------------
+
+
+def _represented_words(shas: Sequence[str], subjects: Sequence[str]) -> str:
+    return "\n".join(
+        f"{short(sha)} “{subject}”" if subject else short(sha)
+        for sha, subject in zip(shas, [*subjects, *[""] * len(shas)])
+    )
+
+
+def drop_table(result: drop.Result) -> Table:
+    """What ``ggstack drop`` took out (or would), with the representing commits and the closed PRs."""
+    verb = "would drop" if result.dry_run else "dropped"
+    title = f"{result.stack}: {verb} {len(result.dropped)} on {result.base_ref} ({short(result.base)})"
+    table = Table(title=Text(title), title_justify="left")
+    for col in ("patch", "represented by", "why", "PR", "branch"):
+        table.add_column(col, overflow="fold")
+    prs = {o.name: o.pr for o in (result.run.outcomes if result.run else []) if o.pr is not None}
+    for e in result.dropped:
+        pull = prs.get(e.name)
+        pr = f"#{pull.number} {pull.action or ''}".strip() if pull and pull.number else ""
+        branch = e.branch.removeprefix("refs/heads/")
+        if e.branch in result.branches_deleted:
+            branch += " (deleted)"
+        cells = [f"{e.name}\n{e.subject}", _represented_words(e.represented_by, e.represented_subjects), e.reason]
+        table.add_row(*(Text(c) for c in [*cells, pr, branch]))
+    if not result.dropped:
+        table.add_row(Text("nothing is represented: nothing to drop"), "", "", "", "")
+    return table
+
+
+def dropped_table(records: Mapping[str, Sequence[drop.Dropped]]) -> Table:
+    """``ggstack list --dropped``: each stack's record of what was dropped, and why."""
+    table = Table(title="dropped patches", title_justify="left")
+    for col in ("stack", "patch", "Stack-Patch-Id", "represented by", "on base", "when", "why"):
+        table.add_column(col, overflow="fold")
+    for stack, entries in records.items():
+        for e in entries:
+            cells = [
+                stack,
+                f"{e.name}\n{e.subject}",
+                e.stack_patch_id[:12],
+                _represented_words(e.represented_by, e.represented_subjects),
+                f"{e.base_ref} ({short(e.base)})",
+                e.dropped_at,
+                e.reason,
+            ]
+            table.add_row(*(Text(c) for c in cells))
+    if not any(records.values()):
+        table.add_row(Text("nothing was dropped"), "", "", "", "", "", "")
+    return table
