@@ -315,6 +315,48 @@ def drop(
 
 @main.command()
 @click.argument("stack")
+@click.option("--onto", default=None, help="The new base [default: stack.toml target.base].")
+@click.option("--partial", is_flag=True, help="Rebase the patches before the first that does not apply; keep the rest.")
+@click.option("--dry-run", is_flag=True, help="Say what would be rewritten; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was (or would be) rewritten as JSON.")
+@click.pass_obj
+@handled
+def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool, as_json: bool) -> None:
+    """Rewrite the stored series onto a new base (each patch's diff and base-commit).
+
+    The replay is apply's; every patch must apply (with --partial: up to the
+    first that conflicts or becomes empty). A patch whose recorded parent
+    already has its replayed parent's tree is left byte for byte. One atomic
+    change to patches/STACK/. Exit 0 when the whole series is on the base,
+    1 when a patch stopped it (nothing written without --partial).
+
+    \b
+    Examples:
+      ggstack rebase gg-clean --onto origin/dev/gilded-gnosis
+      ggstack rebase gg-clean --onto origin/main --partial --json
+    """
+    from ggstack import rebase as rebasing
+
+    with obj.editing(stack, "rebase"):
+        s = obj.stack(stack)
+        result = rebasing.rebase(obj.repo, s, onto or s.config.target.base, partial=partial, dry_run=dry_run)
+    if as_json:
+        print_json(result.to_json())
+    else:
+        console().print(report.rebase_table(result))
+        stop = result.stopped
+        if stop is not None:
+            kept = "the patches before it were rebased" if partial and not dry_run else "nothing was written"
+            err_console.print(
+                f"ggstack: {escape(stop.name)} stops the rebase: {escape(stop.detail)}; {kept} "
+                "(`ggstack apply` shows the conflict; --partial rebases up to it)",
+                highlight=False,
+            )
+    sys.exit(1 if result.stopped else 0)
+
+
+@main.command()
+@click.argument("stack")
 @click.argument("patch")
 @click.option("--patch", "with_diff", is_flag=True, help="Also print the diff.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

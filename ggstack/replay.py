@@ -167,7 +167,7 @@ def _commit_patch(repo: git.Repository, stack: Stack, patch: Patch, parent: str,
                 f"does not apply to its recorded base {parent[:12]}: {message.strip()}",
                 path=os.path.join(stack.path, patch.name),
             )
-    name, email = _split_author(patch.author)
+    name, email = split_author(patch.author)
     author = repo.ident(name, email, patch.date)
     if author is None:  # git refuses it: commit-tree says why
         return repo.commit_tree(tree, [parent], patch.message, author=(name, email, patch.date), scratch=True)
@@ -188,7 +188,7 @@ def pick_commits(repo: git.Repository, commits: Sequence[str]) -> list[Pick]:
     return picks
 
 
-def _split_author(author: str) -> tuple[str, str]:
+def split_author(author: str) -> tuple[str, str]:
     name, _, rest = author.rpartition(" <")
     return name.strip().strip('"'), rest.rstrip(">")
 
@@ -267,7 +267,7 @@ class Replayer:
         """The replayed commit: the patch's author and message, the committer
         from the environment (as ``git rebase`` does)."""
         if pick.patch is not None:
-            name, email = _split_author(pick.patch.author)
+            name, email = split_author(pick.patch.author)
             date, message = pick.patch.date, pick.patch.message
         else:
             info = self.repo.commit_infos([pick.commit or ""])[0]

@@ -20,7 +20,7 @@ from rich.text import Text
 from ggstack.model import Applied, Outcome, Recommendation, Run, Signal, TestResult, Verdict
 
 if TYPE_CHECKING:
-    from ggstack import drop
+    from ggstack import drop, rebase
 
 
 def short(sha: str | None) -> str:
@@ -837,4 +837,17 @@ def dropped_table(records: Mapping[str, Sequence[drop.Dropped]]) -> Table:
             table.add_row(*(Text(c) for c in cells))
     if not any(records.values()):
         table.add_row(Text("nothing was dropped"), "", "", "", "", "", "")
+    return table
+
+
+def rebase_table(result: rebase.Result) -> Table:
+    """What ``ggstack rebase`` did to each patch: its recorded parent before and after."""
+    done = "rebased" if result.written else ("would rebase" if not result.stopped or result.partial else "not rebased")
+    title = f"{result.stack}: {done} onto {result.base_ref} ({short(result.base)})"
+    table = Table(title=Text(title), title_justify="left")
+    for col in ("patch", "status", "base-commit before", "after", "detail"):
+        table.add_column(col, overflow="fold")
+    for e in result.entries:
+        cells = [f"{e.name}\n{e.subject}", e.status, short(e.old_base), short(e.new_base), e.detail]
+        table.add_row(*(Text(c) for c in cells))
     return table
