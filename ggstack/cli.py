@@ -358,6 +358,80 @@ def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool,
 @main.command()
 @click.argument("stack")
 @click.argument("patch")
+@click.option("--onto", default=None, help="The base to resolve it on [default: stack.toml target.base].")
+@click.option("--json", "as_json", is_flag=True, help="Print the session (worktree path, conflicts) as JSON.")
+@click.pass_obj
+@handled
+def resolve(obj: Ctx, stack: str, patch: str, onto: str | None, as_json: bool) -> None:
+    """Prepare a worktree to resolve PATCH's conflict: the patch picked onto its replayed parent.
+
+    The worktree is ggstack's own, under the git dir (its path is printed);
+    your checkout, HEAD, index and branches are not touched. The conflict
+    markers are in its files and git's rerere is on there (a conflict you
+    resolved before comes back resolved). Edit, then `ggstack refresh STACK
+    PATCH` writes the result back into the patch file (`--abort` gives up).
+    Running it again prints the same worktree.
+
+    \b
+    Example:
+      ggstack resolve gg-clean 2 --onto origin/dev/gilded-gnosis
+      cd "$(ggstack resolve gg-clean 2 --json | jq -r .worktree)"
+    """
+    from ggstack import resolve as resolving
+
+    with obj.editing(stack, "resolve"):
+        s = obj.stack(stack)
+        session = resolving.resolve(obj.repo, s, patch, onto or s.config.target.base)
+    if as_json:
+        print_json(session.to_json())
+        return
+    click.echo(session.worktree)
+    if session.conflicts:
+        err_console.print(f"conflicts in: {escape(', '.join(session.conflicts))}", highlight=False)
+    if session.reused:
+        err_console.print(f"rerere reused a recorded resolution for: {escape(', '.join(session.reused))}")
+    err_console.print(
+        f"edit the files there, then `ggstack refresh {escape(stack)} {escape(patch)}` (or --abort)", highlight=False
+    )
+
+
+@main.command()
+@click.argument("stack")
+@click.argument("patch")
+@click.option("--abort", is_flag=True, help="Give up: remove the resolve worktree; the patch stays as it was.")
+@click.pass_obj
+@handled
+def refresh(obj: Ctx, stack: str, patch: str, abort: bool) -> None:
+    """Write the resolution made in `ggstack resolve`'s worktree back into the patch file.
+
+    The diff becomes the change from the replayed parent to the worktree's
+    files; base-commit advances to that parent; the message, author, date
+    and every trailer (Stack-Patch-Id included) stay, and an Adapted: trailer
+    says where it was resolved. Later applies onto this base (or a newer one
+    that leaves those lines alone) then succeed with it. Refused while
+    conflict markers remain. One atomic change; the worktree is removed.
+
+    \b
+    Example:
+      ggstack refresh gg-clean 2
+    """
+    from ggstack import resolve as resolving
+
+    with obj.editing(stack, "refresh"):
+        s = obj.stack(stack)
+        if abort:
+            session = resolving.abort(obj.repo, s, patch)
+            click.echo(f"removed {session.worktree}")
+            return
+        after, new, session = resolving.refresh(obj.repo, s, patch)
+        series.save(after)
+        resolving.finish(obj.repo, s, session)
+    click.echo(f"refreshed {new.name}: base-commit {new.base_commit}")
+
+
+@main.command()
+@click.argument("stack")
+@click.argument("patch")
 @click.option("--patch", "with_diff", is_flag=True, help="Also print the diff.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj

@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from ggstack.errors import UserError
 from ggstack.model import Applied, Conflict, Outcome, Patch, Progress, Run, Stack
 
 _CONTEXT = 3  # lines of context kept around a conflict region
+ADAPTED = re.compile(r"^Adapted: ", re.M)  # the trailer `ggstack refresh` writes: the patch carries a resolution
 
 
 @dataclass(frozen=True)
@@ -605,6 +607,10 @@ def apply(
 
 
 def outcome_of(patch: Patch, step: Step, branch: str | None = None) -> Outcome:
+    note = step.note
+    if step.applied is Applied.APPLIED and ADAPTED.search(patch.message):
+        reused = "reused the resolution recorded by `ggstack refresh` (its Adapted: trailer)"
+        note = f"{note}; {reused}" if note else reused
     return Outcome(
         name=patch.name,
         subject=patch.subject,
@@ -615,7 +621,7 @@ def outcome_of(patch: Patch, step: Step, branch: str | None = None) -> Outcome:
         commit=step.commit,
         branch=branch,
         conflict=step.conflict,
-        note=step.note,
+        note=note,
     )
 
 

@@ -25,6 +25,7 @@ from ggstack.git.patches import set_patch_number
 from ggstack.git.repository import Repository
 from ggstack.git.runner import GitFailed
 from ggstack.git.trailers import add_trailers, add_trailers_many, parse_trailers
+from ggstack.git.worktrees import Worktree
 
 __all__ = [
     "SCRATCH_IDENT",
@@ -33,6 +34,7 @@ __all__ = [
     "MergeResult",
     "Repository",
     "TreeChange",
+    "Worktree",
     "add_trailers",
     "add_trailers_many",
     "parse_trailers",
