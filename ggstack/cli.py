@@ -52,6 +52,12 @@ class Ctx:
         )
 
 
+def _complete_stacks(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of a STACK argument: the stacks in --patches (or $GGSTACK_PATCHES, ./patches)."""
+    patches = ctx.find_root().params.get("patches") or os.environ.get("GGSTACK_PATCHES") or "patches"
+    return [name for name in series.list_stacks(patches) if name.startswith(incomplete)]
+
+
 def warn(message: str) -> None:
     err_console.print(f"[yellow]ggstack: warning:[/] {escape(message)}", highlight=False)
 
@@ -252,7 +258,7 @@ def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.option("--represented", is_flag=True, required=True, help="Drop the patches judged represented (required).")
 @click.option(
     "--run",
@@ -314,7 +320,7 @@ def drop(
 
 
 @main.command()
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.option("--onto", default=None, help="The new base [default: stack.toml target.base].")
 @click.option("--partial", is_flag=True, help="Rebase the patches before the first that does not apply; keep the rest.")
 @click.option("--dry-run", is_flag=True, help="Say what would be rewritten; change nothing.")
@@ -356,7 +362,7 @@ def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool,
 
 
 @main.command()
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("patch")
 @click.option("--onto", default=None, help="The base to resolve it on [default: stack.toml target.base].")
 @click.option("--json", "as_json", is_flag=True, help="Print the session (worktree path, conflicts) as JSON.")
@@ -396,7 +402,7 @@ def resolve(obj: Ctx, stack: str, patch: str, onto: str | None, as_json: bool) -
 
 
 @main.command()
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("patch")
 @click.option("--abort", is_flag=True, help="Give up: remove the resolve worktree; the patch stays as it was.")
 @click.pass_obj
@@ -427,6 +433,75 @@ def refresh(obj: Ctx, stack: str, patch: str, abort: bool) -> None:
         series.save(after)
         resolving.finish(obj.repo, s, session)
     click.echo(f"refreshed {new.name}: base-commit {new.base_commit}")
+
+
+@main.command("edit")
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.argument("patch")
+@click.pass_obj
+@handled
+def edit_(obj: Ctx, stack: str, patch: str) -> None:
+    """Edit a patch's message in $EDITOR (VISUAL, EDITOR, else vi); the file is regenerated.
+
+    The trailers are checked before anything is written: the one
+    Stack-Patch-Id must stay as it is, Original-PR is owner/repo#N,
+    Cherry-picked-from a full sha. The stack is not locked while the editor
+    is open; a patch changed meanwhile is not overwritten. A message that
+    fails the checks is kept under the git dir (the error names the file).
+
+    \b
+    Example:
+      EDITOR=vim ggstack edit gg-clean 2
+    """
+    from ggstack import edit as editing
+
+    before = obj.stack(stack).find(patch)
+    try:
+        text = click.edit(editing.editable(before), extension=".txt", require_save=False)
+    except click.ClickException as e:
+        raise UserError(f"the editor did not run: {e.message} (set VISUAL or EDITOR)") from None
+    if text is None:
+        click.echo(f"{before.name}: unchanged")
+        return
+    with obj.editing(stack, "edit"):
+        s = obj.stack(stack)
+        current = s.find(patch)
+        if current.raw != before.raw or current.name != before.name:
+            raise UserError(f"{before.name} changed while it was being edited; nothing was written (edit it again)")
+        try:
+            after, new = editing.edit(obj.repo, s, patch, text)
+        except UserError as e:
+            kept = os.path.join(obj.repo.state_dir("edit"), before.name.removesuffix(".patch") + ".txt")
+            series.write_atomic(kept, text.encode("utf-8", "surrogateescape"))
+            raise UserError(f"{e}; your message is kept in {kept}") from None
+        changed = series.save(after)
+    click.echo(f"{new.name}: {'message changed' if changed else 'unchanged'}")
+
+
+@main.command()
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.argument("first")
+@click.argument("second")
+@click.pass_obj
+@handled
+def squash(obj: Ctx, stack: str, first: str, second: str) -> None:
+    """Make two neighbouring patches one: the earlier one's place, name and Stack-Patch-Id.
+
+    The message is the first's, then the second's; the provenance trailers of
+    both are kept (Original-PR, Cherry-picked-from, Dropped), and a Squashed:
+    trailer names the second's Stack-Patch-Id and subject. Refused when the
+    second does not apply on the first alone. The rest are renumbered.
+
+    \b
+    Example:
+      ggstack squash gg-clean 2 3
+    """
+    from ggstack import edit as editing
+
+    with obj.editing(stack, "squash"):
+        after, new, folded = editing.squash(obj.repo, obj.stack(stack), first, second)
+        series.save(after)
+    click.echo(f"squashed {folded.name} into {new.name}")
 
 
 @main.command()
