@@ -80,7 +80,8 @@ def _materialized(repo: git.Repository, stack: Stack, patch: Patch) -> replay.Pi
 def _regenerated(
     repo: git.Repository, stack: Stack, patch: Patch, tree: str, parent: str, message: str, number: int, total: int
 ) -> Patch:
-    """The patch file git writes for ``tree`` on ``parent`` with ``message`` (author and date kept)."""
+    """The patch file git writes for ``tree`` on ``parent`` with ``message`` (author and date kept);
+    the commit it is from is remembered as its materialisation (see ``replay.remember_materialized``)."""
     name, email = replay.split_author(patch.author)
     ident = git.ident(name, email, patch.date)
     if ident is None:
@@ -93,7 +94,9 @@ def _regenerated(
         data = data.replace(commit.encode(), patch.source_commit.encode(), 1)
     path = os.path.join(stack.path, patch.name)
     new = series.parse_patch(data, path)
-    return series.checked_provenance(replace(new, name=patch.name), git.parse_trailers([new.message])[0], path)
+    new = series.checked_provenance(replace(new, name=patch.name), git.parse_trailers([new.message])[0], path)
+    replay.remember_materialized(repo, [(new, commit)])
+    return new
 
 
 def edit(repo: git.Repository, stack: Stack, key: str, text: str) -> tuple[Stack, Patch]:

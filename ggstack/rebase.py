@@ -62,6 +62,7 @@ class Result:
     entries: list[Entry] = field(default_factory=list)
     written: bool = False  # the stack changed on disk
     stack_after: Stack | None = field(default=None, repr=False)
+    made: list[tuple[Patch, str]] = field(default_factory=list, repr=False)  # rewritten patch -> its commit
 
     @property
     def stopped(self) -> Entry | None:
@@ -111,7 +112,7 @@ def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = F
             ]
             break
         old = patch.base_commit
-        if old and recorded.get(old) and repo.resolve(old, "tree") == repo.resolve(parent, "tree"):
+        if old and recorded.get(old) and _tree(repo, old) == _tree(repo, parent):
             parent = old  # the recorded parent is as good: the file stays byte for byte
             result.entries.append(Entry(patch.name, patch.subject, UNCHANGED, old, old))
         else:
@@ -124,8 +125,13 @@ def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = F
     if stop is not None and not partial:
         result.stack_after = stack
         return result, None
-    result.stack_after = _rewritten(repo, stack, todo)
+    result.stack_after, result.made = _rewritten(repo, stack, todo)
     return result, head if todo else None
+
+
+def _tree(repo: git.Repository, commit: str) -> str | None:
+    info = repo.read_commit(commit)  # the persistent cat-file: no process a patch
+    return info.tree if info else None
 
 
 def _commit(repo: git.Repository, patch: Patch, tree: str, parent: str) -> str:
@@ -138,8 +144,12 @@ def _commit(repo: git.Repository, patch: Patch, tree: str, parent: str) -> str:
     return repo.write_commit(tree, [parent], patch.message, ident, ident)
 
 
-def _rewritten(repo: git.Repository, stack: Stack, todo: Sequence[tuple[int, str, str]]) -> Stack:
+def _rewritten(
+    repo: git.Repository, stack: Stack, todo: Sequence[tuple[int, str, str]]
+) -> tuple[Stack, list[tuple[Patch, str]]]:
+    """The stack with each rewritten patch's file regenerated; and (patch, the commit it is)."""
     patches = list(stack.patches)
+    made = []
     total = len(patches)
     for i, commit, parent in todo:
         old = patches[i]
@@ -152,7 +162,8 @@ def _rewritten(repo: git.Repository, stack: Stack, todo: Sequence[tuple[int, str
         if new.message != old.message:  # format-patch keeps the message; a change would lose a trailer
             raise UserError(f"rebasing would change the message of {old.name}; nothing was written", path=path)
         patches[i] = new
-    return replace(stack, patches=tuple(patches))
+        made.append((new, commit))
+    return replace(stack, patches=tuple(patches)), made
 
 
 def rebase(
@@ -171,4 +182,5 @@ def rebase(
         ref = rebased_ref(stack)
         repo.update_refs([(ref, head, repo.ref_value(ref))], f"ggstack rebase {stack.name} onto {base_ref}")
     result.written = series.save(after)  # also when nothing changed: the save tidies what a killed change left
+    replay.remember_materialized(repo, result.made)
     return result

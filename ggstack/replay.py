@@ -144,6 +144,16 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
     return picks
 
 
+def remember_materialized(repo: git.Repository, made: Sequence[tuple[Patch, str]]) -> None:
+    """Record commits that are these patch files on their recorded parents (a command that just
+    wrote the files from them: rebase, refresh, edit), so the next apply need not rebuild them."""
+    cache = Cache(repo, "materialized")
+    for patch, commit in made:
+        cache.put(_materialize_key(patch), commit)
+    repo.flush_objects()  # before the cache names them
+    cache.save()
+
+
 def _materialize_key(patch: Patch) -> str:
     return hashlib.sha1(patch.raw).hexdigest()
 

@@ -181,6 +181,7 @@ def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch,
     path = os.path.join(stack.path, patch.name)
     new = series.parse_patch(data, path)
     new = series.checked_provenance(replace(new, name=patch.name), git.parse_trailers([new.message])[0], path)
+    replay.remember_materialized(repo, [(new, commit)])
     patches = list(stack.patches)
     patches[index] = new
     # The new parent must stay reachable: one ref a resolved patch, to the commit it now is.
