@@ -922,6 +922,16 @@ def pr(
     "--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence."
 )
 @click.option(
+    "--rebase-series",
+    is_flag=True,
+    help="Also propose the stored series rebased onto the base, as a PR onto the branch it lives on.",
+)
+@click.option(
+    "--series-branch",
+    default=None,
+    help="The branch patches/ lives on, for --rebase-series [default: the checked-out branch].",
+)
+@click.option(
     "--run-json",
     "run_json",
     default=None,
@@ -938,6 +948,8 @@ def sync(
     gpu: str,
     dry_run: bool,
     close_redundant: bool,
+    rebase_series: bool,
+    series_branch: str | None,
     run_json: str | None,
 ) -> None:
     """The CI rebase bot: fetch, apply, check, test and pr in one run, one Run.
@@ -974,6 +986,8 @@ def sync(
             dry_run=dry_run,
             close_redundant=close_redundant,
             observer=observer,
+            rebase_series=rebase_series,
+            series_branch=series_branch,
         )
         path = sync_stage.save_run(obj.repo, run, run_json)
     console().print(report.report_table(run))

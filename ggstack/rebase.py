@@ -180,7 +180,7 @@ def rebase(
         return result
     if head is not None:
         ref = rebased_ref(stack)
-        repo.update_refs([(ref, head, repo.ref_value(ref))], f"ggstack rebase {stack.name} onto {base_ref}")
+        repo.update_refs([(ref, head, repo.ref_values([ref]).get(ref))], f"ggstack rebase {stack.name} onto {base_ref}")
     result.written = series.save(after)  # also when nothing changed: the save tidies what a killed change left
     replay.remember_materialized(repo, result.made)
     return result

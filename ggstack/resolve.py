@@ -186,7 +186,7 @@ def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch,
     patches[index] = new
     # The new parent must stay reachable: one ref a resolved patch, to the commit it now is.
     ref = f"refs/ggstack/{stack.name}/resolved/{patch.provenance.stack_patch_id}"
-    repo.update_refs([(ref, commit, repo.ref_value(ref))], f"ggstack refresh {stack.name} {patch.name}")
+    repo.update_refs([(ref, commit, repo.ref_values([ref]).get(ref))], f"ggstack refresh {stack.name} {patch.name}")
     return replace(stack, patches=tuple(patches)), new, session
 
 

@@ -45,7 +45,7 @@ from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Progress, Run, Stack, Verdict
 from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
 
-STAGES = ("fetch", "apply", "check", "test", "pr")
+STAGES = ("fetch", "apply", "check", "test", "pr", "rebase-series")
 FAILED_INFRA = "failed (infrastructure)"
 FAILED_INPUT = "failed (input)"
 SKIPPED = "skipped"
@@ -113,6 +113,8 @@ def sync(
     close_redundant: bool = False,
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
+    rebase_series: bool = False,
+    series_branch: str | None = None,
 ) -> Run:
     """fetch → apply → check → test → pr: one Run, every stage's failure in it.
 
@@ -171,6 +173,13 @@ def sync(
             ),
         )
         run = acted or run
+    if rebase_series and run is not None:
+        current = run
+        proposed = attempt(
+            "rebase-series",
+            lambda _: _propose_rebased_series(repo, stack, current, series_branch, dry_run=dry_run, env=env),
+        )
+        run = proposed or run
     if run is None:
         run = skeleton(stack, base_ref, base)
     ordered = {s: stages[s] for s in STAGES if s in stages}
@@ -179,6 +188,25 @@ def sync(
         stages={**ordered, **{k: v for k, v in run.stages.items() if k not in ordered}},
         errors=list(dict.fromkeys([*run.errors, *errors])),
     )
+
+
+def _propose_rebased_series(
+    repo: git.Repository,
+    stack: Stack,
+    run: Run,
+    series_branch: str | None,
+    *,
+    dry_run: bool,
+    env: Mapping[str, str] | None,
+) -> Run:
+    """``--rebase-series``: the rebased series as a PR onto the branch the stack lives on (see ``rebase_pr``)."""
+    from ggstack import rebase_pr
+
+    forge = pr_stage.open_forge(stack, env, dry_run=dry_run)  # without a token: a UserError, or offline for a dry run
+    try:
+        return rebase_pr.propose(repo, stack, run, series_branch=series_branch, dry_run=dry_run, forge=forge)
+    finally:
+        forge.close()
 
 
 def skeleton(stack: Stack, base_ref: str, base: str) -> Run:
