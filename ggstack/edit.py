@@ -83,8 +83,8 @@ def _regenerated(
     """The patch file git writes for ``tree`` on ``parent`` with ``message`` (author and date kept);
     the commit it is from is remembered as its materialisation (see ``replay.remember_materialized``)."""
     name, email = replay.split_author(patch.author)
-    ident = git.ident(name, email, patch.date)
-    if ident is None:
+    ident = repo.ident(name, email, patch.date)
+    if ident is None:  # git refuses it: commit-tree says why
         who = (name, email, patch.date)
         commit = repo.commit_tree(tree, [parent], message, author=who, committer=who)
     else:

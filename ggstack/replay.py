@@ -150,7 +150,6 @@ def remember_materialized(repo: git.Repository, made: Sequence[tuple[Patch, str]
     cache = Cache(repo, "materialized")
     for patch, commit in made:
         cache.put(_materialize_key(patch), commit)
-    repo.flush_objects()  # before the cache names them
     cache.save()
 
 

@@ -196,8 +196,8 @@ def finish(repo: git.Repository, stack: Stack, session: Session) -> None:
 
 def _commit(repo: git.Repository, patch: Patch, tree: str, parent: str, message: str) -> str:
     name, email = replay.split_author(patch.author)
-    ident = git.ident(name, email, patch.date)
-    if ident is None:
+    ident = repo.ident(name, email, patch.date)
+    if ident is None:  # git refuses it: commit-tree says why
         who = (name, email, patch.date)
         return repo.commit_tree(tree, [parent], message, author=who, committer=who)
     return repo.write_commit(tree, [parent], message, ident, ident)
