@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_apply_differential import commit_ops, fast_import, histories
 
-from ggstack import git, rebase, replay, series
+from ggstack import git, importing, rebase, replay, series
 from ggstack.model import Applied
 
 SLUG = "owner/repo"
@@ -49,7 +49,7 @@ class Fork:
         self.stack = self.patches / "s"
         series.init(str(self.patches), "s", SLUG, "main")
         stack = series.load(str(self.patches), "s")
-        series.save(series.import_commits(git.Repository(str(self.repo.path)), stack, self.picks))
+        series.save(importing.import_commits(git.Repository(str(self.repo.path)), stack, self.picks))
 
     def move_base(self, **lines: str) -> str:
         """main moves: line 7 of each named file changes (in the patches' context, no conflict), and a new file."""
@@ -237,7 +237,7 @@ def test_the_rebased_series_reapplies_to_the_trees_apply_gave(seed: int, base_op
         repo = git.Repository(str(g.path))
         patches = tmp / "patches"
         series.init(str(patches), "s", "o/r", "base")
-        series.save(series.import_commits(repo, series.load(str(patches), "s"), [f"{old}..{tip}"]))
+        series.save(importing.import_commits(repo, series.load(str(patches), "s"), [f"{old}..{tip}"]))
         s = series.load(str(patches), "s")
         before = replay.apply(repo, s, new, write=False)
         result = rebase.rebase(repo, s, new, partial=True)
