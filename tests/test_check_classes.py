@@ -393,3 +393,23 @@ def test_lines_back_after_a_reverted_merge_are_the_new_commits_not_the_reverted_
     assert o.verdict is Verdict.REPRESENTED, [e.detail for e in o.evidence]
     assert o.represented_by == [again]
     assert kinds(o)["blame"][0].commits == [again]
+
+
+def test_commits_from_two_lines_are_each_judged_against_their_own_range(world: GitRepo) -> None:
+    """Class: one ``--commits`` call over commits of two branches (a release branch forked
+    long ago, and a topic branch forked after upstream took the fix). Each commit's range
+    is the base minus its own history, as ``git cherry BASE COMMIT``: the pick on main is
+    an ancestor of the newer commit, but not of the release commit, which it represents."""
+    old = on(world, "fork", "fix the limit", {"f.txt": text(edited(LINES, l10="limit = 10"))})
+    world.git("cherry-pick", old)
+    pick = world.sha("HEAD")
+    world.commit("upstream moves on", {"other.txt": "moved\n"}, author=OTHER)
+    world.git("checkout", "-q", "-b", "topic", "main")
+    new = world.commit("topic work", {"f.txt": text(edited(LINES, l10="limit = 10", l30="topic"))})
+    world.git("checkout", "-q", "main")
+    alone = judge(world, old)
+    assert alone.verdict is Verdict.REPRESENTED and alone.represented_by == [pick], alone.evidence
+    both = {o.source_commit: o for o in judge(world, old, new)}
+    assert both[old].verdict is Verdict.REPRESENTED, both[old].evidence
+    assert both[old].represented_by == [pick]
+    assert both[new].verdict is Verdict.UNIQUE

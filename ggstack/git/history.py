@@ -24,6 +24,13 @@ class History(Objects):
     def rev_list(self, *args: str) -> list[str]:
         return self.out("rev-list", *args).split()
 
+    def first_parents(self, shas: Sequence[str], exclude: str) -> dict[str, str]:
+        """commit -> its first parent, for every commit on the first-parent lines of
+        ``shas`` that ``exclude`` does not reach (one rev-list for all)."""
+        feed = "".join(s + "\n" for s in shas) + f"^{exclude}\n"
+        out = self.out("rev-list", "--first-parent", "--parents", "--stdin", input=feed.encode())
+        return {f[0]: (f[1] if len(f) > 1 else "") for f in (line.split() for line in out.splitlines())}
+
     def not_reachable(self, shas: Sequence[str], tip: str) -> set[str]:
         """Which of ``shas`` are not ancestors of ``tip`` (one rev-list for all)."""
         if not shas:
