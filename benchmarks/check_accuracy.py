@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,15 @@ import time
 from collections import Counter, defaultdict
 
 HIT = ("represented", "partial")
+# Compiled modules are kept, as on a user's machine (a session that sets PYTHONDONTWRITEBYTECODE
+# would otherwise pay for compiling every module on every call).
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+CPU = {"check": 0.0, "cherry": 0.0}  # user + sys of the child processes, all descendants
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def git(repo: str, *args: str) -> str:
@@ -41,13 +51,14 @@ def git(repo: str, *args: str) -> str:
 
 def ggstack(repo: str, *args: str, patches: str | None = None) -> subprocess.CompletedProcess[str]:
     pre = ["--repo", repo] + (["--patches", patches] if patches else [])
-    return subprocess.run([sys.executable, "-m", "ggstack", *pre, *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "ggstack", *pre, *args], capture_output=True, text=True, env=ENV)
 
 
 def run_check(repo: str, base: str, shas: list[str], cache: bool) -> tuple[dict[str, dict], float]:
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), children_cpu()
     proc = ggstack(repo, "check", "--onto", base, "--json", *([] if cache else ["--no-cache"]), "--commits", *shas)
     wall = time.perf_counter() - t
+    CPU["check"] += children_cpu() - cpu
     if proc.returncode not in (0, 1):
         sys.exit(f"ggstack check failed (exit {proc.returncode}) on {base[:10]}:\n{proc.stderr[-3000:]}")
     run = json.loads(proc.stdout)
@@ -55,9 +66,10 @@ def run_check(repo: str, base: str, shas: list[str], cache: bool) -> tuple[dict[
 
 
 def run_cherry(repo: str, base: str, head: str) -> tuple[dict[str, bool], float]:
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), children_cpu()
     out = git(repo, "cherry", base, head)
     wall = time.perf_counter() - t
+    CPU["cherry"] += children_cpu() - cpu
     return {line[2:].strip(): line.startswith("-") for line in out.splitlines()}, wall
 
 
@@ -157,7 +169,9 @@ def accuracy(corpus: dict, args: argparse.Namespace) -> int:
     print(pr_table("git patch-id (base range)", [pid[k] for k in keys], truth))
     print(
         f"time: check {t_check:.1f}s, git cherry {t_cherry:.1f}s, ratio {t_check / max(t_cherry, 1e-9):.1f}x "
-        f"({'warm cache' if args.cache else 'cold: --no-cache'})"
+        f"({'warm cache' if args.cache else 'cold: --no-cache'}); cpu: check {CPU['check']:.1f}s, git cherry "
+        f"{CPU['cherry']:.1f}s, ratio {CPU['check'] / max(CPU['cherry'], 1e-9):.1f}x; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
     table: dict[str, Counter[str]] = defaultdict(Counter)
     for it in everything:
@@ -189,11 +203,12 @@ def squash(corpus: dict, args: argparse.Namespace) -> int:
     repo = corpus["repo"]
     total = good = 0
     for n, sq in enumerate(corpus["squash"], 1):
+        base = args.onto or sq["base"]
         with tempfile.TemporaryDirectory(prefix="corpus-squash-") as tmp:
             patches = os.path.join(tmp, "patches")
             name = f"sq{n}"
             steps = [
-                ("init", name, "--repo-slug", "corpus/squash", "--base", sq["base"]),
+                ("init", name, "--repo-slug", "corpus/squash", "--base", base),
                 ("import", name, *sq["commits"]),
             ]
             for step in steps:
@@ -202,7 +217,7 @@ def squash(corpus: dict, args: argparse.Namespace) -> int:
                     print(f"{sq['branch']}: {step[0]} failed: {proc.stderr.strip()[-500:]}")
                     break
             else:
-                proc = ggstack(repo, "check", name, "--onto", sq["base"], "--json", "--no-cache", patches=patches)
+                proc = ggstack(repo, "check", name, "--onto", base, "--json", "--no-cache", patches=patches)
                 if proc.returncode not in (0, 1):
                     print(f"{sq['branch']}: check failed: {proc.stderr.strip()[-500:]}")
                     continue
@@ -232,6 +247,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus")
     ap.add_argument("--squash", action="store_true", help="judge the squash-merged branches, as stacks")
+    ap.add_argument("--onto", default=None, help="with --squash: check onto this ref [default: the squash commit]")
     ap.add_argument("--class", dest="cls", action="append", help="only items of this class (repeatable)")
     ap.add_argument("--limit-bases", type=int, default=0)
     ap.add_argument("--cache", action="store_true", help="let check use its verdict cache (warm runs)")

@@ -166,6 +166,9 @@ class Branch:
                 == 0
             ):
                 return [git(self.repo, "rev-parse", short).strip()], "cherry-picked-from (older main)"
+        if r.subject.startswith('Revert "'):  # a revert names the PR it reverts: match the revert itself
+            same = self.by_title.get(title(r), [])
+            return ([same[0].sha], "same revert title") if same else None
         for pr in sorted(named_prs(r)):
             hits = self.by_pr.get(pr)
             if hits:
@@ -173,9 +176,11 @@ class Branch:
         pid = self.rel_pid.get(r.sha)
         if pid and pid in self.pid_main:
             return [self.pid_main[pid]], "patch-id"
-        same = self.by_title.get(title(r))
-        if same and len(same) == 1:  # the backport bot's "[8.3.x] <PR title> (#backport PR)"
-            return [same[0].sha], "same PR title"
+        same = self.by_title.get(title(r), [])
+        plain = [c for c in same if not c.merge]
+        one = plain if len(plain) == 1 else same if len(same) == 1 else []
+        if one:  # the backport bot's "[8.3.x] <PR title> (#backport PR)"
+            return [one[0].sha], "same PR title"
         return None
 
 
@@ -347,7 +352,7 @@ def main() -> int:
     ap.add_argument("--branches", nargs="+", required=True)
     ap.add_argument("--unpicked", type=float, default=1.0, help="unpicked main commits per pick source")
     ap.add_argument("--before", type=int, default=5, help="before/after items per branch")
-    ap.add_argument("--squash", default=None, help="a ref pattern of feature branches, e.g. 'claude/*'")
+    ap.add_argument("--squash", nargs="*", help="ref patterns of feature branches, e.g. 'claude/*'")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -361,7 +366,9 @@ def main() -> int:
             counts[it["class"]] = counts.get(it["class"], 0) + 1
         print(f"{name}: {len(b.rel)} release commits, {len(b.main_side)} main commits since; {counts}", file=sys.stderr)
         items += mine
-    squash = squash_items(args.repo, args.main, args.squash) if args.squash else []
+    squash = (
+        [sq for pattern in args.squash for sq in squash_items(args.repo, args.main, pattern)] if args.squash else []
+    )
     corpus = {
         "repo": args.repo,
         "main": args.main,

@@ -413,3 +413,20 @@ def test_commits_from_two_lines_are_each_judged_against_their_own_range(world: G
     assert both[old].verdict is Verdict.REPRESENTED, both[old].evidence
     assert both[old].represented_by == [pick]
     assert both[new].verdict is Verdict.UNIQUE
+
+
+def test_a_backport_named_after_a_pr_merged_by_a_merge_commit_hints_at_the_merge(world: GitRepo) -> None:
+    """Class: a backport bot names the pick after the PR's title ("[7.4.x] <title> (#backport)");
+    upstream landed the PR as a merge commit, whose subject is "Merge pull request #N from …"
+    and whose title is its first body line. The title is the hint, as a squash's subject is."""
+    world.git("checkout", "-q", "-b", "topic", "main")
+    world.commit("improve the docs", {"f.txt": text(edited(LINES, l20="docs, improved"))})
+    world.git("checkout", "-q", "main")
+    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #11180 from u/docs\n\nImprove the node docs")
+    merge = world.sha("HEAD")
+    world.commit("rewrite the docs", {"f.txt": text(edited(LINES, l20="docs, rewritten"))}, author=OTHER)
+    c = on(world, "fork", "[7.4.x] Improve the node docs (#11181)", {"f.txt": text(edited(LINES, l20="docs, for 7.4"))})
+    o = judge(world, c)
+    assert o.verdict in (Verdict.UNIQUE, Verdict.CONFLICT), o.evidence
+    assert merge in kinds(o)["hint"][0].commits
+    assert o.recommendation is Recommendation.HUMAN_LOOK
