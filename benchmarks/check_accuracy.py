@@ -138,9 +138,19 @@ def accuracy(corpus: dict, args: argparse.Namespace) -> int:
     verdicts: dict[tuple[str, str], dict] = {}
     cherry: dict[tuple[str, str], bool] = {}
     pid: dict[tuple[str, str], bool] = {}
+    kept: dict[str, dict] = {}  # "commit base" -> what each tool said (--save / --reuse)
+    if args.reuse and os.path.exists(args.reuse):
+        with open(args.reuse) as fh:
+            kept = json.load(fh)
     t_check = t_cherry = 0.0
     for n, (base, head) in enumerate(bases, 1):
         group = by_base[(base, head)]
+        if all(f"{i['commit']} {base}" in kept for i in group):  # relabelled corpus: judged before
+            for it in group:
+                k = kept[f"{it['commit']} {base}"]
+                key = (it["commit"], base)
+                verdicts[key], cherry[key], pid[key] = k["check"], k["cherry"], k["patch-id"]
+            continue
         shas = list(dict.fromkeys(i["commit"] for i in group))
         got, wall = run_check(repo, base, shas, args.cache)
         t_check += wall
@@ -152,12 +162,16 @@ def accuracy(corpus: dict, args: argparse.Namespace) -> int:
             key = (it["commit"], base)
             cherry[key] = marks.get(it["commit"], True)  # not listed: already in the base
             pid[key] = mine.get(it["commit"]) in ids
-            verdicts[(it["commit"], base)] = got[it["commit"]]
+            verdicts[key] = got[it["commit"]]
+            kept[f"{it['commit']} {base}"] = {"check": verdicts[key], "cherry": cherry[key], "patch-id": pid[key]}
         print(
             f"[{n}/{len(bases)}] {group[0]['base_ref']} ← {head}: {len(shas)} commits, check {wall:.1f}s, "
             f"cherry {cwall:.1f}s",
             file=sys.stderr,
         )
+    if args.save:
+        with open(args.save, "w") as fh:
+            json.dump(kept, fh)
     everything = items
     items = [it for it in items if it["truth"] is not None]  # unscored: what the labeller cannot call
     keys = [(it["commit"], it["base"]) for it in items]
@@ -250,6 +264,8 @@ def main() -> int:
     ap.add_argument("--onto", default=None, help="with --squash: check onto this ref [default: the squash commit]")
     ap.add_argument("--class", dest="cls", action="append", help="only items of this class (repeatable)")
     ap.add_argument("--limit-bases", type=int, default=0)
+    ap.add_argument("--save", help="keep every verdict here (JSON), to rescore a relabelled corpus with --reuse")
+    ap.add_argument("--reuse", help="verdicts kept by --save: bases whose items were all judged are not run again")
     ap.add_argument("--cache", action="store_true", help="let check use its verdict cache (warm runs)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()

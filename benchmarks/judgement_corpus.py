@@ -47,6 +47,13 @@ REVERTS = re.compile(r"This reverts commit ([0-9a-f]{7,40})")
 PR_IN_SUBJECT = re.compile(r"\(#(\d+)\)")
 BACKPORT = re.compile(r"(?i)\bbackport(?:ed)?(?: of)?(?: PR)? #(\d+)")
 MERGE_PR = re.compile(r"^Merge pull request #(\d+)")
+CHANGE_ID = re.compile(r"^Change-Id:\s*(I[0-9a-f]{40})\s*$", re.M)
+# Release notes: a release branch's own notes reach main by a forward-port of the notes (a commit
+# "cherry-pick changelog from 1.4.54", a merge of the release branch), which the labeller cannot
+# call represented or not; such commits are reported, not scored.
+ANNOUNCE = re.compile(r"(^|/)(announce|release-[0-9.]+\.rst)", re.I)
+VERSION_FILE = re.compile(r"(^|/)(conf\.py|__init__\.py|_?version\.py|setup\.(py|cfg)|pyproject\.toml|[^/]*\.rst)$")
+NOTES = re.compile(r"(^|/)(changelog|changes|whatsnew|release[-_]?notes|news)([/._-]|$)", re.I)
 
 
 def git(repo: str, *args: str, input: bytes | None = None) -> str:
@@ -136,6 +143,7 @@ class Branch:
         for c in self.main_side:
             if title(c):
                 self.by_title.setdefault(title(c), []).append(c)
+        self.by_change_id = {cid: c.sha for c in self.main_side for cid in CHANGE_ID.findall(c.message)}
         self.pid_main = {}
         for sha, pid in self.main_pid.items():
             self.pid_main.setdefault(pid, sha)
@@ -169,6 +177,9 @@ class Branch:
         if r.subject.startswith('Revert "'):  # a revert names the PR it reverts: match the revert itself
             same = self.by_title.get(title(r), [])
             return ([same[0].sha], "same revert title") if same else None
+        for cid in CHANGE_ID.findall(r.message):  # Gerrit keeps the change's id through a cherry-pick
+            if cid in self.by_change_id:
+                return [self.by_change_id[cid]], "Change-Id"
         for pr in sorted(named_prs(r)):
             hits = self.by_pr.get(pr)
             if hits:
@@ -202,7 +213,13 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
             "direction": "rel->main",
         }
         if src is None:
-            items.append(item | {"truth": False, "class": "release-only", "why": "no pick marker, PR or patch-id"})
+            paths = git(b.repo, "diff-tree", "--no-commit-id", "--name-only", "-r", r.sha).split()
+            notes = [p for p in paths if NOTES.search(p) or ANNOUNCE.search(p)]
+            rest = [p for p in paths if p not in notes]
+            if notes and len(rest) <= 2 and all(VERSION_FILE.search(p) for p in rest):  # a release's notes + bump
+                items.append(item | {"truth": None, "class": "release-notes", "why": "only release notes"})
+            else:
+                items.append(item | {"truth": False, "class": "release-only", "why": "no pick marker, PR or patch-id"})
             continue
         shas, why = src
         reverted = [b.reverted_main[s] for s in shas if s in b.reverted_main]

@@ -430,3 +430,49 @@ def test_a_backport_named_after_a_pr_merged_by_a_merge_commit_hints_at_the_merge
     assert o.verdict in (Verdict.UNIQUE, Verdict.CONFLICT), o.evidence
     assert merge in kinds(o)["hint"][0].commits
     assert o.recommendation is Recommendation.HUMAN_LOOK
+
+
+def test_a_backport_of_a_merged_pr_modified_since_is_represented_by_the_merge(world: GitRepo) -> None:
+    """Class: "Backport PR #12: …" (a backport bot's pick of a PR merged upstream by a merge
+    commit; its context differs, so no patch-id), and upstream changed the lines since. The PR
+    number alone is a hint; with the merge's own tree holding every change of the backport it is
+    the pick: represented, since modified, not "human look"."""
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
+    world.git("checkout", "-q", "-b", "topic", "main")
+    world.commit("add a limit", {"f.txt": text(edited(LINES, l10="limit = 10"))})
+    world.git("checkout", "-q", "main")
+    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd a limit")
+    merge = world.sha("HEAD")
+    later = world.commit("raise the limit", {"f.txt": text(edited(LINES, l10="limit = 99"))}, author=OTHER)
+    backport = on(
+        world,
+        "release",
+        "Backport PR #12: Add a limit",
+        {"f.txt": text(edited(LINES, l10="limit = 10", l12="line 12 (release)"))},
+    )
+    o = judge(world, backport)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert merge in o.represented_by  # (and the PR's own commit, which has its subject)
+    assert rule(o) == "picked, then modified"
+    assert later[:10] in kinds(o)["rule"][0].detail
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+
+
+def test_a_pr_named_base_commit_without_all_the_lines_stays_a_hint(world: GitRepo) -> None:
+    """The converse: the merge of PR #12 took another fix; the backport's lines were never there."""
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
+    world.git("checkout", "-q", "-b", "topic", "main")
+    world.commit("add a limit", {"f.txt": text(edited(LINES, l10="limit = 20"))})
+    world.git("checkout", "-q", "main")
+    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd a limit")
+    backport = on(
+        world,
+        "release",
+        "Backport PR #12: Add a limit",
+        {"f.txt": text(edited(LINES, l10="limit = 10", l12="line 12 (release)"))},
+    )
+    o = judge(world, backport)
+    assert o.verdict in (Verdict.UNIQUE, Verdict.CONFLICT), o.evidence
+    assert o.recommendation is Recommendation.HUMAN_LOOK

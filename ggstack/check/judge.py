@@ -21,7 +21,7 @@ from ggstack.check.groups import Group
 from ggstack.check.history import History, normal_subject
 from ggstack.check.rules import Decision, Match, decide
 from ggstack.check.signals import Candidate
-from ggstack.model import Applied, Evidence, Outcome, Run, Signal, Verdict
+from ggstack.model import Applied, Evidence, Outcome, Run, Says, Signal, Verdict
 
 
 @dataclass
@@ -73,6 +73,7 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
         found, ev_id = signals.identity(ctx.history, cand)
         same, ev_pid = signals.patch_id(ctx.history, cand)
         out[cand.name] = Identified(found + same, [ev_id, ev_pid])
+    _named_and_whole(ctx, [c for c in cands if not out[c.name].matches], out)
     matched = [c for c in cands if out[c.name].matches]
     # "<parent> <commit>" makes diff-tree diff the commit back to its parent: the patch reversed.
     reversed_ids = ctx.repo.patch_ids_of_commits([(c.parent, c.commit) for c in matched])
@@ -83,6 +84,42 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
         ident.evidence += [e for e in (revert, since) if e is not None]
     _completeness(ctx, matched, out)
     return out
+
+
+HINTED = "named by its PR or subject, with all its lines,"
+
+
+def _named_and_whole(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
+    """A base commit with the patch's PR number or subject (a backport bot's "Backport PR #12: …"
+    of a PR merged by a merge commit; "[8.3.x] <PR title> (#backport)") is only a hint; but when
+    that commit's own tree holds every change of the patch, the two together are the pick — and
+    the base may have changed those lines since, as after any pick."""
+    todo = [(c, h) for c in cands for h in signals.hints(ctx.history, c, set())[0][:3]]
+    if not todo:
+        return
+    blobs = ctx.files.at_commits([(h, p) for c, h in todo for p in c.paths])
+    ctx.files.prepare_alignments(
+        [
+            (fc.old_blob, blobs[(h, p)])
+            for c, h in todo
+            for fc in c.changes
+            if fc.old_blob
+            for p in fc.paths
+            if (h, p) in blobs
+        ]
+    )
+    for cand, h in todo:
+        modes = {p: fc.new_mode or fc.old_mode or "100644" for fc in cand.changes for p in fc.paths}
+        entries = {p: (modes[p], blobs[(h, p)]) for p in cand.paths if (h, p) in blobs}
+        there = contain(cand.changes, entries, ctx.files)
+        if not (there.judged and there.units and there.all_present):
+            continue
+        ident = out[cand.name]
+        ident.matches.append(Match(HINTED, h))
+        detail = f"{h[:10]} has its PR number or subject, and its own tree has every change of the patch"
+        ident.evidence.append(
+            Evidence(Signal.IDENTITY, detail, [h], data={"match": True, "by": "hint"}, says=Says.PRESENT)
+        )
 
 
 def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
