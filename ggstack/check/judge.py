@@ -95,31 +95,14 @@ def _named_and_whole(ctx: Context, cands: Sequence[Candidate], out: dict[str, Id
     that commit's own tree holds every change of the patch, the two together are the pick — and
     the base may have changed those lines since, as after any pick."""
     todo = [(c, h) for c in cands for h in signals.hints(ctx.history, c, set())[0][:3]]
-    if not todo:
-        return
-    blobs = ctx.files.at_commits([(h, p) for c, h in todo for p in c.paths])
-    ctx.files.prepare_alignments(
-        [
-            (fc.old_blob, blobs[(h, p)])
-            for c, h in todo
-            for fc in c.changes
-            if fc.old_blob
-            for p in fc.paths
-            if (h, p) in blobs
-        ]
-    )
-    for cand, h in todo:
-        modes = {p: fc.new_mode or fc.old_mode or "100644" for fc in cand.changes for p in fc.paths}
-        entries = {p: (modes[p], blobs[(h, p)]) for p in cand.paths if (h, p) in blobs}
-        there = contain(cand.changes, entries, ctx.files)
-        if not (there.judged and there.units and there.all_present):
-            continue
-        ident = out[cand.name]
-        ident.matches.append(Match(HINTED, h))
-        detail = f"{h[:10]} has its PR number or subject, and its own tree has every change of the patch"
-        ident.evidence.append(
-            Evidence(Signal.IDENTITY, detail, [h], data={"match": True, "by": "hint"}, says=Says.PRESENT)
-        )
+    for (cand, h), there in zip(todo, _contained_at(ctx, todo), strict=True):
+        if there.judged and there.units and there.all_present:
+            ident = out[cand.name]
+            ident.matches.append(Match(HINTED, h))
+            detail = f"{h[:10]} has its PR number or subject, and its own tree has every change of the patch"
+            ident.evidence.append(
+                Evidence(Signal.IDENTITY, detail, [h], data={"match": True, "by": "hint"}, says=Says.PRESENT)
+            )
 
 
 def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
@@ -131,24 +114,32 @@ def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Ident
         for m in out[c.name].matches
         if m.how in ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in")
     ]
+    for (_, m), there in zip(todo, _contained_at(ctx, [(c, m.commit) for c, m in todo]), strict=True):
+        m.complete = there.all_present
+
+
+def _contained_at(ctx: Context, todo: Sequence[tuple[Candidate, str]]) -> list[Containment]:
+    """Each candidate's containment in one commit's own tree, the files read in one batch."""
     if not todo:
-        return
-    blobs = ctx.files.at_commits([(m.commit, p) for c, m in todo for p in c.paths])
+        return []
+    blobs = ctx.files.at_commits([(at, p) for c, at in todo for p in c.paths])
     ctx.files.prepare_alignments(
         [
-            (fc.old_blob, blobs[(m.commit, p)])
-            for c, m in todo
+            (fc.old_blob, blobs[(at, p)])
+            for c, at in todo
             for fc in c.changes
             if fc.old_blob
             for p in fc.paths
-            if (m.commit, p) in blobs
+            if (at, p) in blobs
         ]
     )
-    for cand, m in todo:
+    out = []
+    for cand, at in todo:
         # The mode is the pre-image's (cat-file does not say it): a mode change alone is judged on the base.
         modes = {p: fc.new_mode or fc.old_mode or "100644" for fc in cand.changes for p in fc.paths}
-        entries = {p: (modes[p], blobs[(m.commit, p)]) for p in cand.paths if (m.commit, p) in blobs}
-        m.complete = contain(cand.changes, entries, ctx.files).all_present
+        entries = {p: (modes[p], blobs[(at, p)]) for p in cand.paths if (at, p) in blobs}
+        out.append(contain(cand.changes, entries, ctx.files))
+    return out
 
 
 def measure_content(
