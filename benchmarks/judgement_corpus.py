@@ -52,7 +52,10 @@ CHANGE_ID = re.compile(r"^Change-Id:\s*(I[0-9a-f]{40})\s*$", re.M)
 # "cherry-pick changelog from 1.4.54", a merge of the release branch), which the labeller cannot
 # call represented or not; such commits are reported, not scored.
 ANNOUNCE = re.compile(r"(^|/)(announce|release-[0-9.]+\.rst)", re.I)
-VERSION_FILE = re.compile(r"(^|/)(conf\.py|__init__\.py|_?version\.py|setup\.(py|cfg)|pyproject\.toml|[^/]*\.rst)$")
+VERSION_FILE = re.compile(
+    r"(^|/)(conf\.py|__init__\.py|_?version\.py|release\.py|setup\.(py|cfg)|pyproject\.toml|[^/]*\.rst)$"
+)
+BUMP_FILE = re.compile(r"(^|/)(_?version\.py|release\.py)$")
 NOTES = re.compile(r"(^|/)(changelog|changes|whatsnew|release[-_]?notes|news)([/._-]|$)", re.I)
 
 
@@ -195,6 +198,20 @@ class Branch:
         return None
 
 
+def unscored(repo: str, sha: str) -> tuple[str, str] | None:
+    """A commit the labeller cannot call: a release's notes (they reach the other branch by a
+    forward-port of the notes, "cherry-pick changelog from 1.4.54"), or only a version bump
+    ("back to dev": each branch bumps its own version, and the other's bump has some of its lines)."""
+    paths = git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", sha).split()
+    notes = [p for p in paths if NOTES.search(p) or ANNOUNCE.search(p)]
+    rest = [p for p in paths if p not in notes]
+    if notes and len(rest) <= 2 and all(VERSION_FILE.search(p) for p in rest):
+        return "release-notes", "only release notes (and a version bump)"
+    if paths and len(paths) <= 2 and all(BUMP_FILE.search(p) for p in paths):
+        return "version-bump", "only a version file"
+    return None
+
+
 def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) -> list[dict]:
     items: list[dict] = []
     main_tip = git(b.repo, "rev-parse", b.main).strip()
@@ -213,11 +230,9 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
             "direction": "rel->main",
         }
         if src is None:
-            paths = git(b.repo, "diff-tree", "--no-commit-id", "--name-only", "-r", r.sha).split()
-            notes = [p for p in paths if NOTES.search(p) or ANNOUNCE.search(p)]
-            rest = [p for p in paths if p not in notes]
-            if notes and len(rest) <= 2 and all(VERSION_FILE.search(p) for p in rest):  # a release's notes + bump
-                items.append(item | {"truth": None, "class": "release-notes", "why": "only release notes"})
+            kind = unscored(b.repo, r.sha)
+            if kind:
+                items.append(item | {"truth": None, "class": kind[0], "why": kind[1]})
             else:
                 items.append(item | {"truth": False, "class": "release-only", "why": "no pick marker, PR or patch-id"})
             continue
@@ -290,6 +305,7 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
     rest = [c for c in b.main_side if not c.merge and c.sha not in picked_main and c.sha not in members]
     k = min(len(rest), round(unpicked * max(1, len(picked_main))))
     for c in rng.sample(rest, k):
+        kind = unscored(b.repo, c.sha) or ("unpicked", "not named by any release commit")
         items.append(
             {
                 "commit": c.sha,
@@ -298,9 +314,9 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
                 "base_ref": b.name,
                 "head": b.main,
                 "direction": "main->rel",
-                "truth": False,
-                "class": "unpicked",
-                "why": "not named by any release commit",
+                "truth": False if kind[0] == "unpicked" else None,
+                "class": kind[0],
+                "why": kind[1],
             }
         )
     singles = [(r, shas[0]) for r, shas in pairs if len(shas) == 1 and shas[0] in b.by_sha]
