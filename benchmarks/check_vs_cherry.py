@@ -170,8 +170,7 @@ CPU: dict[str, float] = {}  # the fastest CPU time (user + sys, every descendant
 def timed(args: list[str], cwd: str | None = None, tool: str = "") -> tuple[float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # keep compiled modules, as users do
-    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=env)
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
     dt = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

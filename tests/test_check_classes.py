@@ -476,3 +476,27 @@ def test_a_pr_named_base_commit_without_all_the_lines_stays_a_hint(world: GitRep
     o = judge(world, backport)
     assert o.verdict in (Verdict.UNIQUE, Verdict.CONFLICT), o.evidence
     assert o.recommendation is Recommendation.HUMAN_LOOK
+
+
+def test_an_adapted_backport_of_a_merged_pr_is_partial_by_the_merge(world: GitRepo) -> None:
+    """Class: "Backport PR #12: …" that had to be adapted (one of its two changes differs from
+    the PR's), upstream changed the lines since. The PR's merge had most of its changes: an
+    adapted pick, partial by the merge, not "human look"."""
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
+    world.git("checkout", "-q", "-b", "topic", "main")
+    world.commit("add limits", {"f.txt": text(edited(LINES, l10="limit = 10", l30="burst = 5", l20="rate = 1"))})
+    world.git("checkout", "-q", "main")
+    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd limits")
+    merge = world.sha("HEAD")
+    world.commit("retune", {"f.txt": text(edited(LINES, l10="limit = 99", l30="burst = 9", l20="rate = 2"))}, author=OTHER)
+    backport = on(
+        world,
+        "release",
+        "Backport PR #12: Add limits",
+        {"f.txt": text(edited(LINES, l10="limit = 10", l12="line 12 (release)", l20="rate = 1", l30="burst = 7"))},
+    )
+    o = judge(world, backport)
+    assert o.verdict is Verdict.PARTIAL, o.evidence
+    assert merge in o.represented_by
+    assert rule(o) == "adapted pick"

@@ -93,16 +93,21 @@ def _named_and_whole(ctx: Context, cands: Sequence[Candidate], out: dict[str, Id
     """A base commit with the patch's PR number or subject (a backport bot's "Backport PR #12: …"
     of a PR merged by a merge commit; "[8.3.x] <PR title> (#backport)") is only a hint; but when
     that commit's own tree holds every change of the patch, the two together are the pick — and
-    the base may have changed those lines since, as after any pick."""
+    the base may have changed those lines since, as after any pick; when it holds most of them,
+    an adapted pick."""
     todo = [(c, h) for c in cands for h in signals.hints(ctx.history, c, set())[0][:3]]
     for (cand, h), there in zip(todo, _contained_at(ctx, todo), strict=True):
-        if there.judged and there.units and there.all_present:
-            ident = out[cand.name]
-            ident.matches.append(Match(HINTED, h))
-            detail = f"{h[:10]} has its PR number or subject, and its own tree has every change of the patch"
-            ident.evidence.append(
-                Evidence(Signal.IDENTITY, detail, [h], data={"match": True, "by": "hint"}, says=Says.PRESENT)
-            )
+        present = sum(u.present for u in there.units)
+        if not there.judged or 2 * present <= len(there.units):
+            continue  # at most half of its changes: a hint, not the pick
+        ident = out[cand.name]
+        ident.matches.append(Match(HINTED, h, complete=there.all_present))
+        detail = f"{h[:10]} has its PR number or subject, and its own tree has " + (
+            "every change of the patch" if there.all_present else f"{present} of its {len(there.units)} changes"
+        )
+        ident.evidence.append(
+            Evidence(Signal.IDENTITY, detail, [h], data={"match": True, "by": "hint"}, says=Says.PRESENT)
+        )
 
 
 def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
