@@ -489,7 +489,9 @@ def test_an_adapted_backport_of_a_merged_pr_is_partial_by_the_merge(world: GitRe
     world.git("checkout", "-q", "main")
     world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd limits")
     merge = world.sha("HEAD")
-    world.commit("retune", {"f.txt": text(edited(LINES, l10="limit = 99", l30="burst = 9", l20="rate = 2"))}, author=OTHER)
+    world.commit(
+        "retune", {"f.txt": text(edited(LINES, l10="limit = 99", l30="burst = 9", l20="rate = 2"))}, author=OTHER
+    )
     backport = on(
         world,
         "release",
