@@ -472,7 +472,7 @@ def edit_(obj: Ctx, stack: str, patch: str) -> None:
             after, new = editing.edit(obj.repo, s, patch, text)
         except UserError as e:
             kept = os.path.join(obj.repo.state_dir("edit"), before.name.removesuffix(".patch") + ".txt")
-            series.write_atomic(kept, text.encode("utf-8", "surrogateescape"))
+            state.write_atomic(kept, text.encode("utf-8", "surrogateescape"))
             raise UserError(f"{e}; your message is kept in {kept}") from None
         changed = series.save(after)
     click.echo(f"{new.name}: {'message changed' if changed else 'unchanged'}")
