@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ggstack import git, replay, report, secrets, series, state
+from ggstack import git, importing, replay, report, secrets, series, state
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Run, Stack, Verdict
 
@@ -51,6 +51,12 @@ class Ctx:
         return state.locked(
             self.repo, name, command=f"ggstack {command} {name}", wait=state.edit_lock_wait(), warn=warn
         )
+
+
+def _complete_stacks(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of a STACK argument: the stacks in --patches (or $GGSTACK_PATCHES, ./patches)."""
+    patches = ctx.find_root().params.get("patches") or os.environ.get("GGSTACK_PATCHES") or "patches"
+    return [name for name in series.list_stacks(patches) if name.startswith(incomplete)]
 
 
 def warn(message: str) -> None:
@@ -157,7 +163,14 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str) -> None:
 
 @main.command("import")
 @click.argument("stack")
-@click.argument("revs", nargs=-1, required=True)
+@click.argument("revs", nargs=-1)
+@click.option(
+    "--from",
+    "from_path",
+    default=None,
+    help="An existing series instead of commits: a directory of format-patch files, an mbox, or a quilt series.",
+)
+@click.option("--onto", default=None, help="With --from: the commit the series applies to [default: the stack's base].")
 @click.option(
     "--original-pr",
     default=None,
@@ -177,13 +190,16 @@ def import_(
     obj: Ctx,
     stack: str,
     revs: tuple[str, ...],
+    from_path: str | None,
+    onto: str | None,
     original_pr: str | None,
     only: tuple[str, ...],
     exclude: tuple[str, ...],
     dropped: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Append commits (a sha, or a range A..B) to the series, with provenance.
+    """Append commits (a sha, or a range A..B) — or an existing series
+    (--from) — to the series, with provenance.
 
     Cherry-picked-from is the source commit; Original-PR comes from
     --original-pr or the subject's "(#N)"; every path left out by
@@ -194,35 +210,51 @@ def import_(
       ggstack import gg-clean ef7cae43b2 --only vllm/v1/attention/ops/dcp_alltoall.py \\
           --only tests/distributed/test_dcp_a2a.py --original-pr voipmonitor/vllm#130 \\
           --dropped 'CUTLASS version pin' --dropped 'MLA .contiguous() workaround'
+      ggstack import gg-clean origin/main..fix/x          # a branch, as git rebase replays it
+      ggstack import gg-clean --from debian/patches       # a quilt series with DEP-3 headers
     """
+    if bool(revs) == bool(from_path):
+        raise UserError("give commits (a sha or a range A..B) or --from PATH")
+    if from_path and (only or exclude or dropped or original_pr):
+        raise UserError("--only, --exclude, --dropped and --original-pr are for commits, not --from")
+    if onto and not from_path:
+        raise UserError("--onto is for --from (commits already have their parents)")
     with obj.editing(stack, "import"):
-        before = obj.stack(stack)
-        after = series.import_commits(
-            obj.repo, before, revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped
-        )
-        series.save(after)
-    added = after.patches[len(before.patches) :]
+        if from_path:
+            done = importing.from_series(obj.repo, obj.stack(stack), from_path, onto=onto)
+        else:
+            done = importing.commits(
+                obj.repo, obj.stack(stack), revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped
+            )
+        series.save(done.stack)
     if as_json:
-        print_json([_patch_json(p) for p in added])
-        return
-    for p in added:
-        click.echo(f"imported {p.name}  {p.subject}")
+        print_json([_patch_json(p) for p in done.added])
+    else:
+        for p in done.added:
+            click.echo(f"imported {p.name}  {p.subject}")
+    for line in importing.notes(done):
+        click.echo(line, err=as_json)  # with --json, stdout is the JSON alone
 
 
 @main.command("list")
 @click.argument("stack", required=False)
+@click.option("--dropped", is_flag=True, help="List the patches `ggstack drop` took out, and why.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_obj
 @handled
-def list_(obj: Ctx, stack: str | None, as_json: bool) -> None:
+def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
     """List the patches of a stack in merge order (or all stacks).
 
     \b
-    Example:
+    Examples:
       ggstack list gg-clean
+      ggstack list gg-clean --dropped      # what drop took out: represented by which commit, on which base
     """
     names = [stack] if stack else series.list_stacks(obj.patches_dir)
     stacks = [obj.stack(n) for n in names]
+    if dropped:
+        _list_dropped(stacks, as_json)
+        return
     if as_json:
         print_json({s.name: [_patch_json(p) for p in s.patches] for s in stacks})
         return
@@ -244,6 +276,263 @@ def list_(obj: Ctx, stack: str | None, as_json: bool) -> None:
                 prov.stack_patch_id[:12],
             )
         out.print(table)
+
+
+def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
+    from ggstack import drop as dropping
+
+    records = {s.name: dropping.read_record(s) for s in stacks}
+    if as_json:
+        print_json({name: [e.to_json() for e in entries] for name, entries in records.items()})
+        return
+    console().print(report.dropped_table(records))
+
+
+@main.command()
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.option("--represented", is_flag=True, required=True, help="Drop the patches judged represented (required).")
+@click.option(
+    "--run",
+    "run_path",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Use a saved Run (`ggstack check --json`, `test --json`, sync's) instead of running check.",
+)
+@click.option("--onto", default=None, help="The base to check against [default: stack.toml target.base].")
+@click.option(
+    "--close-redundant", is_flag=True, help="Also close their open PRs with the evidence comment (needs a token)."
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be dropped (and closed); change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was dropped as JSON.")
+@click.pass_obj
+@handled
+def drop(
+    obj: Ctx,
+    stack: str,
+    represented: bool,
+    run_path: str | None,
+    onto: str | None,
+    close_redundant: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Remove the patches the base already carries, keeping a record of why.
+
+    Each dropped patch is written into patches/STACK/dropped.toml (subject,
+    Stack-Patch-Id, provenance, the representing commits and their subjects,
+    the base sha, the rule that decided, when) in the same atomic change
+    that removes it; `ggstack list STACK --dropped` shows them. Their
+    per-patch branches are deleted where ggstack wrote them and nobody moved
+    them since (never one that is checked out). Without --run, check runs
+    first.
+
+    \b
+    Examples:
+      ggstack drop gg-clean --represented --onto origin/dev/gilded-gnosis
+      ggstack drop gg-clean --represented --run run.json --close-redundant
+    """
+    from ggstack import check as checking
+    from ggstack import drop as dropping
+
+    with obj.editing(stack, "drop"):
+        s = obj.stack(stack)
+        if run_path:
+            run = _load_run(run_path)
+        else:
+            with StageProgress(len(s.patches), "check") as progress:
+                run = checking.stack(obj.repo, s, onto or s.config.target.base, progress=progress)
+        result = dropping.drop(obj.repo, s, run, close_redundant=close_redundant, dry_run=dry_run)
+    if as_json:
+        print_json(result.to_json())
+        return
+    console().print(report.drop_table(result))
+    for line in result.branches_kept:
+        warn(f"branch kept: {line}")
+
+
+@main.command()
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.option("--onto", default=None, help="The new base [default: stack.toml target.base].")
+@click.option("--partial", is_flag=True, help="Rebase the patches before the first that does not apply; keep the rest.")
+@click.option("--dry-run", is_flag=True, help="Say what would be rewritten; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was (or would be) rewritten as JSON.")
+@click.pass_obj
+@handled
+def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool, as_json: bool) -> None:
+    """Rewrite the stored series onto a new base (each patch's diff and base-commit).
+
+    The replay is apply's; every patch must apply (with --partial: up to the
+    first that conflicts or becomes empty). A patch whose recorded parent
+    already has its replayed parent's tree is left byte for byte. One atomic
+    change to patches/STACK/. Exit 0 when the whole series is on the base,
+    1 when a patch stopped it (nothing written without --partial).
+
+    \b
+    Examples:
+      ggstack rebase gg-clean --onto origin/dev/gilded-gnosis
+      ggstack rebase gg-clean --onto origin/main --partial --json
+    """
+    from ggstack import rebase as rebasing
+
+    with obj.editing(stack, "rebase"):
+        s = obj.stack(stack)
+        result = rebasing.rebase(obj.repo, s, onto or s.config.target.base, partial=partial, dry_run=dry_run)
+    if as_json:
+        print_json(result.to_json())
+    else:
+        console().print(report.rebase_table(result))
+        stop = result.stopped
+        if stop is not None:
+            kept = "the patches before it were rebased" if partial and not dry_run else "nothing was written"
+            err_console.print(
+                f"ggstack: {escape(stop.name)} stops the rebase: {escape(stop.detail)}; {kept} "
+                "(`ggstack apply` shows the conflict; --partial rebases up to it)",
+                highlight=False,
+            )
+    sys.exit(1 if result.stopped else 0)
+
+
+@main.command()
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.argument("patch")
+@click.option("--onto", default=None, help="The base to resolve it on [default: stack.toml target.base].")
+@click.option("--json", "as_json", is_flag=True, help="Print the session (worktree path, conflicts) as JSON.")
+@click.pass_obj
+@handled
+def resolve(obj: Ctx, stack: str, patch: str, onto: str | None, as_json: bool) -> None:
+    """Prepare a worktree to resolve PATCH's conflict: the patch picked onto its replayed parent.
+
+    The worktree is ggstack's own, under the git dir (its path is printed);
+    your checkout, HEAD, index and branches are not touched. The conflict
+    markers are in its files and git's rerere is on there (a conflict you
+    resolved before comes back resolved). Edit, then `ggstack refresh STACK
+    PATCH` writes the result back into the patch file (`--abort` gives up).
+    Running it again prints the same worktree.
+
+    \b
+    Example:
+      ggstack resolve gg-clean 2 --onto origin/dev/gilded-gnosis
+      cd "$(ggstack resolve gg-clean 2 --json | jq -r .worktree)"
+    """
+    from ggstack import resolve as resolving
+
+    with obj.editing(stack, "resolve"):
+        s = obj.stack(stack)
+        session = resolving.resolve(obj.repo, s, patch, onto or s.config.target.base)
+    if as_json:
+        print_json(session.to_json())
+        return
+    click.echo(session.worktree)
+    if session.conflicts:
+        err_console.print(f"conflicts in: {escape(', '.join(session.conflicts))}", highlight=False)
+    if session.reused:
+        err_console.print(f"rerere reused a recorded resolution for: {escape(', '.join(session.reused))}")
+    err_console.print(
+        f"edit the files there, then `ggstack refresh {escape(stack)} {escape(patch)}` (or --abort)", highlight=False
+    )
+
+
+@main.command()
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.argument("patch")
+@click.option("--abort", is_flag=True, help="Give up: remove the resolve worktree; the patch stays as it was.")
+@click.pass_obj
+@handled
+def refresh(obj: Ctx, stack: str, patch: str, abort: bool) -> None:
+    """Write the resolution made in `ggstack resolve`'s worktree back into the patch file.
+
+    The diff becomes the change from the replayed parent to the worktree's
+    files; base-commit advances to that parent; the message, author, date
+    and every trailer (Stack-Patch-Id included) stay, and an Adapted: trailer
+    says where it was resolved. Later applies onto this base (or a newer one
+    that leaves those lines alone) then succeed with it. Refused while
+    conflict markers remain. One atomic change; the worktree is removed.
+
+    \b
+    Example:
+      ggstack refresh gg-clean 2
+    """
+    from ggstack import resolve as resolving
+
+    with obj.editing(stack, "refresh"):
+        s = obj.stack(stack)
+        if abort:
+            session = resolving.abort(obj.repo, s, patch)
+            click.echo(f"removed {session.worktree}")
+            return
+        after, new, session = resolving.refresh(obj.repo, s, patch)
+        series.save(after)
+        resolving.finish(obj.repo, s, session)
+    click.echo(f"refreshed {new.name}: base-commit {new.base_commit}")
+
+
+@main.command("edit")
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.argument("patch")
+@click.pass_obj
+@handled
+def edit_(obj: Ctx, stack: str, patch: str) -> None:
+    """Edit a patch's message in $EDITOR (VISUAL, EDITOR, else vi); the file is regenerated.
+
+    The trailers are checked before anything is written: the one
+    Stack-Patch-Id must stay as it is, Original-PR is owner/repo#N,
+    Cherry-picked-from a full sha. The stack is not locked while the editor
+    is open; a patch changed meanwhile is not overwritten. A message that
+    fails the checks is kept under the git dir (the error names the file).
+
+    \b
+    Example:
+      EDITOR=vim ggstack edit gg-clean 2
+    """
+    from ggstack import edit as editing
+
+    before = obj.stack(stack).find(patch)
+    try:
+        text = click.edit(editing.editable(before), extension=".txt", require_save=False)
+    except click.ClickException as e:
+        raise UserError(f"the editor did not run: {e.message} (set VISUAL or EDITOR)") from None
+    if text is None:
+        click.echo(f"{before.name}: unchanged")
+        return
+    with obj.editing(stack, "edit"):
+        s = obj.stack(stack)
+        current = s.find(patch)
+        if current.raw != before.raw or current.name != before.name:
+            raise UserError(f"{before.name} changed while it was being edited; nothing was written (edit it again)")
+        try:
+            after, new = editing.edit(obj.repo, s, patch, text)
+        except UserError as e:
+            kept = os.path.join(obj.repo.state_dir("edit"), before.name.removesuffix(".patch") + ".txt")
+            state.write_atomic(kept, text.encode("utf-8", "surrogateescape"))
+            raise UserError(f"{e}; your message is kept in {kept}") from None
+        changed = series.save(after)
+    click.echo(f"{new.name}: {'message changed' if changed else 'unchanged'}")
+
+
+@main.command()
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.argument("first")
+@click.argument("second")
+@click.pass_obj
+@handled
+def squash(obj: Ctx, stack: str, first: str, second: str) -> None:
+    """Make two neighbouring patches one: the earlier one's place, name and Stack-Patch-Id.
+
+    The message is the first's, then the second's; the provenance trailers of
+    both are kept (Original-PR, Cherry-picked-from, Dropped), and a Squashed:
+    trailer names the second's Stack-Patch-Id and subject. Refused when the
+    second does not apply on the first alone. The rest are renumbered.
+
+    \b
+    Example:
+      ggstack squash gg-clean 2 3
+    """
+    from ggstack import edit as editing
+
+    with obj.editing(stack, "squash"):
+        after, new, folded = editing.squash(obj.repo, obj.stack(stack), first, second)
+        series.save(after)
+    click.echo(f"squashed {folded.name} into {new.name}")
 
 
 @main.command()
@@ -585,7 +874,7 @@ def _write_results(doc: dict, path: str) -> None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
         except OSError as e:
             raise UserError(f"--results: cannot create its directory: {e.strerror}", path=path) from None
-    series.write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
+    state.write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
     click.echo(f"wrote {path} ({len(doc['jobs'])} job(s))")
 
 
@@ -695,6 +984,16 @@ def pr(
     "--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence."
 )
 @click.option(
+    "--rebase-series",
+    is_flag=True,
+    help="Also propose the stored series rebased onto the base, as a PR onto the branch it lives on.",
+)
+@click.option(
+    "--series-branch",
+    default=None,
+    help="The branch patches/ lives on, for --rebase-series [default: the checked-out branch].",
+)
+@click.option(
     "--run-json",
     "run_json",
     default=None,
@@ -714,6 +1013,8 @@ def sync(
     gpu: str,
     dry_run: bool,
     close_redundant: bool,
+    rebase_series: bool,
+    series_branch: str | None,
     run_json: str | None,
     no_cache: bool,
 ) -> None:
@@ -752,6 +1053,8 @@ def sync(
             close_redundant=close_redundant,
             observer=observer,
             use_cache=not no_cache,
+            rebase_series=rebase_series,
+            series_branch=series_branch,
         )
         path = sync_stage.save_run(obj.repo, run, run_json)
     console().print(report.report_table(run))

@@ -19,15 +19,12 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from ggstack import git, series
+from ggstack import git, importing, series, state
 from ggstack.demofork import history
 from ggstack.errors import UserError
-from ggstack.model import Run, Stack
-
-Progress = Callable[[int, int, str], None]
+from ggstack.model import Progress, Run, Stack
 
 STACK = "gg-clean"
 REPO_SLUG = "voipmonitor/vllm"
@@ -90,10 +87,10 @@ def export_stack(fork: Fork, patches_dir: str) -> Stack:
     if os.path.exists(path):
         shutil.rmtree(path)
     series.init(patches_dir, STACK, REPO_SLUG, BASES["current"])
-    series.write_atomic(os.path.join(path, series.STACK_TOML), STACK_TOML.encode())
+    state.write_atomic(os.path.join(path, series.STACK_TOML), STACK_TOML.encode())
     stack = series.load(patches_dir, STACK)
     for imp in history.IMPORTS:
-        stack = series.import_commits(
+        stack = importing.import_commits(
             fork.repo,
             stack,
             [fork.commits[imp.commit]],

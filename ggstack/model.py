@@ -13,8 +13,11 @@ import enum
 import json
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+Progress = Callable[[int, int, str], None]  # (done, total, what): how a stage says how far it is
 
 
 class Verdict(str, enum.Enum):
@@ -305,6 +308,23 @@ class Run:
     repo_slug: str | None = None
     gpu: str | None = None  # what GPU the test stage had: "present" | "absent" | "off"
     subjects: dict[str, str] = field(default_factory=dict)  # base commit -> subject, for those the evidence names
+
+    def copy(self) -> Run:
+        """A Run a stage may change: its own Outcomes, stages, errors and subjects.
+
+        The rule for who may change a Run: a stage never changes the Run it is
+        given; it returns a new one (this copy, filled in), so the apply Run a
+        sync keeps is still apply's after check and test ran on it. Outcomes
+        are copied one level deep: stages replace their fields, never edit a
+        list or an Evidence in place.
+        """
+        return dataclasses.replace(
+            self,
+            outcomes=[dataclasses.replace(o) for o in self.outcomes],
+            stages=dict(self.stages),
+            errors=list(self.errors),
+            subjects=dict(self.subjects),
+        )
 
     def outcome(self, name: str) -> Outcome:
         for o in self.outcomes:

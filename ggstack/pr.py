@@ -31,18 +31,17 @@ import copy
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git, replay, report
 from ggstack.errors import InfraError, UserError
 from ggstack.forge import Comment, CommitFacts, Forge, RemotePR
-from ggstack.model import Applied, Outcome, Patch, PRState, Run, Stack, Verdict
+from ggstack.model import Applied, Outcome, Patch, Progress, PRState, Run, Stack, Verdict
 from ggstack.secrets import TOKEN_VARS
 
 NEEDED = (Verdict.UNIQUE, Verdict.PARTIAL)  # the only verdicts that get a PR
 OFFLINE = "offline: no forge was read; planned as if nothing existed on it"
-Progress = Callable[[int, int, str], None]
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*: .*|\(cherry picked from commit [0-9a-f]+\))$")
 
 
@@ -84,12 +83,13 @@ def pr(
 
 def open_forge(stack: Stack, env: Mapping[str, str] | None, *, dry_run: bool) -> Forge:
     """GitHub; for a dry run without a token, the forge on which nothing exists."""
-    from ggstack.forge.github import GitHub
-    from ggstack.forge.none import NoForge
-
     env = os.environ if env is None else env
     if dry_run and not any(env.get(var, "").strip() for var in TOKEN_VARS):
+        from ggstack.forge.none import NoForge
+
         return NoForge()
+    from ggstack.forge.github import GitHub  # PyGithub takes a second to import: only when it is used
+
     return GitHub(stack.config.target.repo, env=env)
 
 
@@ -302,11 +302,13 @@ def settle(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict
     picks: dict[str, replay.Pick] | None = None
     previous = run.base
     chosen: dict[str, Chosen] = {}
+    pairs: dict[str, tuple[str, str]] = {}  # name -> (previous, commit): diffstats read in one process
+    here = repo.has_objects(snap.heads.values())  # one process for every remote head
     for o in run.outcomes:
         if not _needs_pr(o) or closed_note(o, snap) is not None:
             continue
         assert o.commit is not None
-        commit, info = o.commit, repo.commit_info(o.commit)
+        commit, info = o.commit, _commit(repo, o.commit)
         if info.parents[:1] != (previous,):
             picks = picks or {p.name: p for p in replay.materialize(repo, stack)}
             replayer = replay.Replayer(repo, previous)
@@ -318,16 +320,24 @@ def settle(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict
                 note = f"does not apply on the previous needed patch alone ({step.applied.value}): no PR action"
                 chosen[o.name] = Chosen(None, note=note)
                 continue
-            commit, info = step.commit, repo.commit_info(step.commit)
-        diffstat = repo.numstat(previous, commit)
+            commit, info = step.commit, _commit(repo, step.commit)
+        pairs[o.name] = (previous, commit)
         remote = snap.heads.get(snap.branches[o.name])
         facts = snap.commits.get(remote or "")
         same = facts and (facts.tree, facts.parents) == (info.tree, (previous,)) and _same(facts.message, info.message)
-        if same and remote and repo.has_objects([remote])[remote]:  # a head this clone could not fetch is replaced
+        if same and remote and here.get(remote):  # a head this clone could not fetch is replaced
             commit = remote
-        chosen[o.name] = Chosen(commit, diffstat)
+        chosen[o.name] = Chosen(commit)
         previous = commit
+    for name, diffstat in zip(pairs, repo.numstats(list(pairs.values())), strict=True):
+        chosen[name] = dataclasses.replace(chosen[name], diffstat=diffstat)
     return chosen
+
+
+def _commit(repo: git.Repository, sha: str) -> git.CommitInfo:
+    """A commit ``apply`` or the replay just made: read through the persistent reader."""
+    info = repo.read_commit(sha)
+    return info if info is not None else repo.commit_info(sha)  # not a full id, or absent: git's own error
 
 
 def _same(a: str, b: str) -> bool:

@@ -40,17 +40,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggstack import git, series, state
 from ggstack.errors import UserError
-from ggstack.model import Applied, Conflict, Outcome, Patch, Run, Stack
-
-Progress = Callable[[int, int, str], None]  # (done, total, what)
+from ggstack.model import Applied, Conflict, Outcome, Patch, Progress, Run, Stack
 
 _CONTEXT = 3  # lines of context kept around a conflict region
+ADAPTED = re.compile(r"^Adapted: ", re.M)  # the trailer `ggstack refresh` writes: the patch carries a resolution
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class Cache:
 
     def save(self) -> None:
         if self._dirty:
-            series.write_atomic(self._path, json.dumps(self._data, sort_keys=True).encode())
+            state.write_atomic(self._path, json.dumps(self._data, sort_keys=True).encode())
             self._dirty = False
 
 
@@ -144,6 +144,15 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
     return picks
 
 
+def remember_materialized(repo: git.Repository, made: Sequence[tuple[Patch, str]]) -> None:
+    """Record commits that are these patch files on their recorded parents (a command that just
+    wrote the files from them: rebase, refresh, edit), so the next apply need not rebuild them."""
+    cache = Cache(repo, "materialized")
+    for patch, commit in made:
+        cache.put(_materialize_key(patch), commit)
+    cache.save()
+
+
 def _materialize_key(patch: Patch) -> str:
     return hashlib.sha1(patch.raw).hexdigest()
 
@@ -169,7 +178,7 @@ def _commit_patch(repo: git.Repository, stack: Stack, patch: Patch, parent: str,
                 f"does not apply to its recorded base {parent[:12]}: {message.strip()}",
                 path=os.path.join(stack.path, patch.name),
             )
-    name, email = _split_author(patch.author)
+    name, email = split_author(patch.author)
     author = repo.ident(name, email, patch.date)
     if author is None:  # git refuses it: commit-tree says why
         return repo.commit_tree(tree, [parent], patch.message, author=(name, email, patch.date), scratch=True)
@@ -190,7 +199,7 @@ def pick_commits(repo: git.Repository, commits: Sequence[str]) -> list[Pick]:
     return picks
 
 
-def _split_author(author: str) -> tuple[str, str]:
+def split_author(author: str) -> tuple[str, str]:
     name, _, rest = author.rpartition(" <")
     return name.strip().strip('"'), rest.rstrip(">")
 
@@ -269,7 +278,7 @@ class Replayer:
         """The replayed commit: the patch's author and message, the committer
         from the environment (as ``git rebase`` does)."""
         if pick.patch is not None:
-            name, email = _split_author(pick.patch.author)
+            name, email = split_author(pick.patch.author)
             date, message = pick.patch.date, pick.patch.message
         else:
             info = self.repo.commit_infos([pick.commit or ""])[0]
@@ -531,6 +540,40 @@ def write_branches(
     return result
 
 
+def remove_branches(repo: git.Repository, stack: Stack, refs: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Delete those of ``refs`` that are ggstack's own, in one transaction; (deleted, kept with why).
+
+    Own means: still where ``apply`` last put it (``last-apply``). A branch
+    someone else moved, or one checked out in a worktree, is kept and said so;
+    one that is not there is neither. The record forgets what was deleted.
+    """
+    record_ref = _record_ref(stack)
+    values = repo.ref_values([*refs, record_ref])
+    last_written = _read_record(repo, values.get(record_ref))
+    checked_out = repo.checked_out_branches() if refs else {}
+    record = dict(last_written)
+    updates: list[tuple[str, str | None, str | None]] = []
+    kept = []
+    for ref in refs:
+        value = values.get(ref)
+        if value is None:
+            record.pop(ref, None)
+        elif value != last_written.get(ref):
+            why = "moved since ggstack wrote it" if ref in last_written else "not written by ggstack"
+            kept.append(f"{ref} ({why})")
+        elif ref in checked_out:
+            kept.append(f"{ref} (checked out in {checked_out[ref]})")
+        else:
+            updates.append((ref, None, value))
+            record.pop(ref, None)
+    if record != last_written:
+        text = "".join(f"{sha} {ref}\n" for ref, sha in sorted(record.items()))
+        blob = repo.hash_blob(text.encode("utf-8", "surrogateescape")) if record else None
+        updates.append((record_ref, blob, values.get(record_ref)))
+    repo.update_refs(updates, f"ggstack drop {stack.name}")
+    return [ref for ref, new, _ in updates if ref != record_ref], kept
+
+
 def _refuse_checked_out(repo: git.Repository, refs: Sequence[str]) -> None:
     """As ``git branch -f``: a branch checked out in a worktree is never moved or deleted
     under it (its HEAD would move and its index show a phantom change); not even with --force."""
@@ -573,6 +616,10 @@ def apply(
 
 
 def outcome_of(patch: Patch, step: Step, branch: str | None = None) -> Outcome:
+    note = step.note
+    if step.applied is Applied.APPLIED and ADAPTED.search(patch.message):
+        reused = "reused the resolution recorded by `ggstack refresh` (its Adapted: trailer)"
+        note = f"{note}; {reused}" if note else reused
     return Outcome(
         name=patch.name,
         subject=patch.subject,
@@ -583,7 +630,7 @@ def outcome_of(patch: Patch, step: Step, branch: str | None = None) -> Outcome:
         commit=step.commit,
         branch=branch,
         conflict=step.conflict,
-        note=step.note,
+        note=note,
     )
 
 

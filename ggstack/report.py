@@ -6,15 +6,21 @@ and the bot's step summary say can never disagree.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from ggstack.model import Applied, Outcome, Recommendation, Run, Signal, TestResult, Verdict
+
+if TYPE_CHECKING:
+    from ggstack import drop, rebase
 
 
 def short(sha: str | None) -> str:
@@ -336,10 +342,10 @@ def _merge_order(run: Run, outcome: Outcome, order: list[Outcome], onto: str) ->
         f"This is PR {n} of {len(order)} in the {md_code(run.stack or '')} stack onto {md_code(onto)}. Merge in this order:",
         "",
     ]
-    for i, o in enumerate(order, 1):
-        # Its own number is not known before it is opened: naming it would cost an edit.
-        subject = md_line(o.subject)
-        lines.append(f"{i}. **this PR**: {subject}" if o.name == outcome.name else f"{i}. {_pr_ref(o)} {subject}")
+    listed = list(_order_lines(tuple((_pr_ref(o), o.subject) for o in order)))
+    # Its own number is not known before it is opened: naming it would cost an edit.
+    listed[n - 1] = f"{n}. **this PR**: {md_line(outcome.subject)}"
+    lines += listed
     neighbours = []
     if n > 1:
         neighbours.append(f"Previous: {_pr_ref(order[n - 2])}")
@@ -348,6 +354,12 @@ def _merge_order(run: Run, outcome: Outcome, order: list[Outcome], onto: str) ->
     if neighbours:
         lines += ["", " · ".join(neighbours)]
     return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=4)
+def _order_lines(order: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """The merge-order list, rendered once for every PR of a stack (each body lists them all)."""
+    return tuple(f"{i}. {ref} {md_line(subject)}" for i, (ref, subject) in enumerate(order, 1))
 
 
 def closing_comment(run: Run, outcome: Outcome) -> str:
@@ -876,3 +888,69 @@ def _md(text: str) -> str:
 def run_json(run: Run) -> str:
     """``ggstack report --format json``: the Run itself, which round-trips."""
     return json.dumps(run.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+# -- keeping the stack: drop ---------------------------------------------------------
+
+
+def _represented_words(shas: Sequence[str], subjects: Sequence[str]) -> str:
+    return "\n".join(
+        f"{short(sha)} “{subject}”" if subject else short(sha)
+        for sha, subject in zip(shas, [*subjects, *[""] * len(shas)])
+    )
+
+
+def drop_table(result: drop.Result) -> Table:
+    """What ``ggstack drop`` took out (or would), with the representing commits and the closed PRs."""
+    verb = "would drop" if result.dry_run else "dropped"
+    title = f"{result.stack}: {verb} {len(result.dropped)} on {result.base_ref} ({short(result.base)})"
+    table = Table(title=Text(title), title_justify="left")
+    for col in ("patch", "represented by", "why", "PR", "branch"):
+        table.add_column(col, overflow="fold")
+    prs = {o.name: o.pr for o in (result.run.outcomes if result.run else []) if o.pr is not None}
+    for e in result.dropped:
+        pull = prs.get(e.name)
+        pr = f"#{pull.number} {pull.action or ''}".strip() if pull and pull.number else ""
+        branch = e.branch.removeprefix("refs/heads/")
+        if e.branch in result.branches_deleted:
+            branch += " (deleted)"
+        cells = [f"{e.name}\n{e.subject}", _represented_words(e.represented_by, e.represented_subjects), e.reason]
+        table.add_row(*(Text(c) for c in [*cells, pr, branch]))
+    if not result.dropped:
+        table.add_row(Text("nothing is represented: nothing to drop"), "", "", "", "")
+    return table
+
+
+def dropped_table(records: Mapping[str, Sequence[drop.Dropped]]) -> Table:
+    """``ggstack list --dropped``: each stack's record of what was dropped, and why."""
+    table = Table(title="dropped patches", title_justify="left")
+    for col in ("stack", "patch", "Stack-Patch-Id", "represented by", "on base", "when", "why"):
+        table.add_column(col, overflow="fold")
+    for stack, entries in records.items():
+        for e in entries:
+            cells = [
+                stack,
+                f"{e.name}\n{e.subject}",
+                e.stack_patch_id[:12],
+                _represented_words(e.represented_by, e.represented_subjects),
+                f"{e.base_ref} ({short(e.base)})",
+                e.dropped_at,
+                e.reason,
+            ]
+            table.add_row(*(Text(c) for c in cells))
+    if not any(records.values()):
+        table.add_row(Text("nothing was dropped"), "", "", "", "", "", "")
+    return table
+
+
+def rebase_table(result: rebase.Result) -> Table:
+    """What ``ggstack rebase`` did to each patch: its recorded parent before and after."""
+    done = "rebased" if result.written else ("would rebase" if not result.stopped or result.partial else "not rebased")
+    title = f"{result.stack}: {done} onto {result.base_ref} ({short(result.base)})"
+    table = Table(title=Text(title), title_justify="left")
+    for col in ("patch", "status", "base-commit before", "after", "detail"):
+        table.add_column(col, overflow="fold")
+    for e in result.entries:
+        cells = [f"{e.name}\n{e.subject}", e.status, short(e.old_base), short(e.new_base), e.detail]
+        table.add_row(*(Text(c) for c in cells))
+    return table

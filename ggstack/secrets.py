@@ -18,12 +18,13 @@ for commands that talk to the forge, and for ``sync`` only after its tests.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
@@ -127,3 +128,27 @@ def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
 def release_to_environ() -> None:
     """The held secrets into ``os.environ``: for the forge, after any test code has run."""
     os.environ.update(held)
+
+
+@contextlib.contextmanager
+def withheld() -> Iterator[None]:
+    """The forge token out of this process's environment for the block.
+
+    ``sync``'s test stage runs code from the patches, and their output is kept
+    in the Run: in one sync process that must not see the token that ``pr``
+    needs next (nor a git auth header the CI passes as GIT_CONFIG_*).
+    """
+    saved = {k: v for k, v in os.environ.items() if k in TOKEN_VARS}
+    count = os.environ.get("GIT_CONFIG_COUNT", "")
+    for i in range(int(count) if count.isdigit() else 0):
+        if os.environ.get(f"GIT_CONFIG_KEY_{i}", "").lower().endswith(".extraheader"):
+            saved[f"GIT_CONFIG_VALUE_{i}"] = os.environ[f"GIT_CONFIG_VALUE_{i}"]
+    for k in saved:
+        if k.startswith("GIT_CONFIG_VALUE_"):
+            os.environ[k] = ""  # the key stays, so git still sees a well-formed list
+        else:
+            del os.environ[k]
+    try:
+        yield
+    finally:
+        os.environ.update(saved)

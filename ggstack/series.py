@@ -17,12 +17,11 @@ from __future__ import annotations
 import contextlib
 import email.parser
 import email.policy
-import fnmatch
-import hashlib
+import email.utils
 import os
 import re
 import tomllib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -31,7 +30,6 @@ from ggstack.diff import DiffError, split_diff
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
 from ggstack.model import Patch, Provenance, PRPolicy, Stack, StackConfig, TargetConfig, TestConfig
-from ggstack.state import write_atomic  # noqa: F401  (other modules write their files through it)
 
 STACK_TOML = "stack.toml"
 SERIES = "series"
@@ -46,7 +44,6 @@ _CHERRY_LINE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{40}|[0-9a-f]{
 _PATCH_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 _SLUG_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 _STACK_PATCH_ID = re.compile(r"^I[0-9a-f]{40}$")
-_PR_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$")
 
 
 # -- stack.toml -----------------------------------------------------------------
@@ -146,6 +143,8 @@ def parse_config(text: str, path: str) -> StackConfig:
         )
     if not all(isinstance(v, str) for v in env.values()):
         raise UserError("tests.env values must be strings", path=path, line=_line_of(text, r"^\s*env\s*="))
+    if "template" in data.get("branches", {}):
+        _check_template(data["branches"]["template"], path, _line_of(text, r"^\s*template\s*="))
     pr = data.get("pr", {})
     default_tests = TestConfig()
     return StackConfig(
@@ -172,6 +171,32 @@ def parse_config(text: str, path: str) -> StackConfig:
             env=tuple(sorted(env.items())),
         ),
     )
+
+
+_TEMPLATE_FIELDS = {"stack": "gg-clean", "index": 12, "slug": "x" * 64, "name": "0012-" + "x" * 64}
+
+
+def _check_template(template: str, path: str, line: int | None) -> None:
+    """``branches.template`` must make a branch name for every patch: only its
+    fields, as str.format reads them, and a length git can store (each branch
+    is a file: at most 255 bytes a path component)."""
+    try:
+        sample = template.format(**_TEMPLATE_FIELDS)
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as e:
+        shown = template if len(template) <= 80 else template[:80] + "…"
+        raise UserError(
+            f"branches.template {shown!r}: {type(e).__name__}: {e} (fields: {', '.join(_TEMPLATE_FIELDS)})",
+            path=path,
+            line=line,
+        ) from None
+    longest = max(len(part.encode()) for part in sample.split("/"))
+    if longest > 200 or len(sample) > 1000:
+        raise UserError(
+            f"branches.template makes branch names of {len(sample)} characters (a part of {longest}); "
+            "git stores each branch as a file, and a name part longer than ~200 bytes cannot be one",
+            path=path,
+            line=line,
+        )
 
 
 def _line_of(text: str, pattern: str) -> int | None:
@@ -201,6 +226,7 @@ def parse_patch(raw: bytes, path: str) -> Patch:
         raise UserError(
             "not a git format-patch file: line 1 must be 'From <40-hex sha> <date>' (mbox)", path=path, line=1
         )
+    _refuse_bytes(raw, path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -209,13 +235,12 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     head, sep, rest = text.partition("\n\n")
     if not sep:
         raise UserError("no blank line after the mail headers", path=path, line=text.count("\n") + 1)
-    headers = email.parser.Parser(policy=email.policy.default).parsestr(
-        head.partition("\n")[2] + "\n", headersonly=True
-    )
+    headers = _headers(head.partition("\n")[2] + "\n")
     for required in ("From", "Subject"):
         if headers.get(required) is None:
             raise UserError(f"missing {required}: header", path=path, line=2)
-    subject = _PATCH_PREFIX.sub("", " ".join(str(headers["Subject"]).split()))
+    _refuse_identity(headers["From"], _raw_header(head, "Date"), head, path)
+    subject = _PATCH_PREFIX.sub("", " ".join(headers["Subject"].split()))
     head_lines = head.count("\n") + 2  # line number of the first body line
     diff_at = _find_diff_start(rest)
     if diff_at is None:
@@ -226,13 +251,14 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     body = pre_diff[:marker] if marker >= 0 else pre_diff
     diff_line = head_lines + rest[:diff_at].count("\n")
     diff, tail = _split_diff(rest[diff_at:], path, diff_line)
+    _refuse_tail(tail, path, diff_line + diff.count("\n"))
     base = re.search(r"^base-commit: ([0-9a-f]{40}|[0-9a-f]{64})$", tail, re.M)
     message = subject + ("\n\n" + body.strip("\n") if body.strip("\n") else "") + "\n"
     patch = Patch(
         name=name,
         subject=subject,
         message=message,
-        author=_author(headers["From"]),
+        author=headers["From"],
         date=_raw_header(head, "Date"),
         diff=diff,
         provenance=Provenance(stack_patch_id=""),
@@ -244,10 +270,94 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     return patch
 
 
-def _author(header: Any) -> str:
-    """ "Name <email>" as git has it: the mail header's quoting ("John Q. Public") undone."""
+def _refuse_bytes(raw: bytes, path: str) -> None:
+    """What no file ``git format-patch`` wrote has: a NUL byte (binary diffs are
+    base85), CRLF line ends (an editor's or ``core.autocrlf``'s conversion:
+    git would then apply another diff), a second mail message."""
+    if b"\0" in raw:
+        line = raw[: raw.index(b"\0")].count(b"\n") + 1
+        raise UserError("contains a NUL byte (a patch file is text; binary changes are base85)", path=path, line=line)
+    if raw.split(b"\n", 1)[0].endswith(b"\r"):
+        raise UserError(
+            "has CRLF line ends (converted by an editor or core.autocrlf?); git format-patch writes LF — "
+            "convert it back (e.g. dos2unix), or add '*.patch -text' to .gitattributes",
+            path=path,
+            line=1,
+        )
+    second = re.search(rb"\nFrom [0-9a-f]{40} ", raw)
+    if second:
+        raise UserError(
+            "a second mail message starts here: a patch file holds one patch (split it with `git mailsplit`)",
+            path=path,
+            line=raw[: second.start() + 1].count(b"\n") + 1,
+        )
+
+
+_AUTHOR = re.compile(r"^(.*\S.*) <([^<>]*)>$")
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?( ?([+-]\d{2}:?\d{2}|Z))?$")
+
+
+_RAW_DATE = re.compile(r"^\d+ [+-]\d{4}$")
+
+
+def _readable_date(date: str) -> bool:
+    """A raw ``<epoch> <tz>`` or an RFC 2822 date with its zone: what git reads in a patch."""
+    parsed = email.utils.parsedate_tz(date)
+    return bool(_RAW_DATE.match(date)) or (parsed is not None and parsed[9] is not None)
+
+
+def _refuse_identity(author: str, date: str, head: str, path: str) -> None:
+    """From: and Date: as git can make an author of them (a hand edit may not)."""
+    if not _AUTHOR.match(author) or not author.partition(" <")[0].strip():
+        shown = _raw_header(head, "From")
+        raise UserError(f"From: {shown!r} is not 'Name <email>'", path=path, line=_line_of(head, r"^From:") or 2)
+    if date and not _readable_date(date) and not _ISO_DATE.match(date):
+        raise UserError(
+            f"Date: {date!r} is not a date git reads (RFC 2822, as git format-patch writes it: "
+            "'Thu, 3 Dec 2026 05:36:41 +0000')",
+            path=path,
+            line=_line_of(head, r"^Date:") or 2,
+        )
+
+
+def _refuse_tail(tail: str, path: str, first_line: int) -> None:
+    """After the diff only ``base-commit:``/``prerequisite-patch-id:`` lines and
+    a signature may follow; another diff there would be dropped without a word."""
+    for n, line in enumerate(tail.split("\n")):
+        if line.startswith(("diff --git ", "@@ ", "--- a/", "+++ b/")):
+            raise UserError(
+                "a diff after the end of the patch (after base-commit: or the signature) — "
+                "git am would apply it, ggstack would drop it; move it into the patch's diff or remove it",
+                path=path,
+                line=first_line + n,
+            )
+
+
+# What format-patch writes for most authors and subjects: nothing quoted or encoded.
+_PLAIN_FROM = re.compile(r"^[A-Za-z0-9_'+-]+(?: [A-Za-z0-9_'+-]+)* <[^<>\s\"]+>$")
+
+
+def _headers(head: str) -> dict[str, str]:
+    """Subject and From, as text: From as git has it ("Name <email>", the mail
+    header's quoting and RFC 2047 encoding undone). Plain headers are read
+    directly; the email package (slow: a parser a header) reads the others."""
+    raw = email.parser.HeaderParser(policy=email.policy.compat32).parsestr(head, headersonly=True)
+    out = {}
+    for name in ("From", "Subject"):
+        value = raw.get(name)
+        if value is None:
+            continue
+        value = " ".join(str(value).split())
+        if "=?" in value or (name == "From" and not _PLAIN_FROM.match(value)):
+            value = _decoded(name, head)
+        out[name] = value
+    return out
+
+
+def _decoded(name: str, head: str) -> str:
+    header = email.parser.Parser(policy=email.policy.default).parsestr(head, headersonly=True)[name]
     addresses: tuple[Any, ...] = getattr(header, "addresses", ())
-    if len(addresses) != 1:
+    if name != "From" or len(addresses) != 1:
         return str(header)
     return f"{addresses[0].display_name} <{addresses[0].addr_spec}>"
 
@@ -477,7 +587,7 @@ def init(patches_dir: str, name: str, repo_slug: str, base: str, remote: str = "
     if not re.match(r"^[^/\s]+/[^/\s]+$", repo_slug):
         raise UserError(f"--repo-slug must be owner/name, not {repo_slug!r}")
     for option, value in (("--repo-slug", repo_slug), ("--base", base), ("--remote", remote)):
-        if _not_utf8(value):
+        if not_utf8(value):
             raise UserError(f"{option} {value!r} is not UTF-8 (stack.toml is UTF-8)")
     text = render_config(repo_slug, base, remote)
     parse_config(text, os.path.join(path, STACK_TOML))  # what init writes must load
@@ -534,183 +644,13 @@ def move(stack: Stack, key: str, to: int) -> Stack:
     return renumbered(stack, rest)
 
 
-# -- importing commits ------------------------------------------------------------
-
-
-def import_commits(
-    repo: git.Repository,
-    stack: Stack,
-    revs: Sequence[str],
-    *,
-    original_pr: str | None = None,
-    only: Sequence[str] = (),
-    exclude: Sequence[str] = (),
-    dropped: Sequence[str] = (),
-) -> Stack:
-    """Append the commits ``revs`` (shas or ``A..B`` ranges) to the series, with provenance."""
-    if original_pr is not None and not _PR_REF.match(original_pr):
-        raise UserError(f"--original-pr must look like owner/repo#123, not {original_pr!r}")
-    for flag, patterns in (("--only", only), ("--exclude", exclude)):
-        for pattern in patterns:
-            if os.path.isabs(pattern) or ".." in pattern.split("/"):
-                raise UserError(
-                    f"{flag} {pattern}: a path outside the repository (paths are relative to its top, e.g. vllm/)"
-                )
-    commits = _expand(repo, revs)
-    if not commits:
-        raise UserError(f"{' '.join(revs)}: no commits to import")
-    new_patches: list[Patch] = []
-    existing = {p.provenance.stack_patch_id: p.name for p in stack.patches}
-    for sha in commits:
-        patch = _import_one(repo, stack, sha, original_pr, only, exclude, dropped)
-        spid = patch.provenance.stack_patch_id
-        if spid in existing:
-            raise UserError(f"commit {sha[:12]} is already in the stack as {existing[spid]} (same {T_STACK_PATCH_ID})")
-        existing[spid] = patch.name
-        new_patches.append(patch)
-    return renumbered(stack, [*stack.patches, *new_patches])
-
-
-def _expand(repo: git.Repository, revs: Sequence[str]) -> list[str]:
-    commits: list[str] = []
-    for rev in revs:
-        if "..." in rev:
-            raise UserError(f"{rev}: A...B (either side, not the other) has no merge order to import; use A..B")
-        if ".." in rev:
-            a, _, b = rev.partition("..")
-            lo, hi = repo.resolve(a or "HEAD"), repo.resolve(b or "HEAD")
-            commits += repo.rev_list("--reverse", "--topo-order", "--first-parent", f"{lo}..{hi}")
-        else:
-            commits.append(repo.resolve(rev))
-    return list(dict.fromkeys(commits))
-
-
-def _import_one(
-    repo: git.Repository,
-    stack: Stack,
-    sha: str,
-    original_pr: str | None,
-    only: Sequence[str],
-    exclude: Sequence[str],
-    dropped: Sequence[str],
-) -> Patch:
-    info = repo.commit_info(sha)
-    if not info.parents:
-        raise UserError(f"commit {sha[:12]} is a root commit; there is nothing to replay it onto")
-    parent = info.parents[0]
-    message = info.message
-    pr = original_pr or _pr_from_message(message, stack.config.target.repo)
-    if len(info.parents) > 1:
-        message = _merge_message(message)
-    changed = repo.diff_names(parent, sha)
-    kept = [p for p in changed if _selected(p, only, exclude)]
-    left_out = [p for p in changed if p not in kept]
-    for path in kept:
-        if _not_utf8(path):
-            raise UserError(
-                f"commit {sha[:12]} changes {path.encode('utf-8', 'surrogateescape')!r}, a file name that is not UTF-8 "
-                "(a patch file is UTF-8); leave it out with --exclude"
-            )
-    if not kept:
-        raise UserError(
-            f"importing {sha[:12]} would leave an empty patch (--only/--exclude keep none of: {', '.join(changed) or 'no files'})"
-        )
-    existing = dict(t for t in git.parse_trailers([message])[0])
-    trailers: list[tuple[str, str]] = []
-    if pr:
-        trailers.append((T_ORIGINAL_PR, pr))
-    trailers.append((T_CHERRY_PICKED, sha))
-    trailers += [(T_DROPPED, text) for text in _dropped_texts(left_out, dropped)]
-    if T_STACK_PATCH_ID not in existing:
-        trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, sha, kept)))
-    message = git.add_trailers(message, trailers)
-    scratch = repo.commit_tree(
-        info.tree,
-        [parent],
-        message,
-        author=(info.author_name, info.author_email, info.author_date),
-        committer=(info.committer_name, info.committer_email, info.committer_date),
-    )
-    number = len(stack.patches) + 1
-    fname, data = repo.format_patch(scratch, parent, kept if left_out else (), number=number, total=number)
-    # The mbox "From " line names the commit the patch was taken from, not our scratch copy.
-    data = data.replace(scratch.encode(), sha.encode(), 1)
-    patch = parse_patch(data, os.path.join(stack.path, fname))
-    try:
-        return checked_provenance(patch, git.parse_trailers([patch.message])[0], None)
-    except UserError as e:  # the commit's own message carried a second or a malformed one
-        raise UserError(f"commit {sha[:12]}: {e}") from None
-
-
-def _selected(path: str, only: Sequence[str], exclude: Sequence[str]) -> bool:
-    if only and not any(_matches(path, pat) for pat in only):
-        return False
-    return not any(_matches(path, pat) for pat in exclude)
-
-
-def _matches(path: str, pattern: str) -> bool:
-    pattern = pattern.rstrip("/")
-    return path == pattern or path.startswith(pattern + "/") or fnmatch.fnmatchcase(path, pattern)
-
-
-def _dropped_texts(left_out: Sequence[str], texts: Sequence[str]) -> list[str]:
-    """One ``Dropped:`` text per left-out part: the given texts (which name
-    their paths in parentheses, or get the next uncovered path), and a plain
-    one for every left-out path no text covers."""
-    named = [_named_paths(t, left_out) for t in texts]
-    uncovered = [p for p in left_out if not any(p in n for n in named)]
-    out = []
-    for text, paths in zip(texts, named):
-        if not paths and uncovered:
-            text = f"{text} ({uncovered.pop(0)})"
-        out.append(text)
-    out += [f"left out at import ({p})" for p in uncovered]
-    return out
-
-
-def _named_paths(text: str, left_out: Sequence[str]) -> set[str]:
-    """The left-out paths a ``--dropped`` text names (a path, a directory or a
-    glob, as for --only) in its closing "(a, b)"."""
-    m = re.search(r"\(([^()]*)\)\s*$", text)
-    names = [n.strip() for n in m.group(1).split(",") if n.strip()] if m else []
-    return {p for p in left_out if any(_matches(p, n) for n in names)}
-
-
-def _pr_from_message(message: str, repo_slug: str) -> str | None:
-    subject = message.split("\n", 1)[0]
-    m = re.search(r"\(#(\d+)\)\s*$", subject)
-    if m:
-        return f"{repo_slug}#{m.group(1)}"
-    m = re.match(r"^Merge pull request #(\d+) from ([^/\s]+)/", subject)
-    if m:
-        return f"{repo_slug}#{m.group(1)}"
-    return None
-
-
-def _merge_message(message: str) -> str:
-    """A GitHub merge commit's message with the PR title as the subject."""
-    subject, _, body = message.partition("\n")
-    body = body.strip("\n")
-    if body:
-        title, _, rest = body.partition("\n")
-        return title + "\n\n" + (rest.strip("\n") + "\n\n" if rest.strip() else "") + subject + "\n"
-    return message
-
-
-def _not_utf8(path: str) -> bool:
+def not_utf8(path: str) -> bool:
     """git's bytes read as UTF-8 with surrogateescape: a lone surrogate is a byte that was not UTF-8."""
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
         return True
     return False
-
-
-def _stack_patch_id(stack: str, sha: str, kept: Iterable[str]) -> str:
-    """Assigned once at import; deterministic so that re-importing the same
-    history regenerates the same bytes."""
-    h = hashlib.sha1(f"{stack}\0{sha}\0{chr(0).join(kept)}".encode()).hexdigest()
-    return "I" + h
 
 
 def config_dict(config: StackConfig) -> dict[str, Any]:

@@ -536,18 +536,24 @@ def _alive(holder: LockInfo) -> bool:
     """Is the lock's holder still running? A lock from another host is assumed alive."""
     if holder.host and holder.host != socket.gethostname():
         return True
+    return alive(holder.pid, holder.proc_start)
+
+
+def alive(pid: int, start: str | None = None) -> bool:
+    """Is process ``pid`` running (a zombie is not)? ``start``: its start time as
+    ``/proc`` gave it when it was recorded, so that a reused PID is not taken for it."""
+    if pid == os.getpid():
+        return True
     try:
-        os.kill(holder.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    start = _proc_start(holder.pid)
-    if start is None:
-        return not _is_zombie(holder.pid)
-    if holder.proc_start is not None and start != holder.proc_start:
+    now = _proc_start(pid)
+    if start is not None and now is not None and now != start:
         return False  # the PID was reused by another process
-    return not _is_zombie(holder.pid)
+    return not _is_zombie(pid)
 
 
 def _proc_stat(pid: int) -> list[str] | None:

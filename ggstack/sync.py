@@ -33,20 +33,19 @@ step summary; this module writes those, the CLI only chooses where.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol, TextIO
 
-from ggstack import check, git, replay, report, secrets, series, testing
+from ggstack import check, git, replay, report, secrets, state, testing
 from ggstack import pr as pr_stage
 from ggstack.errors import InfraError, UserError
-from ggstack.model import Outcome, Run, Stack, Verdict
+from ggstack.model import Outcome, Progress, Run, Stack, Verdict
 from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
 
-Progress = Callable[[int, int, str], None]
-
-STAGES = ("fetch", "apply", "check", "test", "pr")
+STAGES = ("fetch", "apply", "check", "test", "pr", "rebase-series")
 FAILED_INFRA = "failed (infrastructure)"
 FAILED_INPUT = "failed (input)"
 SKIPPED = "skipped"
@@ -115,6 +114,8 @@ def sync(
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
     use_cache: bool = True,
+    rebase_series: bool = False,
+    series_branch: str | None = None,
 ) -> Run:
     """fetch → apply → check → test → pr: one Run, every stage's failure in it.
 
@@ -160,7 +161,7 @@ def sync(
         skip("test", "needs the verdicts of check")
     else:
         judged = checked
-        with forge_credentials_withheld():
+        with secrets.withheld():
             tested = attempt(
                 "test", lambda p: testing.test(repo, stack, judged, gpu=gpu, progress=p, use_cache=use_cache)
             )
@@ -178,36 +179,40 @@ def sync(
             ),
         )
         run = acted or run
+    if rebase_series and run is not None:
+        current = run
+        proposed = attempt(
+            "rebase-series",
+            lambda _: _propose_rebased_series(repo, stack, current, series_branch, dry_run=dry_run, env=env),
+        )
+        run = proposed or run
     if run is None:
         run = skeleton(stack, base_ref, base)
     ordered = {s: stages[s] for s in STAGES if s in stages}
-    run.stages = {**ordered, **{k: v for k, v in run.stages.items() if k not in ordered}}
-    run.errors = list(dict.fromkeys([*run.errors, *errors]))
-    return run
+    return dataclasses.replace(
+        run,
+        stages={**ordered, **{k: v for k, v in run.stages.items() if k not in ordered}},
+        errors=list(dict.fromkeys([*run.errors, *errors])),
+    )
 
 
-@contextlib.contextmanager
-def forge_credentials_withheld() -> Iterator[None]:
-    """The forge token out of this process's environment for the block.
+def _propose_rebased_series(
+    repo: git.Repository,
+    stack: Stack,
+    run: Run,
+    series_branch: str | None,
+    *,
+    dry_run: bool,
+    env: Mapping[str, str] | None,
+) -> Run:
+    """``--rebase-series``: the rebased series as a PR onto the branch the stack lives on (see ``rebase_pr``)."""
+    from ggstack import rebase_pr
 
-    The test stage runs code from the patches, and their output is kept in
-    the Run: in one sync process that must not see the token that ``pr``
-    needs next (nor a git auth header the CI passes as GIT_CONFIG_*).
-    """
-    saved = {k: v for k, v in os.environ.items() if k in secrets.TOKEN_VARS}
-    count = os.environ.get("GIT_CONFIG_COUNT", "")
-    for i in range(int(count) if count.isdigit() else 0):
-        if os.environ.get(f"GIT_CONFIG_KEY_{i}", "").lower().endswith(".extraheader"):
-            saved[f"GIT_CONFIG_VALUE_{i}"] = os.environ[f"GIT_CONFIG_VALUE_{i}"]
-    for k in saved:
-        if k.startswith("GIT_CONFIG_VALUE_"):
-            os.environ[k] = ""  # the key stays, so git still sees a well-formed list
-        else:
-            del os.environ[k]
+    forge = pr_stage.open_forge(stack, env, dry_run=dry_run)  # without a token: a UserError, or offline for a dry run
     try:
-        yield
+        return rebase_pr.propose(repo, stack, run, series_branch=series_branch, dry_run=dry_run, forge=forge)
     finally:
-        os.environ.update(saved)
+        forge.close()
 
 
 def skeleton(stack: Stack, base_ref: str, base: str) -> Run:
@@ -242,12 +247,12 @@ def save_run(repo: git.Repository, run: Run, path: str | None = None) -> str:
     """Write the Run to ``path`` and as the stack's last run under the git dir; returns where."""
     data = report.run_json(run).encode()
     last = os.path.join(repo.state_dir("runs"), _file_safe(run.stack or "commits") + ".json")
-    series.write_atomic(last, data)
+    state.write_atomic(last, data)
     if path:
         parent = os.path.dirname(os.path.abspath(path))
         try:
             os.makedirs(parent, exist_ok=True)
-            series.write_atomic(path, data)
+            state.write_atomic(path, data)
         except OSError as e:  # a folder on the way is a file, or not writable
             raise UserError(
                 f"--run-json: cannot write it: {e.strerror} (the Run is saved in {last})", path=path

@@ -76,11 +76,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ggstack import git, replay, series, testresult
+from ggstack import git, replay, state, testresult
 from ggstack.errors import UserError
-from ggstack.model import Applied, Evidence, Outcome, Patch, Recommendation, Run, Stack, TestResult, Verdict
-
-Progress = Callable[[int, int, str], None]  # (done, total, what)
+from ggstack.model import Applied, Evidence, Outcome, Patch, Progress, Recommendation, Run, Stack, TestResult, Verdict
 
 GPU_MODES = ("auto", "require", "off")
 CPU_RUNNER = "ubuntu-latest"  # runs-on of CPU matrix entries
@@ -221,7 +219,8 @@ def _jobs(
 
 
 def _parent(repo: git.Repository, commit: str) -> str:
-    parents = repo.commit_info(commit).parents
+    info = repo.read_commit(commit)  # the persistent reader: one process for the whole plan, not one a patch
+    parents = (info or repo.commit_info(commit)).parents
     return parents[0] if parents else commit
 
 
@@ -566,7 +565,7 @@ class _Runner:
                 for k, v in dataclasses.asdict(result).items()
                 if k not in ("kind", "where", "tree", "command", "cached")
             }
-            series.write_atomic(path, json.dumps(keep, sort_keys=True).encode())
+            state.write_atomic(path, json.dumps(keep, sort_keys=True).encode())
         return result
 
     def without_gpu(self, job: Job, why: str) -> list[TestResult]:
@@ -849,7 +848,7 @@ def _stop_pytest_config_search(root: str) -> None:
     is inside it), conftest.py files included."""
     path = os.path.join(root, "pytest.ini")
     if not os.path.exists(path):
-        series.write_atomic(
+        state.write_atomic(
             path, b"# ggstack: pytest's config search stops here, outside the user's checkout\n[pytest]\n"
         )
 
@@ -868,7 +867,7 @@ def prune_leftovers(repo: git.Repository) -> list[str]:
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
         owner = name.split("-", 1)[0]
-        if not os.path.isdir(path) or not owner.isdigit() or _alive(int(owner)):
+        if not os.path.isdir(path) or not owner.isdigit() or state.alive(int(owner)):
             continue
         _kill_leftover_group(path)
         _remove_worktree(repo, path)
@@ -878,22 +877,8 @@ def prune_leftovers(repo: git.Repository) -> list[str]:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(root, name))
     repo.prune_worktrees()
-    sweep(lambda marker: not _alive(int(marker.split("-", 1)[0])) if marker.split("-", 1)[0].isdigit() else False)
+    sweep(lambda marker: not state.alive(int(marker.split("-", 1)[0])) if marker.split("-", 1)[0].isdigit() else False)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
 
 
 def _kill_leftover_group(path: str) -> None:

@@ -23,7 +23,7 @@ from gitrepo import GitRepo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ggstack import git, replay, series
+from ggstack import git, importing, replay, series
 from ggstack.model import Applied
 
 # The later names let a rename move a whole directory (d/ -> f/) or add below one.
@@ -144,7 +144,7 @@ def replay_and_rebase(tmp: Path, root: Files, base: list[Files], stack: list[Fil
     patches = tmp / "patches"
     series.init(str(patches), "s", "o/r", "base")
     s = series.load(str(patches), "s")
-    series.save(series.import_commits(repo, s, [f"{old}..{tip}"]))
+    series.save(importing.import_commits(repo, s, [f"{old}..{tip}"]))
     s = series.load(str(patches), "s")
     run = replay.apply(repo, s, new, write=False)
 

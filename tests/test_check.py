@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import check, git, series
+from ggstack import check, git, importing, series
 from ggstack.model import Recommendation, Verdict
 
 LINES = [f"line {i}" for i in range(1, 41)]
@@ -418,7 +418,7 @@ def test_file_added_by_the_patch_inside_a_larger_base_file(world: GitRepo) -> No
 def _stack(world: GitRepo, repo: git.Repository, *commits: str):
     patches = world.path / "patches"
     series.init(str(patches), "s", "owner/repo", "main")
-    stack = series.import_commits(repo, series.load(str(patches), "s"), list(commits))
+    stack = importing.import_commits(repo, series.load(str(patches), "s"), list(commits))
     series.save(stack)
     return series.load(str(patches), "s")
 
@@ -560,6 +560,7 @@ def test_check_after_apply_keeps_the_apply_facts(world: GitRepo) -> None:
     applied = replay.apply(repo, stack, "main", write=False)
     before = [(o.applied, o.commit) for o in applied.outcomes]
     run = check.stack(repo, stack, "main", run=applied)
-    assert run is applied and run.stages["check"] == "ok" and run.stages["apply"] == "ok"
+    assert run.stages["check"] == "ok" and run.stages["apply"] == "ok"
+    assert run is not applied and "check" not in applied.stages  # a stage returns a new Run: apply's stays apply's
     assert [(o.applied, o.commit) for o in run.outcomes] == before
     assert [o.verdict for o in run.outcomes] == [Verdict.REPRESENTED, Verdict.UNIQUE]

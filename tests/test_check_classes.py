@@ -14,7 +14,7 @@ import test_check
 from gitrepo import GitRepo
 from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text
 
-from ggstack import check, git, series
+from ggstack import check, git, importing, series
 from ggstack.check.rules import RULES, markdown_table
 from ggstack.model import Recommendation, Verdict
 
@@ -35,7 +35,7 @@ def stack_of(world: GitRepo, *commits: str):
     patches = world.path / "patches"
     if not (patches / "s").exists():
         series.init(str(patches), "s", "owner/repo", "main")
-    stack = series.import_commits(repo, series.load(str(patches), "s"), list(commits))
+    stack = importing.import_commits(repo, series.load(str(patches), "s"), list(commits))
     series.save(stack)
     return repo, series.load(str(patches), "s")
 
@@ -393,3 +393,112 @@ def test_lines_back_after_a_reverted_merge_are_the_new_commits_not_the_reverted_
     assert o.verdict is Verdict.REPRESENTED, [e.detail for e in o.evidence]
     assert o.represented_by == [again]
     assert kinds(o)["blame"][0].commits == [again]
+
+
+def test_commits_from_two_lines_are_each_judged_against_their_own_range(world: GitRepo) -> None:
+    """Class: one ``--commits`` call over commits of two branches (a release branch forked
+    long ago, and a topic branch forked after upstream took the fix). Each commit's range
+    is the base minus its own history, as ``git cherry BASE COMMIT``: the pick on main is
+    an ancestor of the newer commit, but not of the release commit, which it represents."""
+    old = on(world, "fork", "fix the limit", {"f.txt": text(edited(LINES, l10="limit = 10"))})
+    world.git("cherry-pick", old)
+    pick = world.sha("HEAD")
+    world.commit("upstream moves on", {"other.txt": "moved\n"}, author=OTHER)
+    world.git("checkout", "-q", "-b", "topic", "main")
+    new = world.commit("topic work", {"f.txt": text(edited(LINES, l10="limit = 10", l30="topic"))})
+    world.git("checkout", "-q", "main")
+    alone = judge(world, old)
+    assert alone.verdict is Verdict.REPRESENTED and alone.represented_by == [pick], alone.evidence
+    both = {o.source_commit: o for o in judge(world, old, new)}
+    assert both[old].verdict is Verdict.REPRESENTED, both[old].evidence
+    assert both[old].represented_by == [pick]
+    assert both[new].verdict is Verdict.UNIQUE
+
+
+def test_a_backport_named_after_a_pr_merged_by_a_merge_commit_hints_at_the_merge(world: GitRepo) -> None:
+    """Class: a backport bot names the pick after the PR's title ("[7.4.x] <title> (#backport)");
+    upstream landed the PR as a merge commit, whose subject is "Merge pull request #N from …"
+    and whose title is its first body line. The title is the hint, as a squash's subject is."""
+    world.git("checkout", "-q", "-b", "topic", "main")
+    world.commit("improve the docs", {"f.txt": text(edited(LINES, l20="docs, improved"))})
+    world.git("checkout", "-q", "main")
+    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #11180 from u/docs\n\nImprove the node docs")
+    merge = world.sha("HEAD")
+    world.commit("rewrite the docs", {"f.txt": text(edited(LINES, l20="docs, rewritten"))}, author=OTHER)
+    c = on(world, "fork", "[7.4.x] Improve the node docs (#11181)", {"f.txt": text(edited(LINES, l20="docs, for 7.4"))})
+    o = judge(world, c)
+    assert o.verdict in (Verdict.UNIQUE, Verdict.CONFLICT), o.evidence
+    assert merge in kinds(o)["hint"][0].commits
+    assert o.recommendation is Recommendation.HUMAN_LOOK
+
+
+def test_a_backport_of_a_merged_pr_modified_since_is_represented_by_the_merge(world: GitRepo) -> None:
+    """Class: "Backport PR #12: …" (a backport bot's pick of a PR merged upstream by a merge
+    commit; its context differs, so no patch-id), and upstream changed the lines since. The PR
+    number alone is a hint; with the merge's own tree holding every change of the backport it is
+    the pick: represented, since modified, not "human look"."""
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
+    world.git("checkout", "-q", "-b", "topic", "main")
+    world.commit("add a limit", {"f.txt": text(edited(LINES, l10="limit = 10"))})
+    world.git("checkout", "-q", "main")
+    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd a limit")
+    merge = world.sha("HEAD")
+    later = world.commit("raise the limit", {"f.txt": text(edited(LINES, l10="limit = 99"))}, author=OTHER)
+    backport = on(
+        world,
+        "release",
+        "Backport PR #12: Add a limit",
+        {"f.txt": text(edited(LINES, l10="limit = 10", l12="line 12 (release)"))},
+    )
+    o = judge(world, backport)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert merge in o.represented_by  # (and the PR's own commit, which has its subject)
+    assert rule(o) == "picked, then modified"
+    assert later[:10] in kinds(o)["rule"][0].detail
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+
+
+def test_a_pr_named_base_commit_without_all_the_lines_stays_a_hint(world: GitRepo) -> None:
+    """The converse: the merge of PR #12 took another fix; the backport's lines were never there."""
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
+    world.git("checkout", "-q", "-b", "topic", "main")
+    world.commit("add a limit", {"f.txt": text(edited(LINES, l10="limit = 20"))})
+    world.git("checkout", "-q", "main")
+    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd a limit")
+    backport = on(
+        world,
+        "release",
+        "Backport PR #12: Add a limit",
+        {"f.txt": text(edited(LINES, l10="limit = 10", l12="line 12 (release)"))},
+    )
+    o = judge(world, backport)
+    assert o.verdict in (Verdict.UNIQUE, Verdict.CONFLICT), o.evidence
+    assert o.recommendation is Recommendation.HUMAN_LOOK
+
+
+def test_an_adapted_backport_of_a_merged_pr_is_partial_by_the_merge(world: GitRepo) -> None:
+    """Class: "Backport PR #12: …" that had to be adapted (one of its two changes differs from
+    the PR's), upstream changed the lines since. The PR's merge had most of its changes: an
+    adapted pick, partial by the merge, not "human look"."""
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
+    world.git("checkout", "-q", "-b", "topic", "main")
+    world.commit("add limits", {"f.txt": text(edited(LINES, l10="limit = 10", l30="burst = 5", l20="rate = 1"))})
+    world.git("checkout", "-q", "main")
+    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd limits")
+    merge = world.sha("HEAD")
+    world.commit(
+        "retune", {"f.txt": text(edited(LINES, l10="limit = 99", l30="burst = 9", l20="rate = 2"))}, author=OTHER
+    )
+    backport = on(
+        world,
+        "release",
+        "Backport PR #12: Add limits",
+        {"f.txt": text(edited(LINES, l10="limit = 10", l12="line 12 (release)", l20="rate = 1", l30="burst = 7"))},
+    )
+    o = judge(world, backport)
+    assert o.verdict is Verdict.PARTIAL, o.evidence
+    assert merge in o.represented_by
+    assert rule(o) == "adapted pick"

@@ -21,7 +21,7 @@ import pytest
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import check, git, replay, report, series
+from ggstack import check, git, importing, replay, report, series
 from ggstack import pr as pr_stage
 from ggstack.model import Run, Verdict
 
@@ -77,7 +77,7 @@ class World:
             assert old in text, old
             text = text.replace(old, new)
         toml.write_text(text)
-        stack = series.import_commits(self.repo, series.load(str(self.patches), name), commits, **import_kw)
+        stack = importing.import_commits(self.repo, series.load(str(self.patches), name), commits, **import_kw)
         series.save(stack)
 
     def land(self, commit: str) -> str:

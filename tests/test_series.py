@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, series
+from ggstack import git, importing, series
 
 SLUG = "owner/repo"
 
@@ -50,7 +50,7 @@ class World:
 
     def import_(self, *revs: str) -> None:
         stack = series.load(str(self.patches), "s")
-        series.save(series.import_commits(git.Repository(str(self.fork.path)), stack, revs))
+        series.save(importing.import_commits(git.Repository(str(self.fork.path)), stack, revs))
 
     def files(self) -> list[Path]:
         """The stored patch files, in series order."""
@@ -706,7 +706,65 @@ BAD_INPUTS = [
         r"stack\.toml:1: ",
     ),
     ("toml-no-repo", _toml(f'repo = "{SLUG}"', ""), r"stack\.toml: target\.repo"),
+    # issue 16's tail: what loaded before and failed later, or was dropped without a word
+    (
+        "template-unknown-attribute",
+        _toml('template = "gg/{stack}/{index:02d}-{slug}"', 'template = "gg/{stack.nope}"'),
+        r"stack\.toml:\d+: branches\.template 'gg/\{stack\.nope\}': AttributeError",
+    ),
+    (
+        "template-unknown-field",
+        _toml('template = "gg/{stack}/{index:02d}-{slug}"', 'template = "gg/{sha}"'),
+        r"stack\.toml:\d+: branches\.template 'gg/\{sha\}': KeyError",
+    ),
+    (
+        "template-100k",
+        _toml('template = "gg/{stack}/{index:02d}-{slug}"', 'template = "gg/' + "x" * 100_000 + '"'),
+        r"stack\.toml:\d+: branches\.template makes branch names of 100003 characters",
+    ),
+    (
+        "date-unparseable",
+        lambda w: _edit_patch_re(w, r"^Date: .*$", "Date: the day before yesterday"),
+        r"0001-fix\.patch:3: Date: 'the day before yesterday' is not a date",
+    ),
+    (
+        "from-unparseable",
+        lambda w: _edit_patch_re(w, r"^From: .*$", "From: nobody"),
+        r"0001-fix\.patch:2: From: 'nobody' is not 'Name <email>'",
+    ),
+    (
+        "second-mbox-message",
+        lambda w: _first_patch(w).write_text(_first_patch(w).read_text() * 2),
+        r"0001-fix\.patch:\d+: a second mail message starts here",
+    ),
+    (
+        "diff-after-base-commit",
+        lambda w: _first_patch(w).write_text(
+            _first_patch(w).read_text()
+            + "\ndiff --git a/g.txt b/g.txt\n--- a/g.txt\n+++ b/g.txt\n@@ -1 +1 @@\n-g\n+G\n"
+        ),
+        r"0001-fix\.patch:\d+: a diff after the end of the patch",
+    ),
+    (
+        "crlf-file",
+        lambda w: _first_patch(w).write_bytes(_first_patch(w).read_bytes().replace(b"\n", b"\r\n")),
+        r"0001-fix\.patch:1: has CRLF line ends",
+    ),
+    (
+        "nul-in-message",
+        lambda w: _first_patch(w).write_bytes(
+            _first_patch(w).read_bytes().replace(b"Subject: [PATCH 1/1] fix", b"Subject: [PATCH 1/1] f\0ix")
+        ),
+        r"0001-fix\.patch:\d+: contains a NUL byte",
+    ),
 ]
+
+
+def _edit_patch_re(world: World, pattern: str, new: str) -> None:
+    path = _first_patch(world)
+    text, n = re.subn(pattern, new, path.read_text(), count=1, flags=re.M)
+    assert n == 1, pattern
+    path.write_text(text)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 from markdown_it import MarkdownIt
 
-from ggstack import git, series
+from ggstack import git, importing, series
 from ggstack.model import Run, Verdict
 
 TOKEN = "ghp_SyncT0kenNeverPrinted0042"
@@ -85,7 +85,7 @@ class World:
             old = 'cpu = "python -m pytest -q {tests}"'
             assert old in text
             toml.write_text(text.replace(old, f"cpu = {json.dumps(cpu)}"))
-        stack = series.import_commits(
+        stack = importing.import_commits(
             self.repo, series.load(str(self.patches), name), commits, original_pr="upstream/proj#130"
         )
         series.save(stack)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, series, testing
+from ggstack import git, importing, series, testing
 
 SLUG = "owner/repo"
 
@@ -159,7 +159,7 @@ class World:
         )
         (self.patches / name / "stack.toml").write_text(toml)
         stack = series.load(str(self.patches), name)
-        series.save(series.import_commits(self.repo, stack, commits))
+        series.save(importing.import_commits(self.repo, stack, commits))
 
     def gg(self, *args: str) -> subprocess.CompletedProcess[str]:
         return run_ggstack(

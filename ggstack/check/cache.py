@@ -5,6 +5,13 @@ judgement depends only on the base commit, the candidates (a stack's patch
 files, byte for byte, or the commits) and the rules, so it is stored under
 a key of exactly those, with ``VERSION`` bumped whenever a signal or a rule
 changes. A lost, corrupt or foreign file only costs the time to recompute.
+
+The bot's other rerun is a base that moved on by a few commits. Those are
+read (k commits, not the history) and when none of them can change a
+verdict — none touches a path of the stack or deletes a file beside one,
+names a candidate (picked from, Stack-Patch-Id, Change-Id, a revert, the
+same subject or PR) or changes the merge base — the last base's verdicts
+are carried over (``carry_over``); otherwise the stack is judged again.
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ggstack import git, series
-from ggstack.model import Applied, Conflict, Evidence, Outcome, Recommendation, Run, Verdict
+from ggstack import git, state
+from ggstack.check.history import CHANGE_ID, PICKED_FROM, REVERTS, SPID, normal_subject, pr_numbers
+from ggstack.model import Applied, Conflict, Evidence, Outcome, Recommendation, Run, Stack, Verdict
 
 VERSION = "check-6"
 _KEEP = 64  # verdict files kept per repository, newest first
@@ -29,6 +37,11 @@ def key(parts: Iterable[str | bytes]) -> str:
         data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
         h.update(b"%d:" % len(data) + data)
     return h.hexdigest()
+
+
+def candidates_key(stack: Stack) -> str:
+    """The key of a stack's candidates alone (every patch file, byte for byte), whatever the base."""
+    return key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw))])
 
 
 def _path(repo: git.Repository, k: str) -> str:
@@ -61,14 +74,98 @@ def load(repo: git.Repository, k: str, run: Run) -> bool:
     return True
 
 
-def save(repo: git.Repository, k: str, run: Run) -> None:
+def save(repo: git.Repository, k: str, run: Run, *, candidates: str | None = None) -> None:
+    """Keep ``run``'s verdicts under ``k``; ``candidates`` (a key of the candidates
+    alone) remembers ``run.base`` as the last base they were judged on."""
     data = {
         "merge_base": run.merge_base,
         "subjects": run.subjects,
         "outcomes": [_judged(o) for o in run.outcomes],
     }
-    series.write_atomic(_path(repo, k), json.dumps(data).encode())
+    state.write_atomic(_path(repo, k), json.dumps(data).encode())
     _prune(os.path.dirname(_path(repo, k)))
+    if candidates:
+        last = {"base": run.base, "key": k}
+        state.write_atomic(_last_path(repo, candidates), json.dumps(last).encode())
+        _prune(os.path.dirname(_last_path(repo, candidates)))
+
+
+def _last_path(repo: git.Repository, candidates: str) -> str:
+    return os.path.join(repo.state_dir("cache", "check-last-base"), candidates + ".json")
+
+
+# -- a base that moved on ----------------------------------------------------------------
+
+
+def carry_over(repo: git.Repository, stack: Stack, candidates: str, run: Run) -> bool:
+    """Fill ``run`` with the verdicts of the last base ``stack`` was judged on
+    when ``run.base`` only moved past it by commits that cannot change one;
+    False (``run`` untouched) when there are none or any could."""
+    try:
+        with open(_last_path(repo, candidates), encoding="utf-8") as f:
+            last = json.load(f)
+        old_base, old_key = str(last["base"]), str(last["key"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if old_base == run.base or not repo.is_ancestor(old_base, run.base):
+        return False
+    loaded = Run(stack=run.stack, base_ref=run.base_ref, base=run.base)
+    loaded.outcomes = [Outcome(o.name, o.subject, o.stack_patch_id) for o in run.outcomes]
+    if not load(repo, old_key, loaded) or not _inert(repo, stack, old_base, run.base, loaded.merge_base):
+        return False
+    return load(repo, old_key, run)
+
+
+def _inert(repo: git.Repository, stack: Stack, old_base: str, base: str, merge_base: str | None) -> bool:
+    """Can no commit of ``old_base..base`` change a verdict of ``stack``? (k commits read, not the history.)"""
+    if _touches(repo, stack, old_base, base):
+        return False
+    messages = repo.range_messages([base], [old_base])
+    if _sources(stack) & {sha for sha, _, _ in messages}:
+        return False
+    named = _candidate_names(stack)
+    if any(_names_a_candidate(named, message) for _, _, message in messages):
+        return False
+    parents = [p.base_commit for p in stack.patches if p.base_commit]
+    present = [c for c, ok in repo.has_objects(parents).items() if ok]
+    return (repo.merge_base(base, present[0]) if present else None) == merge_base
+
+
+def _touches(repo: git.Repository, stack: Stack, old_base: str, base: str) -> bool:
+    """Does a new commit change a file of the stack, or delete one in a directory
+    above one (git may see that directory renamed, and move a file a patch adds)?"""
+    paths = {p for patch in stack.patches for p in patch.paths}
+    changed = {path for _, files in repo.log_raw([base], [old_base], ()) for path, _, _ in files}
+    net = repo.tree_changes([(base, old_base)])[0]  # a merge's own resolution is in no commit's changes
+    changed |= {c.path for c in net}
+    deleted_dirs = {os.path.dirname(c.path) for c in net if c.status == "D"}
+    return bool(changed & paths) or any(_under(p, d) for p in paths for d in deleted_dirs)
+
+
+def _sources(stack: Stack) -> set[str]:
+    return {s for patch in stack.patches for s in (patch.provenance.cherry_picked_from, patch.source_commit) if s}
+
+
+def _under(path: str, directory: str) -> bool:
+    return bool(directory) and path.startswith(directory + "/")  # the root is never renamed
+
+
+def _candidate_names(stack: Stack) -> tuple[set[str], set[str]]:
+    """The stack's subjects (as hints compare them) and the PR numbers it names."""
+    subjects = {normal_subject(p.subject) for p in stack.patches} - {""}
+    numbers: set[str] = set()
+    for p in stack.patches:
+        pr = p.provenance.original_pr
+        numbers |= {pr.rpartition("#")[2]} if pr else set(pr_numbers(p.subject))
+    return subjects, numbers
+
+
+def _names_a_candidate(named: tuple[set[str], set[str]], message: str) -> bool:
+    """Identity, a revert, or a hint (the same subject, a PR number of the stack): judge again."""
+    if any(rx.search(message) for rx in (PICKED_FROM, SPID, CHANGE_ID, REVERTS)):
+        return True
+    subjects, numbers = named
+    return normal_subject(message.split("\n", 1)[0]) in subjects or bool(numbers & set(pr_numbers(message)))
 
 
 def _judged(o: Outcome) -> dict[str, Any]:

@@ -35,11 +35,34 @@ def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: 
         return run
     k = cache.key(["commits", base, *(i.sha for i in infos)])
     if not (use_cache and cache.load(repo, k, run)):
-        _judge(repo, base, infos, run)
+        lines = _lines(repo, base, infos)
+        for line in lines:
+            part = Run(stack=None, base_ref=base_ref, base=base)
+            _judge(repo, base, line, part)
+            run.merge_base = run.merge_base or part.merge_base
+            run.outcomes += part.outcomes
+            run.subjects.update(part.subjects)
+        order = {i.sha: n for n, i in enumerate(infos)}
+        run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
         if cache.worth_keeping(run):
             cache.save(repo, k, run)
     run.stages["check"] = "ok"
     return run
+
+
+def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> list[list[git.CommitInfo]]:
+    """The commits by the line of history they are on (where their first-parent line leaves
+    the base): each line's range is the base minus that line's own history, as ``git cherry
+    BASE COMMIT`` has it. Judged all in one range, a pick the base made before a newer line
+    forked would be outside the range of an older line's commit it represents."""
+    parents = repo.first_parents([i.sha for i in infos], base)
+    forks: dict[str, list[git.CommitInfo]] = {}
+    for info in infos:
+        at = info.sha
+        while at in parents:  # ends at the first commit the base has: the line's fork point
+            at = parents[at]
+        forks.setdefault(at if at != info.sha else "in the base", []).append(info)
+    return list(forks.values())
 
 
 def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run) -> None:

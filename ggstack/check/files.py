@@ -107,13 +107,12 @@ def pmap_of(diff: str, n_old: int) -> list[int | None]:
         old_count, new_count = int(m.group(2) or 1), int(m.group(4) or 1)
         old_start = int(m.group(1)) - (1 if old_count else 0)
         new_start = int(m.group(3)) - (1 if new_count else 0)
-        while pi < old_start and pi < n_old:
-            pmap[pi] = bi
-            pi, bi = pi + 1, bi + 1
+        end = min(old_start, n_old)
+        if pi < end:  # a slice, not a loop per line: a changelog has thousands of them
+            pmap[pi:end] = range(bi, bi + end - pi)
         pi, bi = old_start + old_count, new_start + new_count
-    while pi < n_old:
-        pmap[pi] = bi
-        pi, bi = pi + 1, bi + 1
+    if pi < n_old:
+        pmap[pi:] = range(bi, bi + n_old - pi)
     return pmap
 
 

@@ -50,6 +50,7 @@ class History:
     undone: dict[str, list[str]] = field(default_factory=dict)  # reachable source -> the reverts that undid it
     _order: dict[str, int] = field(default_factory=dict)
     _touching: dict[str, list[int]] = field(default_factory=dict)
+    _versions: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
     _by_patch_id: dict[str, list[str]] = field(default_factory=dict)
     _subjects: dict[str, list[str]] | None = None
     _prs: dict[str, list[str]] | None = None
@@ -57,18 +58,15 @@ class History:
     def __post_init__(self) -> None:
         self._order = {sha: i for i, sha in enumerate(self.messages)}
         for i, (_, files) in enumerate(self.commits):
-            for path, _, _ in files:
+            for path, old, new in files:
                 self._touching.setdefault(path, []).append(i)
+                self._versions.setdefault(path, []).append((self.commits[i][0], old, new))
 
     # -- questions the signals ask --------------------------------------------------------
 
     def versions(self, path: str) -> list[tuple[str, str, str]]:
         """(commit, old blob, new blob) of ``path`` through the range, newest first."""
-        out = []
-        for i in self._touching.get(path, ()):
-            sha, files = self.commits[i]
-            out += [(sha, old, new) for p, old, new in files if p == path]
-        return out
+        return list(self._versions.get(path, ()))  # indexed once: a commit of many files is not read per path
 
     def touching(self, paths: Iterable[str]) -> list[str]:
         """Range commits changing any of ``paths``, newest first."""
@@ -104,7 +102,8 @@ class History:
         if self._subjects is None or self._prs is None:
             self._subjects, self._prs = {}, {}
             for c, message in self.messages.items():
-                self._subjects.setdefault(normal_subject(message.split("\n", 1)[0]), []).append(c)
+                for subject in dict.fromkeys((message.split("\n", 1)[0], merge_title(message))):
+                    self._subjects.setdefault(normal_subject(subject), []).append(c)
                 for number in pr_numbers(message):
                     self._prs.setdefault(number, []).append(c)
         return self._subjects, self._prs
@@ -135,6 +134,15 @@ def normal_subject(subject: str) -> str:
     s = re.sub(r"^(Backport|backport)( of)?( PR)?\s*#?\d*:?\s*", "", s)
     s = PR_NUMBER.sub("", s).strip().rstrip(".")
     return s.casefold() if len(s) >= 8 else ""
+
+
+def merge_title(message: str) -> str:
+    """A GitHub PR merge's title: the first body line of "Merge pull request #N from …" ("" else),
+    which is what a backport bot names the pick after."""
+    if not message.startswith("Merge pull request #"):
+        return ""
+    body = [line for line in message.split("\n")[1:] if line.strip()]
+    return body[0] if body else ""
 
 
 def pr_numbers(message: str) -> list[str]:

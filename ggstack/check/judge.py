@@ -21,7 +21,7 @@ from ggstack.check.groups import Group
 from ggstack.check.history import History, normal_subject
 from ggstack.check.rules import Decision, Match, decide
 from ggstack.check.signals import Candidate
-from ggstack.model import Applied, Evidence, Outcome, Run, Signal, Verdict
+from ggstack.model import Applied, Evidence, Outcome, Run, Says, Signal, Verdict
 
 
 @dataclass
@@ -73,6 +73,7 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
         found, ev_id = signals.identity(ctx.history, cand)
         same, ev_pid = signals.patch_id(ctx.history, cand)
         out[cand.name] = Identified(found + same, [ev_id, ev_pid])
+    _named_and_whole(ctx, [c for c in cands if not out[c.name].matches], out)
     matched = [c for c in cands if out[c.name].matches]
     # "<parent> <commit>" makes diff-tree diff the commit back to its parent: the patch reversed.
     reversed_ids = ctx.repo.patch_ids_of_commits([(c.parent, c.commit) for c in matched])
@@ -85,6 +86,30 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
     return out
 
 
+HINTED = "named by its PR or subject, with all its lines,"
+
+
+def _named_and_whole(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
+    """A base commit with the patch's PR number or subject (a backport bot's "Backport PR #12: …"
+    of a PR merged by a merge commit; "[8.3.x] <PR title> (#backport)") is only a hint; but when
+    that commit's own tree holds every change of the patch, the two together are the pick — and
+    the base may have changed those lines since, as after any pick; when it holds most of them,
+    an adapted pick."""
+    todo = [(c, h) for c in cands for h in signals.hints(ctx.history, c, set())[0][:3]]
+    for (cand, h), there in zip(todo, _contained_at(ctx, todo), strict=True):
+        present = sum(u.present for u in there.units)
+        if not there.judged or 2 * present <= len(there.units):
+            continue  # at most half of its changes: a hint, not the pick
+        ident = out[cand.name]
+        ident.matches.append(Match(HINTED, h, complete=there.all_present))
+        detail = f"{h[:10]} has its PR number or subject, and its own tree has " + (
+            "every change of the patch" if there.all_present else f"{present} of its {len(there.units)} changes"
+        )
+        ident.evidence.append(
+            Evidence(Signal.IDENTITY, detail, [h], data={"match": True, "by": "hint"}, says=Says.PRESENT)
+        )
+
+
 def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
     """Was the pick whole? For a commit that only names the patch (cherry-pick -x after
     a conflict, a Stack-Patch-Id), read the patch's lines in that commit's own tree."""
@@ -94,24 +119,32 @@ def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Ident
         for m in out[c.name].matches
         if m.how in ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in")
     ]
+    for (_, m), there in zip(todo, _contained_at(ctx, [(c, m.commit) for c, m in todo]), strict=True):
+        m.complete = there.all_present
+
+
+def _contained_at(ctx: Context, todo: Sequence[tuple[Candidate, str]]) -> list[Containment]:
+    """Each candidate's containment in one commit's own tree, the files read in one batch."""
     if not todo:
-        return
-    blobs = ctx.files.at_commits([(m.commit, p) for c, m in todo for p in c.paths])
+        return []
+    blobs = ctx.files.at_commits([(at, p) for c, at in todo for p in c.paths])
     ctx.files.prepare_alignments(
         [
-            (fc.old_blob, blobs[(m.commit, p)])
-            for c, m in todo
+            (fc.old_blob, blobs[(at, p)])
+            for c, at in todo
             for fc in c.changes
             if fc.old_blob
             for p in fc.paths
-            if (m.commit, p) in blobs
+            if (at, p) in blobs
         ]
     )
-    for cand, m in todo:
+    out = []
+    for cand, at in todo:
         # The mode is the pre-image's (cat-file does not say it): a mode change alone is judged on the base.
         modes = {p: fc.new_mode or fc.old_mode or "100644" for fc in cand.changes for p in fc.paths}
-        entries = {p: (modes[p], blobs[(m.commit, p)]) for p in cand.paths if (m.commit, p) in blobs}
-        m.complete = contain(cand.changes, entries, ctx.files).all_present
+        entries = {p: (modes[p], blobs[(at, p)]) for p in cand.paths if (at, p) in blobs}
+        out.append(contain(cand.changes, entries, ctx.files))
+    return out
 
 
 def measure_content(

@@ -9,7 +9,7 @@ StGit's cumulative reverse-apply after it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggstack import diff, git, replay
@@ -20,9 +20,7 @@ from ggstack.check.groups import Group
 from ggstack.check.history import CHANGE_ID, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.signals import Candidate
-from ggstack.model import Applied, Outcome, Patch, Run, Stack, Verdict
-
-Progress = Callable[[int, int, str], None]
+from ggstack.model import Applied, Outcome, Patch, Progress, Run, Stack, Verdict
 
 
 @dataclass
@@ -48,14 +46,18 @@ def stack(
     base = replay.resolve_base(repo, stack, base_ref)
     if run is None:
         run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
+    else:
+        run = run.copy()  # apply's Run stays apply's
     outcomes = [_outcome(run, patch) for patch in stack.patches]
-    k = cache.key(["stack", stack.name, base, *(x for p in stack.patches for x in (p.name, p.raw))])
+    candidates = cache.candidates_key(stack)
+    k = cache.key([candidates, base])
     if use_cache and cache.load(repo, k, run):
         run.stages["check"] = "ok"
         return run
-    _judge(repo, stack, base, run, outcomes, progress)
+    if not (use_cache and cache.carry_over(repo, stack, candidates, run)):
+        _judge(repo, stack, base, run, outcomes, progress)
     if cache.worth_keeping(run):
-        cache.save(repo, k, run)
+        cache.save(repo, k, run, candidates=candidates)
     run.stages["check"] = "ok"
     return run
 

@@ -1,7 +1,7 @@
 """The one place that runs git.
 
 Everything above this package asks questions in ggstack's own words
-(``resolve``, ``merge_trees``, ``format_patch``) through one
+(``resolve``, ``merge_trees``, ``format_patches``) through one
 ``Repository``; nothing else builds a git command line. It leans on git's
 plumbing rather than re-implementing it: ``merge-tree --write-tree`` is the
 same merge-ort that ``git rebase`` uses, so replayed trees are
@@ -24,7 +24,8 @@ from ggstack.git.objects import SCRATCH_IDENT, CommitInfo
 from ggstack.git.patches import set_patch_number
 from ggstack.git.repository import Repository
 from ggstack.git.runner import GitFailed
-from ggstack.git.trailers import add_trailers, parse_trailers
+from ggstack.git.trailers import add_trailers, add_trailers_many, parse_trailers
+from ggstack.git.worktrees import Worktree
 
 __all__ = [
     "SCRATCH_IDENT",
@@ -33,7 +34,9 @@ __all__ = [
     "MergeResult",
     "Repository",
     "TreeChange",
+    "Worktree",
     "add_trailers",
+    "add_trailers_many",
     "parse_trailers",
     "set_patch_number",
 ]

@@ -97,24 +97,17 @@ class Diffs(Runner):
 
     def numstat(self, a: str, b: str) -> list[tuple[str, int | None, int | None]]:
         """(path, added, deleted) per file from ``a`` to ``b``; None counts for a binary file."""
-        out = self.run(
-            "diff-tree", "-r", "--numstat", "-z", "--find-renames", "--no-color", "--end-of-options", a, b
-        ).stdout.decode("utf-8", "surrogateescape")
-        fields = out.split("\0")
-        rows: list[tuple[str, int | None, int | None]] = []
-        i = 0
-        while i < len(fields):
-            meta = fields[i]
-            if not meta:
-                i += 1
-                continue
-            added, deleted, path = meta.split("\t", 2)
-            if not path:  # a rename: the old and the new name follow as their own fields
-                path = fields[i + 2]
-                i += 2
-            rows.append((path, int(added) if added.isdigit() else None, int(deleted) if deleted.isdigit() else None))
-            i += 1
-        return rows
+        return self.numstats([(a, b)])[0]
+
+    def numstats(self, pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, int | None, int | None]]]:
+        """``numstat`` of many (a, b) pairs of commits in one ``diff-tree --stdin``, in order."""
+        if not pairs:
+            return []
+        feed = "".join(f"{b} {a}\n" for a, b in pairs).encode()
+        args = ["diff-tree", "--stdin", "--always", "-r", "--numstat", "-z", "--find-renames", "--no-color"]
+        out = self.run(*args, "--format=%x01%H", input=feed).stdout.decode("utf-8", "surrogateescape")
+        chunks = re.split(r"\x01[0-9a-f]{40,64}\0", out)[1:]  # one a pair (--always), header and all
+        return [_numstat_rows(chunk) for chunk in chunks]
 
     def tree_changes(self, pairs: Sequence[tuple[str, str]]) -> list[list[TreeChange]]:
         """The file-level changes (no rename detection) of each (commit,
@@ -195,10 +188,10 @@ class Diffs(Runner):
 
     def source_diffs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         """(tree of the commit, its diff from the given parent) for each
-        (commit, parent), as ``format_patch`` writes the diff: one ``diff-tree --stdin``."""
+        (commit, parent), as ``format_patches`` writes the diff: one ``diff-tree --stdin``."""
         if not pairs:
             return []
-        args = [  # the diff settings ``format_patch`` pins, so equal bytes mean an equal change
+        args = [  # the diff settings ``format_patches`` pins, so equal bytes mean an equal change
             "-c",
             "core.quotePath=false",
             "-c",
@@ -251,3 +244,22 @@ def _readable_messages(raw: str) -> str:
             lines.append(fields[i].strip())
         i += 1
     return "\n".join(line for line in lines if line)
+
+
+def _numstat_rows(out: str) -> list[tuple[str, int | None, int | None]]:
+    """The rows of ``diff-tree --numstat -z`` output: a rename's names follow as their own fields."""
+    fields = out.split("\0")
+    rows: list[tuple[str, int | None, int | None]] = []
+    i = 0
+    while i < len(fields):
+        meta = fields[i].lstrip("\n")
+        if not meta:
+            i += 1
+            continue
+        added, deleted, path = meta.split("\t", 2)
+        if not path:
+            path = fields[i + 2]
+            i += 2
+        rows.append((path, int(added) if added.isdigit() else None, int(deleted) if deleted.isdigit() else None))
+        i += 1
+    return rows

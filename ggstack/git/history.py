@@ -15,11 +15,21 @@ class History(Objects):
         proc = self.run("merge-base", "--end-of-options", a, b, check=False)
         return proc.stdout.decode().strip() or None
 
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        return self.run("merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode == 0
+
     def is_shallow(self) -> bool:
         return os.path.exists(os.path.join(self.common_dir, "shallow"))
 
     def rev_list(self, *args: str) -> list[str]:
         return self.out("rev-list", *args).split()
+
+    def first_parents(self, shas: Sequence[str], exclude: str) -> dict[str, str]:
+        """commit -> its first parent, for every commit on the first-parent lines of
+        ``shas`` that ``exclude`` does not reach (one rev-list for all)."""
+        feed = "".join(s + "\n" for s in shas) + f"^{exclude}\n"
+        out = self.out("rev-list", "--first-parent", "--parents", "--stdin", input=feed.encode())
+        return {f[0]: (f[1] if len(f) > 1 else "") for f in (line.split() for line in out.splitlines())}
 
     def not_reachable(self, shas: Sequence[str], tip: str) -> set[str]:
         """Which of ``shas`` are not ancestors of ``tip`` (one rev-list for all)."""
@@ -71,3 +81,15 @@ class History(Objects):
         raw = self.run("log", "--stdin", "--format=%H%x00%ae%x00%B%x00", input=feed.encode()).stdout
         fields = raw.decode("utf-8", "surrogateescape").split("\0")
         return [(fields[i].strip(), fields[i + 1], fields[i + 2]) for i in range(0, len(fields) - 2, 3)]
+
+    def range_commits(self, lo: str, hi: str) -> list[tuple[str, tuple[str, ...]]]:
+        """(commit, parents) for ``lo..hi``, oldest first in topological order
+        (the order ``git rebase`` replays them in), merges included."""
+        out = self.out("rev-list", "--reverse", "--topo-order", "--parents", f"{lo}..{hi}")
+        return [(f[0], tuple(f[1:])) for f in (line.split() for line in out.splitlines()) if f]
+
+    def already_upstream(self, lo: str, hi: str) -> set[str]:
+        """The commits of ``lo..hi`` whose patch-id a commit of ``hi..lo`` has:
+        what ``git rebase lo hi`` leaves out as "already upstream"."""
+        out = self.out("rev-list", "--cherry-mark", "--right-only", "--no-merges", f"{lo}...{hi}")
+        return {line[1:].strip() for line in out.splitlines() if line.startswith("=")}

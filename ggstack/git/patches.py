@@ -12,80 +12,122 @@ import re
 import tempfile
 from collections.abc import Sequence
 
-from ggstack.git.runner import Runner
+from ggstack.git.runner import GitFailed, Runner
+
+# Every option of ``git format-patch`` whose default a user's config could
+# change is given, so the stored bytes depend on the commits only.
+_FORMAT_PATCH_ARGS = (
+    "-c", "core.quotePath=false",
+    "-c", "diff.noprefix=false",
+    "-c", "diff.mnemonicPrefix=false",
+    "-c", "diff.suppressBlankEmpty=false",
+    "-c", "format.signOff=false",
+    "-c", "format.from=false",
+    "-c", "format.forceInBodyFrom=false",
+    "-c", "format.encodeEmailHeaders=true",
+    "-c", "i18n.logOutputEncoding=UTF-8",
+    "format-patch",
+    "--full-index",
+    "--binary",
+    "--no-signature",
+    "--no-color",
+    "--find-renames",
+    "--numbered",
+    "--subject-prefix=PATCH",
+    "--suffix=.patch",
+    "--no-cover-letter",
+    "--no-thread",
+    "--no-notes",
+    "--no-attach",
+    "--no-add-header",
+    "--no-to",
+    "--no-cc",
+    "--no-relative",
+    "--unified=3",
+    "--inter-hunk-context=0",
+    "--diff-algorithm=myers",
+    "--indent-heuristic",
+    "-O/dev/null",
+    "--filename-max-length=64",
+)  # fmt: skip
 
 
 class Patches(Runner):
-    """``format-patch`` of one commit and ``patch-id`` of many."""
+    """``format-patch`` of many commits, ``patch-id`` of many, and mail as ``git am`` reads it."""
+
+    def format_patches(
+        self, commits: Sequence[tuple[str, str]], paths: Sequence[str] = ()
+    ) -> dict[str, tuple[str, bytes]]:
+        """``git format-patch --full-index`` of many one-parent commits, each
+        against its parent, in one call: commit -> (git's file name, contents).
+
+        ``commits`` are (commit, parent) pairs; each file ends, as
+        ``--base=<parent>`` writes it, with that parent's ``base-commit:``
+        line (``--base`` itself takes one base for a whole series).
+        ``--no-signature`` keeps the bytes independent of the git version, and
+        every ``format.*``/``diff.*`` setting that changes the output is pinned
+        to git's default, so regenerating a stored patch on another machine
+        (with another user's git config) changes nothing. ``paths`` limit
+        every diff (literal paths, not globs).
+        """
+        if not commits:
+            return {}
+        parents = dict(commits)
+        out: dict[str, tuple[str, bytes]] = {}
+        with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as out_dir:
+            shas = list(parents)
+            for chunk in range(0, len(shas), 2000):  # format-patch reads no --stdin: bounded command lines
+                # "C^!" is C alone (one sha alone would be format-patch's "since C").
+                chunk_dir = os.path.join(out_dir, str(chunk))  # each call numbers its files from 0001
+                args = [*_FORMAT_PATCH_ARGS, "-o", chunk_dir, "--end-of-options"]
+                args += [c + "^!" for c in shas[chunk : chunk + 2000]]
+                if paths:
+                    args += ["--", *paths]
+                self.run(*args, env={"GIT_LITERAL_PATHSPECS": "1"})
+            written = [(d, n) for d in os.listdir(out_dir) for n in os.listdir(os.path.join(out_dir, d))]
+            for chunk_name, name in written:
+                with open(os.path.join(out_dir, chunk_name, name), "rb") as f:
+                    data = f.read()
+                m = re.match(rb"From ([0-9a-f]{40}|[0-9a-f]{64}) ", data)
+                sha = m.group(1).decode() if m else ""
+                if sha not in parents:
+                    raise GitFailed(("format-patch",), 0, f"wrote {name}, of no commit asked for")
+                out[sha] = (name, data + f"\nbase-commit: {parents[sha]}\n".encode())
+        if len(out) != len(parents):
+            raise GitFailed(("format-patch",), 0, f"asked for {len(parents)} patches, got {len(out)}")
+        return out
 
     def format_patch(
         self, commit: str, base: str, paths: Sequence[str] = (), number: int = 1, total: int = 1
     ) -> tuple[str, bytes]:
-        """``git format-patch --full-index`` of one commit: (git's file name, contents).
-
-        ``--no-signature`` keeps the bytes independent of the git version, and
-        every ``format.*``/``diff.*`` setting that changes the output is pinned
-        to git's default, so regenerating a stored patch on another machine
-        (with another user's git config) changes nothing.
-        """
-        with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as out_dir:
-            args = [
-                "-c",
-                "core.quotePath=false",
-                "-c",
-                "diff.noprefix=false",
-                "-c",
-                "diff.mnemonicPrefix=false",
-                "-c",
-                "diff.suppressBlankEmpty=false",
-                "-c",
-                "format.signOff=false",
-                "-c",
-                "format.from=false",
-                "-c",
-                "format.forceInBodyFrom=false",
-                "-c",
-                "format.encodeEmailHeaders=true",
-                "-c",
-                "i18n.logOutputEncoding=UTF-8",
-                "format-patch",
-                "--full-index",
-                "--binary",
-                "--no-signature",
-                "--no-color",
-                "--find-renames",
-                f"--base={base}",
-                "--numbered",
-                "--subject-prefix=PATCH",
-                "--suffix=.patch",
-                "--no-cover-letter",
-                "--no-thread",
-                "--no-notes",
-                "--no-attach",
-                "--no-add-header",
-                "--no-to",
-                "--no-cc",
-                "--no-relative",
-                "--unified=3",
-                "--inter-hunk-context=0",
-                "--diff-algorithm=myers",
-                "--indent-heuristic",
-                "-O/dev/null",
-                "--filename-max-length=64",
-                f"--start-number={number}",
-                "-o",
-                out_dir,
-                "-1",
-                "--end-of-options",
-                commit,
-            ]
-            if paths:
-                args += ["--", *paths]
-            self.run(*args)
-            (name,) = os.listdir(out_dir)
-            with open(os.path.join(out_dir, name), "rb") as f:
-                data = f.read()
+        """One commit's patch file against ``base`` (its ``base-commit:``), numbered ``number``/``total``."""
+        name, data = self.format_patches([(commit, base)], paths)[commit]
         return name, set_patch_number(data, number, total)
+
+    def mails(self, path: str) -> list[bytes]:
+        """The messages of an mbox file (``git mailsplit``, which knows mbox's
+        ``>From`` quoting), in order."""
+        with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as out_dir:
+            self.run("mailsplit", f"-o{out_dir}", "--", os.path.abspath(path))
+            mails = []
+            for name in sorted(os.listdir(out_dir)):
+                with open(os.path.join(out_dir, name), "rb") as f:
+                    mails.append(f.read())
+        return mails
+
+    def mailinfo(self, mail: bytes) -> tuple[dict[str, str], str, bytes]:
+        """What ``git am`` reads from one message (``git mailinfo -b``: only
+        the ``[PATCH …]`` prefix comes off the subject): its headers (Author,
+        Email, Subject, Date), the message body, and the patch."""
+        with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as d:
+            msg, patch = os.path.join(d, "msg"), os.path.join(d, "patch")
+            out = self.run("mailinfo", "-b", "-u", msg, patch, input=mail).stdout.decode("utf-8", "surrogateescape")
+            with open(msg, "rb") as f:
+                body = f.read().decode("utf-8", "surrogateescape")
+            with open(patch, "rb") as f:
+                diff = f.read()
+        info = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+        return info, body, diff
 
     def patch_ids_of_commits(self, pairs: Sequence[tuple[str, str | None]]) -> dict[str, str]:
         """commit -> ``git patch-id --stable`` of its diff against the given parent

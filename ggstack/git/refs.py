@@ -29,6 +29,12 @@ class Refs(Runner):
         # "^X" passes --verify and prints "^<sha>": a negated range end, not one object.
         return sha if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) else None
 
+    def head_branch(self) -> str | None:
+        """The branch checked out here (without refs/heads/), None when HEAD is detached."""
+        proc = self.run("symbolic-ref", "-q", "HEAD", check=False)
+        ref = proc.stdout.decode("utf-8", "surrogateescape").strip()
+        return ref.removeprefix("refs/heads/") if proc.returncode == 0 and ref.startswith("refs/heads/") else None
+
     def refs(self, prefix: str) -> dict[str, str]:
         out = self.out("for-each-ref", "--format=%(objectname) %(refname)", "--end-of-options", prefix)
         return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines() if line)}

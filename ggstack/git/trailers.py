@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 
-from ggstack.git.runner import plain_git
+from ggstack.git.runner import GitFailed, plain_git
 
 
 def parse_trailers(messages: Sequence[str]) -> list[list[tuple[str, str]]]:
@@ -51,8 +52,85 @@ def parse_trailers(messages: Sequence[str]) -> list[list[tuple[str, str]]]:
 
 
 def add_trailers(message: str, trailers: Sequence[tuple[str, str]]) -> str:
-    """``message`` with ``trailers`` appended by ``git interpret-trailers``."""
-    args = ["-c", "trailer.where=end", "-c", "trailer.ifexists=addIfDifferent", "interpret-trailers", "--no-divider"]
-    for key, value in trailers:
-        args += ["--trailer", f"{key}: {value}"]
-    return plain_git(*args, input=message.encode("utf-8", "surrogateescape"))
+    """``message`` with ``trailers`` appended, see ``add_trailers_many``."""
+    return add_trailers_many([(message, trailers)])[0][0]
+
+
+_PLACEHOLDER = "Ggstack-Trailers-Go-Here"
+# A line git could read as a trailer ("token: value", token letters, digits, '-'),
+# or one that makes git's choice of the trailer block subtle (comments, cherry-pick lines).
+_MAYBE_TRAILER = re.compile(r"^([A-Za-z0-9-]+\s*:|\(cherry picked from commit |#|\s)", re.M)
+
+
+def add_trailers_many(
+    items: Sequence[tuple[str, Sequence[tuple[str, str]]]], *, once: Sequence[str] = ()
+) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each message with its trailers appended where ``git interpret-trailers``
+    puts them — to the message's trailer block, else after a blank line —
+    and the trailers the result has. A trailer the message already has (same
+    key and value) is not added again, nor one whose key is in ``once`` and
+    already there.
+
+    Every message first ends with a newline: git appends to the last line of
+    one that does not, and a one-line message's trailers would end up in its
+    subject. A message whose last paragraph has no line git could read as a
+    trailer (nor a comment, nor a continuation line) has no trailer block:
+    its trailers follow a blank line, decided here. For the others git
+    decides, in one call for all: a placeholder trailer goes into each, in
+    place, and is then replaced by that message's own trailers.
+    """
+    messages = [m.rstrip("\n") + "\n" for m, _ in items]
+    out: list[tuple[str, list[tuple[str, str]]]] = []
+    ask_git = []
+    for i, (message, (_, trailers)) in enumerate(zip(messages, items)):
+        if _no_trailer_block(message):
+            out.append((message + "\n" + "".join(f"{k}: {v}\n" for k, v in trailers), list(trailers)))
+        else:
+            out.append((message, []))
+            ask_git.append(i)
+    wanted = {}
+    for i, have in zip(ask_git, parse_trailers([messages[i] for i in ask_git])):
+        wanted[i] = _new_trailers(items[i][1], have, once)
+        out[i] = (messages[i], have + wanted[i])
+    placed = _placed([messages[i] for i in ask_git if wanted[i]])
+    for i, text in zip([i for i in ask_git if wanted[i]], placed):
+        head, found, tail = text.rpartition(f"{_PLACEHOLDER}: x\n")
+        if not found:
+            raise GitFailed(("interpret-trailers",), 0, "the placeholder trailer was not written")
+        out[i] = (head + "".join(f"{k}: {v}\n" for k, v in wanted[i]) + tail, out[i][1])
+    return out
+
+
+def _no_trailer_block(message: str) -> bool:
+    paragraphs = message.rstrip("\n").split("\n\n")
+    return "\r" not in message and (len(paragraphs) == 1 or not _MAYBE_TRAILER.search(paragraphs[-1]))
+
+
+def _new_trailers(
+    trailers: Sequence[tuple[str, str]], have: Sequence[tuple[str, str]], once: Sequence[str]
+) -> list[tuple[str, str]]:
+    keys = {k.lower() for k, _ in have}
+    pairs = {(k.lower(), v) for k, v in have}
+    return [(k, v) for k, v in trailers if (k.lower(), v) not in pairs and not (k in once and k.lower() in keys)]
+
+
+def _placed(messages: Sequence[str]) -> list[str]:
+    """The messages with git's placeholder trailer in place: one ``interpret-trailers --in-place``."""
+    if not messages:
+        return []
+    with tempfile.TemporaryDirectory(prefix="ggstack-trailers-") as d:
+        files = [os.path.join(d, f"{i}.msg") for i in range(len(messages))]
+        for message, path in zip(messages, files):
+            with open(path, "wb") as f:
+                f.write(message.encode("utf-8", "surrogateescape"))
+        for chunk in range(0, len(files), 1000):  # bounded command lines
+            plain_git(
+                *("-c", "trailer.where=end", "-c", "trailer.ifexists=add", "-c", "trailer.separators=:"),
+                *("interpret-trailers", "--in-place", "--no-divider", "--trailer", f"{_PLACEHOLDER}: x"),
+                *files[chunk : chunk + 1000],
+            )
+        placed = []
+        for path in files:
+            with open(path, "rb") as f:
+                placed.append(f.read().decode("utf-8", "surrogateescape"))
+    return placed

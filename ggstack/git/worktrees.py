@@ -1,11 +1,13 @@
-"""The worktrees ggstack runs tests in, and the user's checked-out branches it must not move."""
+"""The worktrees ggstack runs tests and resolves conflicts in, and the user's checked-out branches it must not move."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import subprocess
 
-from ggstack.git.runner import Runner, plain_git
+from ggstack.git.runner import GitFailed, Runner, environment, plain_git
 
 
 class Worktrees(Runner):
@@ -40,6 +42,11 @@ class Worktrees(Runner):
             f.write(os.path.abspath(os.path.join(self.common_dir, "objects")) + "\n")
         plain_git("-C", path, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "--detach", commit)
 
+    def add_resolve_worktree(self, path: str, commit: str) -> Worktree:
+        """A detached worktree of ``commit`` at ``path`` for resolving a conflict (``ggstack resolve``)."""
+        self.add_worktree(path, commit)
+        return Worktree(path)
+
     def remove_worktree(self, path: str) -> None:
         self.run("worktree", "remove", "--force", "--force", path, check=False)
 
@@ -70,3 +77,46 @@ class Worktrees(Runner):
                     if ref.startswith("refs/heads/"):
                         found.setdefault(ref, os.fspath(where))
         return found
+
+
+class Worktree:
+    """One of ggstack's own worktrees (never the user's): git run inside it.
+
+    ``resolve`` leaves the user a real checkout with conflict markers to edit
+    with their own tools; the commands here are the few it needs there, with
+    git's ``rerere`` on so that a conflict resolved once is resolved again.
+    """
+
+    _RERERE = ("-c", "rerere.enabled=true", "-c", "rerere.autoUpdate=false", "-c", "core.hooksPath=/dev/null")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        proc = subprocess.run(["git", "-C", self.path, *self._RERERE, *args], env=environment(), capture_output=True)
+        if check and proc.returncode != 0:
+            raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        return proc
+
+    def cherry_pick(self, commit: str) -> tuple[list[str], list[str]]:
+        """``commit``'s change into the working tree, uncommitted (merge-ort, as ``apply``):
+        (paths left conflicted, paths rerere resolved from a recorded resolution)."""
+        proc = self.run("cherry-pick", "--no-commit", "--strategy=ort", commit, check=False)
+        text = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+        if proc.returncode not in (0, 1) or (proc.returncode == 1 and "conflict" not in text.lower()):
+            raise GitFailed(("cherry-pick", commit), proc.returncode, text)
+        reused = re.findall(r"^Resolved '(.+)' using previous resolution\.$", text, re.M)
+        return [p for p in self.unmerged_paths() if p not in reused], reused
+
+    def unmerged_paths(self) -> list[str]:
+        out = self.run("diff", "--name-only", "--diff-filter=U", "-z").stdout.decode("utf-8", "surrogateescape")
+        return sorted({p for p in out.split("\0") if p})
+
+    def record_resolution(self) -> None:
+        """Let rerere remember how the conflicts were resolved (before they are staged)."""
+        self.run("rerere", check=False)
+
+    def tree_of_files(self) -> str:
+        """Everything in the working tree staged, as a tree (the resolution)."""
+        self.run("add", "-A")
+        return self.run("write-tree").stdout.decode().strip()

@@ -1,0 +1,257 @@
+"""``ggstack drop``: take out of the stack what the base now carries, and keep the record of why.
+
+A patch the base has is dead weight: every later apply, check and PR plan
+pays for it, and its branch and PR linger. But deleting it by hand loses the
+one fact a maintainer needs later ("where did our DCP fix go?"). So drop
+removes only what a Run judged ``represented``, and writes for each what it
+was (name, subject, Stack-Patch-Id, provenance) and why it went (the
+representing commits with their subjects, the base sha it was judged on, the
+rule that decided, when) into ``patches/<stack>/dropped.toml`` — in the same
+atomic change as the series, so the stack never loses a patch without its
+record. The record is TOML so a reviewer reads it in the PR diff of
+``patches/``.
+
+Order, so that every failure leaves the stack as it was: everything is
+checked first; the redundant PRs are closed next (``--close-redundant``,
+through ``pr``'s own plan, so the comment is the one ``pr`` writes and a
+rerun never comments twice); then the stack changes in one step; then the
+dropped patches' branches go — only ggstack's own (still where ``apply``
+last put them) and never one checked out. A branch a kill left behind is
+named in the record and removed by the next ``drop``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from ggstack import git, replay, report, series, state
+from ggstack.errors import UserError
+from ggstack.forge import Forge
+from ggstack.model import Outcome, Patch, Run, Stack, Verdict
+
+DROPPED = "dropped.toml"
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """One patch taken out of the stack, and why."""
+
+    name: str
+    subject: str
+    stack_patch_id: str
+    represented_by: tuple[str, ...]
+    represented_subjects: tuple[str, ...]  # the subject of each representing commit, in the same order
+    base: str  # the base sha it was judged represented on
+    base_ref: str
+    reason: str  # the rule that decided, in words
+    dropped_at: str  # ISO 8601, UTC
+    original_pr: str = ""
+    cherry_picked_from: str = ""
+    branch: str = ""  # its per-patch branch when dropped (removed unless someone else moved it)
+
+    def to_json(self) -> dict[str, object]:
+        d = asdict(self)
+        d["represented_by"] = list(self.represented_by)
+        d["represented_subjects"] = list(self.represented_subjects)
+        return d
+
+
+@dataclass
+class Result:
+    """What a drop did (or, dry run, would do)."""
+
+    stack: str
+    base: str
+    base_ref: str
+    dropped: list[Dropped] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # the remaining patches' new names, in merge order
+    branches_deleted: list[str] = field(default_factory=list)
+    branches_kept: list[str] = field(default_factory=list)  # "ref (why)"
+    run: Run | None = None  # the Run the decision came from (with ``pr`` filled in when PRs were closed)
+    dry_run: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "stack": self.stack,
+            "base": self.base,
+            "base_ref": self.base_ref,
+            "dry_run": self.dry_run,
+            "dropped": [d.to_json() for d in self.dropped],
+            "kept": self.kept,
+            "branches_deleted": self.branches_deleted,
+            "branches_kept": self.branches_kept,
+            "closed_prs": [
+                {"name": o.name, "number": o.pr.number, "url": o.pr.url, "action": o.pr.action}
+                for o in (self.run.outcomes if self.run else [])
+                if o.pr is not None and o.pr.number is not None
+            ],
+        }
+
+
+# -- the record ----------------------------------------------------------------------
+
+
+def record_path(stack: Stack) -> str:
+    return os.path.join(stack.path, DROPPED)
+
+
+def read_record(stack: Stack) -> list[Dropped]:
+    """The entries of ``dropped.toml`` (none when there is no such file); a malformed one names its line."""
+    path = record_path(stack)
+    try:
+        with open(os.path.join(state.readable_dir(stack.path), DROPPED), "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return []
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise UserError("not valid UTF-8 (TOML is UTF-8)", path=path, line=raw[: e.start].count(b"\n") + 1) from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"invalid TOML: {e}", path=path) from None
+    entries = data.get("dropped", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise UserError("expected [[dropped]] tables", path=path)
+    return [_entry(e, i, path) for i, e in enumerate(entries, 1)]
+
+
+_REQUIRED = ("name", "subject", "stack_patch_id", "base")
+_LISTS = ("represented_by", "represented_subjects")
+
+
+def _entry(d: dict[str, object], number: int, path: str) -> Dropped:
+    values: dict[str, object] = {}
+    for f in fields(Dropped):
+        value = d.get(f.name, [] if f.name in _LISTS else "")
+        if f.name in _REQUIRED and f.name not in d:
+            raise UserError(f"[[dropped]] entry {number}: no {f.name}", path=path)
+        if f.name in _LISTS:
+            if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+                raise UserError(f"[[dropped]] entry {number}: {f.name} must be a list of strings", path=path)
+            value = tuple(value)
+        elif not isinstance(value, str):
+            raise UserError(f"[[dropped]] entry {number}: {f.name} must be a string", path=path)
+        values[f.name] = value
+    return Dropped(**values)  # type: ignore[arg-type]  # each value checked against its field above
+
+
+def render_record(stack_name: str, entries: Sequence[Dropped]) -> bytes:
+    """``dropped.toml``: one ``[[dropped]]`` table an entry, oldest first."""
+    lines = [
+        f"# Patches dropped from the stack {stack_name} because the base carries them",
+        f"# (written by `ggstack drop`; shown by `ggstack list {stack_name} --dropped`).",
+    ]
+    for e in entries:
+        lines.append("")
+        lines.append("[[dropped]]")
+        for key, value in e.to_json().items():
+            if value in ("", []) and key not in _REQUIRED:
+                continue
+            lines.append(f"{key} = {_toml(value)}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _toml(value: object) -> str:
+    # A JSON string is a TOML basic string (the same escapes); ASCII-only keeps every control character escaped.
+    if isinstance(value, list):
+        return "[" + ", ".join(json.dumps(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+# -- deciding --------------------------------------------------------------------------
+
+
+def represented(stack: Stack, run: Run) -> list[tuple[Patch, Outcome]]:
+    """The stack's patches the Run judged represented (matched by Stack-Patch-Id), in merge order."""
+    if run.stack is not None and run.stack != stack.name:
+        raise UserError(f"the Run is of stack {run.stack!r}, not {stack.name!r}")
+    missing = [o.name for o in run.outcomes if o.verdict is None]
+    if missing:
+        raise UserError(
+            f"no verdict for {', '.join(missing)}: drop needs the Run of `check` (or `test`), not of `apply`"
+        )
+    by_id = {o.stack_patch_id: o for o in run.outcomes if o.verdict is Verdict.REPRESENTED}
+    return [(p, by_id[p.provenance.stack_patch_id]) for p in stack.patches if p.provenance.stack_patch_id in by_id]
+
+
+def entry_of(patch: Patch, o: Outcome, run: Run, branch: str, now: str) -> Dropped:
+    return Dropped(
+        name=patch.name,
+        subject=patch.subject,
+        stack_patch_id=patch.provenance.stack_patch_id,
+        represented_by=tuple(o.represented_by),
+        represented_subjects=tuple(run.subjects.get(c, "") for c in o.represented_by),
+        base=run.base,
+        base_ref=run.base_ref,
+        reason=report.verdict_words(o),
+        dropped_at=now,
+        original_pr=patch.provenance.original_pr or "",
+        cherry_picked_from=patch.provenance.cherry_picked_from or "",
+        branch=branch,
+    )
+
+
+def now_utc() -> str:
+    """Now, or ``SOURCE_DATE_EPOCH`` when set (reproducible output, as other build tools honour it)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if epoch.isdigit():
+        moment = datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
+    else:
+        moment = datetime.datetime.now(datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- the command -----------------------------------------------------------------------
+
+
+def drop(
+    repo: git.Repository,
+    stack: Stack,
+    run: Run,
+    *,
+    close_redundant: bool = False,
+    dry_run: bool = False,
+    env: Mapping[str, str] | None = None,
+    client: Forge | None = None,
+) -> Result:
+    """Drop the patches ``run`` judged represented; the caller holds the stack's lock."""
+    victims = represented(stack, run)
+    refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
+    now = now_utc()
+    entries = [entry_of(p, o, run, refs[p.name], now) for p, o in victims]
+    gone = {p.name for p, _ in victims}
+    after = series.renumbered(stack, [p for p in stack.patches if p.name not in gone])
+    result = Result(stack.name, run.base, run.base_ref, entries, [p.name for p in after.patches], dry_run=dry_run)
+    earlier = read_record(stack)
+    kept_refs = set(replay.branch_refs(after))
+    candidates = list(dict.fromkeys(e.branch for e in [*earlier, *entries] if e.branch and e.branch not in kept_refs))
+    if close_redundant and victims:
+        result.run = _close_prs(repo, stack, run, [o for _, o in victims], dry_run=dry_run, env=env, client=client)
+    if dry_run:
+        return result
+    # Saved even when nothing goes: the save is what tidies up after a killed change.
+    series.save(after, also={DROPPED: render_record(stack.name, [*earlier, *entries])} if entries else None)
+    result.branches_deleted, result.branches_kept = replay.remove_branches(repo, stack, candidates)
+    return result
+
+
+def _close_prs(
+    repo: git.Repository,
+    stack: Stack,
+    run: Run,
+    outcomes: Sequence[Outcome],
+    *,
+    dry_run: bool,
+    env: Mapping[str, str] | None,
+    client: Forge | None,
+) -> Run:
+    """Close the dropped patches' open PRs with ``pr``'s closing comment (its plan, only these patches)."""
+    from ggstack import pr as pr_stage
+
+    only = replace(run, outcomes=list(outcomes))
+    return pr_stage.pr(repo, stack, only, dry_run=dry_run, close_redundant=True, env=env, client=client)

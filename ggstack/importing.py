@@ -1,0 +1,463 @@
+"""Import: commits of the fork checkout become patches of a stack, with provenance.
+
+A separate module from ``ggstack.series`` (which reads, checks and writes the
+stored files): import decides *what* enters the series — which commits of a
+range, which paths of a commit, which trailers — and hands ``series`` a new
+``Stack`` to save.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ggstack import existing_series, git
+from ggstack.errors import UserError
+from ggstack.model import Patch, Stack
+from ggstack.series import (
+    T_CHERRY_PICKED,
+    T_DROPPED,
+    T_ORIGINAL_PR,
+    T_STACK_PATCH_ID,
+    checked_provenance,
+    not_utf8,
+    parse_patch,
+    renumbered,
+)
+
+_PR_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$")
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A commit of a range that import did not take, and why (said in the output)."""
+
+    commit: str
+    subject: str
+    why: str  # MERGE_OF_BASE | MERGE_OF_RANGE
+
+
+MERGE_OF_BASE = "merge of the base"  # every parent but the first is already in A
+MERGE_OF_RANGE = "merge of commits imported on their own"  # git rebase replays the merged commits instead
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What one import did: the new stack, the patches it added, and what it
+    noticed on the way (said in the output, never silently)."""
+
+    stack: Stack
+    added: tuple[Patch, ...]
+    left_out: tuple[LeftOut, ...] = ()
+    upstream: tuple[str, ...] = ()  # imported commits whose patch-id A already has (git rebase skips them)
+
+
+@dataclass(frozen=True)
+class _Selection:
+    commits: list[str]
+    left_out: list[LeftOut]
+    upstream: list[str]
+
+
+def import_commits(
+    repo: git.Repository,
+    stack: Stack,
+    revs: Sequence[str],
+    *,
+    original_pr: str | None = None,
+    only: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    dropped: Sequence[str] = (),
+) -> Stack:
+    """The stack with the commits ``revs`` (shas or ``A..B`` ranges) appended; see ``commits``."""
+    return commits(repo, stack, revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped).stack
+
+
+def commits(
+    repo: git.Repository,
+    stack: Stack,
+    revs: Sequence[str],
+    *,
+    original_pr: str | None = None,
+    only: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    dropped: Sequence[str] = (),
+) -> Imported:
+    """Append the commits ``revs`` (shas or ``A..B`` ranges) to the series, with provenance.
+
+    A range is taken as ``git rebase A B`` would replay it: the branch's own
+    commits, oldest first; merges left out (listed in ``left_out``) except a
+    forge's PR merge ("Merge pull request #N …"), which is imported as the
+    PR's combined change in place of the PR's own commits. Commits whose
+    patch-id ``A`` already has — git rebase drops them — are kept and listed
+    in ``upstream``: whether the base has them is ``check``'s judgement,
+    with evidence, and a patch never leaves the stack silently.
+
+    Everything is read in a few batched git calls (not one per commit), and
+    nothing is written: the caller saves the returned stack."""
+    if original_pr is not None and not _PR_REF.match(original_pr):
+        raise UserError(f"--original-pr must look like owner/repo#123, not {original_pr!r}")
+    for flag, patterns in (("--only", only), ("--exclude", exclude)):
+        for pattern in patterns:
+            if os.path.isabs(pattern) or ".." in pattern.split("/"):
+                raise UserError(
+                    f"{flag} {pattern}: a path outside the repository (paths are relative to its top, e.g. vllm/)"
+                )
+    selection = _select(repo, revs)
+    if not selection.commits:
+        left = ": it holds only merges (left out, as git rebase does)" if selection.left_out else ""
+        raise UserError(f"{' '.join(revs)}: no commits to import{left}")
+    infos = repo.commit_infos(selection.commits)
+    new = _patches(repo, stack, infos, original_pr, only, exclude, dropped)
+    after = renumbered(stack, [*stack.patches, *new])
+    added = after.patches[len(stack.patches) :]
+    _refuse_duplicates(stack, added, [f"commit {i.sha[:12]}" for i in infos])
+    return Imported(after, added, tuple(selection.left_out), tuple(selection.upstream))
+
+
+def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | None = None) -> Imported:
+    """Append an existing series (a directory of ``git format-patch`` files,
+    an mbox, or a quilt ``series`` with DEP-3 headers) to the stack.
+
+    Each patch is applied, in order, onto the one before it, starting from
+    ``onto`` (else the first patch's ``base-commit:`` when the repository has
+    it, else the stack's base) — ``git apply`` in a temporary index, the
+    user's tree untouched — and stored like an imported commit: its author,
+    date and message, a ``Stack-Patch-Id``, and the provenance it carries
+    (``Cherry-picked-from`` the commit it names; its DEP-3 ``Origin``,
+    ``Forwarded``, ``Applied-Upstream`` and ``Bug`` kept as trailers, a GitHub
+    pull URL among them as ``Original-PR``). Nothing is written."""
+    incoming = existing_series.read(repo, path)
+    parent = _series_base(repo, stack, incoming, onto)
+    tree = repo.resolve(parent, "tree")
+    me = repo.committer_ident()
+    sources = []
+    for item in incoming:
+        new_tree = _applied(repo, tree, item, parent)
+        author = _author_ident(repo, item, me)
+        commit = repo.write_commit(new_tree, [parent], item.message, author, me)
+        trailers = [(T_ORIGINAL_PR, item.original_pr)] if item.original_pr else []
+        trailers += [(T_CHERRY_PICKED, item.source)] if item.source else []
+        trailers += item.trailers
+        content = hashlib.sha1(item.message.encode("utf-8", "surrogateescape") + b"\0" + item.diff).hexdigest()
+        trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, content, [])))
+        label = item.path + (f":{item.line}" if item.line > 1 else "")
+        sources.append(_Source(commit, parent, item.message, trailers, item.source or commit, label))
+        parent, tree = commit, new_tree
+    new = _stored(repo, stack, sources)
+    after = renumbered(stack, [*stack.patches, *new])
+    added = after.patches[len(stack.patches) :]
+    _refuse_duplicates(stack, added, [s.label for s in sources])
+    return Imported(after, added)
+
+
+def _series_base(
+    repo: git.Repository, stack: Stack, incoming: Sequence[existing_series.Incoming], onto: str | None
+) -> str:
+    if onto:
+        return repo.resolve(onto)
+    recorded = incoming[0].base
+    if recorded and repo.try_resolve(recorded):
+        return recorded
+    target = stack.config.target
+    for ref in (target.base, f"{target.remote}/{target.base}"):
+        sha = repo.try_resolve(ref)
+        if sha:
+            return sha
+    raise UserError(
+        f"no base to apply the series onto: the stack's base {target.base!r} is not in this repository; give --onto REV"
+    )
+
+
+def _applied(repo: git.Repository, tree: str, item: existing_series.Incoming, parent: str) -> str:
+    new_tree, why = repo.apply_to_tree(tree, item.diff)
+    if new_tree is None:
+        new_tree, _ = repo.apply_to_tree(tree, item.diff, three_way=True)
+    if new_tree is None:
+        raise UserError(
+            f"does not apply onto {parent[:12]} (the base, then the patches before it): {why.strip()}",
+            path=item.path,
+            line=item.line,
+        )
+    if new_tree == tree:
+        raise UserError("changes nothing (an empty patch)", path=item.path, line=item.line)
+    return new_tree
+
+
+def _author_ident(repo: git.Repository, item: existing_series.Incoming, me: str) -> str:
+    """The author line: the file's author and date, else the importer's."""
+    name, email, date = me.rsplit(" ", 2)[0], "", " ".join(me.rsplit(" ", 2)[1:])
+    if item.author:
+        name, email = item.author
+    else:
+        name, _, email = name.partition(" <")
+        email = email.rstrip(">")
+    ident = repo.ident(name, email, item.date or date)
+    if ident is None:
+        raise UserError(
+            f"author {name!r} <{email}> with date {item.date!r}: git cannot read it", path=item.path, line=item.line
+        )
+    return ident
+
+
+def notes(done: Imported) -> list[str]:
+    """What an import noticed, in words: the merges it left out, and the
+    commits ``git rebase`` would have skipped as already upstream."""
+    out = []
+    for why in (MERGE_OF_BASE, MERGE_OF_RANGE):
+        merges = [m for m in done.left_out if m.why == why]
+        if merges:
+            what = "merge" if len(merges) == 1 else "merges"
+            listed = ", ".join(f"{m.commit[:12]} {m.subject!r}" for m in merges)
+            out.append(f"left out {len(merges)} {what}{why.removeprefix('merge')}: {listed}")
+    for patch in done.added:
+        line = _am_break(patch.message)
+        if line:
+            out.append(
+                f"{patch.name}: its message has a line git am ends it at (line {line[0]}: {line[1]!r}); "
+                "ggstack reads the whole message, `git am` of the file keeps what comes before"
+            )
+    if done.upstream:
+        names = {p.provenance.cherry_picked_from: p.name for p in done.added}
+        listed = ", ".join(f"{names.get(c, c[:12])}" for c in done.upstream)
+        out.append(
+            f"kept {len(done.upstream)} already upstream by patch-id (git rebase would skip them; "
+            f"`ggstack check` judges them): {listed}"
+        )
+    return out
+
+
+def _am_break(message: str) -> tuple[int, str] | None:
+    """The first line (number, text) of a message body that ``git am`` takes
+    for the start of the patch (mailinfo's patchbreak), if any."""
+    for n, line in enumerate(message.split("\n")[1:], 2):
+        if line.startswith(("diff -", "Index: ")) or re.match(r"---(\s*$| \S)", line):
+            return n, line
+    return None
+
+
+def _refuse_duplicates(stack: Stack, added: Sequence[Patch], labels: Sequence[str]) -> None:
+    """A Stack-Patch-Id already in the stack (or twice in this import) is an
+    error naming the file that has it, as it is on disk."""
+    existing = {p.provenance.stack_patch_id: p.name for p in stack.patches}
+    first: dict[str, str] = {}
+    for patch, label in zip(added, labels):
+        spid = patch.provenance.stack_patch_id
+        if spid in existing:
+            raise UserError(f"{label} is already in the stack as {existing[spid]} (same {T_STACK_PATCH_ID})")
+        if spid in first:
+            raise UserError(f"{first[spid]} and {label} carry the same {T_STACK_PATCH_ID} {spid}; import one of them")
+        first[spid] = label
+
+
+def _select(repo: git.Repository, revs: Sequence[str]) -> _Selection:
+    commits: list[str] = []
+    left_out: list[LeftOut] = []
+    upstream: list[str] = []
+    for rev in revs:
+        if "..." in rev:
+            raise UserError(f"{rev}: A...B (either side, not the other) has no merge order to import; use A..B")
+        if ".." in rev:
+            a, _, b = rev.partition("..")
+            lo, hi = repo.resolve(a or "HEAD"), repo.resolve(b or "HEAD")
+            taken, skipped = _replayed(repo, repo.range_commits(lo, hi))
+            commits += taken
+            left_out += skipped
+            if taken and repo.merge_base(lo, hi) != lo:  # A moved on: it may have some of them already
+                found = repo.already_upstream(lo, hi)
+                upstream += [c for c in taken if c in found]
+        else:
+            commits.append(repo.resolve(rev))
+    return _Selection(list(dict.fromkeys(commits)), left_out, list(dict.fromkeys(upstream)))
+
+
+_PR_MERGE = re.compile(r"^Merge pull request #\d+ from ")
+
+
+def _replayed(repo: git.Repository, graph: Sequence[tuple[str, tuple[str, ...]]]) -> tuple[list[str], list[LeftOut]]:
+    """The commits of a range (oldest first, with parents) that import takes,
+    and the merges it leaves out: git rebase's choice, except that a PR merge
+    stands for the PR's commits (which are then not taken on their own)."""
+    inside = {c: parents for c, parents in graph}
+    merges = [c for c, parents in graph if len(parents) > 1]
+    subjects = {i.sha: i.message.split("\n", 1)[0] for i in repo.commit_infos(merges)}
+    covered: set[str] = set()
+    left_out = []
+    for merge in reversed(merges):  # newest first: a PR merged into a PR's branch is the outer PR's
+        if merge in covered:
+            continue
+        parents = inside[merge]
+        if _PR_MERGE.match(subjects[merge]):
+            covered |= _ancestors_inside(inside, parents[1:]) - _ancestors_inside(inside, parents[:1])
+            continue
+        why = MERGE_OF_RANGE if any(p in inside for p in parents[1:]) else MERGE_OF_BASE
+        left_out.append(LeftOut(merge, subjects[merge], why))
+    taken = [c for c, parents in graph if c not in covered and (len(parents) < 2 or _PR_MERGE.match(subjects[c]))]
+    return taken, left_out[::-1]
+
+
+def _ancestors_inside(inside: Mapping[str, Sequence[str]], starts: Iterable[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = [s for s in starts if s in inside]
+    while todo:
+        c = todo.pop()
+        if c not in seen:
+            seen.add(c)
+            todo += [p for p in inside[c] if p in inside and p not in seen]
+    return seen
+
+
+def _patches(
+    repo: git.Repository,
+    stack: Stack,
+    infos: Sequence[git.CommitInfo],
+    original_pr: str | None,
+    only: Sequence[str],
+    exclude: Sequence[str],
+    dropped: Sequence[str],
+) -> list[Patch]:
+    """One patch a commit: messages and trailers, scratch copies carrying
+    them, and one ``format-patch`` of all the copies."""
+    for info in infos:
+        if not info.parents:
+            raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto")
+    changes = repo.tree_changes([(i.sha, i.parents[0]) for i in infos])
+    kept_of = []
+    items = []
+    for info, changed in zip(infos, changes):
+        kept, left_out = _kept_paths(info.sha, [c.path for c in changed], only, exclude)
+        kept_of.append(kept)
+        message = _merge_message(info.message) if len(info.parents) > 1 else info.message
+        pr = original_pr or _pr_from_message(info.message, stack.config.target.repo)
+        trailers = [(T_ORIGINAL_PR, pr)] if pr else []
+        trailers.append((T_CHERRY_PICKED, info.sha))
+        trailers += [(T_DROPPED, text) for text in _dropped_texts(left_out, dropped)]
+        trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, info.sha, kept)))
+        items.append((message, trailers))
+    sources = [_Source(i.sha, i.parents[0], m, t, i.sha, f"commit {i.sha[:12]}") for i, (m, t) in zip(infos, items)]
+    limit = sorted({p for kept in kept_of for p in kept}) if (only or exclude) else []
+    return _stored(repo, stack, sources, limit)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One patch to store: a commit whose tree and author it has, the parent
+    it is a change from, its message and the trailers to add."""
+
+    commit: str
+    parent: str
+    message: str
+    trailers: list[tuple[str, str]]
+    named: str  # the commit the mbox "From " line names: where the patch was taken from
+    label: str  # what an error names: "commit 1234abcd", or the file it was read from
+
+
+def _stored(repo: git.Repository, stack: Stack, sources: Sequence[_Source], limit: Sequence[str] = ()) -> list[Patch]:
+    """The patch files of ``sources``: trailers added (a source carrying its
+    own Stack-Patch-Id keeps it), scratch copies carrying the messages, and
+    one ``format-patch`` of all the copies."""
+    done = git.add_trailers_many([(s.message, s.trailers) for s in sources], once=(T_STACK_PATCH_ID,))
+    scratch = repo.copies_with_messages([(s.commit, s.parent, m) for s, (m, _) in zip(sources, done)])
+    files = repo.format_patches([(c, s.parent) for c, s in zip(scratch, sources)], limit)
+    patches = []
+    for source, c in zip(sources, scratch):
+        fname, data = files[c]
+        # The mbox "From " line names the commit the patch was taken from, not our scratch copy.
+        data = data.replace(c.encode(), source.named.encode(), 1)
+        patches.append(parse_patch(data, os.path.join(stack.path, fname)))
+    return _checked(patches, [t for _, t in done], [s.label for s in sources])
+
+
+def _checked(patches: list[Patch], trailers_of: Sequence[list[tuple[str, str]]], labels: Sequence[str]) -> list[Patch]:
+    checked = []
+    for patch, trailers, label in zip(patches, trailers_of, labels):
+        try:
+            checked.append(checked_provenance(patch, trailers, None))
+        except UserError as e:  # the message carried a second or a malformed one
+            raise UserError(f"{label}: {e}") from None
+    return checked
+
+
+def _kept_paths(
+    sha: str, changed: Sequence[str], only: Sequence[str], exclude: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    kept = [p for p in changed if _selected(p, only, exclude)]
+    for path in kept:
+        if not_utf8(path):
+            raise UserError(
+                f"commit {sha[:12]} changes {path.encode('utf-8', 'surrogateescape')!r}, a file name that is not UTF-8 "
+                "(a patch file is UTF-8); leave it out with --exclude"
+            )
+    if not kept:
+        raise UserError(
+            f"importing {sha[:12]} would leave an empty patch (--only/--exclude keep none of: {', '.join(changed) or 'no files'})"
+        )
+    return kept, [p for p in changed if p not in kept]
+
+
+def _selected(path: str, only: Sequence[str], exclude: Sequence[str]) -> bool:
+    if only and not any(_matches(path, pat) for pat in only):
+        return False
+    return not any(_matches(path, pat) for pat in exclude)
+
+
+def _matches(path: str, pattern: str) -> bool:
+    pattern = pattern.rstrip("/")
+    return path == pattern or path.startswith(pattern + "/") or fnmatch.fnmatchcase(path, pattern)
+
+
+def _dropped_texts(left_out: Sequence[str], texts: Sequence[str]) -> list[str]:
+    """One ``Dropped:`` text per left-out part: the given texts (which name
+    their paths in parentheses, or get the next uncovered path), and a plain
+    one for every left-out path no text covers."""
+    named = [_named_paths(t, left_out) for t in texts]
+    uncovered = [p for p in left_out if not any(p in n for n in named)]
+    out = []
+    for text, paths in zip(texts, named):
+        if not paths and uncovered:
+            text = f"{text} ({uncovered.pop(0)})"
+        out.append(text)
+    out += [f"left out at import ({p})" for p in uncovered]
+    return out
+
+
+def _named_paths(text: str, left_out: Sequence[str]) -> set[str]:
+    """The left-out paths a ``--dropped`` text names (a path, a directory or a
+    glob, as for --only) in its closing "(a, b)"."""
+    m = re.search(r"\(([^()]*)\)\s*$", text)
+    names = [n.strip() for n in m.group(1).split(",") if n.strip()] if m else []
+    return {p for p in left_out if any(_matches(p, n) for n in names)}
+
+
+def _pr_from_message(message: str, repo_slug: str) -> str | None:
+    subject = message.split("\n", 1)[0]
+    m = re.search(r"\(#(\d+)\)\s*$", subject)
+    if m:
+        return f"{repo_slug}#{m.group(1)}"
+    m = re.match(r"^Merge pull request #(\d+) from ([^/\s]+)/", subject)
+    if m:
+        return f"{repo_slug}#{m.group(1)}"
+    return None
+
+
+def _merge_message(message: str) -> str:
+    """A GitHub PR merge's message with the PR title as the subject (other merges' as they are)."""
+    if not _PR_MERGE.match(message):
+        return message
+    subject, _, body = message.partition("\n")
+    body = body.strip("\n")
+    if body:
+        title, _, rest = body.partition("\n")
+        return title + "\n\n" + (rest.strip("\n") + "\n\n" if rest.strip() else "") + subject + "\n"
+    return message
+
+
+def _stack_patch_id(stack: str, sha: str, kept: Iterable[str]) -> str:
+    """Assigned once at import; deterministic so that re-importing the same
+    history regenerates the same bytes."""
+    h = hashlib.sha1(f"{stack}\0{sha}\0{chr(0).join(kept)}".encode()).hexdigest()
+    return "I" + h

@@ -1,0 +1,186 @@
+"""``ggstack rebase``: move the stored series onto a new base, so its recorded parents stop ageing.
+
+``apply`` replays the series onto the base on every run, but the files keep
+their old ``base-commit``: each run merges against an older parent, and a
+conflict resolved once is met again. Rebasing the *stored* series rewrites
+each patch as the change from its replayed parent to its replayed commit —
+the same replay as ``apply`` (merge-ort through ``git merge-tree``), so
+re-applying the rebased series onto that base gives exactly the trees
+``apply`` gives now.
+
+What it keeps:
+- Bytes, where nothing changed. A patch whose recorded parent already has the
+  tree of its replayed parent is left byte for byte (its parent then stands
+  in the chain), so rebasing onto the base the stack is on changes no file.
+- Identity and provenance: author, date, the whole message with its
+  trailers (Stack-Patch-Id, Cherry-picked-from, …), the mbox ``From`` line
+  naming the source commit, the file names.
+- Reproducibility: the new parents are commits whose committer is the
+  author (as ``--committer-date-is-author-date``), so the same series on the
+  same base gives the same ``base-commit`` shas on every machine. They are
+  kept reachable by ``refs/ggstack/<stack>/rebased``.
+
+It is all or nothing: a patch that conflicts or becomes empty on the new
+base stops it (``--partial``: the patches before it are rebased, the rest
+stay as they were), and the stack changes in one atomic step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from ggstack import git, replay, series
+from ggstack.errors import UserError
+from ggstack.model import Applied, Patch, Stack
+
+UNCHANGED = "unchanged"
+REWRITTEN = "rewritten"
+STOPPED = "stopped"  # the first patch that does not apply cleanly
+NOT_REACHED = "not rebased"  # after the stop
+
+
+@dataclass
+class Entry:
+    """One patch in a rebase: what it was recorded on, what it is now on, and what happened."""
+
+    name: str
+    subject: str
+    status: str
+    old_base: str | None
+    new_base: str | None
+    detail: str = ""  # for the stop: conflict paths, or "changes nothing on the base"
+
+
+@dataclass
+class Result:
+    stack: str
+    base_ref: str
+    base: str
+    partial: bool
+    entries: list[Entry] = field(default_factory=list)
+    written: bool = False  # the stack changed on disk
+    stack_after: Stack | None = field(default=None, repr=False)
+    made: list[tuple[Patch, str]] = field(default_factory=list, repr=False)  # rewritten patch -> its commit
+
+    @property
+    def stopped(self) -> Entry | None:
+        return next((e for e in self.entries if e.status == STOPPED), None)
+
+    def to_json(self) -> dict[str, object]:
+        stop = self.stopped
+        return {
+            "stack": self.stack,
+            "base_ref": self.base_ref,
+            "base": self.base,
+            "partial": self.partial,
+            "written": self.written,
+            "stopped_at": None if stop is None else {"name": stop.name, "detail": stop.detail},
+            "patches": [vars(e) for e in self.entries],
+        }
+
+
+def rebased_ref(stack: Stack) -> str:
+    return f"refs/ggstack/{stack.name}/rebased"
+
+
+def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = False) -> tuple[Result, str | None]:
+    """The rebased stack (in ``Result.stack_after``) and the head of the new parents' chain; writes no ref or file.
+
+    New commit objects are written (unreferenced until ``rebase`` points its ref at them).
+    """
+    base = replay.resolve_base(repo, stack, base_ref)
+    result = Result(stack.name, base_ref, base, partial)
+    if not stack.patches:
+        result.stack_after = stack
+        return result, None
+    steps = replay.replay(repo, replay.materialize(repo, stack), base)
+    recorded = repo.has_objects([p.base_commit for p in stack.patches if p.base_commit])
+    parent, head = base, None
+    todo: list[tuple[int, str, str]] = []  # (index, new commit, its parent)
+    for i, (patch, step) in enumerate(zip(stack.patches, steps)):
+        if step.applied is not Applied.APPLIED:
+            detail = (
+                "conflicts in " + ", ".join(step.conflict.paths)
+                if step.conflict
+                else "changes nothing on the base (drop it: `ggstack drop --represented`)"
+            )
+            result.entries.append(Entry(patch.name, patch.subject, STOPPED, patch.base_commit, None, detail))
+            result.entries += [
+                Entry(p.name, p.subject, NOT_REACHED, p.base_commit, p.base_commit) for p in stack.patches[i + 1 :]
+            ]
+            break
+        old = patch.base_commit
+        if old and recorded.get(old) and _tree(repo, old) == _tree(repo, parent):
+            parent = old  # the recorded parent is as good: the file stays byte for byte
+            result.entries.append(Entry(patch.name, patch.subject, UNCHANGED, old, old))
+        else:
+            result.entries.append(Entry(patch.name, patch.subject, REWRITTEN, old, parent))
+        head = _commit(repo, patch, step.tree, parent)
+        if result.entries[-1].status == REWRITTEN:
+            todo.append((i, head, parent))
+        parent = head
+    stop = result.stopped
+    if stop is not None and not partial:
+        result.stack_after = stack
+        return result, None
+    result.stack_after, result.made = _rewritten(repo, stack, todo)
+    return result, head if todo else None
+
+
+def _tree(repo: git.Repository, commit: str) -> str | None:
+    info = repo.read_commit(commit)  # the persistent cat-file: no process a patch
+    return info.tree if info else None
+
+
+def _commit(repo: git.Repository, patch: Patch, tree: str, parent: str) -> str:
+    """The patch as a commit on its new parent; committer = author, so every machine makes the same one."""
+    name, email = replay.split_author(patch.author)
+    ident = repo.ident(name, email, patch.date)
+    if ident is None:  # git refuses it: commit-tree says why
+        who = (name, email, patch.date)
+        return repo.commit_tree(tree, [parent], patch.message, author=who, committer=who)
+    return repo.write_commit(tree, [parent], patch.message, ident, ident)
+
+
+def _rewritten(
+    repo: git.Repository, stack: Stack, todo: Sequence[tuple[int, str, str]]
+) -> tuple[Stack, list[tuple[Patch, str]]]:
+    """The stack with each rewritten patch's file regenerated; and (patch, the commit it is)."""
+    patches = list(stack.patches)
+    made = []
+    total = len(patches)
+    for i, commit, parent in todo:
+        old = patches[i]
+        _, data = repo.format_patch(commit, parent, number=i + 1, total=total)
+        if old.source_commit:  # the mbox "From " line names the source commit, as at import
+            data = data.replace(commit.encode(), old.source_commit.encode(), 1)
+        path = os.path.join(stack.path, old.name)
+        new = series.parse_patch(data, path)
+        new = replace(new, name=old.name, provenance=old.provenance)
+        if new.message != old.message:  # format-patch keeps the message; a change would lose a trailer
+            raise UserError(f"rebasing would change the message of {old.name}; nothing was written", path=path)
+        patches[i] = new
+        made.append((new, commit))
+    return replace(stack, patches=tuple(patches)), made
+
+
+def rebase(
+    repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = False, dry_run: bool = False
+) -> Result:
+    """``ggstack rebase``: plan, then (unless stopped without ``partial``, or a dry run) write.
+
+    The caller holds the stack's lock. The new parents' chain is made
+    reachable (one ref update, compare-and-swap) before the stack names it.
+    """
+    result, head = plan(repo, stack, base_ref, partial=partial)
+    after = result.stack_after
+    if dry_run or after is None:
+        return result
+    if head is not None:
+        ref = rebased_ref(stack)
+        repo.update_refs([(ref, head, repo.ref_values([ref]).get(ref))], f"ggstack rebase {stack.name} onto {base_ref}")
+    result.written = series.save(after)  # also when nothing changed: the save tidies what a killed change left
+    replay.remember_materialized(repo, result.made)
+    return result

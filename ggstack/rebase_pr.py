@@ -1,0 +1,129 @@
+"""``sync --rebase-series``: the bot proposes the rebased series as a PR, it does not commit it.
+
+The stored series is the maintainers' text, reviewed like code; a bot that
+rewrote ``patches/<stack>/`` in place would push unreviewed changes to it.
+So the bot computes the rebase (``rebase.plan``: the same replay, nothing
+written to the checkout), makes one commit on the branch the stack lives on
+with only the rewritten patch files changed (its tree built from the
+branch's, through a temporary index: the checkout, its index and HEAD are
+not touched), pushes it to ``ggstack/rebase-series/<stack>`` with a lease,
+and opens or updates one PR onto that branch. A rerun that finds the same
+change on the forge pushes nothing and edits nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from ggstack import git, rebase, report
+from ggstack.errors import InfraError, UserError
+from ggstack.forge import Forge
+from ggstack.model import Run, Stack
+
+STAGE = "rebase-series"
+MARKER = "<!-- ggstack:rebase-series={} -->"
+
+
+def head_branch(stack: Stack) -> str:
+    return f"ggstack/rebase-series/{stack.name}"
+
+
+def propose(
+    repo: git.Repository,
+    stack: Stack,
+    run: Run,
+    *,
+    series_branch: str | None,
+    dry_run: bool,
+    forge: Forge,
+) -> Run:
+    """The Run with ``stages["rebase-series"]`` saying what was proposed (or would be, or why not)."""
+    result, _ = rebase.plan(repo, stack, run.base_ref)
+    rewritten = [e for e in result.entries if e.status == rebase.REWRITTEN]
+    if result.stopped is not None:
+        words = f"skipped: {result.stopped.name} stops the rebase ({result.stopped.detail})"
+    elif not rewritten:
+        words = "ok: the series is on the base already"
+    else:
+        words = _propose(repo, stack, result, series_branch=series_branch, dry_run=dry_run, forge=forge)
+    return dataclasses.replace(run, stages={**run.stages, STAGE: words})
+
+
+def _stack_path_in_repo(repo: git.Repository, stack: Stack) -> str:
+    top = os.path.realpath(repo.worktree or "")
+    where = os.path.realpath(stack.path)
+    rel = os.path.relpath(where, top)
+    if not repo.worktree or rel.startswith(".."):
+        raise UserError(f"the stack directory {stack.path} is not in the repository {top}: nothing to propose")
+    return rel.replace(os.sep, "/")
+
+
+def _propose(
+    repo: git.Repository,
+    stack: Stack,
+    result: rebase.Result,
+    *,
+    series_branch: str | None,
+    dry_run: bool,
+    forge: Forge,
+) -> str:
+    branch = series_branch or repo.head_branch()
+    if branch is None:
+        raise UserError("HEAD is detached: name the branch the stack lives on with --series-branch")
+    remote = stack.config.target.remote
+    tip = repo.try_resolve(f"refs/remotes/{remote}/{branch}") or repo.try_resolve(f"refs/heads/{branch}")
+    if tip is None:
+        raise UserError(f"--series-branch {branch!r} is not a branch here or on {remote!r}")
+    rel = _stack_path_in_repo(repo, stack)
+    after = result.stack_after
+    assert after is not None
+    changed = [p for p, e in zip(after.patches, result.entries) if e.status == rebase.REWRITTEN]
+    blobs = repo.hash_blobs([p.raw for p in changed])
+    tree = repo.edit_tree(repo.resolve(tip, "tree"), {f"{rel}/{p.name}": ("100644", b) for p, b in zip(changed, blobs)})
+    n = len(changed)
+    title = f"ggstack: rebase the series {stack.name} onto {result.base_ref} ({report.short(result.base)})"
+    body = _body(stack, result, branch)
+    head = head_branch(stack)
+    if dry_run:
+        return f"dry-run: would propose {n} rewritten patch(es) as a PR from {head} onto {branch}"
+    remote_sha = repo.ls_remote(remote, [f"refs/heads/{head}"]).get(f"refs/heads/{head}")
+    facts = forge.commit_facts(stack.config.target.repo, remote_sha) if remote_sha else None
+    pushed = False
+    if facts is None or (facts.tree, facts.parents) != (tree, (tip,)):
+        commit = repo.commit_tree(tree, [tip], title + "\n\n" + _summary(result) + "\n")
+        proc = repo.push(remote, [f"{commit}:refs/heads/{head}"], [f"refs/heads/{head}:{remote_sha or ''}"])
+        if proc.returncode != 0:
+            err = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip()
+            raise InfraError(f"git push of {head} to {remote!r} failed: {err[-1000:]}")
+        pushed = True
+    owner = stack.config.target.repo.split("/")[0]
+    pull = next((p for p in forge.open_pulls() if p.head_ref == head and p.head_owner.lower() == owner.lower()), None)
+    if pull is None:
+        pull = forge.create_pull(
+            title=title, body=body, base=branch, head_owner=owner, head_ref=head, head=head, draft=False
+        )
+        return f"ok: opened PR #{pull.number} ({n} patch(es) rewritten) {pull.url}"
+    fields = {k: v for k, v in (("title", title), ("body", body)) if getattr(pull, k).replace("\r\n", "\n") != v}
+    if fields:
+        forge.edit_pull(pull, **fields)
+    action = "updated" if pushed or fields else "unchanged"
+    return f"ok: PR #{pull.number} {action} ({n} patch(es) rewritten) {pull.url}"
+
+
+def _summary(result: rebase.Result) -> str:
+    lines = []
+    for e in result.entries:
+        lines.append(f"- {e.name}: {e.status} (base-commit {report.short(e.old_base)} -> {report.short(e.new_base)})")
+    return "\n".join(lines)
+
+
+def _body(stack: Stack, result: rebase.Result, branch: str) -> str:
+    return (
+        f"The stored series `{stack.name}` rewritten onto `{result.base_ref}` "
+        f"({report.short(result.base)}) by `ggstack sync --rebase-series`: each patch's diff and "
+        f"`base-commit` now relative to its replayed parent; messages, trailers and Stack-Patch-Ids unchanged. "
+        f"Re-applying it gives the trees `ggstack apply` gives today.\n\n"
+        f"{report.md_text(_summary(result))}\n\n"
+        f"Merging it into `{branch}` moves the stored series; nothing else changes.\n\n" + MARKER.format(stack.name)
+    )

@@ -1,0 +1,208 @@
+"""``ggstack resolve`` / ``refresh``: settle a conflict once, in the patch itself.
+
+``apply`` records a conflict and moves on; the fix has to be made somewhere a
+person can edit. ``resolve`` prepares that place: a worktree of ggstack's own
+under the git dir (``git worktree add --detach``: never the user's checkout,
+HEAD, index or branches), at the patch's replayed parent, with the patch
+cherry-picked into it uncommitted — the same merge-ort merge as ``apply`` —
+so the conflict markers are where the user's editor and merge tool expect
+them. ``rerere`` is on there: a conflict resolved before (on another base,
+in another copy of the stack) comes back resolved.
+
+``refresh`` writes the result back into the patch file: the diff from the
+replayed parent to the edited tree, ``base-commit`` advanced to that parent,
+the message, author, date and every trailer kept (Stack-Patch-Id first of
+all), and an ``Adapted:`` trailer saying on what it was resolved. The stored
+patch now *carries* the resolution: a later ``apply`` merges against the new
+parent, so onto this base or a newer one that leaves those lines alone it
+applies cleanly, and its Outcome says the resolution was reused. The
+resolution is also recorded with ``git rerere`` for the next ``resolve``.
+
+A session (which patch, which parent, where) is a small JSON file beside the
+worktree, found by the patch's Stack-Patch-Id, so renumbering the series in
+between does not lose it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass, replace
+
+from ggstack import git, replay, series, state
+from ggstack.errors import UserError
+from ggstack.model import Applied, Patch, Stack
+
+T_ADAPTED = "Adapted"
+_MARKER = re.compile(r"^(<{7}|>{7})( |$)")
+
+
+@dataclass(frozen=True)
+class Session:
+    """A conflict being resolved: where, and on what."""
+
+    stack: str
+    name: str  # the patch file when the session began
+    stack_patch_id: str
+    worktree: str
+    parent: str  # the replayed parent the patch was picked onto
+    base: str
+    base_ref: str
+    conflicts: tuple[str, ...] = ()
+    reused: tuple[str, ...] = ()  # paths rerere resolved from a recorded resolution
+
+    def to_json(self) -> dict[str, object]:
+        d = asdict(self)
+        d["conflicts"], d["reused"] = list(self.conflicts), list(self.reused)
+        return d
+
+
+def _session_path(repo: git.Repository, stack: Stack, spid: str) -> str:
+    return os.path.join(repo.state_dir("resolve", stack.name), spid + ".json")
+
+
+def find_session(repo: git.Repository, stack: Stack, patch: Patch) -> Session | None:
+    try:
+        with open(_session_path(repo, stack, patch.provenance.stack_patch_id), encoding="utf-8") as f:
+            d = json.load(f)
+        d["conflicts"], d["reused"] = tuple(d.get("conflicts", ())), tuple(d.get("reused", ()))
+        session = Session(**d)
+    except (OSError, ValueError, TypeError):
+        return None
+    return session if os.path.isdir(session.worktree) else None
+
+
+def replayed_parent(repo: git.Repository, stack: Stack, patch: Patch, base: str, picks: list[replay.Pick]) -> str:
+    """What the patch is replayed onto: the base plus every earlier patch, as ``apply`` does.
+
+    An earlier patch that does not apply there is resolved first: this one's
+    parent would otherwise lack it, and the resolution would be against the wrong code.
+    """
+    index = stack.patches.index(patch)
+    steps = replay.replay(repo, picks[:index], base)
+    for p, step in zip(stack.patches, steps):
+        if step.applied is Applied.CONFLICT:
+            raise UserError(f"{p.name}, before {patch.name}, conflicts too: resolve it first (ggstack resolve)")
+    applied = [s.commit for s in steps if s.applied is Applied.APPLIED and s.commit]
+    return applied[-1] if applied else base
+
+
+def resolve(repo: git.Repository, stack: Stack, key: str, base_ref: str) -> Session:
+    """A worktree with ``key``'s change picked onto its replayed parent; the existing one if there is one."""
+    patch = stack.find(key)
+    existing = find_session(repo, stack, patch)
+    if existing is not None:
+        return existing
+    base = replay.resolve_base(repo, stack, base_ref)
+    picks = replay.materialize(repo, stack)
+    pick = picks[stack.patches.index(patch)]
+    if pick.commit is None:
+        raise UserError(
+            f"its recorded base {(patch.base_commit or '?')[:12]} is not in this repository: fetch it first",
+            path=os.path.join(stack.path, patch.name),
+        )
+    parent = replayed_parent(repo, stack, patch, base, picks)
+    spid = patch.provenance.stack_patch_id
+    path = os.path.join(repo.state_dir("resolve", stack.name), patch.name.removesuffix(".patch"))
+    if os.path.exists(path):  # a leftover without its session (killed): start again
+        repo.remove_worktree(path)
+        shutil.rmtree(path, ignore_errors=True)
+    repo.prune_worktrees()
+    worktree = repo.add_resolve_worktree(path, parent)
+    conflicts, reused = worktree.cherry_pick(pick.commit)
+    session = Session(stack.name, patch.name, spid, path, parent, base, base_ref, tuple(conflicts), tuple(reused))
+    state.write_atomic(_session_path(repo, stack, spid), (json.dumps(session.to_json(), indent=2) + "\n").encode())
+    return session
+
+
+def abort(repo: git.Repository, stack: Stack, key: str) -> Session:
+    patch = stack.find(key)
+    session = find_session(repo, stack, patch)
+    if session is None:
+        raise UserError(f"no resolve in progress for {patch.name} (start one with `ggstack resolve {stack.name} N`)")
+    _end(repo, stack, session)
+    return session
+
+
+def _end(repo: git.Repository, stack: Stack, session: Session) -> None:
+    repo.remove_worktree(session.worktree)
+    shutil.rmtree(session.worktree, ignore_errors=True)
+    repo.prune_worktrees()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_session_path(repo, stack, session.stack_patch_id))
+
+
+def _leftover_markers(worktree: str, paths: list[str]) -> list[str]:
+    found = []
+    for path in paths:
+        full = os.path.join(worktree, path)
+        if not os.path.isfile(full):
+            continue
+        with open(full, "rb") as f:
+            for n, line in enumerate(f.read().decode("utf-8", "replace").split("\n"), 1):
+                if _MARKER.match(line):
+                    found.append(f"{path}:{n}")
+                    break
+    return found
+
+
+def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch, Session]:
+    """The stack with ``key``'s patch rewritten from the resolve worktree (not yet saved), and the session.
+
+    The caller saves it under the stack's lock, then calls ``finish``.
+    """
+    patch = stack.find(key)
+    session = find_session(repo, stack, patch)
+    if session is None:
+        raise UserError(f"no resolve in progress for {patch.name} (start one with `ggstack resolve {stack.name} N`)")
+    worktree = git.Worktree(session.worktree)
+    markers = _leftover_markers(session.worktree, worktree.unmerged_paths() or list(session.conflicts))
+    if markers:
+        raise UserError(
+            "conflict markers are still there: " + ", ".join(markers) + f" (edit them in {session.worktree})"
+        )
+    worktree.record_resolution()
+    tree = worktree.tree_of_files()
+    if tree == repo.resolve(session.parent, "tree"):
+        raise UserError(
+            f"the resolution changes nothing on its parent: the base has all of {patch.name} "
+            "(drop it with `ggstack drop --represented`, or `ggstack refresh --abort`)"
+        )
+    adapted = f"resolved onto {session.parent[:12]} ({session.base_ref} at {session.base[:12]}) by ggstack refresh"
+    message = git.add_trailers(patch.message, [(T_ADAPTED, adapted)])
+    commit = _commit(repo, patch, tree, session.parent, message)
+    index = stack.patches.index(patch)
+    _, data = repo.format_patch(commit, session.parent, number=index + 1, total=len(stack.patches))
+    if patch.source_commit:  # the mbox "From " line names the source commit, as at import
+        data = data.replace(commit.encode(), patch.source_commit.encode(), 1)
+    path = os.path.join(stack.path, patch.name)
+    new = series.parse_patch(data, path)
+    new = series.checked_provenance(replace(new, name=patch.name), git.parse_trailers([new.message])[0], path)
+    replay.remember_materialized(repo, [(new, commit)])
+    patches = list(stack.patches)
+    patches[index] = new
+    # The new parent must stay reachable: one ref a resolved patch, to the commit it now is.
+    ref = f"refs/ggstack/{stack.name}/resolved/{patch.provenance.stack_patch_id}"
+    repo.update_refs([(ref, commit, repo.ref_values([ref]).get(ref))], f"ggstack refresh {stack.name} {patch.name}")
+    return replace(stack, patches=tuple(patches)), new, session
+
+
+def finish(repo: git.Repository, stack: Stack, session: Session) -> None:
+    _end(repo, stack, session)
+
+
+def _commit(repo: git.Repository, patch: Patch, tree: str, parent: str, message: str) -> str:
+    name, email = replay.split_author(patch.author)
+    ident = repo.ident(name, email, patch.date)
+    if ident is None:  # git refuses it: commit-tree says why
+        who = (name, email, patch.date)
+        return repo.commit_tree(tree, [parent], message, author=who, committer=who)
+    return repo.write_commit(tree, [parent], message, ident, ident)
+
+
+def adapted(patch: Patch) -> list[str]:
+    """The patch's ``Adapted:`` trailers: the resolutions it carries."""
+    return [line.partition(": ")[2] for line in patch.message.splitlines() if line.startswith(f"{T_ADAPTED}: ")]

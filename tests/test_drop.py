@@ -1,0 +1,212 @@
+"""``ggstack drop --represented``: what the base carries leaves the stack, with its record, and nothing else.
+
+Real repositories: a fork whose feature branch has three fixes, a base that
+cherry-picked the second one, ggstack run as a user runs it. A kill at every
+file operation leaves the old stack or the new one with its record; the
+forge side runs against the local GitHub-compatible server.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from gitrepo import GitRepo, run_ggstack
+
+from ggstack import git, importing, series
+
+SLUG = "owner/repo"
+KILL = "GGSTACK_DEBUG_KILL_AFTER_FILE_OPS"
+EPOCH = {"SOURCE_DATE_EPOCH": "1800000000"}
+
+
+def _text(name: str, change: int | None = None) -> str:
+    return "".join(f"{name} line {i}{' changed' if i == change else ''}\n" for i in range(12))
+
+
+class Fork:
+    """main: a base; feature: fixes a, b, c; then main cherry-picks b (the base now carries it)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.repo = GitRepo.init(tmp / "fork")
+        self.repo.commit("base", {f"{n}.txt": _text(n) for n in "abc"})
+        self.repo.git("checkout", "-q", "-b", "feature")
+        self.picks = [self.repo.commit(f"fix({n}): change {n}", {f"{n}.txt": _text(n, 3)}) for n in "abc"]
+        self.repo.git("checkout", "-q", "main")
+        self.repo.git("cherry-pick", self.picks[1])
+        self.landed = self.repo.sha("main")
+        self.patches = tmp / "patches"
+        self.stack = self.patches / "s"
+        series.init(str(self.patches), "s", SLUG, "main")
+        stack = series.load(str(self.patches), "s")
+        series.save(importing.import_commits(git.Repository(str(self.repo.path)), stack, self.picks))
+
+    def gg(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+        argv = ["--repo", str(self.repo.path), "--patches", str(self.patches), *args]
+        return run_ggstack(*argv, cwd=self.tmp, env={**EPOCH, **(env or {})})
+
+    def ok(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+        proc = self.gg(*args, env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    def listing(self) -> list[dict]:
+        return json.loads(self.ok("list", "s", "--json").stdout)["s"]
+
+    def branches(self) -> list[str]:
+        return self.repo.git("for-each-ref", "--format=%(refname)", "refs/heads/gg/").splitlines()
+
+
+@pytest.fixture
+def fork(tmp_path: Path) -> Fork:
+    return Fork(tmp_path)
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_drop_takes_out_the_represented_patch_and_records_why(fork: Fork) -> None:
+    fork.ok("apply", "s", "--onto", "main~1")  # before the base had b: three branches
+    assert len(fork.branches()) == 3
+    proc = fork.ok("drop", "s", "--represented", "--onto", "main")
+    assert "0002-fix-b-change-b.patch" in proc.stdout and fork.landed[:10] in proc.stdout
+
+    listing = fork.listing()
+    assert [p["cherry_picked_from"] for p in listing] == [fork.picks[0], fork.picks[2]]
+    assert [p["name"] for p in listing] == ["0001-fix-a-change-a.patch", "0002-fix-c-change-c.patch"]
+    assert (fork.stack / "series").read_text().splitlines()[1:] == [p["name"] for p in listing]
+    assert "[PATCH 2/2]" in (fork.stack / "0002-fix-c-change-c.patch").read_text()
+
+    record = tomllib.loads((fork.stack / "dropped.toml").read_text())["dropped"]
+    (entry,) = record
+    assert entry["name"] == "0002-fix-b-change-b.patch" and entry["subject"] == "fix(b): change b"
+    assert entry["represented_by"] == [fork.landed] and entry["represented_subjects"] == ["fix(b): change b"]
+    assert entry["base"] == fork.landed and entry["base_ref"] == "main"
+    assert entry["cherry_picked_from"] == fork.picks[1] and entry["stack_patch_id"].startswith("I")
+    assert entry["dropped_at"] == "2027-01-15T08:00:00Z"  # SOURCE_DATE_EPOCH
+    assert "patch-id" in entry["reason"] or fork.landed[:10] in entry["reason"]
+    # Its branch is gone; the others' stay (apply renames them when it next runs).
+    assert "refs/heads/gg/s/02-fix-b-change-b" not in fork.branches() and len(fork.branches()) == 2
+
+    shown = json.loads(fork.ok("list", "s", "--dropped", "--json").stdout)["s"]
+    assert [e["stack_patch_id"] for e in shown] == [entry["stack_patch_id"]]
+    table = fork.ok("list", "s", "--dropped").stdout
+    assert "fix(b): change b" in table and fork.landed[:10] in table
+
+    # Again: nothing is represented now; nothing changes, not a byte.
+    before = snapshot(fork.stack)
+    again = json.loads(fork.ok("drop", "s", "--represented", "--onto", "main", "--json").stdout)
+    assert again["dropped"] == [] and snapshot(fork.stack) == before
+
+
+def test_drop_from_a_saved_run_and_the_runs_it_refuses(fork: Fork) -> None:
+    run = fork.gg("check", "s", "--onto", "main", "--json")
+    (fork.tmp / "run.json").write_text(run.stdout)
+    before = snapshot(fork.stack)
+    dry = json.loads(fork.ok("drop", "s", "--represented", "--run", "run.json", "--dry-run", "--json").stdout)
+    assert [d["name"] for d in dry["dropped"]] == ["0002-fix-b-change-b.patch"] and dry["dry_run"]
+    assert snapshot(fork.stack) == before
+
+    apply_run = fork.gg("apply", "s", "--onto", "main", "--json")
+    (fork.tmp / "apply.json").write_text(apply_run.stdout)
+    bad = fork.gg("drop", "s", "--represented", "--run", "apply.json")
+    assert bad.returncode == 2 and "drop needs the Run of `check`" in bad.stderr and "Traceback" not in bad.stderr
+    other = json.loads(run.stdout) | {"stack": "t"}
+    (fork.tmp / "other.json").write_text(json.dumps(other))
+    bad = fork.gg("drop", "s", "--represented", "--run", "other.json")
+    assert bad.returncode == 2 and "the Run is of stack 't', not 's'" in bad.stderr
+    assert fork.gg("drop", "s").returncode == 2  # --represented is what it drops: required
+    assert snapshot(fork.stack) == before and len(fork.branches()) == 2
+
+    fork.ok("drop", "s", "--represented", "--run", "run.json")
+    assert [p["cherry_picked_from"] for p in fork.listing()] == [fork.picks[0], fork.picks[2]]
+
+
+def test_a_branch_someone_moved_or_checked_out_is_kept_and_a_later_drop_removes_it(fork: Fork) -> None:
+    fork.ok("apply", "s", "--onto", "main~1")  # before the base had b: three branches
+    fork.repo.git("worktree", "add", "-q", str(fork.tmp / "wt"), "gg/s/02-fix-b-change-b")
+    proc = fork.ok("drop", "s", "--represented", "--onto", "main")
+    assert "branch kept: refs/heads/gg/s/02-fix-b-change-b (checked out in" in proc.stderr
+    assert "refs/heads/gg/s/02-fix-b-change-b" in fork.branches()
+    assert len(fork.listing()) == 2  # the stack changed all the same
+    # Once that worktree is elsewhere, the next drop (nothing to drop) removes the recorded branch.
+    fork.repo.git("-C", str(fork.tmp / "wt"), "checkout", "-q", "--detach")
+    out = json.loads(fork.ok("drop", "s", "--represented", "--onto", "main", "--json").stdout)
+    assert out["branches_deleted"] == ["refs/heads/gg/s/02-fix-b-change-b"]
+    assert "refs/heads/gg/s/02-fix-b-change-b" not in fork.branches()
+
+
+def test_a_branch_moved_by_someone_else_is_not_deleted(fork: Fork) -> None:
+    fork.ok("apply", "s", "--onto", "main~1")  # before the base had b: three branches
+    fork.repo.git("branch", "-f", "gg/s/02-fix-b-change-b", "main")
+    proc = fork.ok("drop", "s", "--represented", "--onto", "main")
+    assert "(moved since ggstack wrote it)" in proc.stderr
+    assert fork.repo.sha("gg/s/02-fix-b-change-b") == fork.landed
+
+
+def test_a_kill_at_any_file_operation_leaves_the_old_stack_or_the_new_one_with_its_record(fork: Fork) -> None:
+    args = ["drop", "s", "--represented", "--onto", "main"]
+    saved = fork.tmp / "saved"
+    shutil.copytree(fork.patches, saved)
+    old = snapshot(fork.stack)
+    fork.ok(*args)
+    new = snapshot(fork.stack)
+    assert "dropped.toml" in new and "dropped.toml" not in old
+    kills, seen = 0, set()
+    for n in range(1, 200):
+        shutil.rmtree(fork.patches)
+        shutil.copytree(saved, fork.patches)
+        proc = fork.gg(*args, env={KILL: str(n)})
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -signal.SIGKILL, (n, proc.stderr)
+        kills += 1
+        fork.listing()  # loads, without any repair first
+        now = snapshot(fork.stack)
+        assert now in (old, new), n
+        seen.add("old" if now == old else "new")
+        fork.ok(*args)  # the next drop goes on from there
+        assert snapshot(fork.stack) == new, n
+        assert sorted(p.name for p in fork.patches.iterdir()) == ["s"], n
+    else:
+        raise AssertionError("never finished")
+    assert kills >= 4 and seen == {"old", "new"}
+
+
+def test_close_redundant_closes_the_dropped_patchs_pr_with_the_evidence(tmp_path: Path) -> None:
+    from forge_server import FakeGitHub
+    from test_pr import SLUG as PR_SLUG
+    from test_pr import TOKEN, World
+
+    with FakeGitHub(TOKEN) as forge:
+        w = World(tmp_path, forge)
+        w.stack("s", [w.a, w.b, w.c])
+        w.ok()
+        p1, p2, p3 = w.pulls()
+        landed = w.land(w.b)
+        argv = ["--repo", str(w.fork.path), "--patches", str(w.patches), "drop", "s", "--represented"]
+        argv += ["--onto", "main", "--close-redundant", "--json"]
+        before = snapshot(w.patches / "s")
+        # Without a token nothing can be closed: refused, and the stack is as it was.
+        no_token = run_ggstack(*argv, cwd=tmp_path, env={})
+        assert no_token.returncode == 2 and "GITHUB_TOKEN" in no_token.stderr
+        assert snapshot(w.patches / "s") == before and w.pull("fix(b)")["state"] == "open"
+
+        proc = run_ggstack(*argv, cwd=tmp_path, env=w.env())
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        out = json.loads(proc.stdout)
+        assert [d["name"] for d in out["dropped"]] == ["0002-fix-b-retain-b-on-prewarm.patch"]
+        assert out["closed_prs"][0]["number"] == p2["number"]
+        assert w.pull("fix(b)")["state"] == "closed" and w.pull("fix(a)")["state"] == "open"
+        (comment,) = w.forge.comments(PR_SLUG, p2["number"])
+        assert comment["body"].startswith("Closing as already represented") and landed[:10] in comment["body"]
+        assert w.forge.comments(PR_SLUG, p1["number"]) == [] and w.forge.comments(PR_SLUG, p3["number"]) == []
+        names = [p.name for p in series.load(str(w.patches), "s").patches]
+        assert names == ["0001-fix-a-preallocate-the-a-buffers.patch", "0002-fix-c-follow-on-for-c.patch"]

@@ -1,0 +1,381 @@
+"""Import as forks really have it: ranges as ``git rebase`` replays them, and
+trailers that land after the message whatever its shape.
+
+The branch shapes are the ones long-lived fork branches have (main merged
+into the branch, PR merges, a sub-branch merged back); what counts is what a
+user sees: which patches are stored, what the output says was left out, and
+what ``git am`` of the stored files gives.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from gitrepo import GitRepo, run_ggstack
+
+SLUG = "owner/repo"
+
+
+class Fork:
+    """A fork checkout with a ``main`` and an empty stack ``s``."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.repo = GitRepo.init(tmp / "fork")
+        self.patches = tmp / "patches"
+        self.stack = self.patches / "s"
+        self.base = self.repo.commit("base", {"f.txt": "a\nb\nc\n", "up.txt": "u0\n"})
+        self.ok("init", "s", "--repo-slug", SLUG, "--base", "main")
+
+    def gg(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_ggstack("--repo", str(self.repo.path), "--patches", str(self.patches), *args, cwd=self.tmp)
+
+    def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
+        proc = self.gg(*args)
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        return proc
+
+    def merge(self, branch: str, message: str) -> str:
+        self.repo.git("merge", "-q", "--no-ff", "-m", message, branch, env={"GIT_COMMITTER_DATE": "1700009999 +0000"})
+        return self.repo.sha("HEAD")
+
+    def on(self, branch: str) -> None:
+        self.repo.git("checkout", "-q", branch)
+
+    def listed(self) -> list[dict]:
+        return json.loads(self.ok("list", "s", "--json").stdout)["s"]
+
+    def files(self) -> list[Path]:
+        return sorted(self.stack.glob("*.patch"))
+
+    def am(self, onto: str) -> GitRepo:
+        wt = self.tmp / f"am-{len(list(self.tmp.glob('am-*')))}"
+        self.repo.git("worktree", "add", "-q", "--detach", str(wt), onto)
+        checkout = GitRepo(wt)
+        checkout.git("am", "-3", *map(str, self.files()))
+        return checkout
+
+
+@pytest.fixture
+def fork(tmp_path: Path) -> Fork:
+    return Fork(tmp_path)
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def _branch_that_merged_main_twice(fork: Fork) -> tuple[list[str], list[str]]:
+    """fix/x: own commits c1, c2, c3, with main merged in twice between them
+    (git's own one-line message), main moving on each time with work of its own."""
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "fix/x")
+    own = [repo.commit("fix: first", {"fix.py": "x = 1\n"})]
+    fork.on("main")
+    repo.commit("upstream: one", {"up.txt": "u1\n", **{f"up/{i}.py": f"{i}\n" for i in range(26)}})
+    fork.on("fix/x")
+    merges = [fork.merge("main", "Merge branch 'main' into fix/x")]
+    own.append(repo.commit("fix: second", {"fix.py": "x = 2\n"}))
+    fork.on("main")
+    repo.commit("upstream: two", {"up.txt": "u2\n"})
+    fork.on("fix/x")
+    merges.append(fork.merge("main", "Merge branch 'main' into fix/x"))
+    own.append(repo.commit("fix: third", {"f.txt": "a\nB\nc\n"}))
+    return own, merges
+
+
+def test_a_range_imports_the_branchs_own_commits_and_names_the_merges_it_left_out(fork: Fork) -> None:
+    own, merges = _branch_that_merged_main_twice(fork)
+
+    proc = fork.ok("import", "s", "main..fix/x")
+
+    assert [p["cherry_picked_from"] for p in fork.listed()] == own
+    assert [p["subject"] for p in fork.listed()] == ["fix: first", "fix: second", "fix: third"]
+    assert "left out 2 merges of the base: " in proc.stdout
+    for m in merges:
+        assert f"{m[:12]} \"Merge branch 'main' into fix/x\"" in proc.stdout
+    # The stored series is the branch's work: git am onto main gives fix/x's tree.
+    assert fork.am("main").tree("HEAD") == fork.repo.tree("fix/x")
+
+
+def test_a_second_import_of_the_range_names_the_file_that_has_it(fork: Fork) -> None:
+    _branch_that_merged_main_twice(fork)
+    fork.ok("import", "s", "main..fix/x")
+    before = snapshot(fork.stack)
+
+    proc = fork.gg("import", "s", "main..fix/x")
+
+    assert proc.returncode == 2, proc.stderr
+    assert "already in the stack as 0001-fix-first.patch" in proc.stderr
+    assert (fork.stack / "0001-fix-first.patch").is_file()
+    assert snapshot(fork.stack) == before
+
+
+def test_a_pr_merge_in_a_range_is_the_prs_combined_change(fork: Fork) -> None:
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "release")
+    first = repo.commit("release: prep", {"rel.txt": "1\n"})
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit("feature: part one", {"feat.py": "a = 1\n"})
+    repo.commit("feature: part two", {"feat.py": "a = 2\n"})
+    fork.on("release")
+    pr = fork.merge("feature", "Merge pull request #7 from someone/feature\n\nAdd the feature")
+    last = repo.commit("release: after", {"rel.txt": "2\n"})
+
+    proc = fork.ok("import", "s", "main..release")
+
+    got = fork.listed()
+    assert [p["cherry_picked_from"] for p in got] == [first, pr, last]
+    assert got[1]["subject"] == "Add the feature"
+    assert got[1]["original_pr"] == f"{SLUG}#7"
+    assert "left out" not in proc.stdout
+    assert fork.am("main").tree("HEAD") == repo.tree("release")
+
+
+def test_a_merged_sub_branch_is_replayed_commit_by_commit(fork: Fork) -> None:
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "fix/x")
+    a = repo.commit("fix: a", {"fix.py": "a\n"})
+    repo.git("checkout", "-q", "-b", "sub")
+    b = repo.commit("sub: b", {"sub.py": "b\n"})
+    fork.on("fix/x")
+    c = repo.commit("fix: c", {"f.txt": "a\nb\nC\n"})
+    merge = fork.merge("sub", "Merge branch 'sub' into fix/x")
+
+    proc = fork.ok("import", "s", "main..fix/x")
+
+    assert {p["cherry_picked_from"] for p in fork.listed()} == {a, b, c}
+    assert f"left out 1 merge of commits imported on their own: {merge[:12]}" in proc.stdout
+    assert fork.am("main").tree("HEAD") == repo.tree("fix/x")
+
+
+def test_a_commit_the_base_already_has_by_patch_id_is_kept_and_said(fork: Fork) -> None:
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "fix/x")
+    picked = repo.commit("fix: taken upstream", {"fix.py": "x = 1\n"})
+    other = repo.commit("fix: not taken", {"other.py": "y = 1\n"})
+    fork.on("main")
+    repo.git("cherry-pick", picked)
+
+    proc = fork.ok("import", "s", "main..fix/x")
+
+    assert [p["cherry_picked_from"] for p in fork.listed()] == [picked, other]
+    assert "kept 1 already upstream by patch-id" in proc.stdout
+    assert "0001-fix-taken-upstream.patch" in proc.stdout
+
+
+def test_a_range_of_merges_only_says_so(fork: Fork) -> None:
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "fix/x")
+    fork.on("main")
+    repo.commit("upstream: one", {"up.txt": "u1\n"})
+    fork.on("fix/x")
+    fork.merge("main", "Merge branch 'main' into fix/x")
+
+    proc = fork.gg("import", "s", "main~1..fix/x")
+
+    assert proc.returncode == 0, proc.stderr
+    # main~1..fix/x holds main's own commit and the merge: the commit is imported, the merge is left out.
+    assert [p["subject"] for p in fork.listed()] == ["upstream: one"]
+    assert "left out 1 merge of commits imported on their own" in proc.stdout
+    fork.ok("remove", "s", "1")
+    before = snapshot(fork.stack)
+    proc = fork.gg("import", "s", "main..fix/x")
+    assert proc.returncode == 2
+    assert "main..fix/x: no commits to import: it holds only merges (left out, as git rebase does)" in proc.stderr
+    assert snapshot(fork.stack) == before
+
+
+# -- trailers, whatever the message's shape ---------------------------------------------
+
+MESSAGES = {
+    "one line, no newline": "Merge branch 'main' into fix/x",
+    "subject only": "subject only\n",
+    "body without a final newline": "subject\n\nbody line without newline",
+    "existing trailers": "subject\n\nbody\n\nSigned-off-by: A U Thor <a@example.com>\n",
+    "a trailer-looking last body line": "subject\n\nbody\nKey: value-looking",
+    "dashes in the body": "subject\n\nbody\n---\nafter the dashes\n",
+}
+
+
+def _commit_with_message(repo: GitRepo, message: str, n: int) -> str:
+    """A commit whose message is exactly ``message`` (``git commit`` would add a newline)."""
+    repo.write("f.txt", f"a\nb\nc{n}\n")
+    repo.git("add", "-A")
+    tree = repo.git("write-tree")
+    env = {"GIT_AUTHOR_DATE": f"{1_700_000_000 + n} +0000", "GIT_COMMITTER_DATE": f"{1_700_000_000 + n} +0000"}
+    sha = repo.git("commit-tree", tree, "-p", "HEAD", input=message, env=env)
+    repo.git("update-ref", "refs/heads/main", sha)
+    repo.git("reset", "-q", "--hard", sha)
+    return sha
+
+
+@pytest.mark.parametrize("shape", list(MESSAGES))
+def test_trailers_follow_the_message_after_a_blank_line(fork: Fork, shape: str) -> None:
+    message = MESSAGES[shape]
+    sha = _commit_with_message(fork.repo, message, 1)
+
+    proc = fork.ok("import", "s", sha)
+
+    (patch,) = fork.listed()
+    assert patch["cherry_picked_from"] == sha and patch["stack_patch_id"].startswith("I")
+    trailers = f"Cherry-picked-from: {sha}\nStack-Patch-Id: {patch['stack_patch_id']}\n"
+    in_block = shape == "existing trailers"
+    expected = message.rstrip("\n") + ("\n" if in_block else "\n\n") + trailers
+    # What ggstack itself replays (apply writes the whole message) ...
+    run = json.loads(fork.gg("apply", "s", "--onto", f"{sha}~1", "--json").stdout)
+    raw = subprocess.run(
+        ["git", "-C", str(fork.repo.path), "cat-file", "commit", run["patches"][0]["commit"]],
+        capture_output=True,
+        check=True,
+        text=True,
+    ).stdout
+    assert raw.split("\n\n", 1)[1] == expected
+    # ... and what git am makes of the stored file: the same, except that git am
+    # ends a message at a "---" line, and import says so.
+    checkout = fork.am(f"{sha}~1")
+    got = checkout.git("log", "-1", "--format=%B") + "\n"
+    if shape == "dashes in the body":
+        assert got == "subject\n\nbody\n"
+        assert "0001-subject.patch: its message has a line git am ends it at (line 4: '---')" in proc.stdout
+    else:
+        assert got == expected
+        assert "git am ends it" not in proc.stdout
+
+
+# -- existing series: format-patch files, an mbox, quilt with DEP-3 ------------------------
+
+
+def _two_commits_on_a_branch(fork: Fork) -> list[str]:
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "carry")
+    shas = [
+        repo.commit("carry: one\n\nThe first.", {"one.py": "1\n"}, author="Ann Other <ann@example.com>"),
+        repo.commit("carry: two", {"f.txt": "a\nb\nC\n"}),
+    ]
+    fork.on("main")
+    return shas
+
+
+def test_a_directory_of_format_patch_files_comes_in_with_stack_patch_ids(fork: Fork) -> None:
+    shas = _two_commits_on_a_branch(fork)
+    out = fork.tmp / "outgoing"
+    fork.repo.git("format-patch", "-q", "-o", str(out), "main..carry")
+
+    proc = fork.ok("import", "s", "--from", str(out))
+
+    got = fork.listed()
+    assert [p["subject"] for p in got] == ["carry: one", "carry: two"]
+    assert [p["cherry_picked_from"] for p in got] == shas  # the From line names the commit it was taken from
+    assert all(p["stack_patch_id"].startswith("I") for p in got)
+    assert "imported 0001-carry-one.patch" in proc.stdout
+    checkout = fork.am("main")
+    assert checkout.tree("HEAD") == fork.repo.tree("carry")
+    assert checkout.git("log", "-1", "--format=%an <%ae>", "HEAD~1") == "Ann Other <ann@example.com>"
+    assert checkout.git("log", "-1", "--format=%B", "HEAD~1").startswith("carry: one\n\nThe first.\n\n")
+
+
+def test_an_mbox_comes_in(fork: Fork) -> None:
+    shas = _two_commits_on_a_branch(fork)
+    mbox = fork.tmp / "series.mbox"
+    mbox.write_bytes(
+        subprocess.run(
+            ["git", "-C", str(fork.repo.path), "format-patch", "--stdout", "main..carry"],
+            capture_output=True,
+            check=True,
+        ).stdout
+    )
+
+    fork.ok("import", "s", "--from", str(mbox))
+
+    assert [p["cherry_picked_from"] for p in fork.listed()] == shas
+    assert fork.am("main").tree("HEAD") == fork.repo.tree("carry")
+
+
+def test_a_quilt_series_with_dep3_headers_keeps_its_provenance(fork: Fork) -> None:
+    upstream = "ab" * 20
+    quilt = fork.tmp / "debian" / "patches"
+    quilt.mkdir(parents=True)
+    (quilt / "fix-b.patch").write_text(
+        "Description: Fix the b line\n"
+        " The b line was wrong.\n"
+        " .\n"
+        " Now it is right.\n"
+        "Author: Deb Maintainer <deb@example.org>\n"
+        f"Origin: upstream, https://github.com/up/proj/commit/{upstream}\n"
+        "Forwarded: https://github.com/up/proj/pull/130\n"
+        "Bug: https://bugs.example.org/42\n"
+        "Applied-Upstream: 2.1, commit:" + upstream + "\n"
+        "Last-Update: 2024-05-01\n"
+        "---\n"
+        "--- a/f.txt\n"
+        "+++ b/f.txt\n"
+        "@@ -1,3 +1,3 @@\n"
+        " a\n"
+        "-b\n"
+        "+B\n"
+        " c\n"
+    )
+    (quilt / "add-g.diff").write_text(
+        "--- a/g.txt\n+++ b/g.txt\n@@ -0,0 +1 @@\n+g\n".replace("--- a/g.txt", "--- /dev/null")
+    )
+    (quilt / "series").write_text("# the Debian series\nfix-b.patch\nadd-g.diff -p1\n")
+
+    proc = fork.ok("import", "s", "--from", str(quilt))
+
+    one, two = fork.listed()
+    assert one["subject"] == "Fix the b line"
+    assert one["cherry_picked_from"] == upstream
+    assert one["original_pr"] == "up/proj#130"
+    assert two["subject"] == "add-g"  # no header: the file's name
+    text = sorted(fork.stack.glob("0001-*.patch"))[0].read_text()
+    for trailer in (
+        f"Origin: upstream, https://github.com/up/proj/commit/{upstream}",
+        "Forwarded: https://github.com/up/proj/pull/130",
+        "Bug: https://bugs.example.org/42",
+        f"Applied-Upstream: 2.1, commit:{upstream}",
+    ):
+        assert trailer in text
+    assert "From: Deb Maintainer <deb@example.org>" in text
+    checkout = fork.am("main")
+    assert checkout.read("f.txt") == "a\nB\nc\n" and checkout.read("g.txt") == "g\n"
+    assert checkout.git("log", "-1", "--format=%B", "HEAD~1").startswith(
+        "Fix the b line\n\nThe b line was wrong.\n\nNow it is right.\n\n"
+    )
+    assert "0002-add-g.patch" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "files,expected",
+    [
+        ({"x.patch": "not a patch\n"}, "x.patch:1: not an mbox"),
+        ({"series": "missing.patch\n"}, "series:1: series names 'missing.patch'"),
+        (
+            {"series": "a.patch\n", "a.patch": "--- a/nope.txt\n+++ b/nope.txt\n@@ -1 +1 @@\n-x\n+y\n"},
+            "a.patch:1: does not apply onto",
+        ),
+        (
+            {"series": "a.patch\n", "a.patch": "Author: nobody\n---\n--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1 @@\n+n\n"},
+            "a.patch:1: Author: 'nobody' is not 'Name <email>'",
+        ),
+        ({"series": "a.patch -p0\n", "a.patch": ""}, "series:1: unsupported patch options '-p0'"),
+    ],
+)
+def test_a_bad_series_is_exit_2_naming_the_file_and_nothing_is_written(
+    fork: Fork, files: dict[str, str], expected: str
+) -> None:
+    incoming = fork.tmp / "incoming"
+    incoming.mkdir()
+    for name, text in files.items():
+        (incoming / name).write_text(text)
+    before = snapshot(fork.stack)
+
+    proc = fork.gg("import", "s", "--from", str(incoming))
+
+    assert proc.returncode == 2, proc.stderr
+    assert expected in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert snapshot(fork.stack) == before

@@ -1,0 +1,157 @@
+"""``ggstack resolve`` → edit → ``refresh`` → ``apply`` onto a newer base: a conflict is settled once.
+
+Real repositories, ggstack run as a user runs it, the user's edit made in
+the printed worktree. The user's own checkout is never touched; the stored
+patch carries the resolution afterwards, and git's rerere gives it back to
+the next resolve of the same conflict.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from gitrepo import GitRepo, run_ggstack
+
+from ggstack import git, importing, series
+
+SLUG = "owner/repo"
+
+
+def _text(name: str, changes: dict[int, str] | None = None) -> str:
+    return "".join(f"{(changes or {}).get(i, f'{name} line {i}')}\n" for i in range(20))
+
+
+class Fork:
+    """main: f.txt and a.txt; the stack: 0001 changes a.txt, 0002 line 10 of f.txt; then main changes that line too."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.repo = GitRepo.init(tmp / "fork")
+        self.repo.commit("base", {"f.txt": _text("f"), "a.txt": _text("a")})
+        self.repo.git("checkout", "-q", "-b", "feature")
+        self.picks = [
+            self.repo.commit("fix(a): change a", {"a.txt": _text("a", {3: "a fixed"})}),
+            self.repo.commit("fix(f): line ten\n\nWhy.", {"f.txt": _text("f", {10: "fork 10"})}),
+        ]
+        self.repo.git("checkout", "-q", "main")
+        self.patches = tmp / "patches"
+        series.init(str(self.patches), "s", SLUG, "main")
+        stack = series.load(str(self.patches), "s")
+        series.save(importing.import_commits(git.Repository(str(self.repo.path)), stack, self.picks))
+        self.repo.commit("upstream changes line ten", {"f.txt": _text("f", {10: "upstream 10"})})
+
+    def gg(self, *args: str, patches: Path | None = None) -> subprocess.CompletedProcess[str]:
+        argv = ["--repo", str(self.repo.path), "--patches", str(patches or self.patches), *args]
+        return run_ggstack(*argv, cwd=self.tmp)
+
+    def ok(self, *args: str, patches: Path | None = None) -> subprocess.CompletedProcess[str]:
+        proc = self.gg(*args, patches=patches)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    def apply(self, patches: Path | None = None) -> dict:
+        proc = self.gg("apply", "s", "--onto", "main", "--json", patches=patches)
+        return json.loads(proc.stdout)
+
+    def user_state(self) -> tuple[str, str, str]:
+        return self.repo.sha("HEAD"), self.repo.git("status", "--porcelain"), self.repo.git("branch", "--list")
+
+
+@pytest.fixture
+def fork(tmp_path: Path) -> Fork:
+    return Fork(tmp_path)
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_conflict_resolve_edit_refresh_then_apply_onto_a_newer_base(fork: Fork) -> None:
+    assert [p["applied"] for p in fork.apply()["patches"]] == ["applied", "conflict"]
+    teammate = fork.tmp / "teammate"  # another copy of the stack, as it was before the refresh
+    shutil.copytree(fork.patches, teammate)
+    user = fork.user_state()
+
+    session = json.loads(fork.ok("resolve", "s", "2", "--onto", "main", "--json").stdout)
+    wt = Path(session["worktree"])
+    assert str(wt).startswith(str(fork.repo.path / ".git" / "ggstack")) and session["conflicts"] == ["f.txt"]
+    text = (wt / "f.txt").read_text()
+    assert "<<<<<<< " in text and "upstream 10" in text and "fork 10" in text
+    assert (wt / "a.txt").read_text() == _text("a", {3: "a fixed"})  # on its replayed parent: 0001 is there
+    assert fork.user_state() == user
+    again = json.loads(fork.ok("resolve", "s", "2", "--json").stdout)
+    assert again["worktree"] == session["worktree"]  # the same session, not a second worktree
+
+    before = snapshot(fork.patches)
+    markers = fork.gg("refresh", "s", "2")
+    assert markers.returncode == 2 and "conflict markers are still there: f.txt:" in markers.stderr
+    assert snapshot(fork.patches) == before
+
+    (wt / "f.txt").write_text(_text("f", {10: "fork and upstream 10"}))
+    fork.ok("refresh", "s", "2")
+    assert not wt.exists() and str(wt) not in fork.repo.git("worktree", "list")
+    assert fork.user_state() == user
+    old, new = series.load(str(teammate), "s").patches[1], series.load(str(fork.patches), "s").patches[1]
+    assert new.provenance == old.provenance and new.name == old.name and new.author == old.author
+    assert new.message.startswith(old.message.rstrip("\n")) and "\nAdapted: resolved onto " in new.message
+    assert new.base_commit == session["parent"] and "+fork and upstream 10" in new.diff
+
+    run = fork.apply()
+    assert [p["applied"] for p in run["patches"]] == ["applied", "applied"]
+    assert "reused the resolution recorded by `ggstack refresh`" in run["patches"][1]["note"]
+    assert (
+        fork.repo.git("show", f"{run['patches'][1]['commit']}:f.txt")
+        == _text("f", {10: "fork and upstream 10"}).strip()
+    )
+
+    # The bot says so too.
+    sync = fork.gg("sync", "s", "--onto", "main", "--dry-run")
+    assert sync.returncode == 0, sync.stdout + sync.stderr
+    assert "reused the resolution recorded by `ggstack refresh`" in " ".join(sync.stdout.split())
+
+    # The base moves on elsewhere in the file: the stored resolution still applies.
+    fork.repo.commit("upstream moves on", {"f.txt": _text("f", {10: "upstream 10", 18: "upstream 18"}), "n.txt": "n\n"})
+    run = fork.apply()
+    assert [p["applied"] for p in run["patches"]] == ["applied", "applied"]
+    shown = fork.repo.git("show", f"{run['patches'][1]['commit']}:f.txt")
+    assert "fork and upstream 10" in shown and "upstream 18" in shown
+
+    # The teammate's copy still has the old patch: rerere gives the recorded resolution back.
+    session = json.loads(fork.ok("resolve", "s", "2", "--json", patches=teammate).stdout)
+    assert session["conflicts"] == [] and session["reused"] == ["f.txt"]
+    assert "fork and upstream 10" in (Path(session["worktree"]) / "f.txt").read_text()
+    fork.ok("refresh", "s", "2", patches=teammate)
+    assert "+fork and upstream 10" in series.load(str(teammate), "s").patches[1].diff
+
+
+def test_abort_removes_the_worktree_and_changes_nothing(fork: Fork) -> None:
+    before, user = snapshot(fork.patches), fork.user_state()
+    path = Path(fork.ok("resolve", "s", "0002").stdout.strip())
+    assert path.is_dir()
+    assert fork.ok("refresh", "s", "2", "--abort").stdout.strip() == f"removed {path}"
+    assert not path.exists() and str(path) not in fork.repo.git("worktree", "list")
+    assert snapshot(fork.patches) == before and fork.user_state() == user
+    none = fork.gg("refresh", "s", "2")
+    assert none.returncode == 2 and "no resolve in progress for 0002-fix-f-line-ten.patch" in none.stderr
+
+
+def test_a_resolution_that_takes_everything_out_is_refused(fork: Fork) -> None:
+    path = Path(fork.ok("resolve", "s", "2").stdout.strip())
+    (path / "f.txt").write_text(_text("f", {10: "upstream 10"}))  # the base's side: nothing of the patch left
+    before = snapshot(fork.patches)
+    proc = fork.gg("refresh", "s", "2")
+    assert proc.returncode == 2 and "changes nothing on its parent" in proc.stderr and "ggstack drop" in proc.stderr
+    assert snapshot(fork.patches) == before
+
+
+def test_an_earlier_conflict_is_resolved_first(fork: Fork) -> None:
+    fork.repo.commit("upstream changes a too", {"a.txt": _text("a", {3: "a upstream"})})
+    proc = fork.gg("resolve", "s", "2")
+    assert (
+        proc.returncode == 2
+        and "0001-fix-a-change-a.patch, before 0002-fix-f-line-ten.patch, conflicts too" in proc.stderr
+    )
