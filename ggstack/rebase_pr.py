@@ -68,35 +68,14 @@ def _propose(
     dry_run: bool,
     forge: Forge,
 ) -> str:
-    branch = series_branch or repo.head_branch()
-    if branch is None:
-        raise UserError("HEAD is detached: name the branch the stack lives on with --series-branch")
-    remote = stack.config.target.remote
-    tip = repo.try_resolve(f"refs/remotes/{remote}/{branch}") or repo.try_resolve(f"refs/heads/{branch}")
-    if tip is None:
-        raise UserError(f"--series-branch {branch!r} is not a branch here or on {remote!r}")
-    rel = _stack_path_in_repo(repo, stack)
-    after = result.stack_after
-    assert after is not None
-    changed = [p for p, e in zip(after.patches, result.entries) if e.status == rebase.REWRITTEN]
-    blobs = repo.hash_blobs([p.raw for p in changed])
-    tree = repo.edit_tree(repo.resolve(tip, "tree"), {f"{rel}/{p.name}": ("100644", b) for p, b in zip(changed, blobs)})
-    n = len(changed)
+    branch, tip = _series_tip(repo, stack, series_branch)
+    tree, n = _proposed_tree(repo, stack, result, tip)
     title = f"ggstack: rebase the series {stack.name} onto {result.base_ref} ({report.short(result.base)})"
-    body = _body(stack, result, branch)
     head = head_branch(stack)
     if dry_run:
         return f"dry-run: would propose {n} rewritten patch(es) as a PR from {head} onto {branch}"
-    remote_sha = repo.ls_remote(remote, [f"refs/heads/{head}"]).get(f"refs/heads/{head}")
-    facts = forge.commit_facts(stack.config.target.repo, remote_sha) if remote_sha else None
-    pushed = False
-    if facts is None or (facts.tree, facts.parents) != (tree, (tip,)):
-        commit = repo.commit_tree(tree, [tip], title + "\n\n" + _summary(result) + "\n")
-        proc = repo.push(remote, [f"{commit}:refs/heads/{head}"], [f"refs/heads/{head}:{remote_sha or ''}"])
-        if proc.returncode != 0:
-            err = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip()
-            raise InfraError(f"git push of {head} to {remote!r} failed: {err[-1000:]}")
-        pushed = True
+    pushed = _push(repo, stack, forge, tree, tip, title + "\n\n" + _summary(result) + "\n")
+    body = _body(stack, result, branch)
     owner = stack.config.target.repo.split("/")[0]
     pull = next((p for p in forge.open_pulls() if p.head_ref == head and p.head_owner.lower() == owner.lower()), None)
     if pull is None:
@@ -109,6 +88,44 @@ def _propose(
         forge.edit_pull(pull, **fields)
     action = "updated" if pushed or fields else "unchanged"
     return f"ok: PR #{pull.number} {action} ({n} patch(es) rewritten) {pull.url}"
+
+
+def _series_tip(repo: git.Repository, stack: Stack, series_branch: str | None) -> tuple[str, str]:
+    """The branch the stack lives on and its tip (the remote's, when there is one)."""
+    branch = series_branch or repo.head_branch()
+    if branch is None:
+        raise UserError("HEAD is detached: name the branch the stack lives on with --series-branch")
+    remote = stack.config.target.remote
+    tip = repo.try_resolve(f"refs/remotes/{remote}/{branch}") or repo.try_resolve(f"refs/heads/{branch}")
+    if tip is None:
+        raise UserError(f"--series-branch {branch!r} is not a branch here or on {remote!r}")
+    return branch, tip
+
+
+def _proposed_tree(repo: git.Repository, stack: Stack, result: rebase.Result, tip: str) -> tuple[str, int]:
+    """``tip``'s tree with the rewritten patch files in place (a temporary index), and how many."""
+    rel = _stack_path_in_repo(repo, stack)
+    after = result.stack_after
+    assert after is not None
+    changed = [p for p, e in zip(after.patches, result.entries) if e.status == rebase.REWRITTEN]
+    blobs = repo.hash_blobs([p.raw for p in changed])
+    edits: dict[str, tuple[str, str] | None] = {f"{rel}/{p.name}": ("100644", b) for p, b in zip(changed, blobs)}
+    return repo.edit_tree(repo.resolve(tip, "tree"), edits), len(changed)
+
+
+def _push(repo: git.Repository, stack: Stack, forge: Forge, tree: str, tip: str, message: str) -> bool:
+    """The proposal commit onto the head branch, with a lease; False when the forge has the same change."""
+    remote, head = stack.config.target.remote, head_branch(stack)
+    remote_sha = repo.ls_remote(remote, [f"refs/heads/{head}"]).get(f"refs/heads/{head}")
+    facts = forge.commit_facts(stack.config.target.repo, remote_sha) if remote_sha else None
+    if facts is not None and (facts.tree, facts.parents) == (tree, (tip,)):
+        return False
+    commit = repo.commit_tree(tree, [tip], message)
+    proc = repo.push(remote, [f"{commit}:refs/heads/{head}"], [f"refs/heads/{head}:{remote_sha or ''}"])
+    if proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip()
+        raise InfraError(f"git push of {head} to {remote!r} failed: {err[-1000:]}")
+    return True
 
 
 def _summary(result: rebase.Result) -> str:
