@@ -114,18 +114,7 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
     wanted = [p.base_commit for p in stack.patches if p.base_commit]
     wanted += [p.source_commit for p in stack.patches if p.source_commit] + [c for c in cached if c]
     present = repo.has_objects(wanted)
-    todo: list[tuple[Patch, str]] = []
-    parent: str | None
-    for patch, hit in zip(stack.patches, cached):
-        parent = patch.base_commit
-        if parent is None or not present.get(parent):
-            if parent and repo.is_shallow():
-                raise UserError(
-                    f"the recorded base {parent[:12]} is not in this shallow clone; run `git fetch --unshallow`",
-                    path=os.path.join(stack.path, patch.name),
-                )
-        elif not (hit and present.get(hit)):
-            todo.append((patch, parent))
+    todo = _to_make(repo, stack, cached, present)
     trees = _trees_from_sources(
         repo, [(p, parent) for p, parent in todo if p.source_commit and present.get(p.source_commit)]
     )
@@ -138,10 +127,29 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
     picks = []
     for patch, hit in zip(stack.patches, cached):
         diff = patch.diff.encode("utf-8", "surrogateescape")
-        parent = patch.base_commit if patch.base_commit and present.get(patch.base_commit) else None
-        made_commit = (made.get(patch.name) or (hit if hit and present.get(hit) else None)) if parent else None
-        picks.append(Pick(patch, made_commit, parent, diff, patch.name, patch.subject))
+        recorded = patch.base_commit if patch.base_commit and present.get(patch.base_commit) else None
+        made_commit = (made.get(patch.name) or (hit if hit and present.get(hit) else None)) if recorded else None
+        picks.append(Pick(patch, made_commit, recorded, diff, patch.name, patch.subject))
     return picks
+
+
+def _to_make(
+    repo: git.Repository, stack: Stack, cached: Sequence[str | None], present: dict[str, bool]
+) -> list[tuple[Patch, str]]:
+    """The patches to make a commit of: their recorded parent is here, their cached commit is not.
+    A parent missing from a shallow clone is the user's to fetch."""
+    todo: list[tuple[Patch, str]] = []
+    for patch, hit in zip(stack.patches, cached):
+        parent = patch.base_commit
+        if parent is None or not present.get(parent):
+            if parent and repo.is_shallow():
+                raise UserError(
+                    f"the recorded base {parent[:12]} is not in this shallow clone; run `git fetch --unshallow`",
+                    path=os.path.join(stack.path, patch.name),
+                )
+        elif not (hit and present.get(hit)):
+            todo.append((patch, parent))
+    return todo
 
 
 def remember_materialized(repo: git.Repository, made: Sequence[tuple[Patch, str]]) -> None:

@@ -17,7 +17,7 @@ from ggstack.check import cache, groups, remaining
 from ggstack.check import judge as judging
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
-from ggstack.check.history import CHANGE_ID, scan
+from ggstack.check.history import CHANGE_ID, History, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.signals import Candidate
 from ggstack.model import Applied, Outcome, Patch, Progress, Run, Stack, Verdict
@@ -70,15 +70,7 @@ def _judge(
     merge_base = repo.merge_base(base, parents[0]) if parents else None
     run.merge_base = merge_base
     cands = [_candidate(p) for p in picks]
-    history = scan(
-        repo,
-        base,
-        [merge_base] if merge_base else [],
-        sorted({p for c in cands for p in c.paths}),
-        [(c.commit, c.parent) for c in cands if c.commit and c.parent],
-        [s for c in cands for s in c.sources],
-        {frozenset(c.paths) for c in cands},
-    )
+    history = _scan(repo, base, merge_base, cands)
     ctx = Context(repo, history, Files(repo))
     whole = [c for c in cands if c.commit and c.parent]
     trees = groups.trees_of(repo, whole)
@@ -89,18 +81,34 @@ def _judge(
     related = _consolidating(ctx, whole, base_tree)
     walked = _walk(ctx, run, picks, cands, outcomes, idents, squashed, reverse, related, progress)
     _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree, related)
-    remaining.prepare(
-        [(j.tip_tree, j.cand.changes, j.measured.content) for j in walked if j.outcome.verdict is Verdict.PARTIAL],
-        ctx.files,
-    )
-    for j in walked:
-        if j.outcome.verdict is Verdict.PARTIAL:
-            j.outcome.remaining_diff = remaining.remaining_diff(
-                repo, j.tip_tree, j.cand.changes, j.measured.content, ctx.files
-            )
-        else:
-            j.outcome.remaining_diff = None
+    _remaining_diffs(ctx, walked)
     judging.name_commits(repo, run)
+
+
+def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[Candidate]) -> History:
+    """The base range, read once for every patch of the stack."""
+    whole = [c for c in cands if c.commit and c.parent]
+    return scan(
+        repo,
+        base,
+        [merge_base] if merge_base else [],
+        sorted({p for c in cands for p in c.paths}),
+        [(c.commit, c.parent) for c in whole],
+        [s for c in cands for s in c.sources],
+        {frozenset(c.paths) for c in cands},
+    )
+
+
+def _remaining_diffs(ctx: Context, walked: list[_Judged]) -> None:
+    """A partial patch's remaining diff; none for the others (a cached verdict may have had one)."""
+    partial = [j for j in walked if j.outcome.verdict is Verdict.PARTIAL]
+    remaining.prepare([(j.tip_tree, j.cand.changes, j.measured.content) for j in partial], ctx.files)
+    for j in walked:
+        j.outcome.remaining_diff = None
+    for j in partial:
+        j.outcome.remaining_diff = remaining.remaining_diff(
+            ctx.repo, j.tip_tree, j.cand.changes, j.measured.content, ctx.files
+        )
 
 
 def _candidate(pick: replay.Pick) -> Candidate:
