@@ -15,7 +15,9 @@ from gitrepo import GitRepo
 from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text
 
 from ggstack import check, git, importing, series
+from ggstack.check import groups
 from ggstack.check.rules import RULES, markdown_table
+from ggstack.check.signals import Candidate
 from ggstack.model import Recommendation, Verdict
 
 world = test_check.world  # the fixture, shared with test_check
@@ -502,3 +504,29 @@ def test_an_adapted_backport_of_a_merged_pr_is_partial_by_the_merge(world: GitRe
     assert o.verdict is Verdict.PARTIAL, o.evidence
     assert merge in o.represented_by
     assert rule(o) == "adapted pick"
+
+
+# -- a clone without the stack's recorded parents (the CI bot's fresh clone) ---------------------
+
+
+def test_a_clone_without_the_recorded_parents_is_judged_not_crashed(world: GitRepo, tmp_path: Path) -> None:
+    """The patches were recorded on fork commits a single-branch clone never fetched: they are
+    replayed from their diffs (git apply), and a run of them is no squash candidate."""
+    world.git("checkout", "-q", "-b", "side", "main")
+    world.commit("a fork-only commit", {"other.txt": "fork\n"})
+    commits = [
+        world.commit("add rate limiter", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 10"]))}),
+        world.commit("tune the limit", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 25"]))}),
+    ]
+    world.git("checkout", "-q", "main")
+    world.commit("an upstream change to the same file", {"f.txt": text(edited(LINES, l50="line 50 (upstream)"))})
+    stack_of(world, *commits)
+    clone = tmp_path / "ci-clone"
+    world.git("clone", "-q", "--no-local", "--single-branch", "--branch", "main", str(world.path), str(clone))
+    repo = git.Repository(str(clone))
+    assert not any(repo.has_objects([world.sha("side~2"), *commits]).values())
+    run = check.stack(repo, series.load(str(world.path / "patches"), "s"), "main")
+    assert [o.name[:4] for o in run.outcomes] == ["0001", "0002"]
+    assert all(o.verdict is not None for o in run.outcomes)
+    unmade = [Candidate(n, "", "", [], [], "", "") for n in ("0001", "0002")]
+    assert groups.chained(unmade, {}) == []  # no tree, no run (it once chained them, then looked up trees[""])

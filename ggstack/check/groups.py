@@ -43,10 +43,12 @@ def trees_of(repo: git.Repository, cands: Sequence[Candidate]) -> dict[str, str]
 
 
 def chained(cands: Sequence[Candidate], trees: dict[str, str]) -> list[list[int]]:
-    """Maximal runs of consecutive candidates each on the one before (same tree)."""
+    """Maximal runs of consecutive candidates each on the one before (same tree). A patch not
+    materialised (its recorded parent is not in this clone) has no tree and is in no run."""
     runs: list[list[int]] = []
     for k, c in enumerate(cands):
-        if runs and k - 1 == runs[-1][-1] and trees.get(c.parent) == trees.get(cands[k - 1].commit):
+        tree = trees.get(c.parent) if c.commit and c.parent else None
+        if runs and k - 1 == runs[-1][-1] and tree is not None and tree == trees.get(cands[k - 1].commit):
             runs[-1].append(k)
         else:
             runs.append([k])
