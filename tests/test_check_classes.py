@@ -18,7 +18,7 @@ from ggstack import check, git, importing, series
 from ggstack.check import groups
 from ggstack.check.rules import RULES, markdown_table
 from ggstack.check.signals import Candidate
-from ggstack.model import Recommendation, Verdict
+from ggstack.model import Recommendation, Signal, Verdict
 
 world = test_check.world  # the fixture, shared with test_check
 
@@ -530,3 +530,29 @@ def test_a_clone_without_the_recorded_parents_is_judged_not_crashed(world: GitRe
     assert all(o.verdict is not None for o in run.outcomes)
     unmade = [Candidate(n, "", "", [], [], "", "") for n in ("0001", "0002")]
     assert groups.chained(unmade, {}) == []  # no tree, no run (it once chained them, then looked up trees[""])
+
+
+# -- a backport carried by its own "(cherry picked from commit X)" line -------------------------
+
+
+def test_a_backports_cherry_picked_from_line_names_its_main_commit_in_a_stack(world: GitRepo) -> None:
+    """A release branch's backport (``cherry-pick -x``) imported into a stack, judged onto main,
+    which has the original and later consumed its changelog fragment: the message's own line
+    names the original, as ``check --commits`` reads it — represented, not partial."""
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.git("checkout", "-q", "main")
+    fix = world.commit(
+        "fix the limiter (#123)",
+        {"f.txt": text(edited(LINES, l10="line 10 fixed")), "changelog/123.bugfix.rst": "Fixed the limiter.\n"},
+    )
+    world.git("rm", "-q", "changelog/123.bugfix.rst")
+    world.git("commit", "-qm", "release 1.2: the changelog fragments into CHANGELOG")
+    world.git("checkout", "-q", "release")
+    world.git("cherry-pick", "-x", fix)
+    backport = world.sha("HEAD")
+    world.git("checkout", "-q", "main")
+    outcome = check_stack(world, backport)["0001"]
+    assert outcome.verdict is Verdict.REPRESENTED, (outcome.verdict, [e.detail for e in outcome.evidence])
+    assert fix in outcome.represented_by
+    identity = next(e for e in outcome.evidence if e.kind is Signal.IDENTITY)
+    assert fix[:10] in identity.detail, identity.detail

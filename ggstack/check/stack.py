@@ -17,7 +17,7 @@ from ggstack.check import cache, groups, remaining
 from ggstack.check import judge as judging
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
-from ggstack.check.history import CHANGE_ID, History, scan
+from ggstack.check.history import CHANGE_ID, PICKED_FROM, History, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.signals import Candidate
 from ggstack.model import Applied, Outcome, Patch, Progress, Run, Stack, Verdict
@@ -119,7 +119,9 @@ def _candidate(pick: replay.Pick) -> Candidate:
         commit=pick.commit or "",
         parent=pick.parent or "",
         changes=diff.parse(pick.diff),
-        sources=[patch.provenance.cherry_picked_from or ""],
+        # the fork commit it came from, and what that commit says it was picked from (a backport's
+        # "(cherry picked from commit X)"), as check --commits reads a commit's message
+        sources=[patch.provenance.cherry_picked_from or "", *PICKED_FROM.findall(patch.message)],
         spid=patch.provenance.stack_patch_id,
         subject=patch.subject,
         original_pr=patch.provenance.original_pr,
