@@ -73,9 +73,9 @@ def edit_lock_wait() -> float:
 # -- debug hooks ----------------------------------------------------------------------
 
 
-def env_count(name: str) -> int:
+def env_count(name: str, env: Mapping[str, str] | None = None) -> int:
     """A whole number from the environment (0 when unset): the debug kill hooks."""
-    value = os.environ.get(name, "")
+    value = (os.environ if env is None else env).get(name, "")
     if value == "":
         return 0
     if not (value.isascii() and value.isdigit()):

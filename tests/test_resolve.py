@@ -108,10 +108,13 @@ def test_conflict_resolve_edit_refresh_then_apply_onto_a_newer_base(fork: Fork) 
         == _text("f", {10: "fork and upstream 10"}).strip()
     )
 
-    # The bot says so too.
-    sync = fork.gg("sync", "s", "--onto", "main", "--dry-run")
+    # The bot says so too: in its Run and in the report (its step summary).
+    saved = fork.repo.path / "sync-run.json"
+    sync = fork.gg("sync", "s", "--onto", "main", "--dry-run", "--run-json", str(saved))
     assert sync.returncode == 0, sync.stdout + sync.stderr
-    assert "reused the resolution recorded by `ggstack refresh`" in " ".join(sync.stdout.split())
+    assert "reused the resolution recorded by `ggstack refresh`" in json.loads(saved.read_text())["patches"][1]["note"]
+    summary = fork.gg("report", str(saved), "--format", "markdown")
+    assert "reused the resolution recorded by `ggstack refresh`" in " ".join(summary.stdout.split())
 
     # The base moves on elsewhere in the file: the stored resolution still applies.
     fork.repo.commit("upstream moves on", {"f.txt": _text("f", {10: "upstream 10", 18: "upstream 18"}), "n.txt": "n\n"})

@@ -38,3 +38,12 @@ def test_short_values_are_not_searched_for_alone() -> None:
     """A one-letter user name would blank out every "x" in a message; its "x:...@" form still goes."""
     secrets = Secrets.from_env({"GITHUB_API_URL": "http://x:y@host"})
     assert secrets.scrub("exit 3 at http://x:y@host") == "exit 3 at http://***@host"
+
+
+def test_the_forge_kill_hook_refuses_what_is_not_a_count() -> None:
+    from ggstack.errors import UserError
+    from ggstack.forge.github import GitHub
+
+    env = {"GITHUB_TOKEN": "ghp_" + "a" * 36, "GGSTACK_DEBUG_KILL_AFTER_WRITES": "abc"}
+    with pytest.raises(UserError, match="GGSTACK_DEBUG_KILL_AFTER_WRITES='abc': expected a whole number"):
+        GitHub("owner/repo", env=env)

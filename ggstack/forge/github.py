@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import requests
 from github import Auth, Github, GithubException
 
+from ggstack import state
 from ggstack.errors import InfraError, UserError
 from ggstack.forge import Comment, CommitFacts, RemotePR, same_last_line
 from ggstack.secrets import TOKEN_VARS, Secrets, shown_url
@@ -110,7 +111,7 @@ class GitHub:
         self.policy = RetryPolicy.from_env(env)
         self.writes = 0
         self._waited = 0.0
-        self._kill_after = int(env.get("GGSTACK_DEBUG_KILL_AFTER_WRITES", "0") or 0)
+        self._kill_after = state.env_count("GGSTACK_DEBUG_KILL_AFTER_WRITES", env)
         self._gh = Github(
             auth=Auth.Token(self.token),
             base_url=self.api_url,
