@@ -34,6 +34,20 @@ class MergeResult:
     messages: str
 
 
+# Each commit's diff against the parent given on stdin ("<commit> <parent>"), as a patch file
+# has it: full blob ids, binaries, renames; headed "commit <sha>".
+COMMIT_DIFFS = (
+    "diff-tree",
+    "--stdin",
+    "-p",
+    "--full-index",
+    "--binary",
+    "--find-renames",
+    "--no-color",
+    "--format=commit %H",
+)
+
+
 class Diffs(Runner):
     """Diffs between trees and commits, merges, and patches applied to trees."""
 
@@ -168,17 +182,7 @@ class Diffs(Runner):
         renames found), for many (commit, parent) pairs in one ``diff-tree --stdin``."""
         if not pairs:
             return {}
-        args = [
-            "diff-tree",
-            "--stdin",
-            "-p",
-            "--full-index",
-            "--binary",
-            "--find-renames",
-            "--no-color",
-            "--format=commit %H",
-        ]
-        raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
+        raw = self.run(*COMMIT_DIFFS, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
         out: dict[str, bytes] = {c: b"" for c, _ in pairs}
         for chunk in re.split(rb"^commit (?=(?:[0-9a-f]{40}|[0-9a-f]{64})\n)", raw, flags=re.M):
             if chunk:

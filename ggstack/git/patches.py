@@ -12,6 +12,7 @@ import re
 import tempfile
 from collections.abc import Sequence
 
+from ggstack.git.diffs import COMMIT_DIFFS
 from ggstack.git.runner import GitFailed, Runner
 
 # Every option of ``git format-patch`` whose default a user's config could
@@ -135,20 +136,10 @@ class Patches(Runner):
         ``patch-id``. Empty changes have none."""
         if not pairs:
             return {}
-        args = [
-            "diff-tree",
-            "--stdin",
-            "-p",
-            "--full-index",
-            "--binary",
-            "--find-renames",
-            "--no-color",
-            "--format=commit %H",
-        ]
         with tempfile.TemporaryFile() as feed:
             feed.write("".join(f"{c} {p}\n" if p else f"{c}\n" for c, p in pairs).encode())
             feed.seek(0)
-            diff = self.popen(*args, stdin=feed)
+            diff = self.popen(*COMMIT_DIFFS, stdin=feed)
             assert diff.stdout is not None  # popen always pipes stdout
             pid = self.popen("patch-id", "--stable", stdin=diff.stdout)
             diff.stdout.close()  # so that diff-tree gets SIGPIPE if patch-id exits
