@@ -150,6 +150,7 @@ def _walk(
     progress: Progress | None,
 ) -> list[_Judged]:
     replayer = replay.Replayer(ctx.repo, run.base)
+    replayer.prepare(picks)  # a patch whose merge is trivial then needs no merge-tree, as in apply
     walked: list[_Judged] = []
     try:
         for i, (pick, cand) in enumerate(zip(picks, cands, strict=True)):
