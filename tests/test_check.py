@@ -564,3 +564,22 @@ def test_check_after_apply_keeps_the_apply_facts(world: GitRepo) -> None:
     assert run is not applied and "check" not in applied.stages  # a stage returns a new Run: apply's stays apply's
     assert [(o.applied, o.commit) for o in run.outcomes] == before
     assert [o.verdict for o in run.outcomes] == [Verdict.REPRESENTED, Verdict.UNIQUE]
+
+
+def test_reverse_apply_in_turn_carries_on_from_what_applied(tmp_path) -> None:
+    """StGit's cumulative reverse on one index: a patch that does not reverse-apply leaves the
+    tree as the later ones left it, and the next one is reverse-applied to that."""
+    r = GitRepo.init(tmp_path / "r")
+    r.commit("root", {"a.txt": "one\n", "b.txt": "x\n"})
+    r.commit("a", {"a.txt": "two\n"})
+    first = r.git("diff", "HEAD~1", "HEAD")
+    r.commit("a again", {"a.txt": "three\n"})
+    second = r.git("diff", "HEAD~1", "HEAD")
+    r.commit("b", {"b.txt": "y\n"})
+    third = r.git("diff", "HEAD~1", "HEAD")
+    repo = git.Repository(str(r.path))
+    # later patches first: b; b a second time (does not apply: b is out already); "a again";
+    # then a, which applies only once "a again" is out
+    patches = [(p + "\n").encode() for p in (third, third, second, first)]
+    trees = repo.reverse_apply_in_turn(r.tree("HEAD"), patches)
+    assert trees == [r.tree("HEAD~1"), None, r.tree("HEAD~2"), r.tree("HEAD~3")]

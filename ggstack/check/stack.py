@@ -264,8 +264,9 @@ def _cumulative_reverse(repo: git.Repository, tree: str, picks: Sequence[replay.
     ones first, so that a patch whose lines a later one changed is caught."""
     result: dict[str, _Reversal] = {}
     later: list[str] = []
-    for pick in reversed(picks):
-        reversed_tree = repo.reverse_apply_to_tree(tree, pick.diff)
+    backwards = list(reversed(picks))
+    trees = repo.reverse_apply_in_turn(tree, [pick.diff for pick in backwards])
+    for pick, reversed_tree in zip(backwards, trees, strict=True):
         result[pick.name] = _Reversal(reversed_tree is not None, tree, list(later))
         if reversed_tree is not None:
             tree = reversed_tree

@@ -84,15 +84,19 @@ class Diffs(Runner):
                 return None, proc.stderr.decode("utf-8", "replace")
             return self.out("write-tree", env=env), proc.stderr.decode("utf-8", "replace")
 
-    def reverse_apply_to_tree(self, tree: str, patch: bytes) -> str | None:
-        """``tree`` with ``patch`` reverse-applied (``git apply -R``), or None if it does not apply."""
+    def reverse_apply_in_turn(self, tree: str, patches: Sequence[bytes]) -> list[str | None]:
+        """Each patch reverse-applied (``git apply -R``) to ``tree`` with the ones before it that
+        applied taken out: for each, the tree it leaves, or None if it does not apply. One index
+        for all (a failed ``git apply`` leaves it as it was), so a patch costs one ``apply`` and,
+        when it applies, one ``write-tree``; not a ``read-tree`` of the whole tree each."""
+        out: list[str | None] = []
         with self.temp_index(tree) as env:
-            proc = self.run(
-                "apply", "--cached", "--reverse", "--whitespace=nowarn", "-", input=patch, env=env, check=False
-            )
-            if proc.returncode != 0:
-                return None
-            return self.out("write-tree", env=env)
+            for patch in patches:
+                proc = self.run(
+                    "apply", "--cached", "--reverse", "--whitespace=nowarn", "-", input=patch, env=env, check=False
+                )
+                out.append(self.out("write-tree", env=env) if proc.returncode == 0 else None)
+        return out
 
     def diff_trees(self, a: str, b: str, paths: Sequence[str] = (), *, context: int | None = None) -> bytes:
         args = ["diff-tree", "-p", "--full-index", "--binary", "--find-renames", "--no-color"]
