@@ -117,6 +117,106 @@ def test_a_run_is_not_represented_when_only_part_of_it_is_there(world: GitRepo) 
     assert v["0003"].verdict is Verdict.UNIQUE and v["0003"].recommendation is Recommendation.OPEN_PR
 
 
+def _a_pr_that_reworks_itself(world: GitRepo) -> list[str]:
+    """A PR branch whose commits rework each other's lines, then one commit upstream never took."""
+    world.git("checkout", "-q", "-b", "pr", "main")
+    a = world.commit(
+        "add rate limiter",
+        {"f.txt": text(edited(LINES, l2=["line 2", "import limiter"], l10=["line 10", "limit = 10"]))},
+    )
+    b = world.commit(
+        "Add burst to the limiter",
+        {"f.txt": text(edited(LINES, l2=["line 2", "import limiter"], l10=["line 10", "limit = 25", "burst = 5"]))},
+    )
+    c = world.commit(
+        "use the limiter",
+        {
+            "f.txt": text(
+                edited(
+                    LINES,
+                    l2=["line 2", "import limiter"],
+                    l10=["line 10", "limit = 25", "burst = 5"],
+                    l30="check(limit, burst)",
+                )
+            )
+        },
+    )
+    world.git("checkout", "-q", "main")
+    return [a, b, c]
+
+
+SQUASHED = {
+    "l2": ["line 2", "import limiter"],
+    "l10": ["line 10", "limit = 25", "burst = 5"],
+    "l30": "check(limit, burst)",
+    "l36": ["line 36", "# reviewed: keep the burst small"],  # review adapted the squash: no patch-id of the run
+}
+
+
+def test_a_squash_that_names_the_pr_is_it_though_the_base_changed_its_lines_since(world: GitRepo) -> None:
+    """Class: a squash-merged PR whose commits rework each other's lines, adapted in review and
+    edited upstream since (neither its patch-id nor its lines at the tip match): the squash's
+    title is a member's (with the code quotes merge titles get), and its own tree has the
+    run's combined change. Every member is represented by it; a commit after the PR that
+    upstream never took stays needed."""
+    members = _a_pr_that_reworks_itself(world)
+    world.git("checkout", "-q", "pr")
+    never = world.commit(
+        "a tweak upstream never took",
+        {"f.txt": text(edited(LINES, **{**SQUASHED, "l36": "line 36", "l20": ["line 20", "tweak = True"]}))},
+    )
+    world.git("checkout", "-q", "main")
+    world.commit("upstream moves on", {"up.txt": "u\n"}, author=OTHER)
+    squash = world.commit("Add `burst` to the limiter (#77)", {"f.txt": text(edited(LINES, **SQUASHED))}, author=OTHER)
+    since = world.commit(
+        "strict checks", {"f.txt": text(edited(LINES, **{**SQUASHED, "l30": "check(limit, burst, strict=True)"}))}
+    )
+    v = check_stack(world, *members, never)
+    for name in ("0001", "0002", "0003"):
+        o = v[name]
+        assert o.verdict is Verdict.REPRESENTED, (name, [e.detail for e in o.evidence])
+        assert o.represented_by == [squash]
+        assert o.recommendation is Recommendation.DO_NOT_OPEN
+        group = kinds(o)["group"][0]
+        assert f"{squash[:10]} names one of them" in group.detail and f"since modified by {since[:10]}" in group.detail
+    assert v["0004"].verdict is not Verdict.REPRESENTED, [e.detail for e in v["0004"].evidence]
+    assert v["0004"].recommendation is not Recommendation.DO_NOT_OPEN
+
+
+def test_a_squash_of_a_pr_that_merged_main_in_is_found_across_main_s_commits(world: GitRepo) -> None:
+    """A PR branch that merged main into itself is imported as git rebase replays it: main's
+    commit sits between the PR's own. git finds that one; the PR's own are the squash's."""
+    world.git("checkout", "-q", "-b", "pr", "main")
+    a = world.commit(
+        "add rate limiter",
+        {"f.txt": text(edited(LINES, l2=["line 2", "import limiter"], l10=["line 10", "limit = 10"]))},
+    )
+    world.git("checkout", "-q", "main")
+    up = world.commit("upstream moves on", {"up.txt": "u\n"}, author=OTHER)
+    world.git("checkout", "-q", "pr")
+    world.git("merge", "-q", "--no-ff", "-m", "Merge branch 'main' into pr", "main")
+    b = world.commit(
+        "Add burst to the limiter",
+        {"f.txt": text(edited(LINES, l2=["line 2", "import limiter"], l10=["line 10", "limit = 25", "burst = 5"]))},
+    )
+    world.git("checkout", "-q", "main")
+    squash = world.commit(
+        "Add burst to the limiter (#78)",
+        {"f.txt": text(edited(LINES, l2=["line 2", "import limiter"], l10=["line 10", "limit = 25", "burst = 5"]))},
+        author=OTHER,
+    )
+    repo = git.Repository(str(world.path))
+    series.init(str(world.path / "patches"), "s", "owner/repo", "main")
+    imported = importing.commits(repo, series.load(str(world.path / "patches"), "s"), [f"{up}~1..{b}"])
+    series.save(imported.stack)
+    v = {o.name[:4]: o for o in check.stack(repo, series.load(str(world.path / "patches"), "s"), "main").outcomes}
+    assert [o.source_commit for o in v.values()] == [a, up, b]
+    for o in v.values():
+        assert o.verdict is Verdict.REPRESENTED, (o.name, [e.detail for e in o.evidence])
+    assert v["0001"].represented_by == [squash] and v["0003"].represented_by == [squash]
+    assert v["0002"].represented_by == [up]
+
+
 # -- release-branch picks: spurious partials, moved code, modified and reverted picks ------------
 
 

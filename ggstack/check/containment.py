@@ -16,11 +16,12 @@ attribution has named the base commit that brought it (``earned``).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ggstack.check.files import Files, is_text
-from ggstack.diff import Block, FileChange, Hunk
+from ggstack.diff import Block, FileChange, Hunk, paths_of
 
 Entries = dict[str, tuple[str, str]]  # path -> (mode, blob)
 
@@ -111,6 +112,31 @@ def contain(change_set: list[FileChange], entries: Entries, files: Files) -> Con
             base_blobs[fc.path] = in_base[1]
         units += _file_units(fc, in_base, entries, files)
     return Containment(units, base_paths, judged, base_blobs, pre_blobs)
+
+
+def contained_at(files: Files, todo: Sequence[tuple[list[FileChange], str]]) -> list[Containment]:
+    """Each change set's containment in one commit's own tree (a pick's, a squash's), the files
+    read and aligned in one batch."""
+    if not todo:
+        return []
+    blobs = files.at_commits([(at, p) for changes, at in todo for p in paths_of(changes)])
+    files.prepare_alignments(
+        [
+            (fc.old_blob, blobs[(at, p)])
+            for changes, at in todo
+            for fc in changes
+            if fc.old_blob
+            for p in fc.paths
+            if (at, p) in blobs
+        ]
+    )
+    out = []
+    for changes, at in todo:
+        # The mode is the pre-image's (cat-file does not say it): a mode change alone is judged on the base.
+        modes = {p: fc.new_mode or fc.old_mode or "100644" for fc in changes for p in fc.paths}
+        entries = {p: (modes[p], blobs[(at, p)]) for p in paths_of(changes) if (at, p) in blobs}
+        out.append(contain(changes, entries, files))
+    return out
 
 
 def _added(fc: FileChange) -> list[str]:

@@ -15,17 +15,21 @@ one before, as imported from a branch) have a combined diff of their own.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ggstack import diff, git
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import contain
+from ggstack.check.containment import Containment, contain, contained_at
 from ggstack.check.files import Files
 from ggstack.check.history import History
-from ggstack.check.signals import Candidate
+from ggstack.check.signals import Candidate, hints
 
 _LONGEST = 64  # runs longer than this are not looked for (a squash of a whole long branch is still found by lines)
 _TRIES = 24  # combined-content tries a segment may cost
+_NAMED_TRIES = 8  # runs around a named patch tried against the commit that names it
+_WIDEST = 256  # a PR that merged main in was imported with main's commits between its own
+NEARLY = 0.9  # share of a run's informative changed lines a squash must hold (review adapts squashes)
 
 
 @dataclass
@@ -137,3 +141,122 @@ def by_content(
 def _runs_longest_first(seg: list[int]) -> list[tuple[int, int]]:
     runs = [(seg[a], seg[b]) for a in range(len(seg)) for b in range(a + 1, min(len(seg), a + _LONGEST))]
     return sorted(runs, key=lambda r: (r[0] - r[1], r[0]))
+
+
+def named(
+    repo: git.Repository,
+    history: History,
+    files: Files,
+    cands: Sequence[Candidate],
+    picked: AbstractSet[int],
+) -> list[Group]:
+    """Runs taken as the one base commit that names one of them (its subject or PR number: the
+    PR's squash merge) whose own tree holds the run's combined change, whole or nearly. The PR's
+    commits reworked each other's lines, so alone the early ones look partial; the base may have
+    changed the lines since (as after any pick); and a PR that merged main in was imported with
+    main's commits between its own (``picked``: those git already finds, neutral in a run)."""
+    found: list[Group] = []
+    for member, c in enumerate(cands):
+        if member in picked or not c.commit:
+            continue
+        for h in hints(history, c, set())[0][:3]:
+            if not any(member in g.members and h in g.by for g in found):
+                group = _named_run(repo, history, files, cands, _around(cands, picked, member, h, history), h, picked)
+                found += [group] if group is not None else []
+    return _disjoint(found)
+
+
+def _around(
+    cands: Sequence[Candidate], picked: AbstractSet[int], member: int, h: str, history: History
+) -> list[tuple[int, int]]:
+    """Spans of two or more patches holding ``member``, between patches git does not find yet,
+    whose files are all ``h``'s, longest first."""
+    own = history.files_of(h)
+    lo, hi = max(0, member - _WIDEST), min(len(cands), member + _WIDEST)
+    ends = [k for k in range(lo, hi) if k not in picked and cands[k].commit and set(cands[k].paths) <= own]
+    if member not in ends:
+        return []
+    spans = [(i, j) for i in ends if i <= member for j in ends if j >= member and j > i and j - i < _WIDEST]
+    return sorted(spans, key=lambda r: (r[0] - r[1], r[0]))[:_NAMED_TRIES]
+
+
+def _named_run(
+    repo: git.Repository,
+    history: History,
+    files: Files,
+    cands: Sequence[Candidate],
+    spans: list[tuple[int, int]],
+    h: str,
+    picked: AbstractSet[int],
+) -> Group | None:
+    """The longest span, one line of the fork's history, whose combined change ``h``'s own tree
+    holds (nearly) on ``h``'s files, trimmed of end patches that were there before ``h``."""
+    own = history.files_of(h)
+    for i, j in spans:
+        line = {cands[i].parent, *repo.rev_list(cands[j].commit, f"^{cands[i].parent}")}
+        if not all(cands[k].parent in line or cands[k].sources[0] in line for k in range(i, j + 1)):
+            continue  # not one line of history: no combined diff of their own
+        whole = diff.parse(repo.diffs_of_commits([(cands[j].commit, cands[i].parent)])[cands[j].commit])
+        changes = [fc for fc in whole if set(fc.paths) & own]
+        mine = [k for k in range(i, j + 1) if k not in picked and set(cands[k].paths) <= own]
+        there = contained_at(files, [(changes, h)])[0] if changes else None
+        if there is None or not there.judged or _share(there) < NEARLY:
+            continue
+        members = _brought(repo, files, cands, mine, h)
+        if len(members) < 2:
+            continue
+        share = _share(there)
+        what = "every change" if share == 1.0 else f"{round(100 * share)}% of the changed lines"
+        later = [c for c in history.touching(diff.paths_of(changes)) if history.newer(c, h)][:5]
+        how = f"{h[:10]} names one of them, and its own tree has {what} of their combined diff" + (
+            f"; since modified by {', '.join(c[:10] for c in later)}" if later else ""
+        )
+        return Group(members, [h], how)
+    return None
+
+
+def _share(c: Containment) -> float:
+    """Share of the informative changed lines present (attribution aside)."""
+    counted = c.counted
+    total = sum(u.weight for u in counted) or len(counted)
+    present = sum((u.weight or 1) for u in counted if u.present) if total else 0
+    return present / total if total else 0.0
+
+
+def _brought(repo: git.Repository, files: Files, cands: Sequence[Candidate], span: list[int], h: str) -> list[int]:
+    """The members ``h`` took: some of its lines are in ``h``'s tree and were not in its parent's,
+    or (between two such) what is there was there before, the rest is not, and a later member
+    changed its files (the PR reworked them).
+    The ends must be ``h``'s, the last nearly whole (no later member reworked it); [] else."""
+    parents = repo.commit_infos([h])[0].parents
+    at = contained_at(files, [(cands[k].changes, h) for k in span])
+    before = contained_at(files, [(cands[k].changes, parents[0]) for k in span]) if parents else []
+    took = {
+        k
+        for n, k in enumerate(span)
+        if any(u.present and not (before and before[n].units[x].present) for x, u in enumerate(at[n].units))
+    }
+    if span[0] not in took or span[-1] not in took or _share(at[-1]) < NEARLY:
+        return []
+    reworked = {
+        k
+        for n, k in enumerate(span)
+        if k not in took
+        and not at[n].all_present
+        and any(set(cands[k].paths) & set(cands[x].paths) for x in span[n + 1 :])
+    }
+    return [k for k in span if k in took or k in reworked]
+
+
+def _disjoint(groups: list[Group]) -> list[Group]:
+    """Longest first; a run overlapping one already kept is left out."""
+    kept: list[Group] = []
+    for g in sorted(groups, key=lambda g: -len(g.members)):
+        if not any(set(g.members) & set(k.members) for k in kept):
+            kept.append(g)
+    return sorted(kept, key=lambda g: g.members[0])
+
+
+def combined(*found: list[Group]) -> list[Group]:
+    """Groups of several finders, no member in two."""
+    return _disjoint([g for gs in found for g in gs])

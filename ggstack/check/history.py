@@ -129,10 +129,12 @@ class History:
 
 
 def normal_subject(subject: str) -> str:
-    """A subject without what backports and PR merges add: "[8.3.x] ", "[PATCH 2/3] ", " (#123)"."""
+    """A subject without what backports and PR merges add: "[8.3.x] ", "[PATCH 2/3] ", " (#123)",
+    and without the Markdown code quotes a PR title is often given when it is merged."""
     s = re.sub(r"^(\s*\[[^\]]{1,40}\]\s*)+", "", subject)
     s = re.sub(r"^(Backport|backport)( of)?( PR)?\s*#?\d*:?\s*", "", s)
     s = PR_NUMBER.sub("", s).strip().rstrip(".")
+    s = " ".join(s.replace("`", "").split())
     return s.casefold() if len(s) >= 8 else ""
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ggstack import git, replay
 from ggstack.check import signals
 from ggstack.check.attribution import attribute, changed_places
-from ggstack.check.containment import Containment, contain, needs_alignment
+from ggstack.check.containment import Containment, contain, contained_at, needs_alignment
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
 from ggstack.check.history import History, normal_subject
@@ -96,7 +96,7 @@ def _named_and_whole(ctx: Context, cands: Sequence[Candidate], out: dict[str, Id
     the base may have changed those lines since, as after any pick; when it holds most of them,
     an adapted pick."""
     todo = [(c, h) for c in cands for h in signals.hints(ctx.history, c, set())[0][:3]]
-    for (cand, h), there in zip(todo, _contained_at(ctx, todo), strict=True):
+    for (cand, h), there in zip(todo, contained_at(ctx.files, [(c.changes, at) for c, at in todo]), strict=True):
         present = sum(u.present for u in there.units)
         if not there.judged or 2 * present <= len(there.units):
             continue  # at most half of its changes: a hint, not the pick
@@ -119,32 +119,8 @@ def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Ident
         for m in out[c.name].matches
         if m.how in ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in")
     ]
-    for (_, m), there in zip(todo, _contained_at(ctx, [(c, m.commit) for c, m in todo]), strict=True):
+    for (_, m), there in zip(todo, contained_at(ctx.files, [(c.changes, m.commit) for c, m in todo]), strict=True):
         m.complete = there.all_present
-
-
-def _contained_at(ctx: Context, todo: Sequence[tuple[Candidate, str]]) -> list[Containment]:
-    """Each candidate's containment in one commit's own tree, the files read in one batch."""
-    if not todo:
-        return []
-    blobs = ctx.files.at_commits([(at, p) for c, at in todo for p in c.paths])
-    ctx.files.prepare_alignments(
-        [
-            (fc.old_blob, blobs[(at, p)])
-            for c, at in todo
-            for fc in c.changes
-            if fc.old_blob
-            for p in fc.paths
-            if (at, p) in blobs
-        ]
-    )
-    out = []
-    for cand, at in todo:
-        # The mode is the pre-image's (cat-file does not say it): a mode change alone is judged on the base.
-        modes = {p: fc.new_mode or fc.old_mode or "100644" for fc in cand.changes for p in fc.paths}
-        entries = {p: (modes[p], blobs[(at, p)]) for p in cand.paths if (at, p) in blobs}
-        out.append(contain(cand.changes, entries, ctx.files))
-    return out
 
 
 def measure_content(

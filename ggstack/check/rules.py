@@ -142,7 +142,9 @@ def _modified(f: Facts) -> Decision:
 
 
 def _adapted_pick(f: Facts) -> bool:
-    return bool(f.live)
+    """(A member of a run the base has together — a PR's squash that names one of its
+    commits — is the series': what it lacks alone, its later members changed.)"""
+    return bool(f.live) and not f.group
 
 
 def _adapted(f: Facts) -> Decision:
@@ -307,7 +309,8 @@ RULES: tuple[Rule, ...] = (
     ),
     (
         "series",
-        "a run of consecutive patches is in the base together (one commit's patch-id, or all their lines) "
+        "a run of consecutive patches is in the base together (one commit's patch-id; all their lines; or the squash "
+        "that names one of them holds their combined change in its own tree, the base may have changed it since) "
         "→ each member represented by that commit, do not open",
         _in_a_group,
         _group,

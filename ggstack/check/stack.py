@@ -19,6 +19,7 @@ from ggstack.check.files import Files
 from ggstack.check.groups import Group
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, History, scan
 from ggstack.check.judge import Context, Identified, Measured
+from ggstack.check.rules import Match
 from ggstack.check.signals import Candidate
 from ggstack.model import Applied, Outcome, Patch, Progress, Run, Stack, Verdict
 
@@ -74,8 +75,15 @@ def _judge(
     ctx = Context(repo, history, Files(repo))
     whole = [c for c in cands if c.commit and c.parent]
     trees = groups.trees_of(repo, whole)
-    squashed = _index(groups.squashes(repo, history, cands, groups.chained(cands, trees), trees), cands)
     idents = judging.identify(ctx, whole)
+    picked = {k for k, c in enumerate(cands) if any(_exact(m) for m in idents.get(c.name, _NONE).matches)}
+    squashed = _index(
+        groups.combined(
+            groups.squashes(repo, history, cands, groups.chained(cands, trees), trees),
+            groups.named(repo, history, ctx.files, cands, picked),
+        ),
+        cands,
+    )
     base_tree = repo.resolve(base, "tree")
     reverse = _cumulative_reverse(repo, base_tree, picks)
     related = _consolidating(ctx, whole, base_tree)
@@ -83,6 +91,14 @@ def _judge(
     _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree, related)
     _remaining_diffs(ctx, walked)
     judging.name_commits(repo, run)
+
+
+_NONE = Identified()
+
+
+def _exact(m: Match) -> bool:
+    """git finds it (identity or patch-id, not reverted since): not a base commit naming it."""
+    return not m.undone_by and m.how != judging.HINTED
 
 
 def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[Candidate]) -> History:
