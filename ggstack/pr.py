@@ -27,8 +27,8 @@ What it avoids:
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -385,8 +385,9 @@ class Plan:
     fork: bool
     base: str  # the branch the first (or, flat, every) PR goes onto
 
-    @property
+    @functools.cached_property
     def needed(self) -> list[Slot]:
+        """The slots that get a PR, in merge order (a slot's commit is settled before the plan)."""
         return [s for s in self.slots if s.needed]
 
 
@@ -421,7 +422,8 @@ def make_plan(
 def _slot(o: Outcome, patch: Patch, snap: Snapshot, chosen: Mapping[str, Chosen]) -> Slot:
     branch = snap.branches[o.name]
     pull = snap.pulls.get(o.name)
-    slot = Slot(copy.deepcopy(o), patch, branch, None, snap.heads.get(branch), pull)
+    # One level: the plan only sets the copy's fields (its pr, its commit), never edits a list in place.
+    slot = Slot(dataclasses.replace(o), patch, branch, None, snap.heads.get(branch), pull)
     if pull is not None:
         slot.approved_by = list(snap.approvals.get(pull.number, []))
     note = closed_note(o, snap) if _needs_pr(o) and pull is None else None
@@ -510,9 +512,10 @@ def _plan_needed(run: Run, stack: Stack, plan: Plan) -> None:
             )
         s.steps += _open_steps(s, stack, plan, n, len(needed), base) if s.pull is None else _gate_steps(s, stack, plan)
         previous = s
+    order = _order(plan)
     for s in needed:
         assert s.state is not None
-        s.state.body = _body(run, plan, s)
+        s.state.body = _body(run, plan, s, order)
         if s.pull is not None:
             fields = _changed_fields(s)
             if fields:
@@ -564,13 +567,18 @@ def _gate_steps(s: Slot, stack: Stack, plan: Plan) -> list[Step]:
     return steps
 
 
-def _body(run: Run, plan: Plan, s: Slot) -> str:
+def _order(plan: Plan) -> report.MergeOrder:
+    """The merge-order list every body shows, with the PR numbers known now."""
+    return report.merge_order([x.outcome for x in plan.needed])
+
+
+def _body(run: Run, plan: Plan, s: Slot, order: report.MergeOrder) -> str:
     return report.pr_body(
         run,
         s.outcome,
         summary=s.summary,
         diffstat=s.diffstat,
-        order=[x.outcome for x in plan.needed],
+        order=order,
         gate=plan.gate,
         onto=plan.base,
     )
@@ -690,8 +698,9 @@ def act(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, 
             _open(run, stack, plan, s, forge)
             tick(s, "open")
             tick(s, "label")
+    order = _order(plan)
     for s in plan.needed:  # with every number known, each body, title and base once
-        _update(run, plan, s, forge)
+        _update(run, plan, s, forge, order)
         tick(s, "edit")
         _gate(s, forge)
     for s in plan.slots:
@@ -710,7 +719,7 @@ def _open(run: Run, stack: Stack, plan: Plan, s: Slot, forge: Forge) -> None:
     assert s.state is not None
     s.pull = forge.create_pull(
         title=s.state.title or s.patch.subject,
-        body=_body(run, plan, s),
+        body=_body(run, plan, s, _order(plan)),  # the numbers opened so far
         base=s.state.base or plan.base,
         head_owner=plan.head_owner,
         head_ref=s.branch,
@@ -725,9 +734,9 @@ def _open(run: Run, stack: Stack, plan: Plan, s: Slot, forge: Forge) -> None:
         s.pull.labels += missing
 
 
-def _update(run: Run, plan: Plan, s: Slot, forge: Forge) -> None:
+def _update(run: Run, plan: Plan, s: Slot, forge: Forge, order: report.MergeOrder) -> None:
     assert s.state is not None and s.pull is not None
-    s.state.body = _body(run, plan, s)
+    s.state.body = _body(run, plan, s, order)
     fields = _changed_fields(s)
     if fields:
         forge.edit_pull(s.pull, **fields)

@@ -6,11 +6,11 @@ and the bot's step summary say can never disagree.
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -281,7 +281,7 @@ def pr_body(
     *,
     summary: str,
     diffstat: Diffstat,
-    order: list[Outcome],
+    order: MergeOrder,
     gate: str | None,
     onto: str | None = None,
 ) -> str:
@@ -289,7 +289,7 @@ def pr_body(
 
     ``summary`` is the patch message without subject and trailers,
     ``diffstat`` what the PR's commit changes, ``order`` the patches that get
-    PRs, in merge order (their ``pr`` carries the numbers known so far),
+    PRs, in merge order (``merge_order``: their ``pr`` carries the numbers known so far),
     ``gate`` the approval gate in words ("draft, label `do-not-merge`") or
     None when the stack has none, ``onto`` the branch the PRs go onto (default:
     the Run's base as given; "origin/dev" and "dev" are one branch). Deterministic: the same inputs give the same
@@ -335,31 +335,46 @@ def pr_body(
     return "\n\n".join(parts) + "\n"
 
 
-def _merge_order(run: Run, outcome: Outcome, order: list[Outcome], onto: str) -> str:
-    names = [o.name for o in order]
-    n = names.index(outcome.name) + 1
+@dataclass(frozen=True)
+class MergeOrder:
+    """The patches that get PRs, in merge order, with their list rendered once.
+
+    Every body lists every PR, so a stack of n PRs renders n lists of n lines:
+    built once per plan (not once per body), the rest is joining strings.
+    """
+
+    outcomes: tuple[Outcome, ...]
+    lines: tuple[str, ...]  # "i. #N subject", one a PR
+    position: Mapping[str, int]  # patch name -> its place, from 1
+
+
+def merge_order(order: Sequence[Outcome]) -> MergeOrder:
+    """``order`` as the bodies list it; build it again when a PR number becomes known."""
+    return MergeOrder(
+        tuple(order),
+        tuple(f"{i}. {_pr_ref(o)} {md_line(o.subject)}" for i, o in enumerate(order, 1)),
+        {o.name: i for i, o in enumerate(order, 1)},
+    )
+
+
+def _merge_order(run: Run, outcome: Outcome, order: MergeOrder, onto: str) -> str:
+    n, total = order.position[outcome.name], len(order.outcomes)
     lines = [
-        f"This is PR {n} of {len(order)} in the {md_code(run.stack or '')} stack onto {md_code(onto)}. Merge in this order:",
+        f"This is PR {n} of {total} in the {md_code(run.stack or '')} stack onto {md_code(onto)}. Merge in this order:",
         "",
     ]
-    listed = list(_order_lines(tuple((_pr_ref(o), o.subject) for o in order)))
+    listed = list(order.lines)
     # Its own number is not known before it is opened: naming it would cost an edit.
     listed[n - 1] = f"{n}. **this PR**: {md_line(outcome.subject)}"
     lines += listed
     neighbours = []
     if n > 1:
-        neighbours.append(f"Previous: {_pr_ref(order[n - 2])}")
-    if n < len(order):
-        neighbours.append(f"Next: {_pr_ref(order[n])}")
+        neighbours.append(f"Previous: {_pr_ref(order.outcomes[n - 2])}")
+    if n < total:
+        neighbours.append(f"Next: {_pr_ref(order.outcomes[n])}")
     if neighbours:
         lines += ["", " · ".join(neighbours)]
     return "\n".join(lines)
-
-
-@functools.lru_cache(maxsize=4)
-def _order_lines(order: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    """The merge-order list, rendered once for every PR of a stack (each body lists them all)."""
-    return tuple(f"{i}. {ref} {md_line(subject)}" for i, (ref, subject) in enumerate(order, 1))
 
 
 def closing_comment(run: Run, outcome: Outcome) -> str:

@@ -56,7 +56,6 @@ behaviour makes the verdict ``represented``.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import hashlib
 import json
@@ -926,7 +925,7 @@ def fold(
     ``require_tests`` (stack.toml ``pr.require_tests``): a patch the text
     calls needed whose tests could not decide is held (``inconclusive``)
     rather than given a PR."""
-    run = copy.deepcopy(run)
+    run = run.copy()
     by_patch: dict[str, list[Job]] = {}
     for job in jobs:
         by_patch.setdefault(job.patch, []).append(job)
@@ -934,6 +933,7 @@ def fold(
         patch_jobs = by_patch.get(o.name)
         if not patch_jobs:
             continue
+        o.evidence = list(o.evidence)  # its own list: the fold edits it, the Run given keeps its own
         _restore(o)
         o.tests = [r for j in patch_jobs for r in results[j.id]]
         judged = [(j, judge(j.kind, {r.where: r for r in results[j.id]})) for j in patch_jobs]

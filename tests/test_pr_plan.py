@@ -120,6 +120,20 @@ def test_a_rerun_with_everything_in_place_plans_nothing() -> None:
     assert [s.pull.number for s in first.slots] == [11, 12, 13]
 
 
+def test_every_body_lists_the_merge_order_with_the_numbers_known_and_itself_as_this_pr() -> None:
+    run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
+    pulls = [pull(10 + i, i, base="main" if i == 1 else BRANCHES[i - 2]) for i in (1, 3)]  # 2 not opened yet
+    snap = pr.Snapshot(heads={b: f"{i}" * 40 for i, b in enumerate(BRANCHES, 1)})
+    snap.pulls, snap.branches = pr.match(run, STACK, pulls)
+    bodies = [s.state.body for s in plan_of(run, snap).slots]
+    listed = ["1. #11 fix 1", "2. (not opened yet) fix 2", "3. #13 fix 3"]
+    for n, body in enumerate(bodies, 1):
+        want = [f"{n}. **this PR**: fix {n}" if i == n else line for i, line in enumerate(listed, 1)]
+        assert "\n".join(want) in body and f"This is PR {n} of 3" in body
+    assert "Previous: #11 · Next: #13" in bodies[1] and "Next: (not opened yet)" in bodies[0]
+    assert all(o.pr is None for o in run.outcomes)  # the plan fills in copies
+
+
 def test_a_marker_counts_only_on_the_last_line_and_only_with_a_head_in_the_stacks_repository() -> None:
     run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
     claims_2 = pull(5, 1, body=f"{report.pr_marker('I' + '2'.rjust(40, '0'))}\nmore text after it\n")

@@ -628,6 +628,7 @@ def test_fold_rules(
     assert ev.data["judgement"] == judgement
     assert ev.data["before"]["verdict"] == text
     assert run.outcomes[0].verdict.value == text  # fold returns a new Run
+    assert run.outcomes[0].evidence == [] and run.outcomes[0].tests == []  # and leaves the given one's lists
     if text == "represented" and judgement == "needed":
         assert "disagree" in ev.detail
     if judgement == "could-not-run":
