@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggstack import git, series, state
+from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
 from ggstack.model import Applied, Conflict, Outcome, Patch, Progress, Run, Stack
 
@@ -309,12 +310,7 @@ class Replayer:
             tree, message = self.repo.apply_to_tree(self.tip_tree, pick.diff)
             note = "recorded base and blobs missing: applied with plain git apply"
         if tree is None:
-            paths = sorted(
-                {line.split(": ", 2)[1] for line in message.splitlines() if line.startswith("error: patch failed: ")}
-                or {"?"}
-            )
-            paths = [p.rsplit(":", 1)[0] for p in paths]
-            return Step(Applied.CONFLICT, self.tip_tree, conflict=Conflict(paths, "", message.strip()), note=note)
+            return Step(Applied.CONFLICT, self.tip_tree, conflict=_apply_conflict(pick, message), note=note)
         if tree == self.tip_tree:
             return Step(Applied.EMPTY, tree, note=note)
         return Step(Applied.APPLIED, tree, self._commit(pick, tree), note=note)
@@ -330,6 +326,21 @@ class Replayer:
             if regions:
                 hunks.append(f"--- {path}\n{regions}")
         return Conflict(list(merged.conflicted_paths), "\n".join(hunks), merged.messages)
+
+
+def _apply_conflict(pick: Pick, message: str) -> Conflict:
+    """A failed ``git apply`` as a conflict: the files git names, with the line
+    of the hunk that failed; when it names none (a corrupt patch), the patch's
+    own files. There are no merge markers: the hunks say what git said."""
+    failures = git.apply_failures(message)
+    if not failures:
+        named = list(pick.patch.paths) if pick.patch is not None else diff_paths(pick.diff.decode("utf-8", "replace"))
+        return Conflict(named or ["?"], "", message.strip())
+    hunks = [
+        f"--- {f.path}\n" + (f"git apply: {f.reason} at line {f.line}" if f.line else f"git apply: {f.reason}")
+        for f in failures
+    ]
+    return Conflict([f.path for f in failures], "\n".join(hunks), message.strip())
 
 
 class Trees:

@@ -363,6 +363,32 @@ def test_missing_recorded_base_falls_back_to_git_apply_and_says_so(tmp_path: Pat
     assert "recorded base missing" in table.stdout
 
 
+def test_a_fallback_apply_that_fails_names_the_files_and_the_line_git_gives(tmp_path: Path) -> None:
+    fork = Fork(
+        tmp_path,
+        [{"f1.txt": lines("f1", l5="p1")}, {"f2.txt": lines("f2", l2="p2")}],
+        [{"f1.txt": lines("f1", l5="up"), "f2.txt": None}],
+    )
+    missing = "1234567" * 5 + "12345"
+    for f in fork.patch_files():  # no recorded base and no blobs: only a plain git apply is left
+        text = f.read_text()
+        index = next(line for line in text.splitlines() if line.startswith("index "))
+        base = next(line for line in text.splitlines() if line.startswith("base-commit: "))
+        text = text.replace(index, "index " + "ab" * 20 + ".." + "cd" * 20 + " 100644")
+        f.write_text(text.replace(base, f"base-commit: {missing}"))
+
+    proc, run = fork.apply()
+
+    assert proc.returncode == 1, proc.stderr
+    p1, p2 = run["patches"]
+    assert p1["applied"] == "conflict" and p1["conflict"]["paths"] == ["f1.txt"]
+    assert "git apply: patch does not apply at line 3" in p1["conflict"]["hunks"]  # the hunk "@@ -3,7 +3,7 @@"
+    assert p2["applied"] == "conflict" and p2["conflict"]["paths"] == ["f2.txt"]
+    assert "does not exist in index" in p2["conflict"]["hunks"]
+    table = fork.ggstack("apply", STACK).stdout
+    assert "f1.txt (recorded base and blobs missing" in table and "patch failed" not in table
+
+
 def test_shallow_clone_missing_the_recorded_base_is_a_clear_exit_2(tmp_path: Path) -> None:
     fork = Fork(
         tmp_path,

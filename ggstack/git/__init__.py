@@ -19,7 +19,7 @@ Where things are: ``runner`` (starting git, its environment), ``objects``
 ``patch-id``), ``worktrees``, ``remotes``, ``trailers``, ``repository``.
 """
 
-from ggstack.git.diffs import MergeResult, TreeChange
+from ggstack.git.diffs import ApplyFailure, MergeResult, TreeChange, apply_failures
 from ggstack.git.objects import SCRATCH_IDENT, CommitInfo
 from ggstack.git.patches import set_patch_number
 from ggstack.git.repository import Repository
@@ -29,6 +29,7 @@ from ggstack.git.worktrees import Worktree
 
 __all__ = [
     "SCRATCH_IDENT",
+    "ApplyFailure",
     "CommitInfo",
     "GitFailed",
     "MergeResult",
@@ -37,6 +38,7 @@ __all__ = [
     "Worktree",
     "add_trailers",
     "add_trailers_many",
+    "apply_failures",
     "parse_trailers",
     "set_patch_number",
 ]

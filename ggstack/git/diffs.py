@@ -48,6 +48,54 @@ COMMIT_DIFFS = (
 )
 
 
+@dataclass(frozen=True)
+class ApplyFailure:
+    """One file ``git apply`` refused, as its message names it: where and why."""
+
+    path: str
+    line: int | None  # the line of the file where the hunk was expected, when git gives one
+    reason: str  # git's words: "patch does not apply", "does not exist in index", ...
+
+
+# git apply's "error: <path>: <reason>" lines (apply.c); a reason not listed here names no file.
+_APPLY_REASONS = (
+    "patch does not apply",
+    "does not exist in index",
+    "already exists in index",
+    "already exists in working directory",
+    "does not match index",
+    "wrong type",
+    "No such file or directory",
+)
+_APPLY_FAILED_AT = re.compile(r"^error: patch failed: (?P<path>.+):(?P<line>[0-9]+)$")
+_APPLY_REASON = re.compile(rf"^error: (?P<path>.+): (?P<reason>{'|'.join(map(re.escape, _APPLY_REASONS))})$")
+_APPLY_QUOTED = re.compile(
+    r"^error: (?:cannot read the current contents of|the patch applies to) '(?P<path>.+?)'(?P<reason>.*)$"
+)
+
+
+def apply_failures(message: str) -> list[ApplyFailure]:
+    """The files a failed ``git apply`` names, each once, in git's order, with
+    the line of its first failed hunk where git gives one ("error: patch
+    failed: <path>:<line>"). Empty when git named no file (a corrupt patch)."""
+    found: dict[str, ApplyFailure] = {}
+    for line in message.splitlines():
+        m = _APPLY_FAILED_AT.match(line)
+        if m:
+            path, at, reason = m["path"], int(m["line"]), "patch does not apply"
+        else:
+            m = _APPLY_REASON.match(line) or _APPLY_QUOTED.match(line)
+            if not m:
+                continue
+            path, at, reason = m["path"], None, m["reason"].strip(" .") or "does not apply"
+        known = found.get(path)
+        if known is None:
+            found[path] = ApplyFailure(path, at, reason)
+        elif known.line is None and at is not None:
+            found[path] = ApplyFailure(path, at, known.reason)
+    return list(found.values())
+
+
 class Diffs(Runner):
     """Diffs between trees and commits, merges, and patches applied to trees."""
 
