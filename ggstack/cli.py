@@ -14,18 +14,41 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from ggstack import git, importing, replay, report, secrets, series, state
+from ggstack import git, replay, secrets, series, state
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Run, Stack, Verdict
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)  # a path in a message is never broken
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class _ErrConsole:
+    """rich's console on stderr, made when something is first printed there: importing rich
+    is a good part of a command's start-up, and most runs print nothing to stderr."""
+
+    def __init__(self) -> None:
+        self._console: Console | None = None
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True, highlight=False, soft_wrap=True)  # a path in a message is never broken
+        self._console.print(*objects, **kwargs)
+
+
+err_console = _ErrConsole()
+
+
+def escape(text: str) -> str:
+    """rich markup escaped (rich imported only when a message is printed)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 class Ctx:
@@ -64,6 +87,8 @@ def warn(message: str) -> None:
 
 
 def console() -> Console:
+    from rich.console import Console
+
     if sys.stdout.isatty():
         return Console(highlight=False, soft_wrap=False)
     return Console(file=cast(IO[str], _NoTrailingSpace(sys.stdout)), highlight=False, soft_wrap=False, width=200)
@@ -213,6 +238,8 @@ def import_(
       ggstack import gg-clean origin/main..fix/x          # a branch, as git rebase replays it
       ggstack import gg-clean --from debian/patches       # a quilt series with DEP-3 headers
     """
+    from ggstack import importing
+
     if bool(revs) == bool(from_path):
         raise UserError("give commits (a sha or a range A..B) or --from PATH")
     if from_path and (only or exclude or dropped or original_pr):
@@ -258,6 +285,8 @@ def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
     if as_json:
         print_json({s.name: [_patch_json(p) for p in s.patches] for s in stacks})
         return
+    from rich.table import Table
+
     out = console()
     if not stacks:
         out.print(f"no stacks in {obj.patches_dir}")
@@ -280,6 +309,7 @@ def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
 
 def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
     from ggstack import drop as dropping
+    from ggstack import report
 
     records = {s.name: dropping.read_record(s) for s in stacks}
     if as_json:
@@ -333,6 +363,7 @@ def drop(
     """
     from ggstack import check as checking
     from ggstack import drop as dropping
+    from ggstack import report
 
     with obj.editing(stack, "drop"):
         s = obj.stack(stack)
@@ -373,6 +404,7 @@ def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool,
       ggstack rebase gg-clean --onto origin/main --partial --json
     """
     from ggstack import rebase as rebasing
+    from ggstack import report
 
     with obj.editing(stack, "rebase"):
         s = obj.stack(stack)
@@ -606,10 +638,10 @@ class StageProgress:
     """A rich progress bar on a terminal for stacks of more than a handful of patches."""
 
     def __init__(self, total: int, what: str, *, min_total: int = 6) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self._bar = None
         if sys.stdout.isatty() and total >= min_total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
             self._bar = Progress(
                 TextColumn(what),
                 BarColumn(),
@@ -657,6 +689,8 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     Example:
       ggstack apply gg-clean --onto origin/dev/gilded-gnosis
     """
+    from ggstack import report
+
     s = obj.stack(stack)
     with StageProgress(len(s.patches), "apply") as progress:
         run = replay.apply(
@@ -707,6 +741,7 @@ def check(
       ggstack check --onto origin/dev/gilded-gnosis --commits ef7cae43b2 639aeff --json
     """
     from ggstack import check as checking
+    from ggstack import report
 
     if commits:
         revs = [r for r in (stack, *more) if r]
@@ -813,7 +848,7 @@ def test_(
       ggstack test gg-clean --onto origin/dev/gilded-gnosis --shard 2/4 --results results/2.json
       ggstack test gg-clean --onto origin/dev/gilded-gnosis --merge results/*.json
     """
-    from ggstack import testing
+    from ggstack import report, testing
 
     _check_test_modes(results_files, matrix, shard, job_id, merge)
     part = _parse_shard(shard) if shard else None
@@ -939,6 +974,7 @@ def pr(
     """
     from ggstack import check as checking
     from ggstack import pr as pr_stage
+    from ggstack import report
 
     s = obj.stack(stack)
     if run_path:
@@ -1037,6 +1073,7 @@ def sync(
     Example:
       ggstack sync gg-clean --fetch --onto origin/dev/gilded-gnosis --run-json run.json
     """
+    from ggstack import report
     from ggstack import sync as sync_stage
 
     s = obj.stack(stack)
@@ -1107,6 +1144,8 @@ def report_(run_file: str, fmt: str, verbose: bool) -> None:
     Example:
       ggstack report run.json --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
+    from ggstack import report
+
     run = _load_run(run_file)
     if fmt == "json":
         click.echo(report.run_json(run), nl=False)
@@ -1186,6 +1225,7 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
     import tempfile
 
     from ggstack import demo as demo_
+    from ggstack import report
 
     if export_dir:
         with tempfile.TemporaryDirectory(prefix="ggstack-export-") as tmp:

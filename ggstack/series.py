@@ -15,9 +15,6 @@ stack's lock.
 from __future__ import annotations
 
 import contextlib
-import email.parser
-import email.policy
-import email.utils
 import os
 import re
 import tomllib
@@ -302,6 +299,8 @@ _RAW_DATE = re.compile(r"^\d+ [+-]\d{4}$")
 
 def _readable_date(date: str) -> bool:
     """A raw ``<epoch> <tz>`` or an RFC 2822 date with its zone: what git reads in a patch."""
+    import email.utils  # the email package only where a patch file is read (not every command does)
+
     parsed = email.utils.parsedate_tz(date)
     return bool(_RAW_DATE.match(date)) or (parsed is not None and parsed[9] is not None)
 
@@ -341,7 +340,9 @@ def _headers(head: str) -> dict[str, str]:
     """Subject and From, as text: From as git has it ("Name <email>", the mail
     header's quoting and RFC 2047 encoding undone). Plain headers are read
     directly; the email package (slow: a parser a header) reads the others."""
-    raw = email.parser.HeaderParser(policy=email.policy.compat32).parsestr(head, headersonly=True)
+    import email.parser
+
+    raw = email.parser.HeaderParser().parsestr(head, headersonly=True)  # compat32, its default policy
     out = {}
     for name in ("From", "Subject"):
         value = raw.get(name)
@@ -355,6 +356,9 @@ def _headers(head: str) -> dict[str, str]:
 
 
 def _decoded(name: str, head: str) -> str:
+    import email.parser
+    import email.policy  # its header registry is slow to import: only for an encoded header
+
     header = email.parser.Parser(policy=email.policy.default).parsestr(head, headersonly=True)[name]
     addresses: tuple[Any, ...] = getattr(header, "addresses", ())
     if name != "From" or len(addresses) != 1:

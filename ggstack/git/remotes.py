@@ -13,8 +13,6 @@ import re
 import subprocess
 from collections.abc import Sequence
 
-import git as gitpython
-
 from ggstack.errors import UserError
 from ggstack.git.runner import Runner
 
@@ -25,11 +23,11 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$|^[^/:\s-][^/:\s]*:\S*$")
 class Remotes(Runner):
     """Pushes and fetches, each one git process."""
 
-    _repo: gitpython.Repo
-
     def remote_names(self) -> list[str]:
         """The remotes configured in the repository (GitPython reads the config)."""
-        return [r.name for r in self._repo.remotes]
+        import git as gitpython  # only commands that push or fetch pay for importing it
+
+        return [r.name for r in gitpython.Repo(self.git_dir).remotes]
 
     def checked_remote(self, remote: str) -> str:
         """``remote`` when it is a configured remote or a URL; else a UserError naming it."""

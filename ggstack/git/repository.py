@@ -10,15 +10,13 @@ from __future__ import annotations
 import os
 import weakref
 
-import git as gitpython
-
 from ggstack.errors import UserError
 from ggstack.git.diffs import Diffs
 from ggstack.git.history import History
 from ggstack.git.objects import close_all
 from ggstack.git.patches import Patches
 from ggstack.git.remotes import Remotes
-from ggstack.git.runner import plain_git
+from ggstack.git.runner import plain_git, rev_parse_at
 from ggstack.git.worktrees import Worktrees
 
 
@@ -26,27 +24,12 @@ class Repository(History, Diffs, Patches, Worktrees, Remotes):
     """A git repository, discovered from a path (the fork checkout)."""
 
     def __init__(self, path: str) -> None:
-        try:
-            self._repo = gitpython.Repo(path, search_parent_directories=True)
-        except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
-            raise UserError("not a git repository (use --repo to point at the fork checkout)", path=path) from None
-        self.git_dir = os.path.abspath(self._repo.git_dir)
-        self.common_dir = os.path.abspath(self._repo.common_dir)
-        work_tree = self._repo.working_tree_dir
-        self.worktree = os.fspath(work_tree) if work_tree else None  # None for a bare repository
-        self.object_format = self._object_format()
+        found = _discover(path) or _discover_with_gitpython(path)
+        self.git_dir, self.common_dir, self.worktree, self.object_format = found
         self.null_oid = "0" * (64 if self.object_format == "sha256" else 40)
         self._start_object_processes()
         # The long-lived git processes end with the Repository (or the program).
         weakref.finalize(self, close_all, self.object_processes())
-
-    def _object_format(self) -> str:
-        """sha1 or sha256, from the repository's config (``extensions.objectFormat``)."""
-        with self._repo.config_reader("repository") as config:
-            value = str(config.get_value("extensions", "objectformat", "sha1")).lower()
-        if value not in ("sha1", "sha256"):
-            raise UserError(f"extensions.objectFormat = {value!r}: an object format git does not know")
-        return value
 
     @classmethod
     def init(cls, path: str, *, bare: bool = False) -> Repository:
@@ -54,3 +37,43 @@ class Repository(History, Diffs, Patches, Worktrees, Remotes):
         os.makedirs(path, exist_ok=True)
         plain_git("init", "-q", "-b", "main", *(["--bare"] if bare else []), path)
         return cls(path)
+
+
+Found = tuple[str, str, str | None, str]  # git dir, common dir, work tree (None: bare), object format
+
+
+def _discover(path: str) -> Found | None:
+    """The common case, a path in a work tree, in one ``rev-parse`` (no GitPython to import);
+    None for anything else (not a repository, a bare one, a path inside a git dir, a path
+    through a symbolic link, which git resolves and GitPython keeps as given), which
+    GitPython's discovery settles as it always has."""
+    if not os.path.isdir(path) or os.path.realpath(path) != os.path.abspath(path):
+        return None
+    out = rev_parse_at(path, "--git-dir", "--git-common-dir", "--show-object-format", "--show-toplevel")
+    if out is None or len(out) != 4 or out[2] not in ("sha1", "sha256"):
+        return None
+    git_dir, common_dir, object_format, top = out
+    dotgit = os.path.join(top, ".git")
+    if git_dir != dotgit and not (os.path.isfile(dotgit) and not os.path.islink(dotgit)):
+        return None  # .git is a link, or the work tree is configured elsewhere (core.worktree)
+    return git_dir, common_dir, top, object_format
+
+
+def _discover_with_gitpython(path: str) -> Found:
+    import git as gitpython  # a tenth of a second to import: only where rev-parse could not say
+
+    try:
+        repo = gitpython.Repo(path, search_parent_directories=True)
+    except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
+        raise UserError("not a git repository (use --repo to point at the fork checkout)", path=path) from None
+    work_tree = repo.working_tree_dir
+    with repo.config_reader("repository") as config:  # sha1 or sha256 (``extensions.objectFormat``)
+        value = str(config.get_value("extensions", "objectformat", "sha1")).lower()
+    if value not in ("sha1", "sha256"):
+        raise UserError(f"extensions.objectFormat = {value!r}: an object format git does not know")
+    return (
+        os.path.abspath(repo.git_dir),
+        os.path.abspath(repo.common_dir),
+        os.fspath(work_tree) if work_tree else None,  # None for a bare repository
+        value,
+    )

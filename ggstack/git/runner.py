@@ -65,6 +65,17 @@ def plain_git(*args: str, input: bytes | None = None) -> str:
     return proc.stdout.decode("utf-8", "surrogateescape")
 
 
+def rev_parse_at(path: str, *args: str) -> list[str] | None:
+    """``git rev-parse --path-format=absolute ARGS`` run in ``path`` (discovery: no repository
+    is named yet), its output lines; None where git says no."""
+    proc = subprocess.run(
+        ["git", "rev-parse", "--path-format=absolute", *args], cwd=path, env=environment(), capture_output=True
+    )
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+
+
 class Runner:
     """Runs git in one repository; the other parts of ``Repository`` build on it."""
 
