@@ -41,3 +41,25 @@ def test_an_enclosing_gits_repository_index_and_objects_are_not_used(
     assert (tmp_path / "wt" / "a.txt").read_text() == "b\n"
     assert (tmp_path / "fork" / ".git" / "index").read_bytes() == index
     assert other.git("count-objects", "-v") == other_objects
+
+
+def test_the_repository_is_found_as_gitpython_finds_it(tmp_path: Path) -> None:
+    """One rev-parse finds the checkout (no GitPython import); where it declines (a bare
+    repository, a path inside the git dir, a path through a link) GitPython's discovery does,
+    and for the checkout, a subdirectory and a linked worktree the two agree."""
+    from ggstack.git import repository
+
+    fork = GitRepo.init(tmp_path / "fork")
+    head = fork.commit("root", {"sub/a.txt": "a\n"})
+    fork.git("worktree", "add", "-q", str(tmp_path / "linked"), head)
+    GitRepo.init(tmp_path / "bare.git", bare=True)
+    (tmp_path / "link").symlink_to(tmp_path / "fork")
+    for path in (fork.path, fork.path / "sub", tmp_path / "linked"):
+        found = repository._discover(str(path))
+        assert found is not None and found == repository._discover_with_gitpython(str(path))
+        repo = git.Repository(str(path))
+        assert (repo.git_dir, repo.common_dir, repo.worktree, repo.object_format) == found
+    for path in (tmp_path / "bare.git", fork.path / ".git", tmp_path / "link"):
+        assert repository._discover(str(path)) is None
+        repo = git.Repository(str(path))
+        assert repo.worktree is None if path.name == "bare.git" else repo.resolve("HEAD") == head
