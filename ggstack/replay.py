@@ -120,8 +120,7 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
         repo, [(p, parent) for p, parent in todo if p.source_commit and present.get(p.source_commit)]
     )
     made: dict[str, str] = {}
-    for patch, parent in todo:
-        commit = _commit_patch(repo, stack, patch, parent, trees.get(patch.name))
+    for (patch, _), commit in zip(todo, _commit_patches(repo, stack, todo, trees)):
         cache.put(_materialize_key(patch), commit)
         made[patch.name] = commit
     cache.save()
@@ -178,20 +177,35 @@ def _trees_from_sources(repo: git.Repository, todo: Sequence[tuple[Patch, str]])
     return trees
 
 
-def _commit_patch(repo: git.Repository, stack: Stack, patch: Patch, parent: str, tree: str | None) -> str:
+def _commit_patches(
+    repo: git.Repository, stack: Stack, todo: Sequence[tuple[Patch, str]], trees: dict[str, str]
+) -> list[str]:
+    """Each patch of ``todo`` as a commit on its parent; the commits need not wait on each
+    other, so they are written together (one request to the persistent writer)."""
+    ready: list[tuple[str, Sequence[str], str, str, str]] = []
+    refused: dict[int, str] = {}
+    for n, (patch, parent) in enumerate(todo):
+        tree = trees.get(patch.name) or _tree_of_patch(repo, stack, patch, parent)
+        name, email = split_author(patch.author)
+        author = repo.ident(name, email, patch.date)
+        if author is None:  # git refuses it: commit-tree says why
+            refused[n] = repo.commit_tree(tree, [parent], patch.message, author=(name, email, patch.date), scratch=True)
+        else:
+            ready.append((tree, [parent], patch.message, author, git.SCRATCH_IDENT))
+    written = iter(repo.write_commits(ready))
+    return [refused[n] if n in refused else next(written) for n in range(len(todo))]
+
+
+def _tree_of_patch(repo: git.Repository, stack: Stack, patch: Patch, parent: str) -> str:
+    """The recorded parent's tree with the stored diff applied (a temporary index)."""
+    parent_tree = repo.resolve(parent, "tree")
+    tree, message = repo.apply_to_tree(parent_tree, patch.diff.encode("utf-8", "surrogateescape"))
     if tree is None:
-        parent_tree = repo.resolve(parent, "tree")
-        tree, message = repo.apply_to_tree(parent_tree, patch.diff.encode("utf-8", "surrogateescape"))
-        if tree is None:
-            raise UserError(
-                f"does not apply to its recorded base {parent[:12]}: {message.strip()}",
-                path=os.path.join(stack.path, patch.name),
-            )
-    name, email = split_author(patch.author)
-    author = repo.ident(name, email, patch.date)
-    if author is None:  # git refuses it: commit-tree says why
-        return repo.commit_tree(tree, [parent], patch.message, author=(name, email, patch.date), scratch=True)
-    return repo.write_commit(tree, [parent], patch.message, author, git.SCRATCH_IDENT)
+        raise UserError(
+            f"does not apply to its recorded base {parent[:12]}: {message.strip()}",
+            path=os.path.join(stack.path, patch.name),
+        )
+    return tree
 
 
 def pick_commits(repo: git.Repository, commits: Sequence[str]) -> list[Pick]:

@@ -9,7 +9,8 @@ Writes go through git too, so git computes every id and checks every object:
 trees through one persistent ``mktree --batch``, commits and blobs through
 one persistent ``hash-object -w --stdin-paths``; a replay's hundreds of new
 objects cost a process a kind, not a process each. Ident lines are git's:
-``git var`` normalises a name, email and date as ``commit-tree`` would.
+``git var`` normalises a name and email as ``commit-tree`` would, once an
+author; a date git keeps as it is needs no process (``dates``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from ggstack.errors import UserError
+from ggstack.git import dates
 from ggstack.git.refs import Refs
 from ggstack.git.runner import GitFailed, Persistent, read_line
 
@@ -35,6 +37,8 @@ _SCRATCH_IDENT = {
 }
 
 SCRATCH_IDENT = "ggstack <ggstack@localhost> 1700000000 +0000"
+_BATCH = 500  # objects a request to a persistent writer: 500 answers are far under a pipe's 64 KiB
+_FIXED_DATE = "1700000000 +0000"  # the date git var is given when only the name and email need git
 
 
 @dataclass(frozen=True)
@@ -196,13 +200,24 @@ class Objects(Refs):
 
     def _write_through(self, writer: Persistent, body: bytes) -> str:
         """One object written by a persistent ``hash-object --stdin-paths``: its id."""
-        fd, path = tempfile.mkstemp(prefix="ggstack-object-", dir=self._scratch_dir())
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(body)
-            return writer.ask(path.encode() + b"\n", read_line).decode()
-        finally:
-            os.unlink(path)
+        return self._write_many(writer, [body])[0]
+
+    def _write_many(self, writer: Persistent, bodies: Sequence[bytes]) -> list[str]:
+        """Objects written by a persistent ``hash-object --stdin-paths`` in one request (one
+        temporary file each): their ids. Callers keep a request under ``_BATCH`` objects, so
+        git's answers fit the pipe while the request is still being written."""
+        with tempfile.TemporaryDirectory(prefix="ggstack-objects-", dir=self._scratch_dir()) as d:
+            paths = []
+            for i, body in enumerate(bodies):
+                path = os.path.join(d, str(i))
+                with open(path, "wb") as f:
+                    f.write(body)
+                paths.append(path.encode() + b"\n")
+
+            def answers(out: IO[bytes]) -> bytes:
+                return b"\n".join(read_line(out) for _ in paths)
+
+            return writer.ask(b"".join(paths), answers).decode().split("\n")
 
     def hash_blobs(self, blobs: Sequence[bytes]) -> list[str]:
         """Write many blobs in one ``git hash-object --stdin-paths`` call."""
@@ -319,9 +334,19 @@ class Objects(Refs):
         return proc.stdout.decode("utf-8", "surrogateescape").strip()
 
     def ident(self, name: str, email: str, date: str) -> str | None:
-        """The ident line ``commit-tree`` would write for this author
-        (``git var``, once for each distinct one), or None where git refuses
-        it (then ``commit_tree`` says why)."""
+        """The ident line ``commit-tree`` would write for this author, or None
+        where git refuses it (then ``commit_tree`` says why). ``git var`` runs
+        once for each distinct name and email; the date is read here where git
+        would keep it as it is (``dates.stamp``), else ``git var`` reads it too."""
+        when = dates.stamp(date)
+        if when is None:
+            return self._git_var_ident(name, email, date)
+        who = self._git_var_ident(name, email, _FIXED_DATE)
+        if who is None or not who.endswith("> " + _FIXED_DATE):
+            return self._git_var_ident(name, email, date)
+        return who[: -len(_FIXED_DATE)] + when
+
+    def _git_var_ident(self, name: str, email: str, date: str) -> str | None:
         key = (name, email, date)
         if key not in self._idents:
             env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date}
@@ -333,9 +358,21 @@ class Objects(Refs):
     def write_commit(self, tree: str, parents: Sequence[str], message: str, author: str, committer: str) -> str:
         """A commit object from ready ident lines (see ``ident``), written by the persistent ``hash-object``
         (which checks it is a well-formed commit)."""
-        head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
-        body = f"{head}author {author}\ncommitter {committer}\n\n{message}"
-        return self._write_through(self._commit_writer, body.encode("utf-8", "surrogateescape"))
+        return self.write_commits([(tree, parents, message, author, committer)])[0]
+
+    def write_commits(self, commits: Sequence[tuple[str, Sequence[str], str, str, str]]) -> list[str]:
+        """Many commits (tree, parents, message, author, committer), none waiting on
+        each other's ids: asked of the persistent ``hash-object`` together, a round trip a batch."""
+        ids: list[str] = []
+        for start in range(0, len(commits), _BATCH):
+            bodies = []
+            for tree, parents, message, author, committer in commits[start : start + _BATCH]:
+                head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
+                bodies.append(
+                    f"{head}author {author}\ncommitter {committer}\n\n{message}".encode("utf-8", "surrogateescape")
+                )
+            ids += self._write_many(self._commit_writer, bodies)
+        return ids
 
 
 def _parse_commit(sha: str, raw: str) -> CommitInfo:
