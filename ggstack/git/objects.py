@@ -206,18 +206,21 @@ class Objects(Refs):
         """Objects written by a persistent ``hash-object --stdin-paths`` in one request (one
         temporary file each): their ids. Callers keep a request under ``_BATCH`` objects, so
         git's answers fit the pipe while the request is still being written."""
-        with tempfile.TemporaryDirectory(prefix="ggstack-objects-", dir=self._scratch_dir()) as d:
-            paths = []
-            for i, body in enumerate(bodies):
-                path = os.path.join(d, str(i))
-                with open(path, "wb") as f:
+        paths: list[str] = []
+        try:
+            for body in bodies:
+                fd, path = tempfile.mkstemp(prefix="ggstack-object-", dir=self._scratch_dir())
+                paths.append(path)
+                with os.fdopen(fd, "wb") as f:
                     f.write(body)
-                paths.append(path.encode() + b"\n")
 
             def answers(out: IO[bytes]) -> bytes:
                 return b"\n".join(read_line(out) for _ in paths)
 
-            return writer.ask(b"".join(paths), answers).decode().split("\n")
+            return writer.ask(b"".join(p.encode() + b"\n" for p in paths), answers).decode().split("\n")
+        finally:
+            for path in paths:
+                os.unlink(path)
 
     def hash_blobs(self, blobs: Sequence[bytes]) -> list[str]:
         """Write many blobs in one ``git hash-object --stdin-paths`` call."""
