@@ -500,11 +500,11 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
         raise UserError(f"--branch-prefix must be a full ref prefix such as refs/heads/try, not {prefix!r}")
     for i, p in enumerate(stack.patches, 1):
         if prefix:
-            refs.append(f"{prefix.rstrip('/')}/{i:02d}-{p.slug}")
+            refs.append(f"{prefix.rstrip('/')}/{i:02d}-{_ref_part(p.slug)}")
             continue
         try:
             name = stack.config.branch_template.format(
-                stack=stack.name, index=i, slug=p.slug, name=p.name.removesuffix(".patch")
+                stack=stack.name, index=i, slug=_ref_part(p.slug), name=_ref_part(p.name.removesuffix(".patch"))
             )
         except (KeyError, IndexError, ValueError) as e:
             raise UserError(
@@ -513,6 +513,16 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
             ) from None
         refs.append(name if name.startswith("refs/") else "refs/heads/" + name)
     return refs
+
+
+def _ref_part(stem: str) -> str:
+    """A patch file's name as a part of a ref name: format-patch cuts a long subject
+    wherever it falls (``…-in-CONTRIBUTING..patch``), and git refuses a ref name
+    with ``..``, or one part that starts with ``.`` or ends in ``.`` or ``.lock``."""
+    part = re.sub(r"\.{2,}", ".", stem).lstrip(".")
+    while part.endswith((".", ".lock")):
+        part = part.removesuffix(".lock").rstrip(".")
+    return part or "patch"
 
 
 def _record_ref(stack: Stack) -> str:

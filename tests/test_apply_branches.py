@@ -95,3 +95,26 @@ def test_a_branch_being_rebased_in_a_worktree_is_refused(tmp_path: Path) -> None
     assert refused.returncode == 2
     assert f"{first} (checked out in {wt})" in refused.stderr
     assert fork.g.refs() == refs
+
+
+def test_a_subject_cut_after_a_dot_still_names_a_branch(tmp_path: Path) -> None:
+    """format-patch names this patch ``0001-docs-update-Twitter-to-social-media-in-CONTRIBUTING..patch``
+    (pytest's history has it); a branch may not end in ``.`` nor hold ``..``."""
+    g = GitRepo.init(tmp_path / "fork")
+    old = g.commit("root", {"CONTRIBUTING.md": "Twitter\n"})
+    g.git("checkout", "-q", "-b", "topic")
+    g.commit("docs: update 'Twitter' to 'social media' in CONTRIBUTING.md", {"CONTRIBUTING.md": "social media\n"})
+    g.git("checkout", "-q", "main")
+    g.commit("upstream", {"other.txt": "x\n"})
+    fork = Fork.__new__(Fork)
+    fork.g, fork.patches = g, tmp_path / "patches"
+    fork.ggstack("init", "s", "--repo-slug", "o/r", "--base", "main", check=True)
+    fork.ggstack("import", "s", f"{old}..topic", check=True)
+    assert [p.name for p in fork.patch_files()] == ["0001-docs-update-Twitter-to-social-media-in-CONTRIBUTING..patch"]
+    for args in ((), ("--branch-prefix", "refs/try")):
+        proc, run = fork.apply(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert run is not None
+        branch = run["patches"][0]["branch"]
+        assert branch.endswith("-docs-update-Twitter-to-social-media-in-CONTRIBUTING"), branch
+        assert g.git("rev-parse", branch) == run["patches"][0]["commit"]
