@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
 import click
 
@@ -127,12 +127,19 @@ def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
             err_console.print(f"[bold red]ggstack:[/] {escape(secrets.scrub(str(e)))}", highlight=False)
             sys.exit(e.exit_code)
         except InfraError as e:
-            err_console.print(
-                f"[bold red]ggstack: infrastructure failure:[/] {escape(secrets.scrub(str(e)))}", highlight=False
-            )
-            sys.exit(e.exit_code)
+            _infra_failure(e)
+        except OSError as e:  # a write no stage expected to fail: a full disk, a read-only git dir
+            machine = state.machine_error(e, None, after="ggstack's refs and stacks change all at once or not at all")
+            if machine is None:
+                raise
+            _infra_failure(machine)
 
     return wrapper
+
+
+def _infra_failure(e: InfraError) -> NoReturn:
+    err_console.print(f"[bold red]ggstack: infrastructure failure:[/] {escape(secrets.scrub(str(e)))}", highlight=False)
+    sys.exit(e.exit_code)
 
 
 def print_json(data: Any) -> None:

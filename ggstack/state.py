@@ -99,15 +99,20 @@ class _FileOps:
 # -- errors of the machine -----------------------------------------------------------------
 
 
-def machine_error(e: OSError, path: str) -> InfraError | None:
-    """A full or read-only filesystem, or no permission, in words; None for other errors."""
-    where = e.filename if isinstance(e.filename, str) else path
+def machine_error(e: OSError, path: str | None, *, after: str = "nothing was changed") -> InfraError | None:
+    """A full or read-only filesystem, or no permission, in words; None for other errors.
+
+    ``path`` is what was being changed, as the user knows it (the stack
+    directory, the file replaced), not the temporary name that failed; None:
+    the file the error names. ``after`` says what state it leaves."""
+    where = path or (e.filename if isinstance(e.filename, str) else None) or "a file ggstack was writing"
+    tail = f" ({after})" if after else ""
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return InfraError(f"no space left on device: {where} (nothing was changed)")
+        return InfraError(f"no space left on device: {where}{tail}")
     if e.errno == errno.EROFS:
-        return InfraError(f"read-only: {where} (nothing was changed)")
+        return InfraError(f"read-only: {where}{tail}")
     if e.errno in (errno.EACCES, errno.EPERM):
-        return InfraError(f"permission denied: {where} (nothing was changed)")
+        return InfraError(f"permission denied: {where}{tail}")
     return None
 
 
@@ -245,6 +250,16 @@ def _build(path: str, changes: Mapping[str, bytes | None], ops: Callable[[], Non
     """The new directory, complete, beside ``path``: unchanged entries linked, changed ones written."""
     parent, base = os.path.split(path)
     new = tempfile.mkdtemp(prefix=f".{base}{NEW_MARK}", dir=parent or ".")
+    try:
+        _fill(path, new, changes, ops)
+    except BaseException:  # a full disk half-way: no half-built directory stays beside the stack
+        with contextlib.suppress(OSError):
+            _remove_tree(new, _no_ops)
+        raise
+    return new
+
+
+def _fill(path: str, new: str, changes: Mapping[str, bytes | None], ops: Callable[[], None]) -> None:
     ops()
     old_modes: dict[str, int] = {}
     if os.path.isdir(path):
@@ -267,7 +282,6 @@ def _build(path: str, changes: Mapping[str, bytes | None], ops: Callable[[], Non
         if name in old_modes:
             os.chmod(target, old_modes[name])
         ops()
-    return new
 
 
 def _switch(path: str, new: str, ops: Callable[[], None], *, create: bool = False) -> str | None:

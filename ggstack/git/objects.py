@@ -25,7 +25,7 @@ from typing import IO
 from ggstack.errors import UserError
 from ggstack.git import dates
 from ggstack.git.refs import Refs
-from ggstack.git.runner import GitFailed, Persistent, read_line
+from ggstack.git.runner import GitFailed, Persistent, naming, read_line
 
 _SCRATCH_IDENT = {
     "GIT_AUTHOR_NAME": "ggstack",
@@ -211,7 +211,7 @@ class Objects(Refs):
             for body in bodies:
                 fd, path = tempfile.mkstemp(prefix="ggstack-object-", dir=self._scratch_dir())
                 paths.append(path)
-                with os.fdopen(fd, "wb") as f:
+                with naming(path), os.fdopen(fd, "wb") as f:
                     f.write(body)
 
             def answers(out: IO[bytes]) -> bytes:
@@ -235,7 +235,7 @@ class Objects(Refs):
             paths = []
             for i, data in enumerate(bodies):
                 path = os.path.join(d, str(i))
-                with open(path, "wb") as f:
+                with naming(path), open(path, "wb") as f:
                     f.write(data)
                 paths.append(path)
             out = self.out(

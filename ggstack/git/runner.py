@@ -11,6 +11,7 @@ with no pager.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import subprocess
 import tempfile
@@ -34,6 +35,18 @@ INHERITED_REPOSITORY_ENV = (
     "GIT_NAMESPACE",
     "GIT_SHALLOW_FILE",
 )
+
+
+@contextlib.contextmanager
+def naming(path: str) -> Iterator[None]:
+    """A write that fails without saying where (a full disk fails ``write``, not
+    ``open``) fails naming ``path``: the command's message says which disk."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror, path) from None
+        raise
 
 
 class GitFailed(InfraError):
@@ -142,7 +155,10 @@ class Runner:
         path = os.path.join(self.common_dir, "ggstack", *parts)
         try:
             os.makedirs(path, exist_ok=True)
-        except OSError as e:  # something else took the name: ggstack's own state, not the user's input
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTDIR):
+                raise  # a full or read-only git dir: said as such where the command ends
+            # Something else took the name: ggstack's own state, not the user's input.
             raise InfraError(
                 f"cannot use ggstack's state directory {path}: {e.strerror} (move aside what is in the way)"
             ) from None
