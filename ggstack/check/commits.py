@@ -71,7 +71,7 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     cands = [_candidate(repo, i, diffs[i.sha]) for i in infos]
     authors = {i.sha[:12]: i.author_email for i in infos}
     base_tree = repo.resolve(base, "tree")
-    ctx, entries = _read(repo, base, base_tree, cands)
+    ctx, entries = _read(repo, base, base_tree, cands, diffs)
     idents = judging.identify(ctx, cands)
     contents = judging.measure_content(ctx, cands, base_tree, idents)
     measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
@@ -91,7 +91,7 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
 
 
 def _read(
-    repo: git.Repository, base: str, base_tree: str, cands: list[Candidate]
+    repo: git.Repository, base: str, base_tree: str, cands: list[Candidate], diffs: dict[str, bytes]
 ) -> tuple[Context, dict[str, tuple[str, str]]]:
     """The range scan and the base's files, side by side: the range is git's work
     (log, diff-tree | patch-id), reading the base's files is ours."""
@@ -106,6 +106,7 @@ def _read(
             [(c.commit, c.parent) for c in cands],
             [s for c in cands for s in c.sources],
             {frozenset(c.paths) for c in cands},
+            diffs,  # the candidates' patch-ids from the diffs read already
         )
         files = Files(repo)
         entries = files.entries(base_tree, paths)

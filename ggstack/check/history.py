@@ -12,13 +12,17 @@ commit under the git dir, so a base that moved by k commits costs k diffs.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ggstack import git, replay
 
 _PATHSPEC_LIMIT = 32
+_PIPELINES = 4  # at most this many diff-tree | patch-id pipelines side by side
+_PER_PIPELINE = 200  # and none for fewer commits than this: starting one costs more than it saves
 _CACHE_VERSION = "v1"  # bump when the patch-id flags change
 
 PICKED_FROM = re.compile(r"(?:\(cherry picked from commit |^Cherry-picked-from:\s*)([0-9a-f]{40,64})", re.M | re.I)
@@ -115,17 +119,33 @@ class History:
 
     def add_patch_ids(self, repo: git.Repository, pairs: Sequence[tuple[str, str | None]], *, in_range: bool) -> None:
         """Patch-ids of (commit, parent) pairs, through the cache; range commits are indexed by id."""
+        self.add_patch_id_sets(repo, [(pairs, in_range)])
+
+    def add_patch_id_sets(
+        self,
+        repo: git.Repository,
+        sets: Sequence[tuple[Sequence[tuple[str, str | None]], bool]],
+        diffs: Mapping[str, bytes] | None = None,
+    ) -> None:
+        """``add_patch_ids`` of several sets of pairs (each with its ``in_range``) in one pass: the
+        ones not cached are diffed and hashed in a pipeline a core, side by side; those whose
+        diff was read already (``diffs``, as ``diffs_of_commits`` gives it) are only hashed."""
         cache = replay.Cache(repo, f"patch-ids-{_CACHE_VERSION}")
-        want = [pair for pair in dict.fromkeys(pairs) if cache.get(pair[0]) is None]
-        found = repo.patch_ids_of_commits(want)
-        for commit, _ in want:
+        todo: dict[str, str | None] = {}
+        for pairs, _ in sets:
+            for commit, parent in pairs:
+                if commit not in todo and cache.get(commit) is None:
+                    todo[commit] = parent
+        found = _patch_ids(repo, list(todo.items()), diffs or {})
+        for commit in todo:
             cache.put(commit, found.get(commit, ""))  # "": an empty change has no patch-id
         cache.save()
-        for commit, _ in pairs:
-            pid = cache.get(commit) or ""
-            self.patch_ids[commit] = pid
-            if in_range and pid and commit not in self._by_patch_id.get(pid, []):
-                self._by_patch_id.setdefault(pid, []).append(commit)
+        for pairs, in_range in sets:
+            for commit, _ in pairs:
+                pid = cache.get(commit) or ""
+                self.patch_ids[commit] = pid
+                if in_range and pid and commit not in self._by_patch_id.get(pid, []):
+                    self._by_patch_id.setdefault(pid, []).append(commit)
 
 
 def normal_subject(subject: str) -> str:
@@ -161,27 +181,58 @@ def scan(
     candidates: Sequence[tuple[str, str | None]],
     sources: Sequence[str],
     keysets: Iterable[frozenset[str]] = (),
+    diffs: Mapping[str, bytes] | None = None,
 ) -> History:
-    """Read the range ``base ^exclude`` once for all the candidates."""
-    if len(paths) <= _PATHSPEC_LIMIT:
-        commits = repo.log_raw([base], exclude, paths) if paths else []
-    else:
-        # git matches every pathspec against every changed file of every commit:
-        # past a few dozen paths, reading the whole range and filtering here is faster.
-        wanted = set(paths)
-        commits = [(c, fs) for c, fs in repo.log_raw([base], exclude, ()) if any(p in wanted for p, _, _ in fs)]
-    log = repo.range_messages([base], exclude)
-    history = History(commits, {sha: message for sha, _, message in log})
-    history.authors = {sha: email for sha, email, _ in log}
-    wanted_sets = set(keysets)
-    same_files = [(sha, None) for sha, fs in commits if frozenset(p for p, _, _ in fs) in wanted_sets]
-    history.add_patch_ids(repo, same_files, in_range=True)
-    history.add_patch_ids(repo, list(candidates), in_range=False)
-    _read_messages(history)
+    """Read the range ``base ^exclude`` once for all the candidates (``diffs``: the candidates'
+    diffs where they were read already, as ``diffs_of_commits`` gives them). The walks that do
+    not depend on each other (the files' log, the messages' log, which sources the base
+    reaches) run side by side, each a git process of its own."""
     srcs = [s for s in dict.fromkeys(sources) if s]
-    history.reachable = set(srcs) - repo.not_reachable(srcs, base)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pending_log = pool.submit(repo.range_messages, [base], exclude)
+        pending_reach = pool.submit(repo.not_reachable, srcs, base)
+        commits = _touching(repo, base, exclude, paths)
+        log = pending_log.result()
+        history = History(commits, {sha: message for sha, _, message in log})
+        history.authors = {sha: email for sha, email, _ in log}
+        wanted_sets = set(keysets)
+        same_files = [(sha, None) for sha, fs in commits if frozenset(p for p, _, _ in fs) in wanted_sets]
+        history.add_patch_id_sets(repo, [(same_files, True), (list(candidates), False)], diffs)
+        _read_messages(history)
+        history.reachable = set(srcs) - pending_reach.result()
     history.undone = _undone_sources(repo, history.reverts, history.reachable)
     return history
+
+
+def _touching(
+    repo: git.Repository, base: str, exclude: Sequence[str], paths: Sequence[str]
+) -> list[tuple[str, FileVersions]]:
+    """The range commits touching ``paths``, with the file versions they change."""
+    if len(paths) <= _PATHSPEC_LIMIT:
+        return repo.log_raw([base], exclude, paths) if paths else []
+    # git matches every pathspec against every changed file of every commit:
+    # past a few dozen paths, reading the whole range and filtering here is faster.
+    wanted = set(paths)
+    return [(c, fs) for c, fs in repo.log_raw([base], exclude, ()) if any(p in wanted for p, _, _ in fs)]
+
+
+def _patch_ids(
+    repo: git.Repository, pairs: Sequence[tuple[str, str | None]], diffs: Mapping[str, bytes]
+) -> dict[str, str]:
+    """``patch_ids_of_commits``, the pairs split over the cores (diff-tree and patch-id are
+    single-threaded, and a base range of thousands of commits is most of a cold check); the
+    diffs already read go to a ``patch-id`` of their own beside them."""
+    known = {c: diffs[c] for c, _ in pairs if c in diffs}
+    rest = [pair for pair in pairs if pair[0] not in known]
+    parts = max(1, min(_PIPELINES, os.cpu_count() or 1, len(rest) // _PER_PIPELINE))
+    size = max(1, -(-len(rest) // parts))
+    chunks = [rest[k : k + size] for k in range(0, len(rest), size)]
+    if len(chunks) + bool(known) <= 1:
+        return repo.patch_ids_of_diffs(known) if known else repo.patch_ids_of_commits(rest)
+    with ThreadPoolExecutor(max_workers=len(chunks) + 1) as pool:
+        hashed = pool.submit(repo.patch_ids_of_diffs, known)
+        found = list(pool.map(repo.patch_ids_of_commits, chunks))
+        return {commit: pid for part in [*found, hashed.result()] for commit, pid in part.items()}
 
 
 def _read_messages(history: History) -> None:

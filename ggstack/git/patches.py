@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ggstack.git.diffs import COMMIT_DIFFS
 from ggstack.git.runner import GitFailed, Runner
@@ -145,6 +145,19 @@ class Patches(Runner):
             diff.stdout.close()  # so that diff-tree gets SIGPIPE if patch-id exits
             out, _ = pid.communicate()
             diff.wait()
+        result = {}
+        for line in out.decode().splitlines():
+            patch_id, commit = line.split()
+            result[commit] = patch_id
+        return result
+
+    def patch_ids_of_diffs(self, diffs: Mapping[str, bytes]) -> dict[str, str]:
+        """commit -> ``git patch-id --stable`` of a diff already read as ``diffs_of_commits``
+        gives it (the same bytes ``patch_ids_of_commits`` streams): no second ``diff-tree``."""
+        if not diffs:
+            return {}
+        feed = b"".join(b"commit " + c.encode() + b"\n" + d for c, d in diffs.items())
+        out = self.run("patch-id", "--stable", input=feed).stdout
         result = {}
         for line in out.decode().splitlines():
             patch_id, commit = line.split()
