@@ -583,3 +583,27 @@ def test_reverse_apply_in_turn_carries_on_from_what_applied(tmp_path) -> None:
     patches = [(p + "\n").encode() for p in (third, third, second, first)]
     trees = repo.reverse_apply_in_turn(r.tree("HEAD"), patches)
     assert trees == [r.tree("HEAD~1"), None, r.tree("HEAD~2"), r.tree("HEAD~3")]
+
+
+def test_stack_run_folded_into_bigger_work_found_after_its_longest_run_failed(world: GitRepo) -> None:
+    """by_content's two batches: the whole segment (0001-0004) is not in the base, the run
+    0001-0003 is, folded into one bigger commit; 0004 is not (the base changed its line)."""
+    x1 = edited(LINES, l10=["line 10", "x = 1"])
+    p1 = on(world, "fork", "add x", {"f.txt": text(x1)})
+    x2 = edited(LINES, l10=["line 10", "x = 2"], l20=["line 20", "y = 3"])
+    p2 = on(world, "fork", "tune x, add y", {"f.txt": text(x2)})
+    x3 = edited(LINES, l10=["line 10", "x = 2"], l20=["line 20", "y = 3"], l30="print(x, y)")
+    p3 = on(world, "fork", "print them", {"f.txt": text(x3)})
+    x4 = edited(LINES, l10=["line 10", "x = 2"], l20=["line 20", "y = 3"], l30="print(x, y)", l35="fork 35")
+    p4 = on(world, "fork", "fork's own 35", {"f.txt": text(x4)})
+    repo = git.Repository(str(world.path))
+    stack = _stack(world, repo, p1, p2, p3, p4)
+    big = edited(LINES, l10=["line 10", "x = 2"], l20=["line 20", "y = 3"], l30="print(x, y)", l35="upstream 35")
+    rework = world.commit("rework", {"f.txt": text(big), "other.txt": "other work\n"}, author=OTHER)
+    run = check.stack(repo, stack, "main")
+    v = {o.name[:4]: o for o in run.outcomes}
+    for name in ("0001", "0002", "0003"):
+        assert v[name].verdict is Verdict.REPRESENTED and v[name].represented_by == [rework], name
+    assert v["0001"].group == [v["0001"].name, v["0002"].name, v["0003"].name]
+    assert f"all their lines come from {rework[:10]}" in kinds(v["0001"])["group"][0].detail
+    assert v["0004"].verdict is not Verdict.REPRESENTED

@@ -117,25 +117,57 @@ def by_content(
     files: Files,
 ) -> list[Group]:
     """Runs whose combined change is all in the base, every informative line
-    brought by base commits (squashed together with other work)."""
+    brought by base commits (squashed together with other work).
+
+    Each segment's runs are tried longest first and a run inside one found is not tried; the
+    tries are measured in two batches (each segment's longest run, then the other runs of the
+    segments it did not settle), so that hundreds of tries cost a few processes, not some each."""
+    tries = {k: _runs_longest_first(seg)[:_TRIES] for k, seg in enumerate(segments)}
+    measured = _contained(repo, history, cands, [t[0] for t in tries.values() if t], base_tree, files)
+    unsettled = [run for t in tries.values() if t and not _earned(measured[t[0]]) for run in t[1:]]
+    measured.update(_contained(repo, history, cands, unsettled, base_tree, files))
     groups: list[Group] = []
-    for seg in segments:
-        for i, j in _runs_longest_first(seg)[:_TRIES]:
+    for runs in tries.values():
+        for i, j in runs:
             if any(set(range(i, j + 1)) & set(g.members) for g in groups):
                 continue
-            combined = repo.diffs_of_commits([(cands[j].commit, cands[i].parent)])[cands[j].commit]
-            changes = diff.parse(combined)
-            paths = diff.paths_of(changes)
-            entries = files.entries(base_tree, paths)
-            files.prefetch([fc.old_blob for fc in changes] + [b for _, b in entries.values()])
-            c = contain(changes, entries, files)
-            attribute([c], history, files)
-            if c.units and c.all_earned:
+            if (i, j) not in measured:  # a try left out of the batches (none, as the runs are ordered)
+                measured.update(_contained(repo, history, cands, [(i, j)], base_tree, files))
+            c = measured[(i, j)]
+            if _earned(c):
                 by = c.commits
                 groups.append(
                     Group(list(range(i, j + 1)), by, "all their lines come from " + ", ".join(x[:10] for x in by))
                 )
     return groups
+
+
+def _earned(c: Containment) -> bool:
+    return bool(c.units) and c.all_earned
+
+
+def _contained(
+    repo: git.Repository,
+    history: History,
+    cands: Sequence[Candidate],
+    runs: list[tuple[int, int]],
+    base_tree: str,
+    files: Files,
+) -> dict[tuple[int, int], Containment]:
+    """Each run's combined change looked up in the base and attributed: one diff-tree for all
+    the combined diffs, the files read together, one attribution search for all."""
+    combined = repo.diffs_of_pairs([(cands[j].commit, cands[i].parent) for i, j in runs])
+    changes = [diff.parse(raw) for raw in combined]
+    entries = files.entries(base_tree, list(dict.fromkeys(p for ch in changes for p in diff.paths_of(ch))))
+    files.prefetch([fc.old_blob for ch in changes for fc in ch] + [b for _, b in entries.values()])
+    out = {run: contain(ch, _mine(entries, ch), files) for run, ch in zip(runs, changes, strict=True)}
+    attribute(list(out.values()), history, files)
+    return out
+
+
+def _mine(entries: dict[str, tuple[str, str]], changes: list[diff.FileChange]) -> dict[str, tuple[str, str]]:
+    """The base's entries for the paths of one change set, as ``Files.entries`` gives them."""
+    return {p: entries[p] for p in diff.paths_of(changes) if p in entries}
 
 
 def _runs_longest_first(seg: list[int]) -> list[tuple[int, int]]:

@@ -242,6 +242,18 @@ class Diffs(Runner):
                 out[sha.decode()] = diff.lstrip(b"\n")
         return out
 
+    def diffs_of_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[bytes]:
+        """``diffs_of_commits`` in the order of ``pairs``, one for each even where a commit comes
+        with more than one parent (the combined diffs of runs ending at one patch)."""
+        if not pairs:
+            return []
+        feed = "".join(f"{c} {p}\n" for c, p in pairs).encode()
+        raw = self.run(*COMMIT_DIFFS, "--always", input=feed).stdout
+        chunks = re.split(rb"^commit (?:[0-9a-f]{40}|[0-9a-f]{64})\n", raw, flags=re.M)[1:]
+        if len(chunks) != len(pairs):
+            raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} diffs, read {len(chunks)}")
+        return [chunk.lstrip(b"\n") for chunk in chunks]
+
     def source_diffs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         """(tree of the commit, its diff from the given parent) for each
         (commit, parent), as ``format_patches`` writes the diff: one ``diff-tree --stdin``."""
