@@ -245,17 +245,22 @@ def test_adapted_pick_with_a_dropped_hunk_is_partial_with_that_hunk_left(world: 
     assert applies_to(world, "main", diff)
 
 
-def test_adapted_pick_with_a_changed_hunk_leaves_the_difference(world: GitRepo) -> None:
-    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
+def test_adapted_pick_with_a_changed_hunk_names_it_and_never_undoes_the_adaptation(world: GitRepo) -> None:
+    """The base changed that place its own way: a remaining diff that put the patch's line over
+    the base's would undo upstream's work (and on real code leave it broken). It is left out,
+    named with its line, to port by hand: a rework, not a PR."""
+    c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l5="line five", l20="line twenty", l30="line thirty"))})
     world.commit(
-        "adapted pick",
-        {"f.txt": text(edited(LINES, l5="line five", l20="line TWENTY (adapted)", l35=["line 35", "extra after 35"]))},
+        "adapted pick", {"f.txt": text(edited(LINES, l5="line five", l20="line TWENTY (adapted)"))}, author=OTHER
     )
     o = judge(world, c)
     assert o.verdict is Verdict.PARTIAL
     diff = o.remaining_diff
-    assert "-line TWENTY (adapted)" in diff and "+line twenty" in diff
-    assert applies_to(world, "main", diff)
+    assert diff and "+line thirty" in diff and "-line 30" in diff and applies_to(world, "main", diff)
+    assert "TWENTY" not in diff and "line twenty" not in diff
+    left = [e for e in o.evidence if "left_out" in e.data]
+    assert left and left[0].data["left_out"] == ["f.txt line 20 (hunk @@ -17,7 +17,7 @@)"], left
+    assert o.recommendation is Recommendation.REWORK
 
 
 def test_conflict_resolved_pick_with_every_change_present_is_represented(world: GitRepo) -> None:

@@ -342,6 +342,44 @@ def test_a_pick_whose_news_fragment_the_release_deleted_is_represented(world: Gi
     assert o.remaining_diff is None and o.recommendation is Recommendation.DO_NOT_OPEN
 
 
+def test_a_backport_whose_news_fragment_the_release_consumed_is_not_partial(world: GitRepo) -> None:
+    """Class: consumed fragments (pytest's towncrier). Upstream's PR added the fragment and a
+    release deleted it; the backport, reworded and not marked as a pick, carries the same
+    fragment. It is represented by the PR — not a partial whose remaining diff re-adds it."""
+    world.commit(
+        "Fix the summary (#12531)",
+        {"f.txt": text(edited(LINES, l20="line twenty")), "changelog/12531.bugfix.rst": "Fixed the summary.\n"},
+        author=OTHER,
+    )
+    pr = world.sha("HEAD")
+    world.commit("Prepare release 8.2.3", {"changelog/12531.bugfix.rst": None, "CHANGES": "8.2.3\n"}, author=OTHER)
+    c = on(
+        world,
+        "fork",
+        "[8.2.x] summary fixed",
+        {
+            "f.txt": text(edited(LINES, l20="line twenty")),
+            "changelog/12531.bugfix.rst": "Fixed the summary (backport).\n",
+        },
+    )
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, [e.detail for e in o.evidence]
+    assert o.represented_by == [pr] and o.remaining_diff is None
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+    units = kinds(o)["content"][0].data["units"]
+    assert any("then deleted by" in u["reason"] for u in units if u["path"].startswith("changelog/")), units
+
+
+def test_a_file_upstream_added_and_deleted_is_no_evidence_for_a_patch_not_tied_to_it(world: GitRepo) -> None:
+    """The same path, added and deleted upstream by commits unrelated to the patch, with other
+    content: the base does not have the patch's file."""
+    world.commit("add a note", {"notes/todo.txt": "upstream's own note\n"}, author=OTHER)
+    world.commit("drop the note", {"notes/todo.txt": None}, author=OTHER)
+    c = on(world, "fork", "our todo list", {"notes/todo.txt": "fork's todo\n"})
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE and o.recommendation is Recommendation.OPEN_PR
+
+
 def test_a_pick_of_a_change_that_moves_lines_is_represented(world: GitRepo) -> None:
     """Class: a removed line the same patch adds back elsewhere (a sort) is not "still there"."""
     entries = ["   alpha", "   gamma", "   beta", "   delta"]

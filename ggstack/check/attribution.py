@@ -43,6 +43,11 @@ def attribute(
             else:
                 _whole_file(u, versions, history)
     _drive(searches, files)
+    for k, content in enumerate(contents):
+        tied = set(likely[k] if k < len(likely) else ()) | {c for u in content.units for c in u.by}
+        for u in content.units:
+            if not u.present:
+                _consumed(u, history, tied)
 
 
 def changed_places(contents: Sequence[Containment], history: History, files: Files) -> list[list[str]]:
@@ -121,6 +126,25 @@ def _removed(u: Unit, run: list[str], versions: list[tuple[str, str, str]]) -> S
         else:
             lo = mid + 1
     u.by = [versions[lo][0]]
+
+
+def _consumed(u: Unit, history: History, tied: AbstractSet[str]) -> None:
+    """A file the patch adds that a range commit added — with the same content, or being the
+    commit that brought the rest of the patch — and a later one deleted again: there, then
+    consumed (a release folding its news fragments into the changelog), as a pick the base
+    changed since, not a file the base still lacks."""
+    if u.what != "add" or not u.blob:
+        return
+    versions = history.versions(u.path)  # newest first
+    for d, (deleter, _, new) in enumerate(versions):
+        if not is_zero(new):
+            continue
+        older = versions[d + 1 :]
+        adder = next((c for c, old, _ in older if is_zero(old)), None)
+        if adder is not None and (adder in tied or any(u.blob == b for _, _, b in older)):
+            u.present, u.consumed, u.by = True, True, [adder]
+            u.reason = f"the same file was added by {adder[:10]}, then deleted by {deleter[:10]}"
+        return
 
 
 def _whole_file(u: Unit, versions: list[tuple[str, str, str]], history: History) -> None:

@@ -86,7 +86,7 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     partial = [(c, m) for c, m, o in zip(cands, done, run.outcomes, strict=True) if o.verdict is Verdict.PARTIAL]
     remaining.prepare([(base_tree, c.changes, m.content) for c, m in partial], ctx.files)
     for (cand, m), o in zip(partial, [o for o in run.outcomes if o.verdict is Verdict.PARTIAL], strict=True):
-        o.remaining_diff = remaining.remaining_diff(repo, base_tree, cand.changes, m.content, ctx.files)
+        judging.still_needed(o, remaining.remaining_diff(repo, base_tree, cand.changes, m.content, ctx.files))
     judging.name_commits(repo, run)
 
 

@@ -47,6 +47,8 @@ class Unit:
     whitespace: bool = False  # present only when trailing whitespace is ignored
     by: list[str] = field(default_factory=list)  # base commits that brought it (attribution)
     older: bool = False  # present, but already so before the range: no evidence of anything
+    blob: str = ""  # a file the patch adds: its blob (to know the same file added by a range commit)
+    consumed: bool = False  # present as a file the range added, then deleted again (not there now)
 
     @property
     def earned(self) -> bool:
@@ -69,6 +71,11 @@ class Containment:
     @property
     def all_present(self) -> bool:
         return self.judged and bool(self.units) and all(u.present for u in self.counted)
+
+    @property
+    def literally(self) -> bool:
+        """Every counted unit is in the tree as it is now (none only added, then deleted since)."""
+        return self.all_present and not any(u.consumed for u in self.counted)
 
     @property
     def all_earned(self) -> bool:
@@ -183,7 +190,9 @@ def _whole_file_unit(fc: FileChange, in_base: tuple[str, str] | None, entries: E
                 fc.path, "add", weight, True, "file added by the patch already exists in the base with the same content"
             )
         if not in_base:
-            return Unit(fc.path, "add", weight, False, "file added by the patch is not in the base")
+            return Unit(
+                fc.path, "add", weight, False, "file added by the patch is not in the base", blob=fc.new_blob or ""
+            )
     return None
 
 

@@ -13,7 +13,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ggstack import git, replay
-from ggstack.check import signals
+from ggstack.check import remaining, signals
 from ggstack.check.attribution import attribute, changed_places
 from ggstack.check.containment import Containment, contain, contained_at, needs_alignment
 from ggstack.check.files import Files
@@ -21,7 +21,7 @@ from ggstack.check.groups import Group
 from ggstack.check.history import History, normal_subject
 from ggstack.check.rules import Decision, Match, decide
 from ggstack.check.signals import Candidate
-from ggstack.model import Applied, Evidence, Outcome, Run, Says, Signal, Verdict
+from ggstack.model import Applied, Evidence, Outcome, Recommendation, Run, Says, Signal, Verdict
 
 
 @dataclass
@@ -212,6 +212,23 @@ def settle(outcome: Outcome, d: Decision, evidence: list[Evidence], content: Con
         outcome.represented_fraction = 1.0
     else:
         outcome.represented_fraction = round(content.fraction, 4) if content.judged else 0.0
+
+
+def still_needed(outcome: Outcome, r: remaining.Remaining) -> None:
+    """A partial patch's remaining diff; the blocks it leaves out (their place the base changed its
+    own way) are named, and make the patch a rework: no PR carries a diff nobody wrote."""
+    outcome.remaining_diff = r.diff
+    if not r.left_out:
+        return
+    shown = "; ".join(r.left_out[:5]) + (f"; and {len(r.left_out) - 5} more" if len(r.left_out) > 5 else "")
+    detail = (
+        f"the remaining diff leaves out {len(r.left_out)} block(s) whose place the base changed its own way, "
+        f"to port by hand: {shown}"
+    )
+    outcome.evidence.insert(
+        len(outcome.evidence) - 1, Evidence(Signal.CONTENT, detail, data={"left_out": r.left_out}, says=Says.NOTHING)
+    )
+    outcome.recommendation = Recommendation.REWORK
 
 
 def record_step(outcome: Outcome, step: replay.Step | None) -> None:

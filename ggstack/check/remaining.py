@@ -1,8 +1,12 @@
 """The remaining diff of a partial patch: a diff against the base of only the parts it lacks.
 
 It is built by putting each missing block's added lines at its place in the
-base's file (in place of its removed lines where the base still has them),
-so it applies to the base by construction. Plain content edits are written
+base's file, in place of its removed lines, so it applies to the base by
+construction. A block whose place the base changed in its own way (its
+removed lines are not there, or the base has lines of its own where it
+inserts) has no remaining diff that anyone wrote: splicing it over the base's
+version would undo upstream's work and can leave broken code, so it is left
+out and named, to be ported by hand. Plain content edits are written
 in-process in git's own format (most partial patches are a few hunks, and
 ``check --commits`` may hold hundreds); anything else — deletions, renames,
 binaries, modes, odd names — goes through git's trees and ``git diff``.
@@ -13,12 +17,21 @@ from __future__ import annotations
 import difflib
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ggstack import git
 from ggstack.check.containment import Containment, Unit, find_run, window
 from ggstack.check.files import Files
 from ggstack.diff import FileChange
+
+
+@dataclass
+class Remaining:
+    """What a partial patch still needs: the diff of the blocks that have a clean place in the
+    base, and the blocks that have none (the base changed their place its own way)."""
+
+    diff: str | None
+    left_out: list[str]  # "path line N (hunk @@ … @@)"
 
 
 @dataclass
@@ -29,6 +42,7 @@ class _Edit:
     before: list[str]
     after: list[str]
     data: bytes  # the new file's bytes
+    left_out: list[str]
 
 
 def prepare(wanted: Sequence[tuple[str, list[FileChange], Containment]], files: Files) -> None:
@@ -54,29 +68,53 @@ def _unplaced(u: Unit) -> bool:
 
 def remaining_diff(
     repo: git.Repository, tree: str, change_set: list[FileChange], content: Containment, files: Files
-) -> str | None:
-    """A diff against ``tree`` of only the parts of the patch it lacks."""
+) -> Remaining:
+    """A diff against ``tree`` of only the parts of the patch it lacks that have a clean place there."""
     if not content.judged or all(u.present for u in content.units):
-        return None
+        return Remaining(None, [])
     entries = files.entries(tree, [p for fc in change_set for p in fc.paths])
-    changes: dict[str, tuple[str, str] | None] = {}
-    edits: list[_Edit] = []
-    simple = True
+    plan = _Plan()
     for fc in change_set:
         gone = [u for u in content.units if u.path == fc.path and not u.present]
-        whole = _whole_file_change(fc, gone, entries) if gone else None
+        if gone:
+            plan.add(fc, gone, content, entries, files)
+    left_out = plan.lost + [x for e in plan.edits for x in e.left_out]
+    if plan.simple and plan.edits:
+        return Remaining(_unified(plan.edits) or None, left_out)
+    edits = [e for e in plan.edits if e.before != e.after]
+    return Remaining(_through_git(repo, tree, plan.changes, edits), left_out)
+
+
+@dataclass
+class _Plan:
+    """The remaining diff being put together, a changed file at a time."""
+
+    changes: dict[str, tuple[str, str] | None] = field(default_factory=dict)  # whole files, by path
+    edits: list[_Edit] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    simple: bool = True  # the in-process writer can say all of it
+
+    def add(
+        self,
+        fc: FileChange,
+        gone: list[Unit],
+        content: Containment,
+        entries: dict[str, tuple[str, str]],
+        files: Files,
+    ) -> None:
+        if fc.old_path and fc.old_path not in entries and fc.new_path not in entries:
+            self.lost.append(f"{fc.path} (the base has no such file any more: renamed or deleted)")
+            return
+        whole = _whole_file_change(fc, gone, entries)
         if whole is not None:
-            changes.update(whole)
-            simple = False
-        elif gone:
-            edit, renamed_from = _edit(fc, gone, content, entries, files)
-            if renamed_from:
-                changes[renamed_from] = None
-            simple = simple and not renamed_from and _plain(edit, entries, files)
-            edits.append(edit)
-    if simple and edits:
-        return _unified(edits) or None
-    return _through_git(repo, tree, changes, edits)
+            self.changes.update(whole)
+            self.simple = False
+            return
+        edit, renamed_from = _edit(fc, gone, content, entries, files)
+        if renamed_from:
+            self.changes[renamed_from] = None
+        self.simple = self.simple and not renamed_from and _plain(edit, entries, files)
+        self.edits.append(edit)
 
 
 def _through_git(
@@ -97,8 +135,7 @@ def _whole_file_change(
     kinds = {u.what for u in gone}
     if "delete" in kinds and fc.old_path:
         return {fc.old_path: None}
-    lost = fc.old_path and fc.old_path not in entries and fc.new_path not in entries
-    if "add" in kinds or "binary" in kinds or lost:
+    if "add" in kinds or "binary" in kinds:
         return {fc.new_path: (fc.new_mode, fc.new_blob)} if fc.new_blob and fc.new_mode and fc.new_path else {}
     return None
 
@@ -112,11 +149,11 @@ def _edit(
     lines = list(files.lines(blob))
     data = files.blob(blob) or b""
     _place(fc, gone, blob, files)
-    after = _put_back(gone, lines)
+    after, left_out = _put_back(gone, lines)
     if "mode" in {u.what for u in gone} and fc.new_mode:
         mode = fc.new_mode
     text = "\n".join(after) + ("\n" if after and (data.endswith(b"\n") or not data) else "")
-    edit = _Edit(fc.new_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"))
+    edit = _Edit(fc.new_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"), left_out)
     return edit, base_path if base_path != fc.new_path else None
 
 
@@ -131,18 +168,23 @@ def _place(fc: FileChange, gone: list[Unit], blob: str, files: Files) -> None:
             u.window = window(u.block, pre, lines, pmap)
 
 
-def _put_back(gone: list[Unit], lines: list[str]) -> list[str]:
-    """``lines`` with every missing block's added lines at its place, from the bottom up."""
+def _put_back(gone: list[Unit], lines: list[str]) -> tuple[list[str], list[str]]:
+    """``lines`` with every missing block's added lines at its place, from the bottom up; and the
+    blocks left out: no clean place, or a place overlapping one already taken."""
     out = list(lines)
     last = None
+    left_out = []
     for u in sorted((u for u in gone if u.block is not None), key=lambda u: u.window or (0, 0), reverse=True):
         assert u.block is not None
-        start, end = _replacement(u, out)
-        if last is not None and end > last:
-            continue  # overlapping places: keep the lower one, the diff stays applicable
+        place = _replacement(u, out)
+        if place is None or (last is not None and place[1] > last):
+            start = (u.window or (0, 0))[0]
+            left_out.append(f"{u.path} line {start + 1} ({u.what})")
+            continue
+        start, end = place
         out[start:end] = u.block.added
         last = start
-    return out
+    return out, left_out[::-1]
 
 
 def _plain(e: _Edit, entries: dict[str, tuple[str, str]], files: Files) -> bool:
@@ -175,15 +217,13 @@ def _unified(edits: list[_Edit]) -> str:
     return "".join(out)
 
 
-def _replacement(u: Unit, base: list[str]) -> tuple[int, int]:
-    """Where in the base file a missing block's added lines go: in place of
-    its removed lines where the base still has them, else at its place."""
+def _replacement(u: Unit, base: list[str]) -> tuple[int, int] | None:
+    """Where in the base file a missing block's added lines go: in place of its removed lines,
+    where the base still has them at its place; a pure insertion where the base has nothing of
+    its own between the lines around it. None where the base changed the place its own way."""
     start, end = u.window or (0, 0)
     block = u.block
     if block and block.removed:
         at = find_run(base[start:end], block.removed, strip=False)
-        if at is not None:
-            return start + at, start + at + len(block.removed)
-        return start, end  # the base has its own version of this place: replace it
-    # A pure insertion goes at its place; lines the base added there stay.
-    return start, start
+        return (start + at, start + at + len(block.removed)) if at is not None else None
+    return (start, start) if end == start else None

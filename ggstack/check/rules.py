@@ -55,7 +55,7 @@ class Facts:
     @property
     def post_image(self) -> bool:
         """git (or every line) finds the patched text in the base."""
-        return self.content.all_present or self.replay is Applied.EMPTY or bool(self.reverse)
+        return self.content.literally or self.replay is Applied.EMPTY or bool(self.reverse)
 
     @property
     def conflicts(self) -> bool:
@@ -180,7 +180,8 @@ def _all_lines(f: Facts) -> bool:
 
 def _content(f: Facts) -> Decision:
     every_unit = all(u.present for u in f.content.units)
-    look = every_unit and f.replay is Applied.APPLIED
+    # (Replaying one whose news fragments a release consumed re-adds them: that is no news.)
+    look = every_unit and f.replay is Applied.APPLIED and not any(u.consumed for u in f.content.units)
     return Decision(
         "content",
         Verdict.REPRESENTED,

@@ -122,8 +122,8 @@ def _remaining_diffs(ctx: Context, walked: list[_Judged]) -> None:
     for j in walked:
         j.outcome.remaining_diff = None
     for j in partial:
-        j.outcome.remaining_diff = remaining.remaining_diff(
-            ctx.repo, j.tip_tree, j.cand.changes, j.measured.content, ctx.files
+        judging.still_needed(
+            j.outcome, remaining.remaining_diff(ctx.repo, j.tip_tree, j.cand.changes, j.measured.content, ctx.files)
         )
 
 
