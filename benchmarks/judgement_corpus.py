@@ -53,10 +53,11 @@ CHANGE_ID = re.compile(r"^Change-Id:\s*(I[0-9a-f]{40})\s*$", re.M)
 # call represented or not; such commits are reported, not scored.
 ANNOUNCE = re.compile(r"(^|/)(announce|release-[0-9.]+\.rst)", re.I)
 VERSION_FILE = re.compile(
-    r"(^|/)(conf\.py|__init__\.py|_?version\.py|release\.py|setup\.(py|cfg)|pyproject\.toml|[^/]*\.rst)$"
+    r"(^|/)(conf\.py|__init__\.py|_?version\.py|release\.py|setup\.(py|cfg)|pyproject\.toml|[^/]*\.rst"
+    r"|CITATION\.cff|Cargo\.(toml|lock)|package(-lock)?\.json)$"
 )
 BUMP_FILE = re.compile(r"(^|/)(_?version\.py|release\.py)$")
-NOTES = re.compile(r"(^|/)(changelog|changes|whatsnew|release[-_]?notes|news)([/._-]|$)", re.I)
+NOTES = re.compile(r"(^|/)(changelog|changes|history|whatsnew|release[-_]?notes|news)([/._-]|$)", re.I)
 
 
 def git(repo: str, *args: str, input: bytes | None = None) -> str:
@@ -205,7 +206,7 @@ def unscored(repo: str, sha: str) -> tuple[str, str] | None:
     paths = git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", sha).split()
     notes = [p for p in paths if NOTES.search(p) or ANNOUNCE.search(p)]
     rest = [p for p in paths if p not in notes]
-    if notes and len(rest) <= 2 and all(VERSION_FILE.search(p) for p in rest):
+    if notes and len(rest) <= 6 and all(VERSION_FILE.search(p) for p in rest):
         return "release-notes", "only release notes (and a version bump)"
     if paths and len(paths) <= 2 and all(BUMP_FILE.search(p) for p in paths):
         return "version-bump", "only a version file"

@@ -618,18 +618,61 @@ def test_a_pr_named_base_commit_without_all_the_lines_stays_a_hint(world: GitRep
     assert o.recommendation is Recommendation.HUMAN_LOOK
 
 
-def test_an_adapted_backport_of_a_merged_pr_is_partial_by_the_merge(world: GitRepo) -> None:
-    """Class: "Backport PR #12: …" that had to be adapted (one of its two changes differs from
-    the PR's), upstream changed the lines since. The PR's merge had most of its changes: an
-    adapted pick, partial by the merge, not "human look"."""
+def _merged_pr_12(world: GitRepo, changes: dict) -> str:
     world.git("checkout", "-q", "-b", "release", "main")
     world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
     world.git("checkout", "-q", "-b", "topic", "main")
-    world.commit("add limits", {"f.txt": text(edited(LINES, l10="limit = 10", l30="burst = 5", l20="rate = 1"))})
+    world.commit("add limits", {"f.txt": text(edited(LINES, **changes))})
     world.git("checkout", "-q", "main")
     world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd limits")
-    merge = world.sha("HEAD")
+    return world.sha("HEAD")
+
+
+def test_an_adapted_backport_of_a_merged_pr_is_partial_by_the_merge(world: GitRepo) -> None:
+    """Class: "Backport PR #12: …" that had to be adapted (one of its changes differs from the
+    PR's, and it has one of its own), upstream changed some of those lines since. The PR's merge
+    had most of its changes: an adapted pick, partial by the merge, not "human look"; what it
+    has of its own, at a place the base left alone, is the remaining diff."""
+    merge = _merged_pr_12(world, {"l10": "limit = 10", "l20": "rate = 1", "l25": "window = 3", "l30": "burst = 5"})
     world.commit(
+        "retune",
+        {"f.txt": text(edited(LINES, l10="limit = 99", l20="rate = 2", l25="window = 3", l30="burst = 5"))},
+        author=OTHER,
+    )
+    backport = on(
+        world,
+        "release",
+        "Backport PR #12: Add limits",
+        {
+            "f.txt": text(
+                edited(
+                    LINES,
+                    l10="limit = 10",
+                    l12="line 12 (release)",
+                    l20="rate = 1",
+                    l25="window = 3",
+                    l30="burst = 5",
+                    l35="extra = 1",
+                )
+            )
+        },
+    )
+    o = judge(world, backport)
+    assert o.verdict is Verdict.PARTIAL, o.evidence
+    assert merge in o.represented_by
+    assert rule(o) == "adapted pick"
+    assert "+extra = 1" in (o.remaining_diff or "") and "limit = 10" not in (o.remaining_diff or "")
+    assert o.recommendation is Recommendation.REWORK  # the two blocks upstream retuned are left out, named
+
+
+def test_an_adapted_backport_whose_rest_the_base_rewrote_is_represented_worth_a_look(world: GitRepo) -> None:
+    """Class (pytest's and pydantic's release branches checked onto main): a backport adapted to
+    its old branch, whose every change the PR did not have lies where upstream has since rewritten
+    those lines. Nothing of it can be carried over (a remaining diff would undo upstream's
+    work): represented by the PR, a look to confirm it was only adapted — not "partial, rework"
+    for work upstream already has."""
+    merge = _merged_pr_12(world, {"l10": "limit = 10", "l30": "burst = 5", "l20": "rate = 1"})
+    retune = world.commit(
         "retune", {"f.txt": text(edited(LINES, l10="limit = 99", l30="burst = 9", l20="rate = 2"))}, author=OTHER
     )
     backport = on(
@@ -639,9 +682,12 @@ def test_an_adapted_backport_of_a_merged_pr_is_partial_by_the_merge(world: GitRe
         {"f.txt": text(edited(LINES, l10="limit = 10", l12="line 12 (release)", l20="rate = 1", l30="burst = 7"))},
     )
     o = judge(world, backport)
-    assert o.verdict is Verdict.PARTIAL, o.evidence
-    assert merge in o.represented_by
-    assert rule(o) == "adapted pick"
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert rule(o) == "adapted pick, rest rewritten"
+    assert merge in o.represented_by and retune not in o.represented_by
+    assert o.recommendation is Recommendation.HUMAN_LOOK
+    assert o.remaining_diff is None
+    assert "f.txt line 30" in kinds(o)["rule"][0].detail
 
 
 # -- a clone without the stack's recorded parents (the CI bot's fresh clone) ---------------------

@@ -80,6 +80,8 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
         m or Measured(k, steps[c.commit], reverse=reverse_applies(c.changes, _mine(c, entries), ctx.files))
         for c, k, m in zip(cands, contents, measured, strict=True)
     ]
+    for m in done:
+        m.tree = base_tree
     judging.find_changed(ctx, cands, done, [authors[c.name] for c in cands])
     for cand, m in zip(cands, done, strict=True):
         run.outcomes.append(_outcome(ctx, cand, idents[cand.name], m, authors[cand.name]))

@@ -64,6 +64,7 @@ class Measured:
     applies: bool = False  # no replay: git apply's check (in-process) takes it
     reverse: bool | None = None
     reverse_later: list[str] = field(default_factory=list)  # reversed once these later patches were taken out
+    tree: str = ""  # the tree it was measured in (for an adapted pick's remaining diff)
 
 
 def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
@@ -177,6 +178,9 @@ def judge(
     blame = signals.blame(m.content)
     evidence += [e for e in (blame, hint) if e]
     first = decide(facts)
+    if first.rule == "adapted pick" and m.tree:
+        facts.rewritten = _rewritten(ctx, cand, m)
+        first = decide(facts) if facts.rewritten else first
     if first.verdict is Verdict.CONFLICT and _kin(ctx, cand, author, known):
         if cand.name not in ctx.changed:
             find_changed(ctx, [cand], [m], [author])
@@ -189,6 +193,14 @@ def judge(
         detail = "the conflict is only the change already being in the base"
         evidence.append(Evidence(Signal.CONFLICT, detail, data={"spurious": True}))
     return first, evidence
+
+
+def _rewritten(ctx: Context, cand: Candidate, m: Measured) -> list[str]:
+    """The blocks an adapted pick lacks, when every one of them lies where the base rewrote the
+    lines its own way (nothing of it could be carried over); else none."""
+    remaining.prepare([(m.tree, cand.changes, m.content)], ctx.files)
+    r = remaining.remaining_diff(ctx.repo, m.tree, cand.changes, m.content, ctx.files)
+    return r.left_out if r.diff is None else []
 
 
 def _kin(ctx: Context, cand: Candidate, author: str, known: AbstractSet[str]) -> bool:

@@ -43,6 +43,7 @@ class Facts:
     superseded: list[str] = field(default_factory=list)  # same author or title, changed the same lines
     hints: list[str] = field(default_factory=list)  # same subject or PR number
     related: set[str] = field(default_factory=set)  # base commits tied to it otherwise (hints, a consolidation)
+    rewritten: list[str] = field(default_factory=list)  # an adapted pick's missing blocks, all where the base rewrote
 
     @property
     def live(self) -> list[Match]:
@@ -145,6 +146,24 @@ def _adapted_pick(f: Facts) -> bool:
     """(A member of a run the base has together — a PR's squash that names one of its
     commits — is the series': what it lacks alone, its later members changed.)"""
     return bool(f.live) and not f.group
+
+
+def _adapted_rest_rewritten(f: Facts) -> bool:
+    return _adapted_pick(f) and bool(f.rewritten)
+
+
+def _adapted_to_its_base(f: Facts) -> Decision:
+    n = len(f.rewritten)
+    shown = "; ".join(f.rewritten[:3]) + (f"; and {n - 3} more" if n > 3 else "")
+    return Decision(
+        "adapted pick, rest rewritten",
+        Verdict.REPRESENTED,
+        Recommendation.HUMAN_LOOK,
+        _commits([m.commit for m in f.live], f.content.commits),
+        f"picked as {_short([m.commit for m in f.live])}; what it has beyond the pick ({n} block(s): {shown}) "
+        "lies where the base rewrote those lines its own way, so nothing of it can be carried over: "
+        "look whether it was only adapted to its own base before dropping it",
+    )
 
 
 def _adapted(f: Facts) -> Decision:
@@ -301,6 +320,13 @@ RULES: tuple[Rule, ...] = (
         "an exact pick whose lines the base changed since → represented by it (since modified by …), do not open",
         _picked_then_modified,
         _modified,
+    ),
+    (
+        "adapted pick, rest rewritten",
+        "a pick that left some changes out, each where the base has since rewritten those lines its own way "
+        "(no remaining diff could carry them) → represented by it, human look",
+        _adapted_rest_rewritten,
+        _adapted_to_its_base,
     ),
     (
         "adapted pick",

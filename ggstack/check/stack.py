@@ -175,7 +175,8 @@ def _walk(
             content = judging.measure_content(ctx, [cand], tip_tree, idents)[0]
             step = replayer.try_pick(pick)
             rev = reverse.get(pick.name)
-            m = Measured(content, step, reverse=rev.applies if rev else None, reverse_later=rev.later if rev else [])
+            rev_applies, rev_later = (rev.applies, rev.later) if rev else (None, [])
+            m = Measured(content, step, reverse=rev_applies, reverse_later=rev_later, tree=tip_tree)
             author = _email(pick.patch.author if pick.patch else "")
             ident = idents.get(cand.name, Identified())
             decision, evidence = judging.judge(ctx, cand, ident, m, squashed.get(i), author, related)
