@@ -63,6 +63,31 @@ def _three_on_a_branch(world: GitRepo) -> list[str]:
     return [a, b, c]
 
 
+def test_a_squash_of_a_branch_whose_review_fix_put_a_file_back_is_represented(world: GitRepo) -> None:
+    """Class (pydantic's PRs): the first commit fixes a typo in two files, a review suggestion puts
+    one file back as it was; the squash touches one file only. The run's combined change is the
+    squash's, though the squash does not touch every file the run does."""
+    world.commit("a second file", {"g.txt": text(LINES)}, author=OTHER)
+    world.git("checkout", "-q", "-b", "feature", "main")
+    first = world.commit(
+        "docs: fix duplicate words",
+        {"f.txt": text(edited(LINES, l10="the typo fixed")), "g.txt": text(edited(LINES, l3="the the fixed"))},
+    )
+    suggestion = world.commit("Apply suggestion from @reviewer", {"g.txt": text(LINES)})
+    world.git("checkout", "-q", "main")
+    world.commit("upstream works meanwhile", {"up.txt": "t\n"}, author=OTHER)
+    world.git("merge", "-q", "--squash", "feature")
+    world.git("commit", "-q", "-m", "Fix docstring typo (#13239)")
+    squash = world.sha("HEAD")
+    world.commit("upstream moves on", {"up.txt": "u\n"}, author=OTHER)
+    v = check_stack(world, first, suggestion)
+    for name in ("0001", "0002"):
+        o = v[name]
+        assert o.verdict is Verdict.REPRESENTED, (name, o.evidence)
+        assert o.represented_by == [squash] and rule(o) == "series"
+        assert o.recommendation is Recommendation.DO_NOT_OPEN
+
+
 def test_a_squash_merged_branch_is_represented_by_its_squash_commit_member_by_member(world: GitRepo) -> None:
     other = on(world, "fork", "unrelated fork work", {"other.txt": "fork only\n"})
     members = _three_on_a_branch(world)

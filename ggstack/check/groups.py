@@ -84,18 +84,36 @@ def squashes(
 
 
 def _same_files(history: History, cands: Sequence[Candidate], run: list[int]) -> list[tuple[int, int, list[str]]]:
-    """(i, j, base commits) for the sub-runs of ``run`` whose files are exactly some base commit's."""
+    """(i, j, base commits) for the sub-runs of ``run`` whose files can be exactly some base
+    commit's: all the files they touch, or fewer by files a later member put back as they were
+    (a review suggestion undoing part of the first commit: the squash does not touch that file)."""
     by_files: dict[frozenset[str], list[str]] = {}
     for sha, files in history.commits:
         by_files.setdefault(frozenset(p for p, _, _ in files), []).append(sha)
     out = []
     for a, i in enumerate(run):
         union: set[str] = set()
+        again: set[str] = set()  # touched by two members or more: maybe put back
         for j in run[a : a + _LONGEST]:
+            again |= union & set(cands[j].paths)
             union |= set(cands[j].paths)
-            commits = by_files.get(frozenset(union))
+            commits = [c for files in _without_some(union, again) for c in by_files.get(files, [])]
             if commits and j > i:
-                out.append((i, j, commits))
+                out.append((i, j, list(dict.fromkeys(commits))))
+    return out
+
+
+_PUT_BACK = 3  # files of a run tried as put back (each subset of them: 2**3 lookups at most)
+
+
+def _without_some(union: set[str], again: set[str]) -> list[frozenset[str]]:
+    """``union``, and ``union`` without each non-empty subset of the first few of ``again``."""
+    maybe = sorted(again)[:_PUT_BACK]
+    out = [frozenset(union)]
+    for mask in range(1, 2 ** len(maybe)):
+        dropped = {p for k, p in enumerate(maybe) if mask >> k & 1}
+        if union - dropped:
+            out.append(frozenset(union - dropped))
     return out
 
 
