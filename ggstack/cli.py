@@ -1003,7 +1003,7 @@ def pr(
     else:
         console().print(report.pr_plan_table(run))
         if dry_run:
-            click.echo(report.pr_documents(run))
+            click.echo(report.pr_documents(run, pr_stage.bodies(run, s)))
     sys.exit(1 if report.attention(run) else 0)  # as sync: 1 when a patch needs a human
 
 
@@ -1232,6 +1232,7 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
     import tempfile
 
     from ggstack import demo as demo_
+    from ggstack import pr as pr_stage
     from ggstack import report
 
     if export_dir:
@@ -1251,7 +1252,8 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
             return
         out.print(report.report_table(run))
         out.print(report.pr_plan_table(run))
-        documents = report.pr_documents(run)
+        gg_clean = series.load(os.path.join(workdir, "patches"), demo_.STACK)
+        documents = report.pr_documents(run, pr_stage.bodies(run, gg_clean))
         if documents:
             out.print(documents, markup=False, highlight=False)
         if directory or keep:

@@ -258,13 +258,16 @@ class PRState:
     action: str | None = None  # what this run did or would do
     # The rest is what ``pr`` planned and did, so that a saved Run renders the
     # plan, the PR body and the closing comment without asking the forge again.
+    # The body itself is not kept: every body lists the whole merge order (n
+    # bodies of n lines), and it is a rendering of the Run and the stack
+    # (``pr.bodies``); what it is made of that neither holds is kept instead.
     title: str | None = None
     labels: list[str] = field(default_factory=list)
     approved_by: list[str] = field(default_factory=list)
     position: int | None = None  # n of "n of m" in merge order
     total: int | None = None
     actions: list[str] = field(default_factory=list)  # every step, in order ("push ...", "open ...")
-    body: str | None = None  # the body written (or, dry-run, that would be)
+    diffstat: list[tuple[str, int | None, int | None]] = field(default_factory=list)  # its commit's (path, +, -)
     comment: str | None = None  # the closing comment written (or that would be)
     note: str = ""
 

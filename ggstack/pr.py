@@ -370,6 +370,9 @@ class Slot:
     summary: str = ""
     diffstat: report.Diffstat = field(default_factory=list)
     note: str = ""
+    # Rendered only where it is needed: to compare with the open PR's, to open
+    # or update it. An offline plan of n PRs renders none of its n bodies of n lines.
+    body: str | None = None
 
     @property
     def needed(self) -> bool:
@@ -514,9 +517,8 @@ def _plan_needed(run: Run, stack: Stack, plan: Plan) -> None:
         previous = s
     order = _order(plan)
     for s in needed:
-        assert s.state is not None
-        s.state.body = _body(run, plan, s, order)
         if s.pull is not None:
+            s.body = body_of(run, plan, s, order)
             fields = _changed_fields(s)
             if fields:
                 words = ", ".join(f"base {s.pull.base_ref} → {v}" if k == "base" else k for k, v in fields.items())
@@ -538,6 +540,7 @@ def _new_state(s: Slot, stack: Stack, plan: Plan, base: str, n: int, total: int)
         approved_by=list(s.approved_by),
         position=n,
         total=total,
+        diffstat=list(s.diffstat),
     )
 
 
@@ -572,7 +575,9 @@ def _order(plan: Plan) -> report.MergeOrder:
     return report.merge_order([x.outcome for x in plan.needed])
 
 
-def _body(run: Run, plan: Plan, s: Slot, order: report.MergeOrder) -> str:
+def body_of(run: Run, plan: Plan, s: Slot, order: report.MergeOrder | None = None) -> str:
+    """The body of a needed slot's PR (``order``: the plan's merge order, built once for many bodies)."""
+    order = order or _order(plan)
     return report.pr_body(
         run,
         s.outcome,
@@ -589,8 +594,8 @@ def _changed_fields(s: Slot) -> dict[str, str]:
     fields = {}
     if s.pull.title != s.state.title:
         fields["title"] = s.state.title or ""
-    if s.pull.body.replace("\r\n", "\n") != s.state.body:
-        fields["body"] = s.state.body or ""
+    if s.pull.body.replace("\r\n", "\n") != s.body:
+        fields["body"] = s.body or ""
     if s.pull.base_ref != s.state.base:
         fields["base"] = s.state.base or ""
     return fields
@@ -636,6 +641,34 @@ def _close_steps(s: Slot, snap: Snapshot, close_redundant: bool) -> list[Step]:
     if not any(report.is_closing_comment(c.body, o.stack_patch_id) for c in snap.comments.get(s.pull.number, [])):
         steps.append(Step("comment", f"comment: represented by {via}, with the evidence"))
     return [*steps, Step("close", f"close #{s.pull.number}")]
+
+
+def bodies(run: Run, stack: Stack) -> dict[str, str]:
+    """The body of each PR the Run's plan opens or edits the body of, rendered from the Run and the stack.
+
+    The same rendering the plan sends: the merge order is the Run's PRs by
+    position (with the numbers it knows), the diffstat the one recorded, the
+    summary and the gate the stack's, the base the first PR's.
+    """
+    states = {o.name: o.pr for o in run.outcomes if o.pr and o.pr.position}
+    planned = sorted((o for o in run.outcomes if o.name in states), key=lambda o: states[o.name].position or 0)
+    if not planned:
+        return {}
+    order, gate, onto = report.merge_order(planned), _gate_words(stack), states[planned[0].name].base
+    patches = {p.name: p for p in stack.patches}
+    return {
+        o.name: report.pr_body(
+            run,
+            o,
+            summary=summary_of(patches[o.name]),
+            diffstat=states[o.name].diffstat,
+            order=order,
+            gate=gate,
+            onto=onto,
+        )
+        for o in planned
+        if o.name in patches and report.writes_body(states[o.name])
+    }
 
 
 def summary_of(patch: Patch) -> str:
@@ -719,7 +752,7 @@ def _open(run: Run, stack: Stack, plan: Plan, s: Slot, forge: Forge) -> None:
     assert s.state is not None
     s.pull = forge.create_pull(
         title=s.state.title or s.patch.subject,
-        body=_body(run, plan, s, _order(plan)),  # the numbers opened so far
+        body=body_of(run, plan, s),  # the numbers opened so far
         base=s.state.base or plan.base,
         head_owner=plan.head_owner,
         head_ref=s.branch,
@@ -736,11 +769,11 @@ def _open(run: Run, stack: Stack, plan: Plan, s: Slot, forge: Forge) -> None:
 
 def _update(run: Run, plan: Plan, s: Slot, forge: Forge, order: report.MergeOrder) -> None:
     assert s.state is not None and s.pull is not None
-    s.state.body = _body(run, plan, s, order)
+    s.body = body_of(run, plan, s, order)
     fields = _changed_fields(s)
     if fields:
         forge.edit_pull(s.pull, **fields)
-        s.pull.title, s.pull.body, s.pull.base_ref = s.state.title or "", s.state.body or "", s.state.base or ""
+        s.pull.title, s.pull.body, s.pull.base_ref = s.state.title or "", s.body, s.state.base or ""
         if not any(st.kind == "edit" for st in s.steps):
             s.steps.append(Step("edit", f"update {', '.join(fields)}", fields))
 

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ggstack.model import Applied, Outcome, Recommendation, Run, Signal, TestResult, Verdict
+from ggstack.model import Applied, Outcome, PRState, Recommendation, Run, Signal, TestResult, Verdict
 
 if TYPE_CHECKING:
     from ggstack import drop, rebase
@@ -448,16 +448,17 @@ def pr_plan_table(run: Run) -> Table:
     return table
 
 
-def pr_documents(run: Run) -> str:
-    """Each PR body and closing comment of the plan, for ``pr --dry-run``."""
+def writes_body(pr: PRState) -> bool:
+    """Whether the plan opens this PR or edits its body."""
+    return any(a.startswith("open") or (a.startswith("update") and "body" in a) for a in pr.actions)
+
+
+def pr_documents(run: Run, bodies: Mapping[str, str]) -> str:
+    """Each PR body (``pr.bodies``: a saved Run keeps none) and closing comment of the plan, for ``pr --dry-run``."""
     out = []
     for o in run.outcomes:
-        if (
-            o.pr
-            and o.pr.body is not None
-            and any(a.startswith("open") or (a.startswith("update") and "body" in a) for a in o.pr.actions)
-        ):
-            out.append(f"===== {o.name}: PR body =====\n{o.pr.body}")
+        if o.pr and o.name in bodies and writes_body(o.pr):
+            out.append(f"===== {o.name}: PR body =====\n{bodies[o.name]}")
         if o.pr and o.pr.comment is not None:
             out.append(f"===== {o.name}: closing comment =====\n{o.pr.comment}")
     return "\n".join(out)

@@ -203,7 +203,10 @@ def test_first_run_opens_two_stacked_gated_prs_and_none_for_the_represented_patc
     assert run.stages["pr"] == "ok"
     assert run.outcomes[0].verdict is Verdict.REPRESENTED and run.outcomes[0].pr is None
     assert out_a.pr.number == pa["number"] and out_a.pr.position == 1 and out_a.pr.total == 2
-    assert out_b.pr.base == pa["head"]["ref"] and out_b.pr.body == pb["body"]
+    assert out_b.pr.base == pa["head"]["ref"]
+    # A Run keeps no bodies; rendered from it and the stack, they are what the forge has.
+    bodies = pr_stage.bodies(run, series.load(str(w.patches), "s"))
+    assert (bodies[out_a.name], bodies[out_b.name]) == (pa["body"], pb["body"])
 
 
 def test_rerun_with_nothing_changed_makes_no_write_call_and_no_push(seeded: World) -> None:
@@ -229,6 +232,16 @@ def test_dry_run_prints_plan_and_bodies_and_changes_nothing(seeded: World) -> No
     assert "plan only" in proc.stdout and "open PR 1 of 2" in proc.stdout
     assert "PR body" in proc.stdout and report.PR_GATE in proc.stdout
     assert "no PR: represented" in proc.stdout
+
+
+def test_the_run_keeps_no_pr_bodies_and_renders_the_ones_the_dry_run_prints(seeded: World) -> None:
+    w = seeded
+    data = json.loads(w.ok("--dry-run", "--json").stdout)
+    planned = [p["pr"] for p in data["patches"] if p["pr"] and p["pr"]["position"]]
+    assert len(planned) == 2 and all("body" not in p and p["diffstat"] for p in planned)
+    bodies = pr_stage.bodies(Run.from_json(data), series.load(str(w.patches), "s"))
+    printed = w.ok("--dry-run").stdout
+    assert len(bodies) == 2 and all(f"===== {name}: PR body =====\n{b}" in printed for name, b in bodies.items())
 
 
 def test_a_fresh_clone_replaying_new_commit_objects_pushes_and_writes_nothing(seeded: World) -> None:

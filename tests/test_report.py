@@ -75,6 +75,7 @@ def every_verdict_run() -> Run:
                 labels=["do-not-merge"],
                 position=1,
                 total=2,
+                diffstat=[("vllm/a.py", 3, 1), ("assets/logo.png", None, None)],
             ),
         ),
         outcome(
@@ -300,6 +301,21 @@ def test_json_round_trips_to_the_same_run() -> None:
     again = Run.from_json(json.loads(report.run_json(run)))
     assert again == run
     assert report.run_json(again) == report.run_json(run)
+
+
+def test_a_run_an_older_ggstack_wrote_with_pr_bodies_loads_and_renders(tmp_path: Path) -> None:
+    data = every_verdict_run().to_json()
+    for p in data["patches"]:
+        if p["pr"]:
+            p["pr"]["body"] = "the body an older ggstack kept\n" + report.pr_marker(p["stack_patch_id"])
+            del p["pr"]["diffstat"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    proc = run_ggstack("report", str(path), "--format", "markdown", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    old = Run.from_json(data)
+    assert old.outcome("0001-unique-patch.patch").pr.diffstat == []  # type: ignore[union-attr]
+    assert '"body":' not in report.run_json(old) and proc.stdout == report.markdown(old)
 
 
 def test_table_shows_every_patch_in_merge_order() -> None:
