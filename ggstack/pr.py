@@ -304,11 +304,11 @@ def settle(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict
     chosen: dict[str, Chosen] = {}
     pairs: dict[str, tuple[str, str]] = {}  # name -> (previous, commit): diffstats read in one process
     here = repo.has_objects(snap.heads.values())  # one process for every remote head
-    for o in run.outcomes:
-        if not _needs_pr(o) or closed_note(o, snap) is not None:
-            continue
+    needed = _to_settle(run, snap)
+    replayed = repo.read_commits(o.commit or "" for o in needed)  # one process, not a round trip a patch
+    for o in needed:
         assert o.commit is not None
-        commit, info = o.commit, _commit(repo, o.commit)
+        commit, info = o.commit, replayed.get(o.commit) or _commit(repo, o.commit)
         if info.parents[:1] != (previous,):
             picks = picks or {p.name: p for p in replay.materialize(repo, stack)}
             replayer = replay.Replayer(repo, previous)
@@ -332,6 +332,11 @@ def settle(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict
     for name, diffstat in zip(pairs, repo.numstats(list(pairs.values())), strict=True):
         chosen[name] = dataclasses.replace(chosen[name], diffstat=diffstat)
     return chosen
+
+
+def _to_settle(run: Run, snap: Snapshot) -> list[Outcome]:
+    """The patches that may get a PR: needed, replayed, and no PR of theirs someone else merged or closed."""
+    return [o for o in run.outcomes if _needs_pr(o) and closed_note(o, snap) is None]
 
 
 def _commit(repo: git.Repository, sha: str) -> git.CommitInfo:

@@ -243,6 +243,7 @@ class Replayer:
         self._committer: str | None = None
         self._changes: dict[str, list[git.TreeChange]] = {}
         self._trees = Trees(repo)
+        self._cached: dict[str, git.CommitInfo] = {}  # the replayed commits the cache names, read ahead
 
     def prepare(self, picks: Sequence[Pick]) -> None:
         """Read what every pick changes, in one process, so that picks whose
@@ -250,6 +251,25 @@ class Replayer:
         pairs = [(p.commit, p.parent) for p in picks if p.commit and p.parent and p.commit not in self._changes]
         for (commit, _), changes in zip(pairs, self.repo.tree_changes(pairs)):
             self._changes[commit] = changes
+        self._read_ahead(picks)
+
+    def _read_ahead(self, picks: Sequence[Pick]) -> None:
+        """The commits the result cache names along the chain from this tip, read in one process.
+
+        A rerun replays from the cache: each hit is checked (its parent must be
+        the tip), and asking for them one at a time was a round trip a patch.
+        The chain is followed as if every pick were kept; where the caller
+        leaves one out, the later hits are read one at a time, as before.
+        """
+        tip, hits = self.tip, []
+        for pick in picks:
+            hit = self._results.get(f"{tip}:{pick.commit}") if pick.commit else None
+            if not hit:
+                break
+            if hit != "empty":
+                hits.append(hit)
+                tip = hit
+        self._cached.update(self.repo.read_commits(hits))
 
     def try_pick(self, pick: Pick) -> Step:
         if pick.commit is None:
@@ -292,7 +312,7 @@ class Replayer:
     def _from_cache(self, hit: str) -> Step | None:
         if hit == "empty":
             return Step(Applied.EMPTY, self.tip_tree)
-        info = self.repo.read_commit(hit)
+        info = self._cached.get(hit) or self.repo.read_commit(hit)
         if info is None or info.parents != (self.tip,):
             return None  # pruned by gc, or not ours: redo the merge
         return Step(Applied.APPLIED, info.tree, hit)

@@ -70,7 +70,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -183,16 +183,30 @@ def plan(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", onl
     originals = {pick.name: pick for pick in replay.materialize(repo, stack)}
     kinds = [("cpu", cfg.cpu)] + ([("gpu", cfg.gpu)] if gpu != "off" else [])
     jobs: list[Job] = []
+    chosen = _testable(run, patches, wanted)
+    # The replayed commits whose parent a job starts from, in one process (not a round trip a patch).
+    commits = repo.read_commits(
+        o.commit for o in run.outcomes if o.name in chosen and o.applied is Applied.APPLIED and o.commit
+    )
     tip = run.base  # the tree each patch was replayed onto, as apply advanced it
     for o in run.outcomes:
-        start = _parent(repo, o.commit) if o.applied is Applied.APPLIED and o.commit else tip
-        patch = patches.get(o.name)
-        testable = o.applied in (Applied.APPLIED, Applied.EMPTY, Applied.CONFLICT)
-        if patch is not None and testable and (wanted is None or o.name in wanted):
-            jobs += _jobs(repo, stack, patch, o, start, originals.get(o.name), kinds)
+        if o.name in chosen:
+            start = _parent(repo, commits, o.commit) if o.applied is Applied.APPLIED and o.commit else tip
+            jobs += _jobs(repo, stack, patches[o.name], o, start, originals.get(o.name), kinds)
         if o.applied is Applied.APPLIED and o.commit and o.verdict is not Verdict.REPRESENTED:
             tip = o.commit  # check leaves represented patches out of the tip it judges on
     return jobs
+
+
+def _testable(run: Run, patches: Mapping[str, Patch], wanted: set[str] | None) -> set[str]:
+    """The patches of the Run that get jobs (when they have test files): in the stack, replayed, asked for."""
+    return {
+        o.name
+        for o in run.outcomes
+        if o.name in patches
+        and o.applied in (Applied.APPLIED, Applied.EMPTY, Applied.CONFLICT)
+        and (wanted is None or o.name in wanted)
+    }
 
 
 def _jobs(
@@ -217,9 +231,8 @@ def _jobs(
     ]
 
 
-def _parent(repo: git.Repository, commit: str) -> str:
-    info = repo.read_commit(commit)  # the persistent reader: one process for the whole plan, not one a patch
-    parents = (info or repo.commit_info(commit)).parents
+def _parent(repo: git.Repository, commits: Mapping[str, git.CommitInfo], commit: str) -> str:
+    parents = (commits.get(commit) or repo.commit_info(commit)).parents  # absent: git's own error
     return parents[0] if parents else commit
 
 

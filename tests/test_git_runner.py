@@ -63,3 +63,15 @@ def test_the_repository_is_found_as_gitpython_finds_it(tmp_path: Path) -> None:
         assert repository._discover(str(path)) is None
         repo = git.Repository(str(path))
         assert repo.worktree is None if path.name == "bare.git" else repo.resolve("HEAD") == head
+
+
+def test_many_commits_are_read_in_one_request_and_what_is_absent_is_left_out(tmp_path: Path) -> None:
+    fork = GitRepo.init(tmp_path / "fork")
+    first = fork.commit("first\n\nwith a body", {"a.txt": "a\n"})
+    second = fork.commit("second", {"a.txt": "b\n"})
+    tree = fork.git("rev-parse", f"{second}^{{tree}}")
+    repo = git.Repository(str(fork.path))
+    found = repo.read_commits([second, first, "0" * 40, tree, second, ""])
+    assert list(found) == [second, first]  # the absent id, the tree and the empty name are left out
+    assert found == {sha: repo.read_commit(sha) for sha in (second, first)}
+    assert found[second].parents == (first,) and found[first].message.startswith("first\n\nwith a body")

@@ -145,6 +145,16 @@ class Objects(Refs):
             return None
         return _parse_commit(sha, found[1].decode("utf-8", "surrogateescape"))
 
+    def read_commits(self, shas: Iterable[str]) -> dict[str, CommitInfo]:
+        """The commits ``shas`` (full ids) in one ``cat-file --batch`` process, where
+        ``read_commit`` would ask one at a time; an id that is absent or not a commit is left out."""
+        wanted = [s for s in dict.fromkeys(shas) if s and "\n" not in s]
+        found = {}
+        for sha, obj in zip(wanted, self.cat_file_batch(wanted), strict=True):
+            if obj is not None and obj[1] == "commit":
+                found[sha] = _parse_commit(sha, obj[2].decode("utf-8", "surrogateescape"))
+        return found
+
     def cat_file_batch(self, names: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
         """(sha, type, contents) for each object name (``sha``, ``rev:path``,
         ``rev^{commit}``), None where it is missing: one ``cat-file --batch``."""
