@@ -448,10 +448,14 @@ def test_an_exact_pick_in_a_file_of_repeated_blocks_is_represented(world: GitRep
 
 
 def test_an_empty_replay_is_represented_though_the_lines_are_elsewhere(world: GitRepo) -> None:
+    """The base moved the file more often than the lines' history is followed (a move a commit):
+    its lines are not found, but git's merge, which pairs the file across all the moves at once,
+    replays it to nothing."""
     c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l20="line twenty"))})
-    world.git("mv", "f.txt", "g.txt")
-    world.commit("rename f to g")
-    world.commit("the same fix, upstream", {"g.txt": text(edited(LINES, l20="line twenty"))}, author=OTHER)
+    for old, new in [("f", "g"), ("g", "h"), ("h", "i"), ("i", "j")]:
+        world.git("mv", f"{old}.txt", f"{new}.txt")
+        world.commit(f"rename {old} to {new}")
+    world.commit("the same fix, upstream", {"j.txt": text(edited(LINES, l20="line twenty"))}, author=OTHER)
     o = judge(world, c)
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert rule(o) == "empty replay"
@@ -765,3 +769,52 @@ def test_a_backports_cherry_picked_from_line_names_its_main_commit_in_a_stack(wo
     assert fix in outcome.represented_by
     identity = next(e for e in outcome.evidence if e.kind is Signal.IDENTITY)
     assert fix[:10] in identity.detail, identity.detail
+
+
+# -- code that moved: the base moved the file after taking the change ------------------------------
+
+
+def _moved_upstream(world: GitRepo, fix: dict) -> str:
+    """Upstream takes ``fix`` (with other work, so no patch-id matches), moves f.txt into pkg/,
+    then edits next to the fix: a replay conflicts, and f.txt is not in the base any more."""
+    taken = world.commit("Fix it properly, with docs (#6)", {"f.txt": text(edited(LINES, **fix)), "docs.txt": "d\n"})
+    world.git("mv", "f.txt", "pkg.txt")
+    world.commit("move f.txt to pkg.txt", author=OTHER)
+    moved = edited(LINES, **fix)
+    moved[8], moved[10] = "line 9 (upstream)", "line 11 (upstream)"
+    world.commit("upstream edits around it", {"pkg.txt": text(moved)}, author=OTHER)
+    return taken
+
+
+def test_a_change_upstream_took_then_moved_to_another_file_is_represented_by_the_commit_that_took_it(
+    world: GitRepo,
+) -> None:
+    """Class: code that moved. The fix is upstream, in the file's new place; judged against the
+    file where it is now, and the lines' history followed through the move (as blame -M does)."""
+    c = on(world, "fork", "Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
+    taken = _moved_upstream(world, {"l10": "line ten fixed"})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert rule(o) == "content"
+    assert o.represented_by == [taken]
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+    assert "f.txt in pkg.txt" in kinds(o)["content"][0].detail
+
+
+def test_a_partial_change_in_a_moved_file_has_a_remaining_diff_for_the_file_where_it_is_now(world: GitRepo) -> None:
+    c = on(world, "fork", "Fix ten and thirty", {"f.txt": text(edited(LINES, l10="line ten fixed", l30="line 30 too"))})
+    taken = _moved_upstream(world, {"l10": "line ten fixed"})
+    o = judge(world, c)
+    assert o.verdict is Verdict.PARTIAL, o.evidence
+    assert o.represented_by == [taken]
+    diff = o.remaining_diff or ""
+    assert "+++ b/pkg.txt" in diff and "+line 30 too" in diff and "f.txt" not in diff, diff
+    assert test_check.applies_to(world, "main", diff)
+
+
+def test_a_stack_patch_whose_file_upstream_moved_after_taking_it_is_represented(world: GitRepo) -> None:
+    c = on(world, "fork", "Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
+    taken = _moved_upstream(world, {"l10": "line ten fixed"})
+    o = check_stack(world, c)["0001"]
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert o.represented_by == [taken]

@@ -16,7 +16,7 @@ attribution has named the base commit that brought it (``earned``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
@@ -62,6 +62,7 @@ class Containment:
     judged: bool = True  # False: the pre-image is not here, so nothing was compared
     base_blobs: dict[str, str] = field(default_factory=dict)  # the patch's file -> the tree's blob of it
     pre_blobs: dict[str, str] = field(default_factory=dict)  # the patch's file -> its pre-image blob
+    renamed: set[str] = field(default_factory=set)  # the patch's files it adds, deletes or renames itself
 
     @property
     def counted(self) -> list[Unit]:
@@ -102,8 +103,11 @@ class Containment:
         return [c for c, _ in counts.most_common()]
 
 
-def contain(change_set: list[FileChange], entries: Entries, files: Files) -> Containment:
-    """Which parts of the patch the tree's files (``entries``) already hold."""
+def contain(
+    change_set: list[FileChange], entries: Entries, files: Files, moved: Mapping[str, str] | None = None
+) -> Containment:
+    """Which parts of the patch the tree's files (``entries``) already hold. ``moved``: where the
+    base moved files the patch changes in place (it is judged against the file there)."""
     units: list[Unit] = []
     base_paths: dict[str, str] = {}
     base_blobs: dict[str, str] = {}
@@ -112,13 +116,23 @@ def contain(change_set: list[FileChange], entries: Entries, files: Files) -> Con
     for fc in change_set:
         if fc.old_path and fc.old_blob and files.blob(fc.old_blob) is None:
             judged = False  # the pre-image is not in this repository
-        in_base = entries.get(fc.new_path or "") or (entries.get(fc.old_path or "") if fc.new_path else None)
-        base_path = fc.new_path if fc.new_path in entries else (fc.old_path if in_base else None)
+        base_path, in_base = _in_base(fc, entries, moved or {})
         if base_path and in_base:
             base_paths[fc.path] = base_path
             base_blobs[fc.path] = in_base[1]
         units += _file_units(fc, in_base, entries, files)
-    return Containment(units, base_paths, judged, base_blobs, pre_blobs)
+    renamed = {fc.path for fc in change_set if fc.old_path != fc.new_path}
+    return Containment(units, base_paths, judged, base_blobs, pre_blobs, renamed)
+
+
+def _in_base(fc: FileChange, entries: Entries, moved: Mapping[str, str]) -> tuple[str | None, tuple[str, str] | None]:
+    """The tree's file to judge ``fc`` against: its own path, the one it renames, or where the
+    base moved it."""
+    in_base = entries.get(fc.new_path or "") or (entries.get(fc.old_path or "") if fc.new_path else None)
+    if in_base:
+        return (fc.new_path if fc.new_path in entries else fc.old_path), in_base
+    there = moved.get(fc.path) if fc.old_path == fc.new_path else None
+    return (there, entries[there]) if there and there in entries else (None, None)
 
 
 def contained_at(files: Files, todo: Sequence[tuple[list[FileChange], str]]) -> list[Containment]:

@@ -52,6 +52,7 @@ class History:
     undoes: dict[str, list[str]] = field(default_factory=dict)  # range commit -> the shas it says it reverts
     reachable: set[str] = field(default_factory=set)  # candidate sources that are ancestors of the base
     undone: dict[str, list[str]] = field(default_factory=dict)  # reachable source -> the reverts that undid it
+    moves: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (its new path, the commit moving it)
     _order: dict[str, int] = field(default_factory=dict)
     _touching: dict[str, list[int]] = field(default_factory=dict)
     _versions: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
@@ -65,6 +66,27 @@ class History:
             for path, old, new in files:
                 self._touching.setdefault(path, []).append(i)
                 self._versions.setdefault(path, []).append((self.commits[i][0], old, new))
+        for path, (to, sha) in sorted(self.moves.items(), key=lambda m: -self._order.get(m[1][1], 0)):
+            self._chain(path, to, sha)  # oldest move first: a file moved twice is one line of versions
+
+    def _chain(self, path: str, to: str, sha: str) -> None:
+        """``to``'s versions go on into ``path``'s from before the move (``blame -M`` would follow it)."""
+        there, here = self._versions.get(to, []), self._versions.get(path, [])
+        moved_in = next((v for v in there if v[0] == sha), None)
+        moved_out = next((v for v in here if v[0] == sha), None)
+        if moved_in is None or moved_out is None:
+            return
+        newer = [v for v in there if self.newer(v[0], sha)]
+        older = [v for v in here if self.newer(sha, v[0])]
+        self._versions[to] = [*newer, (sha, moved_out[1], moved_in[2]), *older]
+
+    def moved_to(self, path: str) -> str | None:
+        """Where the range moved ``path`` (following every move), or None."""
+        seen = {path}
+        while path in self.moves and self.moves[path][0] not in seen:
+            path = self.moves[path][0]
+            seen.add(path)
+        return path if len(seen) > 1 else None
 
     # -- questions the signals ask --------------------------------------------------------
 
@@ -193,7 +215,10 @@ def scan(
         pending_reach = pool.submit(repo.not_reachable, srcs, base)
         commits = _touching(repo, base, exclude, paths)
         log = pending_log.result()
-        history = History(commits, {sha: message for sha, _, message in log})
+        commits, moves = _follow_moves(
+            repo, base, exclude, paths, commits, {sha: i for i, (sha, _, _) in enumerate(log)}
+        )
+        history = History(commits, {sha: message for sha, _, message in log}, moves=moves)
         history.authors = {sha: email for sha, email, _ in log}
         wanted_sets = set(keysets)
         same_files = [(sha, None) for sha, fs in commits if frozenset(p for p, _, _ in fs) in wanted_sets]
@@ -214,6 +239,46 @@ def _touching(
     # past a few dozen paths, reading the whole range and filtering here is faster.
     wanted = set(paths)
     return [(c, fs) for c, fs in repo.log_raw([base], exclude, ()) if any(p in wanted for p, _, _ in fs)]
+
+
+_HOPS = 3  # a file moved more often than this within the range is followed no further
+
+
+def _follow_moves(
+    repo: git.Repository,
+    base: str,
+    exclude: Sequence[str],
+    paths: Sequence[str],
+    commits: list[tuple[str, FileVersions]],
+    order: Mapping[str, int],
+) -> tuple[list[tuple[str, FileVersions]], dict[str, tuple[str, str]]]:
+    """The candidates' files the range moved (their newest version a deletion that git's rename
+    detection pairs with an added file): path -> (new path, the commit), and the range commits
+    touching the new paths added to ``commits``. Nothing is asked when no file was deleted."""
+    moves: dict[str, tuple[str, str]] = {}
+    todo = list(paths)
+    for _ in range(_HOPS):
+        gone = _deleted(commits, todo)
+        renamed = repo.renames(list(dict.fromkeys(gone.values()))) if gone else {}
+        found = {p: (new, sha) for p, sha in gone.items() for old, new in renamed.get(sha, []) if old == p}
+        if not found:
+            break
+        moves.update(found)
+        todo = [new for new, _ in found.values()]
+        more = _touching(repo, base, exclude, todo)
+        known = {sha for sha, _ in commits}
+        commits = sorted([*commits, *(c for c in more if c[0] not in known)], key=lambda c: order.get(c[0], 0))
+    return commits, moves
+
+
+def _deleted(commits: list[tuple[str, FileVersions]], paths: Sequence[str]) -> dict[str, str]:
+    """Of ``paths``, those whose newest version in the range is a deletion: path -> that commit."""
+    wanted, newest = set(paths), {}
+    for sha, files in commits:
+        for path, _, new in files:
+            if path in wanted and path not in newest:
+                newest[path] = (sha, new)
+    return {p: sha for p, (sha, new) in newest.items() if set(new) == {"0"}}
 
 
 def _patch_ids(

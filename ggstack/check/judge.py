@@ -128,11 +128,15 @@ def measure_content(
     ctx: Context, cands: Sequence[Candidate], tree: str, idents: dict[str, Identified] | None = None
 ) -> list[Containment]:
     """Containment of each candidate in ``tree``, attributed to the range's commits."""
-    paths = list(dict.fromkeys(p for c in cands for p in c.paths))
+    moved = {p: to for c in cands for p in c.paths if (to := ctx.history.moved_to(p))}
+    paths = list(dict.fromkeys([*(p for c in cands for p in c.paths), *moved.values()]))
     entries = ctx.files.entries(tree, paths)
     ctx.files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
-    ctx.files.prepare_alignments(_alignments(ctx, cands, entries))
-    contents = [contain(c.changes, {p: entries[p] for p in c.paths if p in entries}, ctx.files) for c in cands]
+    ctx.files.prepare_alignments(_alignments(ctx, cands, entries, moved))
+    contents = [
+        contain(c.changes, {p: entries[p] for p in [*c.paths, *_at(c, moved)] if p in entries}, ctx.files, moved)
+        for c in cands
+    ]
     # Only live picks: a reverted one did bring the lines once, but not the ones the base has now.
     likely = [
         {m.commit for m in idents[c.name].matches if not m.undone_by} if idents and c.name in idents else set()
@@ -142,11 +146,17 @@ def measure_content(
     return contents
 
 
-def _alignments(ctx: Context, cands: Sequence[Candidate], entries: dict[str, tuple[str, str]]) -> list[tuple[str, str]]:
+def _at(cand: Candidate, moved: dict[str, str]) -> list[str]:
+    return [moved[p] for p in cand.paths if p in moved]
+
+
+def _alignments(
+    ctx: Context, cands: Sequence[Candidate], entries: dict[str, tuple[str, str]], moved: dict[str, str]
+) -> list[tuple[str, str]]:
     """The (pre-image, tree) blob pairs whose lines the judgement will align."""
     pairs: list[tuple[str, str]] = []
     for fc in (fc for c in cands for fc in c.changes if not fc.binary):
-        base = entries.get(fc.new_path or "") or entries.get(fc.old_path or "")
+        base = entries.get(fc.new_path or "") or entries.get(fc.old_path or "") or entries.get(moved.get(fc.path, ""))
         if fc.old_blob and base and base[1] != fc.old_blob and needs_alignment(fc, base[1], ctx.files):
             pairs.append((fc.old_blob, base[1]))
     return pairs

@@ -72,7 +72,9 @@ def remaining_diff(
     """A diff against ``tree`` of only the parts of the patch it lacks that have a clean place there."""
     if not content.judged or all(u.present for u in content.units):
         return Remaining(None, [])
-    entries = files.entries(tree, [p for fc in change_set for p in fc.paths])
+    entries = files.entries(
+        tree, list(dict.fromkeys([p for fc in change_set for p in fc.paths] + [*content.base_paths.values()]))
+    )
     plan = _Plan()
     for fc in change_set:
         gone = [u for u in content.units if u.path == fc.path and not u.present]
@@ -102,7 +104,8 @@ class _Plan:
         entries: dict[str, tuple[str, str]],
         files: Files,
     ) -> None:
-        if fc.old_path and fc.old_path not in entries and fc.new_path not in entries:
+        here = content.base_paths.get(fc.path)
+        if fc.old_path and fc.old_path not in entries and fc.new_path not in entries and here not in entries:
             self.lost.append(f"{fc.path} (the base has no such file any more: renamed or deleted)")
             return
         whole = _whole_file_change(fc, gone, entries)
@@ -153,6 +156,8 @@ def _edit(
     if "mode" in {u.what for u in gone} and fc.new_mode:
         mode = fc.new_mode
     text = "\n".join(after) + ("\n" if after and (data.endswith(b"\n") or not data) else "")
+    if fc.old_path == fc.new_path:  # changed in place: where the base has the file now (it may have moved it)
+        return _Edit(base_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"), left_out), None
     edit = _Edit(fc.new_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"), left_out)
     return edit, base_path if base_path != fc.new_path else None
 

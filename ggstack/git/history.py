@@ -75,6 +75,22 @@ class History(Objects):
             out.append((sha, files))
         return out
 
+    def renames(self, commits: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """commit -> the (old path, new path) files it renamed, as git's rename detection sees
+        them against its first parent: one ``diff-tree --stdin`` for all."""
+        if not commits:
+            return {}
+        feed = "".join(c + "\n" for c in commits).encode()
+        raw = self.run(
+            "diff-tree", "--stdin", "-r", "-M", "-z", "--name-status", "--diff-filter=R", "--format=%x01%H", input=feed
+        ).stdout.decode("utf-8", "surrogateescape")
+        out: dict[str, list[tuple[str, str]]] = {}
+        for chunk in raw.split("\x01")[1:]:
+            fields = chunk.split("\0")
+            # After the commit id: "R<score>", old path, new path — a triple a rename.
+            out[fields[0].strip()] = [(fields[i + 1], fields[i + 2]) for i in range(1, len(fields) - 2, 3)]
+        return out
+
     def range_messages(self, tips: Sequence[str], exclude: Sequence[str]) -> list[tuple[str, str, str]]:
         """(commit, author email, message) of every commit of the range, newest first, in one ``git log``."""
         feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
