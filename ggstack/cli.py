@@ -91,7 +91,9 @@ def console() -> Console:
 
     if sys.stdout.isatty():
         return Console(highlight=False, soft_wrap=False)
-    return Console(file=cast(IO[str], _NoTrailingSpace(sys.stdout)), highlight=False, soft_wrap=False, width=200)
+    from ggstack.plaintable import PlainConsole  # tables as plain lines: rich's layout, not its cost
+
+    return PlainConsole(file=cast(IO[str], _NoTrailingSpace(sys.stdout)), highlight=False, soft_wrap=False, width=200)
 
 
 class _NoTrailingSpace(io.TextIOBase):

@@ -125,7 +125,7 @@ def check_table(run: Run) -> Table:
             verdict += f" {round(100 * o.represented_fraction)}%"
         table.add_row(
             escape(f"{o.name}\n{o.subject}"),
-            f"[{styles.get(o.verdict, '')}]{verdict}[/]",
+            Text(verdict, style=styles.get(o.verdict, "")),  # markup "[]broken[/]" was a MarkupError
             escape("\n".join(commit_words(c, run) for c in o.represented_by[:3])),
             escape(verdict_words(o)),
             o.recommendation.value if o.recommendation else "",
