@@ -263,6 +263,33 @@ def test_adapted_pick_with_a_changed_hunk_names_it_and_never_undoes_the_adaptati
     assert o.recommendation is Recommendation.REWORK
 
 
+def test_a_missing_block_whose_removed_line_the_patch_moves_is_left_out_not_spliced(world: GitRepo) -> None:
+    """Found on ipython: the patch moves an import up and puts other imports where it was;
+    upstream has the moved import but not all of the others. git's alignment pairs the line the
+    missing block removes with upstream's moved import (the same text): splicing there would
+    delete upstream's import. A block removing a line the patch puts back elsewhere is left out."""
+    tail = ["", 'MULTILINE_MAGIC = ("""\\', "a = f()", '""")', "", "def test_body():", "    return dedent(ipt2.x)"]
+    ipt2 = "from IPython.core import inputtransformer2 as ipt2"
+    find = "from IPython.core.inputtransformer2 import _find_assign_op, make_tokens_by_line"
+    doc = '"""Tests for the token-based transformers."""'
+    head = [doc, "import nose.tools as nt", "import string", "", ipt2]
+    head += ["from IPython.core.inputtransformer2 import make_tokens_by_line, _find_assign_op"]
+    head += ["", "from textwrap import dedent", *tail]
+    world.commit("imports", {"imp.py": text(head)})
+    world.git("branch", "-f", "fork", "main")
+    patched = [*head[:3], "import sys", "from textwrap import dedent", "", "import pytest", "", ipt2, find]
+    patched += ["from IPython.testing.decorators import skip", *tail]
+    c = on(world, "fork", "Backport PR #13270: use skip", {"imp.py": text(patched)})
+    upstream = [doc, "", "import platform", "import string", "import sys", "from textwrap import dedent", ""]
+    upstream += ["import pytest", "", ipt2 + "  # noqa: F401", find, *tail]
+    world.commit("upstream tidies its imports", {"imp.py": text(upstream)}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is Verdict.PARTIAL, o.evidence
+    diff = o.remaining_diff or ""
+    assert "-from textwrap import dedent" not in diff, diff
+    assert o.recommendation is Recommendation.REWORK
+
+
 def test_conflict_resolved_pick_with_every_change_present_is_represented(world: GitRepo) -> None:
     c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, **THREE_HUNKS))})
     world.commit(

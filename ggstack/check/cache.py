@@ -27,7 +27,7 @@ from ggstack import git, state
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, REVERTS, SPID, normal_subject, pr_numbers
 from ggstack.model import Applied, Conflict, Evidence, Outcome, Recommendation, Run, Stack, Verdict
 
-VERSION = "check-12"
+VERSION = "check-13"
 _KEEP = 64  # verdict files kept per repository, newest first
 
 

@@ -152,7 +152,7 @@ def _edit(
     lines = list(files.lines(blob))
     data = files.blob(blob) or b""
     _place(fc, gone, blob, files)
-    after, left_out = _put_back(gone, lines)
+    after, left_out = _put_back(gone, lines, _moved(fc))
     if "mode" in {u.what for u in gone} and fc.new_mode:
         mode = fc.new_mode
     text = "\n".join(after) + ("\n" if after and (data.endswith(b"\n") or not data) else "")
@@ -173,15 +173,25 @@ def _place(fc: FileChange, gone: list[Unit], blob: str, files: Files) -> None:
             u.window = window(u.block, pre, lines, pmap)
 
 
-def _put_back(gone: list[Unit], lines: list[str]) -> tuple[list[str], list[str]]:
+def _moved(fc: FileChange) -> set[str]:
+    """Informative lines the patch takes out at one place and puts in at another: where the
+    base has one, it may be the copy at the new place (git aligns equal lines), so a block
+    removing it has no place anyone can be sure of."""
+    removed = {s for h in fc.hunks for b in h.blocks for s in b.removed}
+    added = {s for h in fc.hunks for b in h.blocks for s in b.added}
+    return {s for s in removed & added if any(c.isalnum() for c in s)}
+
+
+def _put_back(gone: list[Unit], lines: list[str], moved: set[str]) -> tuple[list[str], list[str]]:
     """``lines`` with every missing block's added lines at its place, from the bottom up; and the
-    blocks left out: no clean place, or a place overlapping one already taken."""
+    blocks left out: no clean place, a place overlapping one already taken, or removed lines the
+    patch moves."""
     out = list(lines)
     last = None
     left_out = []
     for u in sorted((u for u in gone if u.block is not None), key=lambda u: u.window or (0, 0), reverse=True):
         assert u.block is not None
-        place = _replacement(u, out)
+        place = None if moved.intersection(u.block.removed) else _replacement(u, out)
         if place is None or (last is not None and place[1] > last):
             start = (u.window or (0, 0))[0]
             left_out.append(f"{u.path} line {start + 1} ({u.what})")
