@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -329,9 +330,48 @@ def settle(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict
             commit = remote
         chosen[o.name] = Chosen(commit)
         previous = commit
-    for name, diffstat in zip(pairs, repo.numstats(list(pairs.values())), strict=True):
+    for name, diffstat in zip(pairs, _diffstats(repo, list(pairs.values())), strict=True):
         chosen[name] = dataclasses.replace(chosen[name], diffstat=diffstat)
     return chosen
+
+
+def _diffstats(repo: git.Repository, pairs: list[tuple[str, str]]) -> list[report.Diffstat]:
+    """What each (previous, commit) changes; the ones the last run read come from its cache.
+
+    Two commit ids name one diffstat for good, so a rerun on the same base
+    reads none (it was one diff-tree over the whole stack); the cache keeps
+    the pairs of the last run only.
+    """
+    cache = replay.Cache(repo, "diffstats")
+    keys = [f"{a}:{b}" for a, b in pairs]
+    known = {k: d for k in keys if (d := _cached_diffstat(cache.get(k))) is not None}
+    todo = [(k, pair) for k, pair in zip(keys, pairs, strict=True) if k not in known]
+    for (key, _), diffstat in zip(todo, repo.numstats([pair for _, pair in todo]), strict=True):
+        known[key] = diffstat
+        cache.put(key, json.dumps(diffstat))
+    cache.retain(keys)
+    cache.save()
+    return [known[k] for k in keys]
+
+
+def _cached_diffstat(text: str | None) -> report.Diffstat | None:
+    """A diffstat from the cache; None where there is none or it is not one (a corrupt file costs time only)."""
+    try:
+        rows = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(rows, list) or not all(_diffstat_row(r) for r in rows):
+        return None
+    return [(path, added, deleted) for path, added, deleted in rows]
+
+
+def _diffstat_row(row: object) -> bool:
+    return (
+        isinstance(row, list)
+        and len(row) == 3
+        and isinstance(row[0], str)
+        and all(n is None or (isinstance(n, int) and not isinstance(n, bool)) for n in row[1:])
+    )
 
 
 def _to_settle(run: Run, snap: Snapshot) -> list[Outcome]:

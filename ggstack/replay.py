@@ -42,7 +42,7 @@ import json
 import os
 import re
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ggstack import git, series, state
@@ -98,6 +98,12 @@ class Cache:
         if self._data.get(key) != value:
             self._data[key] = value
             self._dirty = True
+
+    def retain(self, keys: Iterable[str]) -> None:
+        """Keep only ``keys``: a cache of what the last run used, not of every run's."""
+        kept = {k: self._data[k] for k in keys if k in self._data}
+        if kept != self._data:
+            self._data, self._dirty = kept, True
 
     def save(self) -> None:
         if self._dirty:

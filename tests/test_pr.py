@@ -244,6 +244,23 @@ def test_the_run_keeps_no_pr_bodies_and_renders_the_ones_the_dry_run_prints(seed
     assert len(bodies) == 2 and all(f"===== {name}: PR body =====\n{b}" in printed for name, b in bodies.items())
 
 
+def test_a_rerun_reads_the_diffstats_it_kept_and_a_kept_one_that_is_not_one_is_read_again(seeded: World) -> None:
+    w = seeded
+    traces = [w.tmp / f"{n}.trace" for n in range(3)]
+    first = w.ok("--dry-run", env=w.env(GIT_TRACE=str(traces[0])))
+    second = w.ok("--dry-run", env=w.env(GIT_TRACE=str(traces[1])))
+    assert second.stdout == first.stdout and "+1 -1" in first.stdout  # a.txt's line in fix(a)'s body
+    assert "--numstat" in traces[0].read_text() and "--numstat" not in traces[1].read_text()
+    kept = w.fork.path / ".git" / "ggstack" / "cache" / "diffstats.json"
+    data = json.loads(kept.read_text())
+    assert len(data) == 2  # the pairs of the last run only
+    kept.write_text(json.dumps({key: '[["a.txt", "one", 1]]' for key in data}))
+    third = w.ok("--dry-run", env=w.env(GIT_TRACE=str(traces[2])))
+    assert third.stdout == first.stdout and "--numstat" in traces[2].read_text()
+    kept.write_text("{not json")
+    assert w.ok("--dry-run").stdout == first.stdout
+
+
 def test_a_fresh_clone_replaying_new_commit_objects_pushes_and_writes_nothing(seeded: World) -> None:
     w = seeded
     w.ok()

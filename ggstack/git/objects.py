@@ -63,6 +63,7 @@ class Objects(Refs):
     _commit_writer: Persistent
     _blob_writer: Persistent
     _idents: dict[tuple[str, str, str], str | None]
+    _commits: dict[str, CommitInfo]  # commits read so far, by id: an id names one content for good
 
     def _start_object_processes(self) -> None:
         cwd = self.worktree or self.git_dir
@@ -73,6 +74,7 @@ class Objects(Refs):
             self.git_dir, cwd, ["hash-object", "-w", "-t", "blob", "--no-filters", "--stdin-paths"]
         )
         self._idents = {}
+        self._commits = {}
 
     def object_processes(self) -> list[Persistent]:
         return [self._reader, self._tree_writer, self._commit_writer, self._blob_writer]
@@ -147,13 +149,14 @@ class Objects(Refs):
 
     def read_commits(self, shas: Iterable[str]) -> dict[str, CommitInfo]:
         """The commits ``shas`` (full ids) in one ``cat-file --batch`` process, where
-        ``read_commit`` would ask one at a time; an id that is absent or not a commit is left out."""
+        ``read_commit`` would ask one at a time; an id that is absent or not a commit is left out.
+        Those read once are not read again (apply, test and pr read the same replayed commits)."""
         wanted = [s for s in dict.fromkeys(shas) if s and "\n" not in s]
-        found = {}
-        for sha, obj in zip(wanted, self.cat_file_batch(wanted), strict=True):
-            if obj is not None and obj[1] == "commit":
-                found[sha] = _parse_commit(sha, obj[2].decode("utf-8", "surrogateescape"))
-        return found
+        unread = [s for s in wanted if s not in self._commits]
+        for sha, obj in zip(unread, self.cat_file_batch(unread), strict=True):
+            if obj is not None and obj[1] == "commit" and obj[0] == sha:  # a full id, not a name that may move
+                self._commits[sha] = _parse_commit(sha, obj[2].decode("utf-8", "surrogateescape"))
+        return {s: self._commits[s] for s in wanted if s in self._commits}
 
     def cat_file_batch(self, names: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
         """(sha, type, contents) for each object name (``sha``, ``rev:path``,
