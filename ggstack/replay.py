@@ -250,32 +250,52 @@ class Replayer:
         self._changes: dict[str, list[git.TreeChange]] = {}
         self._trees = Trees(repo)
         self._cached: dict[str, git.CommitInfo] = {}  # the replayed commits the cache names, read ahead
+        self._deferred: set[str] = set()  # picks the cache should answer: their changes read only if it does not
 
     def prepare(self, picks: Sequence[Pick]) -> None:
         """Read what every pick changes, in one process, so that picks whose
-        merge is trivial need no merge-tree (see ``trivial_merge``)."""
-        pairs = [(p.commit, p.parent) for p in picks if p.commit and p.parent and p.commit not in self._changes]
+        merge is trivial need no merge-tree (see ``trivial_merge``); not for
+        the picks the result cache answers (a rerun reads none)."""
+        self._deferred |= self._read_ahead(picks)
+        pairs = [
+            (p.commit, p.parent)
+            for p in picks
+            if p.commit and p.parent and p.commit not in self._changes and p.commit not in self._deferred
+        ]
         for (commit, _), changes in zip(pairs, self.repo.tree_changes(pairs)):
             self._changes[commit] = changes
-        self._read_ahead(picks)
 
-    def _read_ahead(self, picks: Sequence[Pick]) -> None:
-        """The commits the result cache names along the chain from this tip, read in one process.
+    def _read_ahead(self, picks: Sequence[Pick]) -> set[str]:
+        """The commits the result cache names along the chain from this tip, read in one process;
+        the picks they answer.
 
         A rerun replays from the cache: each hit is checked (its parent must be
         the tip), and asking for them one at a time was a round trip a patch.
         The chain is followed as if every pick were kept; where the caller
-        leaves one out, the later hits are read one at a time, as before.
+        leaves one out, the later hits are read one at a time, as before, and
+        a pick the cache then does not answer reads its changes alone.
         """
-        tip, hits = self.tip, []
+        tip, chain = self.tip, []
         for pick in picks:
             hit = self._results.get(f"{tip}:{pick.commit}") if pick.commit else None
             if not hit:
                 break
-            if hit != "empty":
-                hits.append(hit)
-                tip = hit
-        self._cached.update(self.repo.read_commits(hits))
+            chain.append((pick.commit or "", hit, tip))
+            tip = tip if hit == "empty" else hit
+        self._cached.update(self.repo.read_commits(hit for _, hit, _ in chain if hit != "empty"))
+        answered = set()
+        for commit, hit, parent in chain:  # a hit that is gone, or not on its tip, ends what the cache answers
+            info = self._cached.get(hit)
+            if hit != "empty" and (info is None or info.parents != (parent,)):
+                break
+            answered.add(commit)
+        return answered
+
+    def _changes_of(self, pick: Pick) -> list[git.TreeChange] | None:
+        """What the pick changes: read by ``prepare``, or now for one it left to the cache."""
+        if pick.commit and pick.commit not in self._changes and pick.commit in self._deferred and pick.parent:
+            self._changes[pick.commit] = self.repo.tree_changes([(pick.commit, pick.parent)])[0]
+        return self._changes.get(pick.commit or "")
 
     def try_pick(self, pick: Pick) -> Step:
         if pick.commit is None:
@@ -286,7 +306,7 @@ class Replayer:
             step = self._from_cache(hit)
             if step is not None:
                 return step
-        changes = self._changes.get(pick.commit)
+        changes = self._changes_of(pick)
         edits = trivial_merge(self._trees, self.tip_tree, changes) if changes else None
         if edits is not None:
             tree = self._trees.edit(self.tip_tree, edits)

@@ -231,6 +231,28 @@ def test_empty_patch_is_recorded_and_a_second_apply_is_a_no_op(tmp_path: Path) -
     assert g.git("count-objects", "-v") == counts
 
 
+def test_a_rerun_replays_from_its_cache_and_a_kept_result_that_is_wrong_is_replayed_again(tmp_path: Path) -> None:
+    fork = Fork(tmp_path, [{f"f{i}.txt": lines(f"f{i}", l1=f"patch {i}")} for i in range(6)], [{"f9.txt": "up\n"}])
+    commits = lambda run: [p["commit"] for p in run["patches"]]  # noqa: E731
+    traces = [tmp_path / f"{n}.trace" for n in range(3)]
+    first, run = fork.apply(env={**FIXED_DATE, "GIT_TRACE": str(traces[0])})
+    assert first.returncode == 0, first.stderr
+    _, again = fork.apply(env={**FIXED_DATE, "GIT_TRACE": str(traces[1])})
+    assert commits(again) == commits(run)
+    raw = "diff-tree --stdin -r --raw"  # what each pick changes: read for the picks the cache cannot answer
+    assert raw in traces[0].read_text() and raw not in traces[1].read_text()
+    # The cache says patch 3 became patch 5's commit (not on its tip) and patch 4 a commit that is not here.
+    kept = fork.g.path / ".git" / "ggstack" / "cache" / "replayed.json"
+    data = json.loads(kept.read_text())
+    by_commit = {v: k for k, v in data.items()}
+    made = commits(run)
+    data[by_commit[made[2]]], data[by_commit[made[3]]] = made[4], "0" * 40
+    kept.write_text(json.dumps(data))
+    _, tampered = fork.apply(env={**FIXED_DATE, "GIT_TRACE": str(traces[2])})
+    assert commits(tampered) == made
+    assert traces[2].read_text().count(raw) >= 1
+
+
 def test_json_prints_the_run(tmp_path: Path) -> None:
     fork = Fork(tmp_path, [{"f1.txt": lines("f1", l1="p1")}], [{"f2.txt": lines("f2", l2="up")}])
     proc, run = fork.apply()
