@@ -362,11 +362,11 @@ def _outcome_to_json(o: Outcome) -> dict[str, Any]:
         "subject": o.subject,
         "stack_patch_id": o.stack_patch_id,
         "source_commit": o.source_commit,
-        "provenance": dataclasses.asdict(o.provenance) if o.provenance else None,
+        "provenance": _flat(o.provenance) if o.provenance else None,
         "applied": o.applied.value if o.applied else None,
         "commit": o.commit,
         "branch": o.branch,
-        "conflict": dataclasses.asdict(o.conflict) if o.conflict else None,
+        "conflict": _flat(o.conflict) if o.conflict else None,
         "note": o.note,
         "verdict": o.verdict.value if o.verdict else None,
         "represented_by": o.represented_by,
@@ -375,9 +375,15 @@ def _outcome_to_json(o: Outcome) -> dict[str, Any]:
         "remaining_diff": o.remaining_diff,
         "recommendation": o.recommendation.value if o.recommendation else None,
         "group": o.group,
-        "tests": [dataclasses.asdict(t) for t in o.tests],
-        "pr": dataclasses.asdict(o.pr) if o.pr else None,
+        "tests": [_flat(t) for t in o.tests],
+        "pr": _flat(o.pr) if o.pr else None,
     }
+
+
+def _flat(value: Any) -> dict[str, Any]:
+    """A dataclass of plain fields as a JSON object: what ``dataclasses.asdict`` gives, without
+    its deep copy (a Run of 1,000 patches spent 0.1 s of each save copying what it then wrote)."""
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
 
 
 # -- reading a Run back: every value checked against the type it must have --------------------
