@@ -75,3 +75,22 @@ def test_many_commits_are_read_in_one_request_and_what_is_absent_is_left_out(tmp
     assert list(found) == [second, first]  # the absent id, the tree and the empty name are left out
     assert found == {sha: repo.read_commit(sha) for sha in (second, first)}
     assert found[second].parents == (first,) and found[first].message.startswith("first\n\nwith a body")
+
+
+def test_trailers_are_read_the_same_wherever_the_messages_are_written(tmp_path: Path, monkeypatch) -> None:
+    """In memory where there is a /dev/shm, in TMPDIR when it is set, else in the usual place."""
+    from ggstack.git import trailers
+
+    messages = ["fix: a\n\nbody\n\nStack-Patch-Id: I1\nCo-authored-by: B <b@x>\n", "no trailers\n", "t\n\nA: 1\n"]
+    want = [[("Stack-Patch-Id", "I1"), ("Co-authored-by", "B <b@x>")], [], [("A", "1")]]
+    monkeypatch.delenv("TMPDIR", raising=False)
+    assert git.parse_trailers(messages) == want
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(trailers.tempfile, "tempdir", None)  # read TMPDIR again
+    assert git.parse_trailers(messages) == want and list((tmp_path / "tmp").iterdir()) == []
+    monkeypatch.delenv("TMPDIR")
+    monkeypatch.setattr(trailers, "_MEMORY", str(tmp_path / "not-a-directory"))
+    (tmp_path / "not-a-directory").write_text("")
+    assert git.parse_trailers(messages) == want
+    assert trailers.add_trailers("s\n\nbody\n\nA: 1\n", [("B", "2")]) == "s\n\nbody\n\nA: 1\nB: 2\n"

