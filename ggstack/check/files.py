@@ -8,7 +8,7 @@ come back for every signal) is what keeps it near ``git cherry``'s time.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ggstack import git
 from ggstack.diff import HUNK_HEADER
@@ -99,11 +99,22 @@ class Files:
 _HUNKS = re.compile(HUNK_HEADER.pattern, re.M)
 
 
+def _hunk_headers(diff: str) -> Iterator[re.Match[str]]:
+    """The diff's hunk headers in order: each line that starts with ``@@ -``, found by ``str.find``
+    (a multi-line regex tries every offset of the text, and a far-moved base's diffs are megabytes)."""
+    at = 0 if diff.startswith("@@ -") else diff.find("\n@@ -") + 1 or -1
+    while at >= 0:
+        m = _HUNKS.match(diff, at)
+        if m:
+            yield m
+        at = diff.find("\n@@ -", at) + 1 or -1
+
+
 def pmap_of(diff: str, n_old: int) -> list[int | None]:
     """For each old line, the new line it is, from a ``-U0`` diff: what lies between hunks is unchanged."""
     pmap: list[int | None] = [None] * n_old
     pi = bi = 0
-    for m in _HUNKS.finditer(diff):
+    for m in _hunk_headers(diff):
         old_count, new_count = int(m.group(2) or 1), int(m.group(4) or 1)
         old_start = int(m.group(1)) - (1 if old_count else 0)
         new_start = int(m.group(3)) - (1 if new_count else 0)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ggstack.git.runner import GitFailed, Runner
+
+_SPLIT_PAIRS = 64  # from this many blob pairs on, two diff-tree processes share them
 
 
 @dataclass(frozen=True)
@@ -209,15 +212,24 @@ class Diffs(Runner):
 
     def diff_blob_pairs(self, pairs: Sequence[tuple[str, str]]) -> dict[int, bytes]:
         """index -> the ``-U0`` histogram diff of each (old blob, new blob) pair that differs:
-        every pair is a file of two scratch trees, so all of them cost two ``mktree`` and one ``diff-tree``."""
-        if not pairs:
+        every pair is a file of two scratch trees, so all of them cost two ``mktree`` and one
+        ``diff-tree``; many pairs (a far-moved base's files) are split over two such diffs side
+        by side, since one ``diff-tree`` uses one core."""
+        indexed = list(enumerate(pairs))
+        if len(indexed) < _SPLIT_PAIRS:
+            return self._diff_indexed_pairs(indexed)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            halves = list(pool.map(self._diff_indexed_pairs, (indexed[0::2], indexed[1::2])))
+        return {**halves[0], **halves[1]}
+
+    def _diff_indexed_pairs(self, indexed: Sequence[tuple[int, tuple[str, str]]]) -> dict[int, bytes]:
+        if not indexed:
             return {}
-        names = [f"{i:07d}" for i in range(len(pairs))]
         trees = [
             self.run(
                 "mktree",
                 "--missing",
-                input="".join(f"100644 blob {p[side]}\t{n}\n" for n, p in zip(names, pairs)).encode(),
+                input="".join(f"100644 blob {p[side]}\t{i:07d}\n" for i, p in indexed).encode(),
             )
             .stdout.decode()
             .strip()
