@@ -1,0 +1,36 @@
+"""Line alignments of many blob pairs at once (two diff-tree processes share them) are the ones
+each pair gets alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitrepo import GitRepo
+
+from ggstack import git
+from ggstack.check.files import Files
+
+
+def test_many_pairs_aligned_in_two_halves_as_each_alone(tmp_path: Path) -> None:
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n"})
+    repo = git.Repository(str(fork.path))
+    pairs = []
+    for i in range(70):
+        old = "".join(f"line {k}\n" for k in range(i + 3))
+        new = f"@@ -{i} +{i} @@ first\n" + old.replace("line 1\n", "changed\n") + "end\n"
+        pairs.append((repo.hash_blob(old.encode()), repo.hash_blob(new.encode())))
+
+    batch = Files(repo)
+    batch.prepare_alignments(pairs)
+    together = [batch.alignment(o, n) for o, n in pairs]
+    alone = []
+    for o, n in pairs:
+        files = Files(repo)
+        files.prepare_alignments([(o, n)])
+        alone.append(files.alignment(o, n))
+
+    assert together == alone
+    # line 0 moved down by the new first line, line 1 changed, the rest moved down by one
+    assert together[0] == [1, None, 3]
+    assert together[69][:3] == [1, None, 3] and together[69][-1] == 72
