@@ -1,5 +1,5 @@
-"""Line alignments of many blob pairs at once (two diff-tree processes share them) are the ones
-each pair gets alone."""
+"""Reads big enough to be split over two git processes side by side (many blob pairs' line
+alignments, many objects' contents) answer what each item gets alone, in order."""
 
 from __future__ import annotations
 
@@ -34,3 +34,22 @@ def test_many_pairs_aligned_in_two_halves_as_each_alone(tmp_path: Path) -> None:
     # line 0 moved down by the new first line, line 1 changed, the rest moved down by one
     assert together[0] == [1, None, 3]
     assert together[69][:3] == [1, None, 3] and together[69][-1] == 72
+
+
+def test_many_objects_read_in_two_halves_in_order_missing_ones_none(tmp_path: Path) -> None:
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n"})
+    repo = git.Repository(str(fork.path))
+    blobs = [f"blob {i}\n".encode() * (i + 1) for i in range(300)]
+    names = repo.hash_blobs(blobs)
+    names[150] = "0" * 39 + "1"  # absent, where the halves meet
+    names[299] = "HEAD:a.txt"
+
+    read = repo.cat_file_batch(names)
+
+    assert len(read) == 300
+    assert read[150] is None
+    assert read[299] is not None and read[299][2] == b"a\n"
+    for i in (0, 149, 151, 298):
+        got = read[i]
+        assert got is not None and got[0] == names[i] and got[1] == "blob" and got[2] == blobs[i]
