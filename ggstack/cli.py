@@ -750,7 +750,6 @@ def check(
       ggstack check --onto origin/dev/gilded-gnosis --commits ef7cae43b2 639aeff --json
     """
     from ggstack import check as checking
-    from ggstack import report
 
     if commits:
         revs = [r for r in (stack, *more) if r]
@@ -770,6 +769,8 @@ def check(
     if as_json:
         print_json(run.to_json())
     else:
+        from ggstack import report  # rich: not imported for --json
+
         console().print(report.check_table(run))
     needs_human = {"conflict", "partial"}
     sys.exit(1 if any(o.verdict and o.verdict.value in needs_human for o in run.outcomes) else 0)
