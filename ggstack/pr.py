@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git, replay, report
+from ggstack.cache import Map
 from ggstack.errors import InfraError, UserError
 from ggstack.forge import Comment, CommitFacts, Forge, RemotePR
 from ggstack.model import Applied, Outcome, Patch, Progress, PRState, Run, Stack, Verdict
@@ -342,7 +343,7 @@ def _diffstats(repo: git.Repository, pairs: list[tuple[str, str]]) -> list[repor
     reads none (it was one diff-tree over the whole stack); the cache keeps
     the pairs of the last run only.
     """
-    cache = replay.Cache(repo, "diffstats")
+    cache = Map(repo, "diffstats")
     keys = [f"{a}:{b}" for a, b in pairs]
     known = {k: d for k in keys if (d := _cached_diffstat(cache.get(k))) is not None}
     todo = [(k, pair) for k, pair in zip(keys, pairs, strict=True) if k not in known]

@@ -38,14 +38,14 @@ run killed midway leaves every ref as it was.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import signal
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggstack import git, series, state
+from ggstack.cache import Map
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
 from ggstack.model import Applied, Conflict, Outcome, Patch, Progress, Run, Stack
@@ -77,46 +77,12 @@ class Step:
     note: str = ""
 
 
-class Cache:
-    """A small JSON map under the git dir; a lost or corrupt file only costs time."""
-
-    def __init__(self, repo: git.Repository, name: str) -> None:
-        self._path = os.path.join(repo.state_dir("cache"), name + ".json")
-        try:
-            with open(self._path, encoding="utf-8") as f:
-                self._data: dict[str, str] = json.load(f)
-        except (OSError, ValueError):
-            self._data = {}
-        if not isinstance(self._data, dict):  # valid JSON of another shape is as corrupt
-            self._data = {}
-        self._dirty = False
-
-    def get(self, key: str) -> str | None:
-        return self._data.get(key)
-
-    def put(self, key: str, value: str) -> None:
-        if self._data.get(key) != value:
-            self._data[key] = value
-            self._dirty = True
-
-    def retain(self, keys: Iterable[str]) -> None:
-        """Keep only ``keys``: a cache of what the last run used, not of every run's."""
-        kept = {k: self._data[k] for k in keys if k in self._data}
-        if kept != self._data:
-            self._data, self._dirty = kept, True
-
-    def save(self) -> None:
-        if self._dirty:
-            state.write_atomic(self._path, json.dumps(self._data, sort_keys=True).encode())
-            self._dirty = False
-
-
 # -- materialising the stored patches ---------------------------------------------
 
 
 def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
     """Each stored patch as a commit on its recorded parent (cached by content)."""
-    cache = Cache(repo, "materialized")
+    cache = Map(repo, "materialized")
     cached = [cache.get(_materialize_key(p)) for p in stack.patches]
     wanted = [p.base_commit for p in stack.patches if p.base_commit]
     wanted += [p.source_commit for p in stack.patches if p.source_commit] + [c for c in cached if c]
@@ -161,7 +127,7 @@ def _to_make(
 def remember_materialized(repo: git.Repository, made: Sequence[tuple[Patch, str]]) -> None:
     """Record commits that are these patch files on their recorded parents (a command that just
     wrote the files from them: rebase, refresh, edit), so the next apply need not rebuild them."""
-    cache = Cache(repo, "materialized")
+    cache = Map(repo, "materialized")
     for patch, commit in made:
         cache.put(_materialize_key(patch), commit)
     cache.save()
@@ -245,7 +211,7 @@ class Replayer:
         self.repo = repo
         self.tip = onto
         self.tip_tree = repo.resolve(onto, "tree")
-        self._results = Cache(repo, "replayed")
+        self._results = Map(repo, "replayed")
         self._committer: str | None = None
         self._changes: dict[str, list[git.TreeChange]] = {}
         self._trees = Trees(repo)

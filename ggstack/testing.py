@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import platform
@@ -75,7 +74,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ggstack import git, replay, state, testresult
+from ggstack import cache, git, replay, state, testresult
 from ggstack.errors import UserError
 from ggstack.model import Applied, Evidence, Outcome, Patch, Progress, Recommendation, Run, Stack, TestResult, Verdict
 
@@ -85,7 +84,7 @@ WHERE = ("base", "patched", "old-base")
 LABELS = {"base": "base + tests", "patched": "base + patch", "old-base": "old base + tests"}
 RESULTS_FORMAT = "ggstack-test-results"
 
-_CACHE_VERSION = 2  # 2: harness errors classified (testresult.py)
+_CACHE_VERSION = "tests-3"  # 2: harness errors classified (testresult.py); 3: the shared cache key
 _TAIL_LINES = 80
 _TAIL_CHARS = 8000
 _KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a timed-out group
@@ -546,6 +545,24 @@ def _not_run(job: Job, tt: TestTree, reason: str, *, status: str = "not-run") ->
     return TestResult(job.kind, tt.where, status, tree=tt.tree or "", command=job.command, reason=reason or tt.reason)
 
 
+_KEPT = {f.name for f in dataclasses.fields(TestResult)} - {"kind", "where", "tree", "command", "cached"}
+_SHAPE = TestResult("cpu", "base", "passed")  # each kept field's type, as its default has it
+
+
+def _restored(job: Job, tt: TestTree, stored: dict[str, Any] | None) -> TestResult | None:
+    """A result read from the cache; None where there is none or it is not one (it is run again)."""
+    if stored is None or not isinstance(stored.get("status"), str) or not stored.keys() <= _KEPT:
+        return None
+    for k, v in stored.items():
+        want = getattr(_SHAPE, k)
+        if isinstance(want, list):
+            if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+                return None
+        elif not isinstance(v, type(want)) and not (isinstance(want, float) and type(v) is int):
+            return None
+    return TestResult(job.kind, tt.where, tree=tt.tree or "", command=job.command, cached=True, **stored)
+
+
 class _Runner:
     """Runs one tree's tests, or reads them from the cache, for one ``execute``.
 
@@ -556,7 +573,8 @@ class _Runner:
     The distributions are read once per interpreter per ``execute``."""
 
     def __init__(self, repo: git.Repository, stack: Stack, gpu_present: bool, use_cache: bool) -> None:
-        self.repo, self.stack, self.gpu_present, self.use_cache = repo, stack, gpu_present, use_cache
+        self.repo, self.stack, self.gpu_present = repo, stack, gpu_present
+        self.results = cache.Entries(repo, "tests", version=_CACHE_VERSION, read=use_cache)
         self._digests: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -564,20 +582,12 @@ class _Runner:
         if tt.tree is None:
             return _not_run(job, tt, tt.reason)
         key = self.key(job, tt.tree, collect_only)
-        path = os.path.join(self.repo.state_dir("cache", "tests"), key + ".json")
-        if self.use_cache:
-            with contextlib.suppress(OSError, ValueError, TypeError):
-                with open(path, encoding="utf-8") as f:
-                    stored = json.load(f)
-                return TestResult(job.kind, tt.where, tree=tt.tree, command=job.command, cached=True, **stored)
+        stored = _restored(job, tt, self.results.get(key))
+        if stored is not None:
+            return stored
         result = _run_in_worktree(self.repo, self.stack, job, tt, collect_only)
         if result.status != "timeout":  # a hang may be the machine's load: try it again next time
-            keep = {
-                k: v
-                for k, v in dataclasses.asdict(result).items()
-                if k not in ("kind", "where", "tree", "command", "cached")
-            }
-            state.write_atomic(path, json.dumps(keep, sort_keys=True).encode())
+            self.results.put(key, {k: v for k, v in dataclasses.asdict(result).items() if k in _KEPT})
         return result
 
     def without_gpu(self, job: Job, why: str) -> list[TestResult]:
@@ -611,8 +621,7 @@ class _Runner:
             "gpu": self.gpu_present if job.kind == "gpu" else None,
             "collect_only": collect_only,
         }
-        blob = json.dumps([_CACHE_VERSION, tree, job.command, fingerprint], sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()
+        return self.results.key([tree, job.command, json.dumps(fingerprint, sort_keys=True)])
 
     def distributions(self, python: str, env: dict[str, str]) -> str:
         with self._lock:

@@ -16,14 +16,13 @@ are carried over (``carry_over``); otherwise the stack is judged again.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
 from collections.abc import Iterable
 from typing import Any
 
-from ggstack import git, state
+from ggstack import git
+from ggstack.cache import Entries
+from ggstack.cache import key as hashed
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, REVERTS, SPID, normal_subject, pr_numbers
 from ggstack.model import Applied, Conflict, Evidence, Outcome, Recommendation, Run, Stack, Verdict
 
@@ -32,11 +31,7 @@ _KEEP = 64  # verdict files kept per repository, newest first
 
 
 def key(parts: Iterable[str | bytes]) -> str:
-    h = hashlib.sha256(VERSION.encode())
-    for part in parts:
-        data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
-        h.update(b"%d:" % len(data) + data)
-    return h.hexdigest()
+    return hashed(VERSION, parts)
 
 
 def candidates_key(stack: Stack) -> str:
@@ -44,21 +39,26 @@ def candidates_key(stack: Stack) -> str:
     return key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw))])
 
 
-def _path(repo: git.Repository, k: str) -> str:
-    return os.path.join(repo.state_dir("cache", "check"), k + ".json")
+def _verdicts(repo: git.Repository) -> Entries:
+    return Entries(repo, "check", version=VERSION, keep=_KEEP)
+
+
+def _last_bases(repo: git.Repository) -> Entries:
+    return Entries(repo, "check-last-base", version=VERSION, keep=_KEEP)
 
 
 def load(repo: git.Repository, k: str, run: Run) -> bool:
     """Fill ``run``'s outcomes (by name; all of them when it has none) from the
     verdicts stored under ``k``; False, and ``run`` untouched, when there are none."""
+    data = _verdicts(repo).get(k)
+    if data is None:
+        return False
     try:
-        with open(_path(repo, k), encoding="utf-8") as f:
-            data = json.load(f)
         stored = {
             d["name"]: _restore(d, Outcome(d["name"], d["subject"], d["stack_patch_id"])) for d in data["outcomes"]
         }
         merge_base, subjects = data["merge_base"], dict(data["subjects"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):  # not of this shape: judged again
         return False
     if any(o.name not in stored for o in run.outcomes):
         return False
@@ -69,8 +69,6 @@ def load(repo: git.Repository, k: str, run: Run) -> bool:
         run.outcomes = list(stored.values())
     run.merge_base = merge_base
     run.subjects.update(subjects)
-    with contextlib.suppress(OSError):
-        os.utime(_path(repo, k))
     return True
 
 
@@ -82,16 +80,9 @@ def save(repo: git.Repository, k: str, run: Run, *, candidates: str | None = Non
         "subjects": run.subjects,
         "outcomes": [_judged(o) for o in run.outcomes],
     }
-    state.write_atomic(_path(repo, k), json.dumps(data).encode())
-    _prune(os.path.dirname(_path(repo, k)))
+    _verdicts(repo).put(k, data)
     if candidates:
-        last = {"base": run.base, "key": k}
-        state.write_atomic(_last_path(repo, candidates), json.dumps(last).encode())
-        _prune(os.path.dirname(_last_path(repo, candidates)))
-
-
-def _last_path(repo: git.Repository, candidates: str) -> str:
-    return os.path.join(repo.state_dir("cache", "check-last-base"), candidates + ".json")
+        _last_bases(repo).put(candidates, {"base": run.base, "key": k})
 
 
 # -- a base that moved on ----------------------------------------------------------------
@@ -101,11 +92,9 @@ def carry_over(repo: git.Repository, stack: Stack, candidates: str, run: Run) ->
     """Fill ``run`` with the verdicts of the last base ``stack`` was judged on
     when ``run.base`` only moved past it by commits that cannot change one;
     False (``run`` untouched) when there are none or any could."""
-    try:
-        with open(_last_path(repo, candidates), encoding="utf-8") as f:
-            last = json.load(f)
-        old_base, old_key = str(last["base"]), str(last["key"])
-    except (OSError, ValueError, KeyError, TypeError):
+    last = _last_bases(repo).get(candidates)
+    old_base, old_key = (last.get("base"), last.get("key")) if last else (None, None)
+    if not (isinstance(old_base, str) and isinstance(old_key, str)):
         return False
     if old_base == run.base or not repo.is_ancestor(old_base, run.base):
         return False
@@ -214,10 +203,3 @@ def _copy(src: Outcome, o: Outcome) -> None:
 def worth_keeping(run: Run) -> bool:
     """A verdict reached without the patch's pre-image may change once it is fetched: not kept."""
     return not any(e.data.get("judged") is False for o in run.outcomes for e in o.evidence)
-
-
-def _prune(directory: str) -> None:
-    with contextlib.suppress(OSError):
-        entries = sorted(os.scandir(directory), key=lambda e: e.stat().st_mtime, reverse=True)
-        for old in entries[_KEEP:]:
-            os.unlink(old.path)

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ggstack import git, replay
+from ggstack import git
+from ggstack.cache import Map
 
 _PATHSPEC_LIMIT = 32
 _PIPELINES = 4  # at most this many diff-tree | patch-id pipelines side by side
@@ -152,7 +153,7 @@ class History:
         """``add_patch_ids`` of several sets of pairs (each with its ``in_range``) in one pass: the
         ones not cached are diffed and hashed in a pipeline a core, side by side; those whose
         diff was read already (``diffs``, as ``diffs_of_commits`` gives it) are only hashed."""
-        cache = replay.Cache(repo, f"patch-ids-{_CACHE_VERSION}")
+        cache = Map(repo, f"patch-ids-{_CACHE_VERSION}")
         todo: dict[str, str | None] = {}
         for pairs, _ in sets:
             for commit, parent in pairs:
