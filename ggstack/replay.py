@@ -37,6 +37,7 @@ run killed midway leaves every ref as it was.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -64,6 +65,16 @@ class Pick:
     diff: bytes  # the patch's diff, for the plain-apply fallback
     name: str
     subject: str
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A trivial pick kept back: its commit is written with the others of its run."""
+
+    parent: str  # the tip it goes on: a written commit or the placeholder before it
+    pick: str  # the materialised commit (the result cache's key)
+    commit: str  # its placeholder id
+    chained: git.ChainCommit
 
 
 @dataclass(frozen=True)
@@ -207,7 +218,7 @@ class Replayer:
     which results to keep (``advance``), so ``check`` can leave out patches
     the base already has."""
 
-    def __init__(self, repo: git.Repository, onto: str) -> None:
+    def __init__(self, repo: git.Repository, onto: str, *, chain: bool = False) -> None:
         self.repo = repo
         self.tip = onto
         self.tip_tree = repo.resolve(onto, "tree")
@@ -217,6 +228,11 @@ class Replayer:
         self._trees = Trees(repo)
         self._cached: dict[str, git.CommitInfo] = {}  # the replayed commits the cache names, read ahead
         self._deferred: set[str] = set()  # picks the cache should answer: their changes read only if it does not
+        # chain: trivial picks are kept back and written together (``flush``); their steps name
+        # placeholder ids until then (``settled``). Only for a caller that keeps every step.
+        self._chain = chain
+        self._pending: list[_Pending] = []
+        self._settled: dict[str, tuple[str, str]] = {}  # placeholder commit -> (commit, tree)
 
     def prepare(self, picks: Sequence[Pick]) -> None:
         """Read what every pick changes, in one process, so that picks whose
@@ -265,15 +281,21 @@ class Replayer:
 
     def try_pick(self, pick: Pick) -> Step:
         if pick.commit is None:
+            self.flush()
             return self._apply_fallback(pick)
-        key = f"{self.tip}:{pick.commit}"
-        hit = self._results.get(key)
+        hit = self._results.get(f"{self.tip}:{pick.commit}")  # a placeholder tip is in no key
         if hit:
             step = self._from_cache(hit)
             if step is not None:
                 return step
         changes = self._changes_of(pick)
         edits = trivial_merge(self._trees, self.tip_tree, changes) if changes else None
+        if edits is not None and self._chain:
+            kept = self._keep_back(pick, edits)
+            if kept is not None:
+                return kept
+        self.flush()
+        key = f"{self.tip}:{pick.commit}"
         if edits is not None:
             tree = self._trees.edit(self.tip_tree, edits)
             commit = self._commit(pick, tree)
@@ -301,6 +323,42 @@ class Replayer:
     def close(self) -> None:
         self._results.save()
 
+    def _keep_back(self, pick: Pick, edits: dict[str, tuple[str, str] | None]) -> Step | None:
+        """A trivial pick's step, its commit left for ``flush`` to write with the picks around
+        it; None where fast-import might not write its idents as they are."""
+        name, email, date, message = self._author_of(pick)
+        author = self.repo.ident(name, email, date)
+        committer = self._committer_ident()
+        if author is None or not git.importable(author) or not git.importable(committer):
+            return None
+        tree = self._trees.edit(self.tip_tree, edits, write=False)
+        commit = f"pending-commit:{len(self._settled) + len(self._pending)}"
+        self._pending.append(
+            _Pending(self.tip, pick.commit or "", commit, git.ChainCommit(edits, message, author, committer))
+        )
+        return Step(Applied.APPLIED, tree, commit)
+
+    def flush(self) -> None:
+        """Write the picks kept back, as one chain on the last written tip."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        written = self.repo.write_chain(pending[0].parent, [p.chained for p in pending])
+        parent = pending[0].parent
+        for p, (commit, tree) in zip(pending, written):
+            self._settled[p.commit] = (commit, tree)
+            self._results.put(f"{parent}:{p.pick}", commit)
+            parent = commit
+        if self.tip in self._settled:
+            self.tip, self.tip_tree = self._settled[self.tip]
+
+    def settled(self, step: Step) -> Step:
+        """``step`` with the ids ``flush`` wrote in place of its placeholders."""
+        if step.commit not in self._settled:
+            return step
+        commit, tree = self._settled[step.commit]
+        return dataclasses.replace(step, commit=commit, tree=tree)
+
     def _from_cache(self, hit: str) -> Step | None:
         if hit == "empty":
             return Step(Applied.EMPTY, self.tip_tree)
@@ -312,18 +370,24 @@ class Replayer:
     def _commit(self, pick: Pick, tree: str) -> str:
         """The replayed commit: the patch's author and message, the committer
         from the environment (as ``git rebase`` does)."""
-        if pick.patch is not None:
-            name, email = split_author(pick.patch.author)
-            date, message = pick.patch.date, pick.patch.message
-        else:
-            info = self.repo.commit_infos([pick.commit or ""])[0]
-            name, email, date, message = info.author_name, info.author_email, info.author_date, info.message
+        name, email, date, message = self._author_of(pick)
         author = self.repo.ident(name, email, date)
         if author is None:  # git refuses it: commit-tree says why
             return self.repo.commit_tree(tree, [self.tip], message, author=(name, email, date))
+        return self.repo.write_commit(tree, [self.tip], message, author, self._committer_ident())
+
+    def _author_of(self, pick: Pick) -> tuple[str, str, str, str]:
+        """(name, email, date, message) of the replayed commit."""
+        if pick.patch is not None:
+            name, email = split_author(pick.patch.author)
+            return name, email, pick.patch.date, pick.patch.message
+        info = self.repo.commit_infos([pick.commit or ""])[0]
+        return info.author_name, info.author_email, info.author_date, info.message
+
+    def _committer_ident(self) -> str:
         if self._committer is None:
             self._committer = self.repo.committer_ident()
-        return self.repo.write_commit(tree, [self.tip], message, author, self._committer)
+        return self._committer
 
     def _apply_fallback(self, pick: Pick) -> Step:
         """The recorded parent is not here: ``git apply --3way`` from the
@@ -393,12 +457,19 @@ class Trees:
             tree = entry[1]
         return self.entries(tree).get(name)
 
-    def edit(self, tree: str | None, changes: dict[str, tuple[str, str] | None]) -> str:
+    def edit(self, tree: str | None, changes: dict[str, tuple[str, str] | None], *, write: bool = True) -> str:
         """``tree`` with each path set to (mode, sha), or removed for None;
-        a directory left empty goes, as in git."""
-        return self._edit(tree, changes) or self.repo.write_tree({})
+        a directory left empty goes, as in git. Without ``write`` the new
+        trees are only read here, under placeholder ids: git writes them
+        (``write_chain``)."""
+        return self._edit(tree, changes, write) or self._store({}, write)
 
-    def _edit(self, tree: str | None, changes: dict[str, tuple[str, str] | None]) -> str | None:
+    def _store(self, entries: dict[str, tuple[str, str]], write: bool) -> str:
+        sha = self.repo.write_tree(entries) if write else f"pending-tree:{len(self._entries)}"
+        self._entries[sha] = entries
+        return sha
+
+    def _edit(self, tree: str | None, changes: dict[str, tuple[str, str] | None], write: bool) -> str | None:
         entries = dict(self.entries(tree)) if tree else {}
         below: dict[str, dict[str, tuple[str, str] | None]] = {}
         for path, entry in changes.items():
@@ -411,16 +482,14 @@ class Trees:
                 entries[head] = entry
         for name, sub in below.items():
             current = entries.get(name)
-            new = self._edit(current[1] if current and current[0] == TREE_MODE else None, sub)
+            new = self._edit(current[1] if current and current[0] == TREE_MODE else None, sub, write)
             if new is None:
                 entries.pop(name, None)
             else:
                 entries[name] = (TREE_MODE, new)
         if not entries:
             return None
-        sha = self.repo.write_tree(entries)
-        self._entries[sha] = entries
-        return sha
+        return self._store(entries, write)
 
 
 TREE_MODE = "40000"
@@ -481,7 +550,7 @@ def conflict_regions(text: str) -> str:
 def replay(repo: git.Repository, picks: Sequence[Pick], onto: str, progress: Progress | None = None) -> list[Step]:
     """Every pick in order onto ``onto``; a conflict is recorded and skipped."""
     kill_after = state.env_count("GGSTACK_DEBUG_KILL_AFTER")  # a bad value is refused before anything is made
-    replayer = Replayer(repo, onto)
+    replayer = Replayer(repo, onto, chain=True)
     replayer.prepare(picks)
     steps = []
     try:
@@ -493,11 +562,13 @@ def replay(repo: git.Repository, picks: Sequence[Pick], onto: str, progress: Pro
                 progress(i, len(picks), pick.name)
             if kill_after and i >= kill_after:
                 # A test hook: die as a crash would, between two patches.
+                replayer.flush()
                 replayer.close()
                 os.kill(os.getpid(), signal.SIGKILL)
+        replayer.flush()
     finally:
         replayer.close()
-    return steps
+    return [replayer.settled(step) for step in steps]
 
 
 # -- branches -------------------------------------------------------------------------

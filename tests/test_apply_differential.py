@@ -99,7 +99,7 @@ def fast_import(repo: Path, root: Files, branches: dict[str, list[Files]]) -> di
             out.append(f"from :{parent}\n".encode())
         out.append(b"deleteall\n")
         for path, (mode, data) in sorted(files.items()):
-            out.append(f"M {mode} inline {path}\ndata {len(data)}\n".encode() + data + b"\n")
+            out.append(f"M {mode} inline {_quoted(path)}\ndata {len(data)}\n".encode() + data + b"\n")
         return mark
 
     root_mark = commit("refs/heads/root", "root\n", root, None)
@@ -118,6 +118,10 @@ def fast_import(repo: Path, root: Files, branches: dict[str, list[Files]]) -> di
     )
     by_mark = dict(line.split() for line in (repo / ".git" / "marks").read_text().splitlines())
     return {name: [by_mark[f":{m}"] for m in ms] for name, ms in marks.items()}
+
+
+def _quoted(path: str) -> str:
+    return '"' + path.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def histories(seed: int, base_ops: list[list], stack_ops: list[list]) -> tuple[Files, list[Files], list[Files]]:
@@ -226,6 +230,15 @@ def changed(files: Files, path: str, text: str | None = None, mode: str | None =
     return out
 
 
+def cumulative(files: Files, *edits: tuple[str, str | None, str | None]) -> list[Files]:
+    """One commit an edit (path, text, mode), each on the one before."""
+    states = []
+    for path, text, mode in edits:
+        files = changed(files, path, text, mode)
+        states.append(files)
+    return states
+
+
 D_TO_F = {"d__c.txt": "f__c.txt", "d__e.txt": "f__e.txt"}
 CASES = {
     "base renames a directory, the stack adds to it": (
@@ -260,6 +273,19 @@ CASES = {
     "a file becomes a directory": (
         [changed(ROOT, "a.txt", "up\n")],
         [changed(changed(ROOT, "g/x.txt"), "g/x.txt/inner.txt", "inner\n")],
+    ),
+    "a run of trivial picks: odd names, a link, an executable, a directory emptied": (
+        [changed(ROOT, "a.txt", "up\n")],
+        cumulative(
+            ROOT,
+            ('sp ace/q"uote.txt', "1\n", None),
+            ('"lead\\back.txt', "2\n", None),
+            ("new\nline", "3\n", None),
+            ("link", "d/c.txt", "120000"),
+            ("g/x.txt", None, "100755"),
+            ("d/c.txt", None, None),
+            ("d/e.txt", None, None),
+        ),
     ),
     "both sides make the same change": (
         [changed(ROOT, "a.txt", "same\n")],

@@ -80,6 +80,7 @@ AUTHORS = [
     ("Doe, John", "john@example.com", "999999999 -0800"),
     ('J. R. "Bob" Dobbs', "bob@example.com", "1700000000 +0000"),
     ("Zoë Ünicode", "zoe@example.com", "1709251199 +1245"),
+    ("Far East", "far@example.com", "1700000000 +1500"),  # a zone git keeps and fast-import refuses
     ("Plain Name", "plain@example.com", "1699401600 -0000"),
     ("Plain Name", "plain@example.com", "1700000000 +0000"),
 ]

@@ -14,12 +14,14 @@ object database (harmless, unreachable until a ref names them), and refs are
 only ever written by ``update_refs`` in one compare-and-swap transaction.
 
 Where things are: ``runner`` (starting git, its environment), ``objects``
-(reading and writing objects, ident lines), ``refs``, ``history``,
+(reading and writing objects, ident lines), ``fastimport`` (a chain of
+commits in one process), ``refs``, ``history``,
 ``diffs`` (diffs, merges, ``git apply``), ``patches`` (``format-patch``,
 ``patch-id``), ``worktrees``, ``remotes``, ``trailers``, ``repository``.
 """
 
 from ggstack.git.diffs import ApplyFailure, MergeResult, TreeChange, apply_failures
+from ggstack.git.fastimport import ChainCommit, importable
 from ggstack.git.objects import SCRATCH_IDENT, CommitInfo
 from ggstack.git.patches import set_patch_number
 from ggstack.git.repository import Repository
@@ -30,6 +32,7 @@ from ggstack.git.worktrees import Worktree
 __all__ = [
     "SCRATCH_IDENT",
     "ApplyFailure",
+    "ChainCommit",
     "CommitInfo",
     "GitFailed",
     "MergeResult",
@@ -39,6 +42,7 @@ __all__ = [
     "add_trailers",
     "add_trailers_many",
     "apply_failures",
+    "importable",
     "parse_trailers",
     "set_patch_number",
 ]

@@ -1,7 +1,7 @@
 """``Repository``: the one object the rest of ggstack asks git questions through.
 
 It is made of the parts in this package (objects, refs, history, diffs,
-patches, worktrees, remotes), each a mixin over the one ``Runner``, so a
+fastimport, patches, worktrees, remotes), each a mixin over the one ``Runner``, so a
 caller needs one object and every git process starts the same way.
 """
 
@@ -12,6 +12,7 @@ import weakref
 
 from ggstack.errors import UserError
 from ggstack.git.diffs import Diffs
+from ggstack.git.fastimport import FastImport
 from ggstack.git.history import History
 from ggstack.git.objects import close_all
 from ggstack.git.patches import Patches
@@ -20,7 +21,7 @@ from ggstack.git.runner import plain_git, rev_parse_at
 from ggstack.git.worktrees import Worktrees
 
 
-class Repository(History, Diffs, Patches, Worktrees, Remotes):
+class Repository(History, Diffs, FastImport, Patches, Worktrees, Remotes):
     """A git repository, discovered from a path (the fork checkout)."""
 
     def __init__(self, path: str) -> None:

@@ -116,6 +116,20 @@ class Runner:
             raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
 
+    def run_as(self, *args: str, input: bytes) -> tuple[int, subprocess.CompletedProcess[bytes]]:
+        """``run`` that also says which process it was (its pid), never raising:
+        for a git that leaves a file named after itself when it fails (``fast-import``)."""
+        with subprocess.Popen(
+            ["git", "--git-dir", self.git_dir, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=environment(),
+            cwd=self.worktree or self.git_dir,
+        ) as proc:
+            out, err = proc.communicate(input)
+        return proc.pid, subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
     def out(self, *args: str, **kw) -> str:
         return self.run(*args, **kw).stdout.decode("utf-8", "surrogateescape").strip()
 

@@ -1,0 +1,90 @@
+"""A chain of commits written by one ``git fast-import``.
+
+Replaying a run of picks whose merges are trivial is path edits on the tip,
+each a commit on the one before. Asked of ``mktree`` and ``hash-object``
+that is a round trip a tree level and a commit, each waiting on the last
+id; ``fast-import`` takes the whole chain as one stream (edits relative to
+the commit before, by mark) and git builds every tree and commit itself.
+Its answers (``get-mark``, ``ls``) give each commit's and tree's id. The
+ref a stream must name is reset before the end, so no ref is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ggstack.git.runner import GitFailed, Runner
+
+_REF = b"refs/ggstack/fast-import"  # named by the stream, never written (reset at its end)
+# An ident fast-import's raw date format takes as it is (a zone past 1400 it refuses).
+_IDENT = re.compile(r"[^<>\n]+ <[^<>\n]*> [0-9]+ [+-](?P<zone>[0-9]{4})")
+
+
+@dataclass(frozen=True)
+class ChainCommit:
+    """One commit of a chain: path -> (mode, sha) set or None removed on the commit before."""
+
+    edits: Mapping[str, tuple[str, str] | None]
+    message: str
+    author: str  # ready ident lines (``Objects.ident``)
+    committer: str
+
+
+def importable(ident: str) -> bool:
+    """Whether fast-import writes this ident line exactly as given."""
+    m = _IDENT.fullmatch(ident)
+    return m is not None and int(m["zone"]) <= 1400
+
+
+class FastImport(Runner):
+    def write_chain(self, start: str, commits: Sequence[ChainCommit]) -> list[tuple[str, str]]:
+        """(commit, tree) of each commit, the first on ``start``, each later one on the one
+        before; one ``fast-import`` process for all."""
+        if not commits:
+            return []
+        pid, proc = self.run_as("fast-import", "--quiet", "--done", "--date-format=raw", input=_stream(start, commits))
+        if proc.returncode != 0:
+            with contextlib.suppress(OSError):  # its report is for git's developers, not left in the user's git dir
+                os.unlink(os.path.join(self.git_dir, f"fast_import_crash_{pid}"))
+            raise GitFailed(["fast-import"], proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        lines = proc.stdout.decode().splitlines()
+        if len(lines) != 2 * len(commits):
+            raise GitFailed(["fast-import"], 0, f"{len(lines)} answers to {2 * len(commits)} questions")
+        return [(lines[2 * n], lines[2 * n + 1].split("\t")[0].split(" ")[2]) for n in range(len(commits))]
+
+
+def _stream(start: str, commits: Sequence[ChainCommit]) -> bytes:
+    out = bytearray()
+    for n, c in enumerate(commits, 1):
+        message = c.message.encode("utf-8", "surrogateescape")
+        parent = start.encode() if n == 1 else b":%d" % (n - 1)
+        out += b"commit %s\nmark :%d\nauthor %s\ncommitter %s\ndata %d\n%s\nfrom %s\n" % (
+            _REF,
+            n,
+            c.author.encode("utf-8", "surrogateescape"),
+            c.committer.encode("utf-8", "surrogateescape"),
+            len(message),
+            message,
+            parent,
+        )
+        for path, entry in c.edits.items():
+            quoted = _quote(path)
+            out += (
+                b"D %s\n" % quoted
+                if entry is None
+                else b"M %s %s %s\n" % (entry[0].encode(), entry[1].encode(), quoted)
+            )
+        out += b'\nget-mark :%d\nls :%d ""\n' % (n, n)
+    return bytes(out + b"reset %s\ndone\n" % _REF)
+
+
+def _quote(path: str) -> bytes:
+    """A path as fast-import reads it: as it is, or C-quoted where it could be misread."""
+    raw = path.encode("utf-8", "surrogateescape")
+    if b"\n" not in raw and not raw.startswith(b'"'):
+        return raw
+    return b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
