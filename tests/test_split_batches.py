@@ -1,5 +1,6 @@
-"""Reads big enough to be split over two git processes side by side (many blob pairs' line
-alignments, many objects' contents) answer what each item gets alone, in order."""
+"""Big reads answer what each item gets alone, in order: many blob pairs' line alignments
+(split over two git processes side by side), many objects' contents (one request to the
+persistent cat-file, bigger than a pipe holds)."""
 
 from __future__ import annotations
 
@@ -36,20 +37,21 @@ def test_many_pairs_aligned_in_two_halves_as_each_alone(tmp_path: Path) -> None:
     assert together[69][:3] == [1, None, 3] and together[69][-1] == 72
 
 
-def test_many_objects_read_in_two_halves_in_order_missing_ones_none(tmp_path: Path) -> None:
+def test_many_objects_read_in_one_request_bigger_than_a_pipe_in_order_missing_ones_none(tmp_path: Path) -> None:
     fork = GitRepo.init(tmp_path / "fork")
     fork.commit("root", {"a.txt": "a\n"})
     repo = git.Repository(str(fork.path))
-    blobs = [f"blob {i}\n".encode() * (i + 1) for i in range(300)]
+    blobs = [f"blob {i}\n".encode() * (i % 40 + 1) for i in range(3000)]  # names ~120 KB, contents ~3 MB
     names = repo.hash_blobs(blobs)
-    names[150] = "0" * 39 + "1"  # absent, where the halves meet
-    names[299] = "HEAD:a.txt"
+    names[1500] = "0" * 39 + "1"  # absent
+    names[2999] = "HEAD:a.txt"
 
     read = repo.cat_file_batch(names)
 
-    assert len(read) == 300
-    assert read[150] is None
-    assert read[299] is not None and read[299][2] == b"a\n"
-    for i in (0, 149, 151, 298):
+    assert len(read) == 3000
+    assert read[1500] is None
+    assert read[2999] is not None and read[2999][2] == b"a\n"
+    for i in (0, 1499, 1501, 2998):
         got = read[i]
         assert got is not None and got[0] == names[i] and got[1] == "blob" and got[2] == blobs[i]
+    assert repo.cat_file_batch(names[:2]) == read[:2]  # the same process answers the next batch

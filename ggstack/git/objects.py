@@ -19,7 +19,6 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO
 
@@ -38,7 +37,6 @@ _SCRATCH_IDENT = {
 }
 
 SCRATCH_IDENT = "ggstack <ggstack@localhost> 1700000000 +0000"
-_SPLIT_NAMES = 256  # from this many objects on, a batch read is split over two cat-file processes
 _BATCH = 500  # objects a request to a persistent writer: 500 answers are far under a pipe's 64 KiB
 _FIXED_DATE = "1700000000 +0000"  # the date git var is given when only the name and email need git
 
@@ -162,35 +160,20 @@ class Objects(Refs):
 
     def cat_file_batch(self, names: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
         """(sha, type, contents) for each object name (``sha``, ``rev:path``,
-        ``rev^{commit}``), None where it is missing: one ``cat-file --batch``, or two side by
-        side for many names (inflating a far-moved base's blobs from their deltas is one core's
-        work a process)."""
-        if len(names) < _SPLIT_NAMES:
-            return self._cat_file_batch_one(names)
-        half = len(names) // 2
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            first, second = pool.map(self._cat_file_batch_one, (names[:half], names[half:]))
-        return first + second
-
-    def _cat_file_batch_one(self, names: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
+        ``rev^{commit}``), None where it is missing: asked of the persistent ``cat-file
+        --batch`` in one request. One process for every batch keeps git's cache of delta bases
+        warm: a check reads many versions of the same files in rounds, and a new process a
+        round would inflate their delta chains again each time."""
         if not names:
             return []
-        data = self.run(
-            "cat-file", "--batch", input="".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")
-        ).stdout
         out: list[tuple[str, str, bytes] | None] = []
-        pos = 0
-        for _ in names:
-            eol = data.index(b"\n", pos)
-            header = data[pos:eol].decode("utf-8", "surrogateescape")
-            pos = eol + 1
-            parts = header.split(" ")
-            if len(parts) != 3 or not parts[2].isdigit():
-                out.append(None)  # "<name> missing" / "ambiguous"
-                continue
-            size = int(parts[2])
-            out.append((parts[0], parts[1], data[pos : pos + size]))
-            pos += size + 1
+
+        def answer(stream: IO[bytes]) -> bytes:
+            for _ in names:
+                out.append(_batch_answer(stream))
+            return b""
+
+        self._reader.stream("".join(n + "\n" for n in names).encode("utf-8", "surrogateescape"), answer)
         return out
 
     def ls_tree(self, tree: str, paths: Sequence[str] = ()) -> dict[str, tuple[str, str]]:
@@ -401,6 +384,18 @@ class Objects(Refs):
                 )
             ids += self._write_many(self._commit_writer, bodies)
         return ids
+
+
+def _batch_answer(stream: IO[bytes]) -> tuple[str, str, bytes] | None:
+    """One ``cat-file --batch`` answer: (sha, type, contents), None for "<name> missing"."""
+    parts = read_line(stream).decode("utf-8", "surrogateescape").split(" ")
+    if len(parts) != 3 or not parts[2].isdigit():
+        return None  # "<name> missing" / "ambiguous"
+    size = int(parts[2])
+    body = stream.read(size + 1)
+    if len(body) != size + 1:
+        raise EOFError
+    return parts[0], parts[1], body[:-1]
 
 
 def _parse_commit(sha: str, raw: str) -> CommitInfo:

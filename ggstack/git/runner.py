@@ -205,6 +205,37 @@ class Persistent:
                 self.close_locked()
                 raise self._failed() from None
 
+    def stream(self, request: bytes, answer: Callable[[IO[bytes]], bytes]) -> bytes:
+        """``ask`` for a request of any size: it is written from a thread while ``answer``
+        reads the replies, so neither side waits on a full pipe (git answers while it reads)."""
+        with self._lock:
+            proc = self._started()
+            assert proc.stdin is not None and proc.stdout is not None
+            stdin = proc.stdin
+            failed: list[BaseException] = []
+
+            def write() -> None:
+                try:
+                    stdin.write(request)
+                    stdin.flush()
+                except (OSError, ValueError) as e:
+                    failed.append(e)
+
+            writer = threading.Thread(target=write, daemon=True)
+            writer.start()
+            try:
+                reply = answer(proc.stdout)
+            except (OSError, ValueError, EOFError):
+                proc.kill()  # a writer blocked on a full pipe fails now, and lets go of stdin
+                writer.join()
+                self.close_locked()
+                raise self._failed() from None
+            writer.join()
+            if failed:
+                self.close_locked()
+                raise self._failed() from None
+            return reply
+
     def _started(self) -> subprocess.Popen[bytes]:
         if self._proc is None:
             self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the process)
