@@ -818,3 +818,91 @@ def test_a_stack_patch_whose_file_upstream_moved_after_taking_it_is_represented(
     o = check_stack(world, c)["0001"]
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert o.represented_by == [taken]
+
+
+# -- code moved into another file, the first one staying ---------------------------------------
+
+G = [f"g line {i}" for i in range(1, 21)]
+
+
+def _extract(world: GitRepo, f_lines: list[str], into_new_file: bool = False) -> str:
+    """Upstream moves lines 8-12 of f.txt (as ``f_lines`` has them) into g.txt; f.txt stays."""
+    if not into_new_file:
+        world.commit("add g.txt", {"g.txt": text(G)}, author=OTHER)
+    rest = f_lines[:7] + f_lines[12:]
+    g = ([*G[:10], *f_lines[7:12], *G[10:]]) if not into_new_file else f_lines[7:12]
+    return world.commit("move the middle of f.txt into g.txt", {"f.txt": text(rest), "g.txt": text(g)}, author=OTHER)
+
+
+def test_a_fix_upstream_took_then_moved_into_another_file_is_represented_by_the_commit_that_took_it(
+    world: GitRepo,
+) -> None:
+    """Class: code that moved into a file that was there (a function moved from a.py to b.py,
+    a.py staying): git's rename detection does not pair them, blame -C does."""
+    c = on(world, "fork", "Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
+    taken = world.commit(
+        "Fix ten, with docs (#6)", {"f.txt": text(edited(LINES, l10="line ten fixed")), "d.txt": "d\n"}
+    )
+    mover = _extract(world, edited(LINES, l10="line ten fixed"))
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert o.represented_by == [taken]
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+    content = kinds(o)["content"][0]
+    assert "f.txt's code in g.txt" in content.detail, content.detail
+    assert mover[:10] in content.data["units"][0]["reason"]
+
+
+def test_a_fix_made_upstream_after_moving_the_code_into_a_new_file_is_represented_by_that_fix(
+    world: GitRepo,
+) -> None:
+    c = on(world, "fork", "Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
+    _extract(world, LINES, into_new_file=True)
+    fixed = world.commit("fix ten where it is now", {"g.txt": text(edited(LINES[7:12], l3="line ten fixed"))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert o.represented_by == [fixed]
+
+
+def test_code_moved_into_another_file_without_the_fix_is_not_represented(world: GitRepo) -> None:
+    c = on(world, "fork", "Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
+    _extract(world, LINES)
+    o = judge(world, c)
+    assert o.verdict not in (Verdict.REPRESENTED, Verdict.PARTIAL), o.evidence
+    assert o.represented_by == []
+    assert o.recommendation is not Recommendation.DO_NOT_OPEN
+
+
+def test_lines_another_file_had_before_the_range_are_no_move(world: GitRepo) -> None:
+    """A trap: g.txt already has the fixed lines (a copy), and a range commit deletes them from
+    f.txt while touching g.txt elsewhere. Nothing moved the fix: no evidence."""
+    world.git("checkout", "-q", "fork")
+    world.commit("a copy in g.txt", {"g.txt": text([*G, *edited(LINES, l10="line ten fixed")[7:12]])})
+    c = world.commit("Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
+    world.git("checkout", "-q", "main")
+    world.git("merge", "-q", "--no-ff", "-m", "the copy", c + "^")
+    world.commit(
+        "drop f.txt's middle, touch g.txt",
+        {
+            "f.txt": text(LINES[:7] + LINES[12:]),
+            "g.txt": text(["head", *G, *edited(LINES, l10="line ten fixed")[7:12]]),
+        },
+        author=OTHER,
+    )
+    o = judge(world, c)
+    assert o.verdict is not Verdict.REPRESENTED, o.evidence
+    assert "g.txt" not in kinds(o)["content"][0].detail
+
+
+def test_a_partial_fix_whose_taken_part_moved_to_another_file_leaves_the_rest_in_its_own_file(
+    world: GitRepo,
+) -> None:
+    c = on(world, "fork", "Fix ten and thirty", {"f.txt": text(edited(LINES, l10="line ten fixed", l30="line 30 too"))})
+    taken = world.commit("Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))}, author=OTHER)
+    _extract(world, edited(LINES, l10="line ten fixed"))
+    o = judge(world, c)
+    assert o.verdict is Verdict.PARTIAL, o.evidence
+    assert o.represented_by == [taken]
+    diff = o.remaining_diff or ""
+    assert "+line 30 too" in diff and "g.txt" not in diff and "line ten fixed" not in diff, diff
+    assert test_check.applies_to(world, "main", diff)

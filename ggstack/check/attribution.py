@@ -36,7 +36,10 @@ def attribute(
         for u in content.units:
             if not u.present:
                 continue
-            versions = history.versions(content.base_paths.get(u.path, u.path))
+            if u.moved is not None:  # code the base moved into another file: its lines' history runs through the move
+                versions = history.versions(u.moved[1], moved_from=u.moved[0])
+            else:
+                versions = history.versions(content.base_paths.get(u.path, u.path))
             search = _search(u, versions, likely[k] if k < len(likely) else frozenset())
             if search is not None:
                 searches.append((search, u.whitespace))

@@ -49,6 +49,7 @@ class Unit:
     older: bool = False  # present, but already so before the range: no evidence of anything
     blob: str = ""  # a file the patch adds: its blob (to know the same file added by a range commit)
     consumed: bool = False  # present as a file the range added, then deleted again (not there now)
+    moved: tuple[str, str] | None = None  # found in another file: (the file the base took it from, that file)
 
     @property
     def earned(self) -> bool:
@@ -63,6 +64,7 @@ class Containment:
     base_blobs: dict[str, str] = field(default_factory=dict)  # the patch's file -> the tree's blob of it
     pre_blobs: dict[str, str] = field(default_factory=dict)  # the patch's file -> its pre-image blob
     renamed: set[str] = field(default_factory=set)  # the patch's files it adds, deletes or renames itself
+    elsewhere: dict[str, str] = field(default_factory=dict)  # the patch's file -> another the base moved code into
 
     @property
     def counted(self) -> list[Unit]:

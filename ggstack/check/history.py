@@ -54,7 +54,12 @@ class History:
     reachable: set[str] = field(default_factory=set)  # candidate sources that are ancestors of the base
     undone: dict[str, list[str]] = field(default_factory=dict)  # reachable source -> the reverts that undid it
     moves: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (its new path, the commit moving it)
+    # (from, to) -> the commit that moved code out of a file that stays into another one
+    moved_code: dict[tuple[str, str], str] = field(default_factory=dict)
+    tips: list[str] = field(default_factory=list)  # the range (to read more of it)
+    exclude: list[str] = field(default_factory=list)
     _order: dict[str, int] = field(default_factory=dict)
+    _read: set[str] = field(default_factory=set)
     _touching: dict[str, list[int]] = field(default_factory=dict)
     _versions: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
     _by_patch_id: dict[str, list[str]] = field(default_factory=dict)
@@ -63,6 +68,10 @@ class History:
 
     def __post_init__(self) -> None:
         self._order = {sha: i for i, sha in enumerate(self.messages)}
+        self._index_commits()
+
+    def _index_commits(self) -> None:
+        self._touching, self._versions = {}, {}
         for i, (_, files) in enumerate(self.commits):
             for path, old, new in files:
                 self._touching.setdefault(path, []).append(i)
@@ -72,14 +81,20 @@ class History:
 
     def _chain(self, path: str, to: str, sha: str) -> None:
         """``to``'s versions go on into ``path``'s from before the move (``blame -M`` would follow it)."""
+        joined = self._joined(path, to, sha)
+        if joined is not None:
+            self._versions[to] = joined
+
+    def _joined(self, path: str, to: str, sha: str) -> list[tuple[str, str, str]] | None:
+        """``to``'s versions newer than ``sha``, then ``path``'s from before it, joined at ``sha``."""
         there, here = self._versions.get(to, []), self._versions.get(path, [])
         moved_in = next((v for v in there if v[0] == sha), None)
         moved_out = next((v for v in here if v[0] == sha), None)
         if moved_in is None or moved_out is None:
-            return
+            return None
         newer = [v for v in there if self.newer(v[0], sha)]
         older = [v for v in here if self.newer(sha, v[0])]
-        self._versions[to] = [*newer, (sha, moved_out[1], moved_in[2]), *older]
+        return [*newer, (sha, moved_out[1], moved_in[2]), *older]
 
     def moved_to(self, path: str) -> str | None:
         """Where the range moved ``path`` (following every move), or None."""
@@ -91,9 +106,38 @@ class History:
 
     # -- questions the signals ask --------------------------------------------------------
 
-    def versions(self, path: str) -> list[tuple[str, str, str]]:
-        """(commit, old blob, new blob) of ``path`` through the range, newest first."""
-        return list(self._versions.get(path, ()))  # indexed once: a commit of many files is not read per path
+    def versions(self, path: str, moved_from: str = "") -> list[tuple[str, str, str]]:
+        """(commit, old blob, new blob) of ``path`` through the range, newest first; with
+        ``moved_from``, of code the range moved from that file into ``path`` (``moved_code``):
+        ``path``'s versions since the move, ``moved_from``'s before it (``blame -C`` follows it)."""
+        sha = self.moved_code.get((moved_from, path)) if moved_from else None
+        joined = self._joined(moved_from, path, sha) if sha else None
+        # indexed once: a commit of many files is not read per path
+        return joined if joined is not None else list(self._versions.get(path, ()))
+
+    def co_changed(self, path: str, most: int = 50) -> list[tuple[str, FileVersions]]:
+        """The range commits changing ``path`` (and leaving it there) with the other files they
+        change, newest first; none that change more than ``most`` files (a sweep, not a move)."""
+        out = []
+        for i in self._touching.get(path, ()):
+            sha, files = self.commits[i]
+            mine = next((f for f in files if f[0] == path), None)
+            if mine is not None and set(mine[2]) != {"0"} and len(files) <= most:
+                out.append((sha, [f for f in files if f[0] != path]))
+        return out
+
+    def read_paths(self, repo: git.Repository, paths: Sequence[str]) -> None:
+        """Take in the range commits touching ``paths`` too (files judged that the scan did not
+        know of), each path read once."""
+        todo = [p for p in paths if p not in self._read]
+        self._read.update(todo)
+        if not todo:
+            return
+        known = {sha for sha, _ in self.commits}
+        more = [c for c in _touching(repo, self.tips[0], self.exclude, todo) if c[0] not in known] if self.tips else []
+        if more:
+            self.commits = sorted([*self.commits, *more], key=lambda c: self._order.get(c[0], 0))
+            self._index_commits()
 
     def touching(self, paths: Iterable[str]) -> list[str]:
         """Range commits changing any of ``paths``, newest first."""
@@ -219,7 +263,8 @@ def scan(
         commits, moves = _follow_moves(
             repo, base, exclude, paths, commits, {sha: i for i, (sha, _, _) in enumerate(log)}
         )
-        history = History(commits, {sha: message for sha, _, message in log}, moves=moves)
+        history = History(commits, {sha: message for sha, _, message in log}, moves=moves, tips=[base])
+        history.exclude, history._read = list(exclude), {*paths, *(to for to, _ in moves.values())}
         history.authors = {sha: email for sha, email, _ in log}
         wanted_sets = set(keysets)
         same_files = [(sha, None) for sha, fs in commits if frozenset(p for p, _, _ in fs) in wanted_sets]

@@ -19,6 +19,7 @@ from ggstack.check.containment import Containment, contain, contained_at, needs_
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
 from ggstack.check.history import History, normal_subject
+from ggstack.check.moved import look_elsewhere
 from ggstack.check.rules import Decision, Match, decide
 from ggstack.check.signals import Candidate
 from ggstack.model import Applied, Evidence, Outcome, Recommendation, Run, Says, Signal, Verdict
@@ -143,6 +144,7 @@ def measure_content(
         for c in cands
     ]
     attribute(contents, ctx.history, ctx.files, likely)
+    look_elsewhere(ctx.repo, ctx.history, ctx.files, cands, contents, tree)
     return contents
 
 

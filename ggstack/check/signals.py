@@ -194,6 +194,7 @@ def content(c: Containment) -> Evidence:
         return Evidence(Signal.CONTENT, detail, fraction=1.0, data={"units": []}, says=Says.PRESENT)
     detail, says = _content_words(c)
     moved = [f"{p} in {to}" for p, to in c.base_paths.items() if to != p and p not in c.renamed]
+    moved += [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
     if moved:
         detail += f" (judged where the base moved them: {', '.join(moved)})"
     return Evidence(Signal.CONTENT, detail, fraction=round(c.fraction, 4), data={"units": _units(c)}, says=says)
