@@ -906,3 +906,12 @@ def test_a_partial_fix_whose_taken_part_moved_to_another_file_leaves_the_rest_in
     diff = o.remaining_diff or ""
     assert "+line 30 too" in diff and "g.txt" not in diff and "line ten fixed" not in diff, diff
     assert test_check.applies_to(world, "main", diff)
+
+
+def test_a_stack_patch_whose_code_upstream_moved_into_another_file_is_represented(world: GitRepo) -> None:
+    c = on(world, "fork", "Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
+    taken = world.commit("Fix ten (#6)", {"f.txt": text(edited(LINES, l10="line ten fixed")), "d.txt": "d\n"})
+    _extract(world, edited(LINES, l10="line ten fixed"))
+    o = check_stack(world, c)["0001"]
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert o.represented_by == [taken]
