@@ -19,6 +19,7 @@ should be represented by the squash commit, "do not open".
     python benchmarks/check_accuracy.py /tmp/corpus-pytest.json
     python benchmarks/check_accuracy.py /tmp/corpus-ipython.json --squash
     python benchmarks/check_accuracy.py /tmp/corpus-pytest.json --class before --limit-bases 3
+    python benchmarks/check_accuracy.py /tmp/corpus-pytest.json --reuse kept.json --adjudicated benchmarks/adjudicated/pytest.toml
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections import Counter, defaultdict
 
 HIT = ("represented", "partial")
@@ -102,6 +104,28 @@ def pr_table(label: str, pred: list[bool], truth: list[bool]) -> str:
     prec = tp / (tp + fp) if tp + fp else float("nan")
     rec = tp / (tp + fn) if tp + fn else float("nan")
     return f"{label:<34} P {prec:.3f}  R {rec:.3f}   (tp {tp} fp {fp} fn {fn} tn {tn})"
+
+
+def scores(keys: list, truth: list[bool], verdicts: dict, cherry: dict, pid: dict) -> None:
+    print(pr_table("ggstack represented-or-partial", [verdicts[k]["verdict"] in HIT for k in keys], truth))
+    print(pr_table("ggstack represented", [verdicts[k]["verdict"] == "represented" for k in keys], truth))
+    print(pr_table("git cherry", [cherry[k] for k in keys], truth))
+    print(pr_table("git patch-id (base range)", [pid[k] for k in keys], truth))
+
+
+def adjudicated(items: list[dict], path: str) -> dict[int, bool | None]:
+    """The labels a person settled by reading the commits (``[[item]]`` tables of ``commit``,
+    ``base_ref``, ``truth`` — true, false or "unscored" — and ``why``): id(item) -> truth."""
+    with open(path, "rb") as fh:
+        entries = tomllib.load(fh).get("item", [])
+    out: dict[int, bool | None] = {}
+    for e in entries:
+        hits = [it for it in items if it["commit"].startswith(e["commit"]) and it["base_ref"] == e["base_ref"]]
+        if not hits:
+            print(f"{path}: no item {e['commit']} onto {e['base_ref']} in this corpus", file=sys.stderr)
+        for it in hits:
+            out[id(it)] = None if e["truth"] == "unscored" else bool(e["truth"])
+    return out
 
 
 def rule_of(p: dict) -> str:
@@ -177,10 +201,14 @@ def accuracy(corpus: dict, args: argparse.Namespace) -> int:
     keys = [(it["commit"], it["base"]) for it in items]
     truth = [bool(it["truth"]) for it in items]
     print(f"\n{corpus['repo']}: {len(items)} items, {sum(truth)} represented, {len(bases)} bases")
-    print(pr_table("ggstack represented-or-partial", [verdicts[k]["verdict"] in HIT for k in keys], truth))
-    print(pr_table("ggstack represented", [verdicts[k]["verdict"] == "represented" for k in keys], truth))
-    print(pr_table("git cherry", [cherry[k] for k in keys], truth))
-    print(pr_table("git patch-id (base range)", [pid[k] for k in keys], truth))
+    scores(keys, truth, verdicts, cherry, pid)
+    if args.adjudicated:
+        read = adjudicated(items, args.adjudicated)
+        settled = [(k, read.get(id(it), bool(it["truth"]))) for it, k in zip(items, keys, strict=True)]
+        scored = [(k, t) for k, t in settled if t is not None]
+        changed = sum(read.get(id(it), bool(it["truth"])) != bool(it["truth"]) for it in items)
+        print(f"\nwith the {len(read)} labels read by hand in {args.adjudicated} ({changed} changed or unscored):")
+        scores([k for k, _ in scored], [bool(t) for _, t in scored], verdicts, cherry, pid)
     print(
         f"time: check {t_check:.1f}s, git cherry {t_cherry:.1f}s, ratio {t_check / max(t_cherry, 1e-9):.1f}x "
         f"({'warm cache' if args.cache else 'cold: --no-cache'}); cpu: check {CPU['check']:.1f}s, git cherry "
@@ -266,6 +294,10 @@ def main() -> int:
     ap.add_argument("--limit-bases", type=int, default=0)
     ap.add_argument("--save", help="keep every verdict here (JSON), to rescore a relabelled corpus with --reuse")
     ap.add_argument("--reuse", help="verdicts kept by --save: bases whose items were all judged are not run again")
+    ap.add_argument(
+        "--adjudicated",
+        help="a TOML file of items whose label a person settled by reading the commits: scored both ways",
+    )
     ap.add_argument("--cache", action="store_true", help="let check use its verdict cache (warm runs)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
