@@ -94,3 +94,30 @@ def test_trailers_are_read_the_same_wherever_the_messages_are_written(tmp_path: 
     (tmp_path / "not-a-directory").write_text("")
     assert git.parse_trailers(messages) == want
     assert trailers.add_trailers("s\n\nbody\n\nA: 1\n", [("B", "2")]) == "s\n\nbody\n\nA: 1\nB: 2\n"
+
+
+def test_a_users_log_show_signature_does_not_change_what_ggstack_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``log.showSignature = true`` makes every ``git log`` print gpg's verdict on a signed commit
+    before the commit: ggstack's reads of the range must not see it."""
+    fork = GitRepo.init(tmp_path / "fork")
+    root = fork.commit("root", {"a.txt": "a\n"})
+    tree = fork.git("rev-parse", "HEAD^{tree}")
+    signed = (
+        f"tree {tree}\nparent {root}\nauthor A <a@example.org> 1700000000 +0000\n"
+        "committer A <a@example.org> 1700000000 +0000\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n"
+        " iQEzBAABCAAdFiEEnotarealsignature\n -----END PGP SIGNATURE-----\n\nsigned change\n"
+    )
+    sha = fork.git("hash-object", "-t", "commit", "-w", "--stdin", input=signed)
+    config = tmp_path / "signer.gitconfig"
+    config.write_text("[log]\n\tshowSignature = true\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")  # the caller's own overrides are kept
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.name")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "Caller")
+    repo = git.Repository(str(fork.path))
+
+    assert repo.out("config", "log.showSignature").strip() == "false"
+    assert repo.out("config", "user.name").strip() == "Caller"
+    assert [(c, m.strip()) for c, _, m in repo.range_messages([sha], [root])] == [(sha, "signed change")]

@@ -67,7 +67,26 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     # Plumbing output must not depend on the user's locale or pager.
     env["LC_ALL"] = "C"
     env["GIT_PAGER"] = "cat"
+    # Nor on settings that make `log` print more than its format asks for (gpg's verdict on
+    # every signed commit, before the commit itself).
+    _configure(env, PLUMBING_CONFIG)
     return env
+
+
+# Settings every git ggstack starts runs with, over the user's own (as ``git -c`` would).
+PLUMBING_CONFIG = {"log.showSignature": "false"}
+
+
+def _configure(env: dict[str, str], settings: dict[str, str]) -> None:
+    """Add ``settings`` to the environment's ``GIT_CONFIG_COUNT`` list, after any the caller set."""
+    try:
+        n = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        n = 0
+    for key, value in settings.items():
+        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
+        n += 1
+    env["GIT_CONFIG_COUNT"] = str(n)
 
 
 def plain_git(*args: str, input: bytes | None = None) -> str:
