@@ -915,3 +915,24 @@ def test_a_stack_patch_whose_code_upstream_moved_into_another_file_is_represente
     o = check_stack(world, c)["0001"]
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert o.represented_by == [taken]
+
+
+# -- check --commits: each commit against its own range ---------------------------------------
+
+
+def test_a_commit_is_judged_the_same_alone_or_beside_a_later_one_that_merged_the_base(world: GitRepo) -> None:
+    """``git cherry BASE COMMIT`` for each: a fork's pick (no -x) of an upstream commit stays
+    represented by it when a later commit of the same branch, after merging the base in, is
+    judged in the same call (its range no longer has the upstream commit)."""
+    upstream = world.commit("Fix ten upstream", {"f.txt": text(edited(LINES, l10="line ten fixed"))}, author=OTHER)
+    world.commit("more upstream", {"other.txt": "other, more\n"}, author=OTHER)
+    world.git("checkout", "-q", "fork")
+    pick = world.commit("Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
+    world.git("merge", "-q", "--no-edit", "main")
+    later = world.commit("fork's own", {"fork.txt": "mine\n"})
+    world.git("checkout", "-q", "main")
+    alone = judge(world, pick)
+    both = {o.name[:4]: o for o in judge(world, pick, later)}
+    assert alone.verdict is Verdict.REPRESENTED and alone.represented_by == [upstream], alone.evidence
+    assert both[pick[:4]].verdict is Verdict.REPRESENTED and both[pick[:4]].represented_by == [upstream]
+    assert both[later[:4]].verdict is Verdict.UNIQUE

@@ -52,17 +52,38 @@ def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: 
 
 def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> list[list[git.CommitInfo]]:
     """The commits by the line of history they are on (where their first-parent line leaves
-    the base): each line's range is the base minus that line's own history, as ``git cherry
-    BASE COMMIT`` has it. Judged all in one range, a pick the base made before a newer line
-    forked would be outside the range of an older line's commit it represents."""
-    parents = repo.first_parents([i.sha for i in infos], base)
-    forks: dict[str, list[git.CommitInfo]] = {}
+    the base, and the newest merge below them on it): each line's range is the base minus that
+    line's own history, as ``git cherry BASE COMMIT`` has it. Judged all in one range, a pick
+    the base made before a newer line forked would be outside the range of an older line's
+    commit it represents; and a commit after the branch merged the base in has a smaller range
+    than one before the merge."""
+    shas = [i.sha for i in infos]
+    parents = repo.first_parents(shas, base)
+    merges = set(repo.rev_list("--first-parent", "--merges", *shas, f"^{base}"))
+    below: dict[str, tuple[str, str]] = {}  # commit -> (its line's fork point, the newest merge below it)
+    lines: dict[tuple[str, str], list[git.CommitInfo]] = {}
     for info in infos:
-        at = info.sha
-        while at in parents:  # ends at the first commit the base has: the line's fork point
-            at = parents[at]
-        forks.setdefault(at if at != info.sha else "in the base", []).append(info)
-    return list(forks.values())
+        lines.setdefault(_below(info.sha, parents, merges, below), []).append(info)
+    return list(lines.values())
+
+
+def _below(sha: str, parents: dict[str, str], merges: set[str], known: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """(fork point, newest merge strictly below ``sha`` on its first-parent line), remembered
+    for every commit walked, so a line of n commits is walked once, not n times."""
+    if sha not in parents:
+        return ("in the base", "")
+    walk, at = [], sha
+    while at in parents and at not in known:  # ends at the first commit the base has: the fork point
+        walk.append(at)
+        at = parents[at]
+    fork, merge = known.get(at, (at, ""))
+    if at in known and at in merges:
+        merge = at
+    for c in reversed(walk):  # oldest first: each commit's answer from its parent's
+        known[c] = (fork, merge)
+        if c in merges:
+            merge = c
+    return known[sha]
 
 
 def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run) -> None:
