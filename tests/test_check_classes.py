@@ -936,3 +936,39 @@ def test_a_commit_is_judged_the_same_alone_or_beside_a_later_one_that_merged_the
     assert alone.verdict is Verdict.REPRESENTED and alone.represented_by == [upstream], alone.evidence
     assert both[pick[:4]].verdict is Verdict.REPRESENTED and both[pick[:4]].represented_by == [upstream]
     assert both[later[:4]].verdict is Verdict.UNIQUE
+
+
+# -- a clone without the patches' recorded bases (a CI checkout) --------------------------------
+
+
+def _without_recorded_bases(world: GitRepo) -> None:
+    """Each stored patch as a clone of only the base would see it: its recorded base and its
+    blobs are nowhere (the fork's branch was never fetched)."""
+    for f in sorted((world.path / "patches" / "s").glob("*.patch")):
+        text = f.read_text()
+        base = next(line for line in text.splitlines() if line.startswith("base-commit: "))
+        text = re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+", "index " + "ab" * 20 + ".." + "cd" * 20, text, flags=re.M)
+        f.write_text(text.replace(base, "base-commit: " + "1234567" * 5 + "12345"))
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_a_pick_whose_recorded_base_is_missing_is_still_represented_on_gits_word(world: GitRepo, marked: bool) -> None:
+    """The bot's clone has the base, not the fork's branch: an exact pick (cherry-pick -x, or the
+    same diff) is still known by its source and by the patch-id of the stored diff."""
+    upstream = world.commit("Fix ten upstream", {"f.txt": text(edited(LINES, l10="line ten fixed"))}, author=OTHER)
+    world.git("checkout", "-q", "fork")
+    pick = world.commit(
+        "Fix ten" + (f"\n\n(cherry picked from commit {upstream})" if marked else ""),
+        {"f.txt": text(edited(LINES, l10="line ten fixed"))},
+    )
+    world.git("checkout", "-q", "main")
+    repo, _ = stack_of(world, pick)
+    _without_recorded_bases(world)
+    o = check.stack(repo, series.load(str(world.path / "patches"), "s"), "main").outcomes[0]
+    assert "blobs missing" in o.note, o.note
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert o.represented_by == [upstream]
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+    said = kinds(o)
+    assert said["patch-id"][0].data["match"] is True
+    assert said["identity"][0].data["match"] is marked

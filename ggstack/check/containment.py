@@ -116,9 +116,15 @@ def contain(
     pre_blobs = {fc.path: fc.old_blob for fc in change_set if fc.old_blob}
     judged = True
     for fc in change_set:
-        if fc.old_path and fc.old_blob and files.blob(fc.old_blob) is None:
-            judged = False  # the pre-image is not in this repository
         base_path, in_base = _in_base(fc, entries, moved or {})
+        if fc.old_path and fc.old_blob and files.blob(fc.old_blob) is None:
+            judged = False  # the pre-image is not in this repository: its blocks have no place to look at
+            units += [
+                Unit(fc.path, h.label, informative(b.removed + b.added), False, "its pre-image is not here", i, b)
+                for i, h in enumerate(fc.hunks)
+                for b in h.blocks
+            ]
+            continue
         if base_path and in_base:
             base_paths[fc.path] = base_path
             base_blobs[fc.path] = in_base[1]

@@ -78,10 +78,10 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
     _named_and_whole(ctx, [c for c in cands if not out[c.name].matches], out)
     matched = [c for c in cands if out[c.name].matches]
     # "<parent> <commit>" makes diff-tree diff the commit back to its parent: the patch reversed.
-    reversed_ids = ctx.repo.patch_ids_of_commits([(c.parent, c.commit) for c in matched])
+    reversed_ids = ctx.repo.patch_ids_of_commits([(c.parent, c.commit) for c in matched if c.commit])
     for cand in matched:
         ident = out[cand.name]
-        revert = signals.undo(ctx.history, ident.matches, reversed_ids.get(cand.parent, ""))
+        revert = signals.undo(ctx.history, ident.matches, reversed_ids.get(cand.parent, "") if cand.commit else "")
         since = signals.modified(ctx.history, cand, ident.matches)
         ident.evidence += [e for e in (revert, since) if e is not None]
     _completeness(ctx, matched, out)
@@ -159,7 +159,9 @@ def _alignments(
     pairs: list[tuple[str, str]] = []
     for fc in (fc for c in cands for fc in c.changes if not fc.binary):
         base = entries.get(fc.new_path or "") or entries.get(fc.old_path or "") or entries.get(moved.get(fc.path, ""))
-        if fc.old_blob and base and base[1] != fc.old_blob and needs_alignment(fc, base[1], ctx.files):
+        if not fc.old_blob or ctx.files.blob(fc.old_blob) is None:
+            continue  # a pre-image this repository lacks (a clone without the fork): nothing to align
+        if base and base[1] != fc.old_blob and needs_alignment(fc, base[1], ctx.files):
             pairs.append((fc.old_blob, base[1]))
     return pairs
 

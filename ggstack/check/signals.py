@@ -91,7 +91,7 @@ def _named(history: History, cand: Candidate) -> list[tuple[Match, str]]:
 
 
 def patch_id(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
-    pid = history.patch_ids.get(cand.commit, "")
+    pid = history.patch_ids.get(cand.commit or cand.name, "")  # no commit: from the patch's own diff
     if not pid:
         detail = "no patch-id (the patch is empty or was not computed)"
         return [], Evidence(Signal.PATCH_ID, detail, data={"match": False})

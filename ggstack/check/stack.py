@@ -75,7 +75,12 @@ def _judge(
     ctx = Context(repo, history, Files(repo))
     whole = [c for c in cands if c.commit and c.parent]
     trees = groups.trees_of(repo, whole)
-    idents = judging.identify(ctx, whole)
+    # A patch whose recorded base this clone lacks (a CI checkout) has no commit, but git's own
+    # signals still speak: its patch-id from the patch's diff, its provenance from its message.
+    loose = [(c, p) for c, p in zip(cands, picks, strict=True) if not c.commit and c.changes]
+    for (cand, _), pid in zip(loose, repo.patch_ids_of_texts([p.diff for _, p in loose]), strict=True):
+        history.patch_ids[cand.name] = pid
+    idents = judging.identify(ctx, [*whole, *(c for c, _ in loose)])
     picked = {k for k, c in enumerate(cands) if any(_exact(m) for m in idents.get(c.name, _NONE).matches)}
     squashed = _index(
         groups.combined(

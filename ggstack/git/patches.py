@@ -151,6 +151,14 @@ class Patches(Runner):
             result[commit] = patch_id
         return result
 
+    def patch_ids_of_texts(self, texts: Sequence[bytes]) -> list[str]:
+        """``git patch-id --stable`` of diffs that are no commit's (a stored patch whose recorded
+        base is not here), in order; "" for one with no change. patch-id reads a
+        ``commit <id>`` line before each diff: each is given a number as its id."""
+        width = len(getattr(self, "null_oid", "0" * 40))
+        ids = self.patch_ids_of_diffs({f"{k + 1:0{width}x}": t for k, t in enumerate(texts)})
+        return [ids.get(f"{k + 1:0{width}x}", "") for k in range(len(texts))]
+
     def patch_ids_of_diffs(self, diffs: Mapping[str, bytes]) -> dict[str, str]:
         """commit -> ``git patch-id --stable`` of a diff already read as ``diffs_of_commits``
         gives it (the same bytes ``patch_ids_of_commits`` streams): no second ``diff-tree``."""
