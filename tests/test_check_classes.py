@@ -972,3 +972,26 @@ def test_a_pick_whose_recorded_base_is_missing_is_still_represented_on_gits_word
     said = kinds(o)
     assert said["patch-id"][0].data["match"] is True
     assert said["identity"][0].data["match"] is marked
+
+
+# -- a remaining diff that would break the file --------------------------------------------------
+
+PY = ["import os", "", "try:", "    import json", "    import csv", "except ImportError:", "    pass", "", "X = 1"]
+
+
+def test_a_remaining_diff_that_would_leave_python_unparsable_is_left_out(world: GitRepo) -> None:
+    """Class: a splice that applies and breaks the file. The patch drops ``import csv``; upstream
+    dropped ``import json`` instead and took the patch's other change. Putting the patch's
+    removal back would leave an empty ``try:`` (an IndentationError): that block is left out and
+    named, and the patch is a rework, not a remaining diff to open."""
+    world.commit("add mod.py", {"mod.py": text(PY)})
+    world.git("branch", "-f", "fork", "main")
+    c = on(world, "fork", "drop csv, add Y", {"mod.py": text([*PY[:4], *PY[5:], "Y = 2"])})
+    taken = world.commit("drop json, add Y", {"mod.py": text([*PY[:3], *PY[4:], "Y = 2"])}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is Verdict.PARTIAL, o.evidence
+    assert o.represented_by == [taken]
+    assert o.recommendation is Recommendation.REWORK
+    assert not (o.remaining_diff or "").strip(), o.remaining_diff
+    left = [e for e in kinds(o)["content"] if "left_out" in e.data]
+    assert left and "mod.py would not parse" in left[0].detail, [e.detail for e in kinds(o)["content"]]

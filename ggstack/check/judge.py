@@ -248,8 +248,8 @@ def still_needed(outcome: Outcome, r: remaining.Remaining) -> None:
         return
     shown = "; ".join(r.left_out[:5]) + (f"; and {len(r.left_out) - 5} more" if len(r.left_out) > 5 else "")
     detail = (
-        f"the remaining diff leaves out {len(r.left_out)} block(s) whose place the base changed its own way, "
-        f"to port by hand: {shown}"
+        f"the remaining diff leaves out {len(r.left_out)} block(s) with no clean place in the base (the base "
+        f"changed their place its own way, or the file would not parse with them), to port by hand: {shown}"
     )
     outcome.evidence.insert(
         len(outcome.evidence) - 1, Evidence(Signal.CONTENT, detail, data={"left_out": r.left_out}, says=Says.NOTHING)

@@ -14,8 +14,10 @@ binaries, modes, odd names — goes through git's trees and ``git diff``.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -153,6 +155,12 @@ def _edit(
     data = files.blob(blob) or b""
     _place(fc, gone, blob, files)
     after, left_out = _put_back(gone, lines, _moved(fc))
+    if after != lines and not _still_parses(base_path, lines, after):
+        # A splice that applies and breaks the file (a try: left empty, an else: after a return)
+        # is no diff anyone wrote: every block of this file is left to port by hand.
+        placed = {f"{u.path} line {(u.window or (0, 0))[0] + 1} ({u.what})" for u in gone if u.block is not None}
+        left_out = [*left_out, *(f"{x}: with it {base_path} would not parse" for x in sorted(placed - set(left_out)))]
+        after = list(lines)
     if "mode" in {u.what for u in gone} and fc.new_mode:
         mode = fc.new_mode
     text = "\n".join(after) + ("\n" if after and (data.endswith(b"\n") or not data) else "")
@@ -160,6 +168,24 @@ def _edit(
         return _Edit(base_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"), left_out), None
     edit = _Edit(fc.new_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"), left_out)
     return edit, base_path if base_path != fc.new_path else None
+
+
+def _still_parses(path: str, before: list[str], after: list[str]) -> bool:
+    """For a Python file the base's version of which parses: does the spliced one? (Any other
+    file, or one this Python cannot parse as it is, is not asked.)"""
+    if not path.endswith((".py", ".pyi")):
+        return True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an invalid escape's SyntaxWarning is not ours to print
+        try:
+            ast.parse("\n".join(before) + "\n", path)
+        except (SyntaxError, ValueError):
+            return True
+        try:
+            ast.parse("\n".join(after) + "\n", path)
+        except (SyntaxError, ValueError):
+            return False
+    return True
 
 
 def _place(fc: FileChange, gone: list[Unit], blob: str, files: Files) -> None:
