@@ -158,7 +158,7 @@ def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch,
     session = find_session(repo, stack, patch)
     if session is None:
         raise UserError(f"no resolve in progress for {patch.name} (start one with `ggstack resolve {stack.name} N`)")
-    worktree = git.Worktree(session.worktree)
+    worktree = repo.resolve_worktree(session.worktree)
     markers = _leftover_markers(session.worktree, worktree.unmerged_paths() or list(session.conflicts))
     if markers:
         raise UserError(

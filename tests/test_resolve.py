@@ -129,6 +129,20 @@ def test_conflict_resolve_edit_refresh_then_apply_onto_a_newer_base(fork: Fork) 
     assert "fork and upstream 10" in (Path(session["worktree"]) / "f.txt").read_text()
     fork.ok("refresh", "s", "2", patches=teammate)
     assert "+fork and upstream 10" in series.load(str(teammate), "s").patches[1].diff
+    # rerere's records are ggstack's: an rr-cache in the user's git dir would turn rerere on
+    # for every merge of theirs.
+    assert not (fork.repo.path / ".git" / "rr-cache").exists()
+    assert any((fork.repo.path / ".git" / "ggstack" / "rr-cache").iterdir())
+
+
+def test_a_users_own_rr_cache_is_shared_and_left_in_place(fork: Fork) -> None:
+    """A rerere user has an rr-cache already: ggstack's records go there, as any rerere's would."""
+    theirs = fork.repo.path / ".git" / "rr-cache"
+    theirs.mkdir()
+    session = json.loads(fork.ok("resolve", "s", "2", "--onto", "main", "--json").stdout)
+    (Path(session["worktree"]) / "f.txt").write_text(_text("f", {10: "both 10"}))
+    fork.ok("refresh", "s", "2")
+    assert theirs.is_dir() and any(theirs.iterdir())
 
 
 def test_abort_removes_the_worktree_and_changes_nothing(fork: Fork) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
+from collections.abc import Iterator
 
 from ggstack.git.runner import GitFailed, Runner, environment, plain_git
 
@@ -45,7 +47,11 @@ class Worktrees(Runner):
     def add_resolve_worktree(self, path: str, commit: str) -> Worktree:
         """A detached worktree of ``commit`` at ``path`` for resolving a conflict (``ggstack resolve``)."""
         self.add_worktree(path, commit)
-        return Worktree(path)
+        return self.resolve_worktree(path)
+
+    def resolve_worktree(self, path: str) -> Worktree:
+        """The resolve worktree at ``path``, its rerere records kept in ggstack's own directory."""
+        return Worktree(path, (os.path.join(self.common_dir, "rr-cache"), self.state_dir("rr-cache")))
 
     def remove_worktree(self, path: str) -> None:
         self.run("worktree", "remove", "--force", "--force", path, check=False)
@@ -89,8 +95,33 @@ class Worktree:
 
     _RERERE = ("-c", "rerere.enabled=true", "-c", "rerere.autoUpdate=false", "-c", "core.hooksPath=/dev/null")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, rerere: tuple[str, str] | None = None) -> None:
         self.path = path
+        self.rerere = rerere  # (the repository's rr-cache, where ggstack keeps its records between uses)
+
+    @contextlib.contextmanager
+    def _records(self) -> Iterator[None]:
+        """rerere's records in the repository's ``rr-cache`` only while git reads or writes them.
+
+        git keeps them in the common git dir and treats an ``rr-cache`` there as "rerere on" for
+        every later merge of the user's; where the user has none, ggstack's are moved in for the
+        one command and back out (a rename each way), so the user's own merges stay as they were.
+        A user who has an ``rr-cache`` already shares it, as any rerere user would."""
+        if self.rerere is None or os.path.lexists(self.rerere[0]):
+            yield
+            return
+        theirs, ours = self.rerere
+        if os.path.isdir(ours):
+            os.rename(ours, theirs)
+        else:
+            os.makedirs(theirs)
+        try:
+            yield
+        finally:
+            if os.path.isdir(ours):  # another ggstack put its own back meanwhile: keep that one
+                shutil.rmtree(theirs, ignore_errors=True)
+            else:
+                os.rename(theirs, ours)
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
         proc = subprocess.run(["git", "-C", self.path, *self._RERERE, *args], env=environment(), capture_output=True)
@@ -101,7 +132,8 @@ class Worktree:
     def cherry_pick(self, commit: str) -> tuple[list[str], list[str]]:
         """``commit``'s change into the working tree, uncommitted (merge-ort, as ``apply``):
         (paths left conflicted, paths rerere resolved from a recorded resolution)."""
-        proc = self.run("cherry-pick", "--no-commit", "--strategy=ort", commit, check=False)
+        with self._records():
+            proc = self.run("cherry-pick", "--no-commit", "--strategy=ort", commit, check=False)
         text = (proc.stdout + proc.stderr).decode("utf-8", "replace")
         if proc.returncode not in (0, 1) or (proc.returncode == 1 and "conflict" not in text.lower()):
             raise GitFailed(("cherry-pick", commit), proc.returncode, text)
@@ -114,7 +146,8 @@ class Worktree:
 
     def record_resolution(self) -> None:
         """Let rerere remember how the conflicts were resolved (before they are staged)."""
-        self.run("rerere", check=False)
+        with self._records():
+            self.run("rerere", check=False)
 
     def tree_of_files(self) -> str:
         """Everything in the working tree staged, as a tree (the resolution)."""
