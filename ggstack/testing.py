@@ -250,21 +250,50 @@ def _trees(
     tests = tuple(sorted(p for p in candidates if p in entries))
     if not tests:
         return (), ()
-    trees = [TestTree("base", _overlay(repo, start, {p: entries[p] for p in tests}), start)]
+    base = _base_tree(repo, start, {p: entries[p] for p in tests}, None if replayed else original)
+    trees = [TestTree("base", base, start)]
     if patched:
         trees.append(TestTree("patched", repo.resolve(patched, "tree"), start))
     else:
         trees.append(TestTree("patched", None, None, "the patch does not apply to this base"))
-    if materialised and original and original.parent:
-        old_entries = repo.ls_tree(repo.resolve(materialised, "tree"), tests)
-        trees.append(TestTree("old-base", _overlay(repo, original.parent, old_entries), original.parent))
-    elif patch.base_commit:
-        trees.append(
-            TestTree("old-base", None, None, f"its original parent {patch.base_commit[:12]} is not in this repository")
-        )
-    else:
-        trees.append(TestTree("old-base", None, None, "the patch records no original parent (base-commit:)"))
+    trees.append(_old_base_tree(repo, patch, original, tests))
     return tuple(trees), tests
+
+
+def _old_base_tree(
+    repo: git.Repository, patch: Patch, original: replay.Pick | None, tests: tuple[str, ...]
+) -> TestTree:
+    """The control: the patch's original parent with its test files."""
+    if original and original.commit and original.parent:
+        old_entries = repo.ls_tree(repo.resolve(original.commit, "tree"), list(tests))
+        return TestTree("old-base", _overlay(repo, original.parent, old_entries), original.parent)
+    if patch.base_commit:
+        return TestTree(
+            "old-base", None, None, f"its original parent {patch.base_commit[:12]} is not in this repository"
+        )
+    return TestTree("old-base", None, None, "the patch records no original parent (base-commit:)")
+
+
+def _base_tree(
+    repo: git.Repository, start: str, tests: dict[str, tuple[str, str]], original: replay.Pick | None
+) -> str:
+    """The base with the patch's test files. From a replayed commit they are the merge already;
+    from the patch's own commit (its replay conflicted) they are its old parent's files: the
+    patch's test changes are then merged onto the base's files as a cherry-pick would (at its
+    parent), so the base run sees the base's tests plus the patch's — and where they conflict,
+    the base's own file. Its stale whole file would fail tests the base has since changed."""
+    if original is None or not original.commit or not original.parent:
+        return _overlay(repo, start, tests)
+    only_tests = repo.edit_tree(repo.resolve(original.parent, "tree"), dict(tests))
+    ident = git.SCRATCH_IDENT
+    theirs = repo.write_commit(only_tests, [original.parent], "ggstack scratch\n", ident, ident)
+    ours = repo.write_commit(repo.resolve(start, "tree"), [original.parent], "ggstack scratch\n", ident, ident)
+    merged = repo.merge_trees(ours, theirs)
+    if merged.clean:
+        return merged.tree
+    conflicted = [p for p in merged.conflicted_paths if p in tests]
+    kept = repo.ls_tree(repo.resolve(start, "tree"), conflicted)
+    return repo.edit_tree(merged.tree, {p: kept.get(p) or tests[p] for p in conflicted})
 
 
 def _overlay(repo: git.Repository, commit: str, entries: dict[str, tuple[str, str]]) -> str:

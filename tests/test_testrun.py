@@ -644,3 +644,34 @@ def test_fold_rules(
         )
     else:
         assert loose.outcomes[0].verdict == out.verdict
+
+
+# -- the base's own test files ------------------------------------------------------------------
+
+SUB = "import calc\n\n\ndef test_subtracts():\n    assert calc.combine(5, 3) == 2\n"
+SUB_ADD = SUB + "\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n"
+
+
+def test_the_base_run_has_the_bases_test_files_with_the_patchs_test_changes_not_its_stale_files(
+    world: World,
+) -> None:
+    """A pick the base took and then changed (its replay conflicts): the base run must see the
+    base's own version of a test file with the patch's test hunks merged in, not the patch's
+    whole file from its old parent, whose other tests call what the base renamed since."""
+    start = world.on(world.old, "test combine()", {"tests/test_sub.py": SUB})
+    fix = world.on(start, "fix add(), test it", {"calc.py": FIXED, "tests/test_sub.py": SUB_ADD})
+    renamed = FIXED.replace("return a + b", "return b + a").replace("combine", "subtract")
+    base = world.on(
+        start,
+        "take the fix, rename combine()",
+        {"calc.py": renamed, "tests/test_sub.py": SUB.replace("combine", "subtract")},
+    )
+    world.fork.git("branch", "base-moved", base)
+    world.stack("moved", [fix])
+    proc = world.gg("test", "moved", "--onto", "base-moved", "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    patch = json.loads(proc.stdout)["patches"][0]
+    runs = results(patch)
+    assert patch["applied"] == "conflict"
+    assert runs["base"]["status"] == "passed", runs["base"]
+    assert evidence_of(patch)["judgement"] == "represented"
