@@ -1125,7 +1125,7 @@ class _TerminalObserver:
     def finished(self, name: str, state: str) -> None:
         style = (
             "green"
-            if state == "ok" or state.startswith("dry-run")
+            if state == "ok" or state.startswith(("ok:", "dry-run"))
             else ("yellow" if state.startswith("skipped") else "red")
         )
         err_console.print(f"[{style}]{name}[/]: {escape(state)}", highlight=False)

@@ -131,7 +131,8 @@ def sync(
     stages: dict[str, str] = {}
     errors: list[str] = []
 
-    def attempt(name: str, fn: Callable[[Progress | None], Run | None]) -> Run | None:
+    def attempt(name: str, fn: Callable[[Progress | None], Run | str | None]) -> Run | None:
+        """Run a stage: its Run (whose stages say its state), a state of its own, or None for "ok"."""
         with obs.stage(name, n) as progress:
             try:
                 result = fn(progress)
@@ -140,18 +141,19 @@ def sync(
             except UserError as e:
                 stages[name], result = f"{FAILED_INPUT}: {hide(str(e))}", None
             else:
-                stages[name] = (result.stages.get(name) if result is not None else None) or "ok"
+                state = result.stages.get(name) if isinstance(result, Run) else result
+                stages[name] = state or "ok"
             if stages[name].startswith("failed"):
                 errors.append(f"{name}: {stages[name].split(': ', 1)[1]}")
             obs.finished(name, stages[name])
-        return result
+        return result if isinstance(result, Run) else None
 
     def skip(name: str, why: str) -> None:
         stages[name] = f"{SKIPPED}: {why}"
         obs.finished(name, stages[name])
 
     if fetch:
-        attempt("fetch", lambda _: repo.fetch(stack.config.target.remote))
+        base_ref = _fetch(attempt, repo, stack.config.target.remote, base_ref)
     base = replay.resolve_base(repo, stack, base_ref)
     run = attempt("apply", lambda p: replay.apply(repo, stack, base_ref, write=not dry_run, progress=p))
     checked = attempt("check", lambda p: check.stack(repo, stack, base_ref, run=run, progress=p, use_cache=use_cache))
@@ -194,6 +196,39 @@ def sync(
         stages={**ordered, **{k: v for k, v in run.stages.items() if k not in ordered}},
         errors=list(dict.fromkeys([*run.errors, *errors])),
     )
+
+
+Attempt = Callable[[str, Callable[[Progress | None], "Run | str | None"]], "Run | None"]
+
+
+def _fetch(attempt: Attempt, repo: git.Repository, remote: str, base_ref: str) -> str:
+    """The fetch stage; the base to replay onto after it (see ``fetched_base``)."""
+    fresh: list[str] = []
+
+    def fetch_base(_: Progress | None) -> str:
+        repo.fetch(remote)
+        ref, state = fetched_base(repo, remote, base_ref)
+        fresh.append(ref)
+        return state
+
+    attempt("fetch", fetch_base)
+    return fresh[0] if fresh else base_ref
+
+
+def fetched_base(repo: git.Repository, remote: str, base_ref: str) -> tuple[str, str]:
+    """The base to replay onto after fetching, and the fetch stage's state. A local branch
+    behind the remote-tracking one just fetched (a CI checkout's ``main`` from clone time) is
+    not what a bot that asked for ``--fetch`` means: the fetched one is, and the state says so.
+    A local branch of one's own (ahead, or diverged) stays, with a word."""
+    local = repo.try_resolve(f"refs/heads/{base_ref}")
+    tracking = repo.try_resolve(f"refs/remotes/{remote}/{base_ref}")
+    if local is None or tracking is None or local == tracking:
+        return base_ref, "ok"
+    there = f"{remote}/{base_ref}"
+    if repo.is_ancestor(local, tracking):
+        behind = len(repo.rev_list(f"{local}..{tracking}"))
+        return there, f"ok: {base_ref} is {behind} commit(s) behind {there}, just fetched: replaying onto {there}"
+    return base_ref, f"ok: the local {base_ref} is not behind {there} (it has commits of its own): replaying onto it"
 
 
 def _propose_rebased_series(

@@ -312,6 +312,31 @@ def test_a_failing_fetch_is_exit_3_and_the_forge_is_not_touched(seeded: World) -
     assert w.forge.write_calls() == 0
 
 
+def test_after_fetch_a_local_base_behind_the_fetched_one_is_not_replayed_onto(seeded: World, tmp_path: Path) -> None:
+    """A CI checkout's ``main`` is as old as the clone; ``--fetch`` brings the remote's new
+    commits to ``origin/main`` only: the bot replays onto those, and says why."""
+    w = seeded
+    w.fork.git("push", "-q", "origin", "main")
+    other = GitRepo.init(tmp_path / "teammate")
+    other.git("remote", "add", "origin", str(w.upstream.path))
+    other.git("fetch", "-q", "origin")
+    other.git("checkout", "-q", "-B", "main", "origin/main")
+    other.commit("fix(a): preallocate the a buffers", {"a.txt": _text("a", 3)})  # upstream takes fix(a) meanwhile
+    other.git("push", "-q", "origin", "main")
+    fresh = other.sha("HEAD")
+    stale = w.fork.sha("main")
+
+    proc = w.sync("--fetch", "--dry-run")
+
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    run = w.last_run()
+    assert run.base == fresh and run.base_ref == "origin/main"
+    assert run.stages["fetch"].startswith("ok: main is 1 commit(s) behind origin/main"), run.stages
+    assert "behind origin/main" in proc.stderr
+    assert verdicts(run)[1] == "represented"  # fix(a) is in the fetched base
+    assert w.fork.sha("main") == stale  # the user's branch is not moved
+
+
 # -- one bot at a time -------------------------------------------------------------------
 
 
