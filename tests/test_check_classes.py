@@ -995,3 +995,33 @@ def test_a_remaining_diff_that_would_leave_python_unparsable_is_left_out(world: 
     assert not (o.remaining_diff or "").strip(), o.remaining_diff
     left = [e for e in kinds(o)["content"] if "left_out" in e.data]
     assert left and "mod.py would not parse" in left[0].detail, [e.detail for e in kinds(o)["content"]]
+
+
+# -- a fork's own stack: changes git apply -R cannot tell about ----------------------------------
+
+
+def test_a_stacks_own_add_then_delete_and_a_mode_change_are_needed_not_disputed(world: GitRepo) -> None:
+    """A file a patch adds and a later patch deletes again, and a mode change: the reverse of the
+    deletion (the file back) applies to any base without the file, and ``git apply -R`` only
+    warns about a mode. Neither is evidence: all are needed, "open PR", not "human look"."""
+    world.git("checkout", "-q", "fork")
+    added = world.commit("add a workaround", {"w.py": "tmp = 1\n"})
+    (world.path / "f.txt").chmod(0o755)
+    world.git("update-index", "--chmod=+x", "f.txt")
+    moded = world.commit("make f.txt executable")
+    dropped = world.commit("drop the workaround", {"w.py": None})
+    world.git("checkout", "-q", "main")
+    world.commit("upstream", {"other.txt": "other, upstream\n"}, author=OTHER)
+    got = check_stack(world, added, moded, dropped)
+    assert [(o.verdict, o.recommendation) for o in got.values()] == [(Verdict.UNIQUE, Recommendation.OPEN_PR)] * 3, [
+        (o.name, o.verdict, o.recommendation, [e.detail for e in o.evidence]) for o in got.values()
+    ]
+
+
+def test_a_deletion_the_base_made_too_is_represented(world: GitRepo) -> None:
+    world.commit("add old.txt", {"old.txt": "old\n"})
+    world.git("branch", "-f", "fork", "main")
+    c = on(world, "fork", "remove old.txt", {"old.txt": None})
+    gone = world.commit("upstream removes old.txt too", {"old.txt": None}, author=OTHER)
+    o = check_stack(world, c)["0001"]
+    assert o.verdict is Verdict.REPRESENTED and o.represented_by == [gone], o.evidence

@@ -10,6 +10,7 @@ StGit's cumulative reverse-apply after it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ggstack import diff, git, replay
@@ -90,7 +91,7 @@ def _judge(
         cands,
     )
     base_tree = repo.resolve(base, "tree")
-    reverse = _cumulative_reverse(repo, base_tree, picks)
+    reverse = _cumulative_reverse(repo, base_tree, picks, _moot_reversals(repo, merge_base, base_tree, cands))
     related = _consolidating(ctx, whole, base_tree)
     walked = _walk(ctx, run, picks, cands, outcomes, idents, squashed, reverse, related, progress)
     _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree, related)
@@ -281,12 +282,40 @@ class _Reversal:
     later: list[str]  # names of those later patches
 
 
-def _cumulative_reverse(repo: git.Repository, tree: str, picks: Sequence[replay.Pick]) -> dict[str, _Reversal]:
+def _moot_reversals(
+    repo: git.Repository, merge_base: str | None, base_tree: str, cands: Sequence[Candidate]
+) -> set[str]:
+    """The patches whose reverse applies to the base whatever it holds, so says nothing: one
+    that deletes a file neither the base nor the merge base has (the fork made it: an earlier
+    patch added it; its reverse puts it back), and one that sets a mode the base's file does
+    not have (``git apply -R`` only warns about a mode)."""
+    deleting = {c.name: [fc.old_path for fc in c.changes if fc.new_path is None and fc.old_path] for c in cands}
+    moding = {c.name: _modes(c) for c in cands}
+    paths = sorted({p for ps in deleting.values() for p in ps} | {p for ms in moding.values() for p, _ in ms})
+    if not paths:
+        return set()
+    there = repo.ls_tree(base_tree, paths)
+    before = repo.ls_tree(repo.resolve(merge_base, "tree"), paths) if merge_base else {}
+    made = {name for name, ps in deleting.items() if any(p not in there and p not in before for p in ps)}
+    return made | {name for name, ms in moding.items() if any(p in there and there[p][0] != m for p, m in ms)}
+
+
+def _modes(cand: Candidate) -> list[tuple[str, str]]:
+    """(path, the mode the patch sets) of the files whose mode it changes."""
+    return [
+        (fc.new_path, fc.new_mode) for fc in cand.changes if fc.new_path and fc.new_mode and fc.old_mode != fc.new_mode
+    ]
+
+
+def _cumulative_reverse(
+    repo: git.Repository, tree: str, picks: Sequence[replay.Pick], moot: AbstractSet[str] = frozenset()
+) -> dict[str, _Reversal]:
     """StGit's ``--merged``: reverse-apply the patches onto the base, later
-    ones first, so that a patch whose lines a later one changed is caught."""
+    ones first, so that a patch whose lines a later one changed is caught.
+    ``moot``: patches whose reverse is not asked (it would apply whatever the base is): no entry."""
     result: dict[str, _Reversal] = {}
     later: list[str] = []
-    backwards = list(reversed(picks))
+    backwards = [pick for pick in reversed(picks) if pick.name not in moot]
     trees = repo.reverse_apply_in_turn(tree, [pick.diff for pick in backwards])
     for pick, reversed_tree in zip(backwards, trees, strict=True):
         result[pick.name] = _Reversal(reversed_tree is not None, tree, list(later))
