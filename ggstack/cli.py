@@ -56,8 +56,17 @@ class Ctx:
 
     def __init__(self, repo: str, patches: str | None) -> None:
         self.repo_path = repo
-        self.patches_dir = patches or os.environ.get("GGSTACK_PATCHES") or os.path.join(os.getcwd(), "patches")
+        self._patches = patches or os.environ.get("GGSTACK_PATCHES")
         self._repo: git.Repository | None = None
+
+    @property
+    def patches_dir(self) -> str:
+        """--patches, else $GGSTACK_PATCHES, else ``patches/`` at the top of the repository's work
+        tree (as git finds its files from a subdirectory), else ``./patches``."""
+        if self._patches is None:
+            top = git.toplevel(self.repo_path)
+            self._patches = os.path.join(top or os.getcwd(), "patches")
+        return self._patches
 
     @property
     def repo(self) -> git.Repository:
@@ -77,8 +86,9 @@ class Ctx:
 
 
 def _complete_stacks(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-    """Shell completion of a STACK argument: the stacks in --patches (or $GGSTACK_PATCHES, ./patches)."""
-    patches = ctx.find_root().params.get("patches") or os.environ.get("GGSTACK_PATCHES") or "patches"
+    """Shell completion of a STACK argument: the stacks where the command would look for them."""
+    root = ctx.find_root().params
+    patches = Ctx(root.get("repo") or ".", root.get("patches")).patches_dir
     return [name for name in series.list_stacks(patches) if name.startswith(incomplete)]
 
 
@@ -151,7 +161,9 @@ def print_json(data: Any) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--repo", default=".", show_default=True, help="The fork checkout (any path inside it).")
 @click.option(
-    "--patches", default=None, help="Directory holding the stacks [default: $GGSTACK_PATCHES, else ./patches]."
+    "--patches",
+    default=None,
+    help="Directory holding the stacks [default: $GGSTACK_PATCHES, else patches/ at the top of the repository].",
 )
 @click.version_option(package_name="ggstack")
 @click.pass_context

@@ -310,3 +310,16 @@ def test_start_up_leaves_out_what_a_command_may_not_need() -> None:
     code = "import sys, ggstack.cli; print('email.policy' in sys.modules, 'ggstack.importing' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False False"
+
+
+def test_the_stacks_are_found_from_a_subdirectory_at_the_top_of_the_repository(tmp_path: Path) -> None:
+    """As git finds its files from anywhere in the work tree: ``patches/`` is the repository's,
+    not the current directory's (``init`` in ``src/pkg`` made ``src/pkg/patches``)."""
+    repo = GitRepo.init(tmp_path / "fork")
+    repo.commit("root", {"src/pkg/a.py": "a = 1\n"})
+    sub = repo.path / "src" / "pkg"
+    made = run_ggstack("init", "s", "--repo-slug", "o/r", "--base", "main", cwd=sub)
+    assert made.returncode == 0, made.stderr
+    assert (repo.path / "patches" / "s" / "stack.toml").is_file() and not (sub / "patches").exists()
+    listed = run_ggstack("list", "--json", cwd=sub)
+    assert listed.returncode == 0 and '"s"' in listed.stdout, listed.stdout + listed.stderr
