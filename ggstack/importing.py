@@ -54,6 +54,7 @@ class Imported:
     added: tuple[Patch, ...]
     left_out: tuple[LeftOut, ...] = ()
     upstream: tuple[str, ...] = ()  # imported commits whose patch-id A already has (git rebase skips them)
+    on_base: tuple[str, ...] = ()  # imported commits the stack's base already has (a range through a merge of it)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,20 @@ def commits(
     after = renumbered(stack, [*stack.patches, *new])
     added = after.patches[len(stack.patches) :]
     _refuse_duplicates(stack, added, [f"commit {i.sha[:12]}" for i in infos])
-    return Imported(after, added, tuple(selection.left_out), tuple(selection.upstream))
+    on_base = _on_base(repo, stack, selection.commits)
+    return Imported(after, added, tuple(selection.left_out), tuple(selection.upstream), on_base)
+
+
+def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[str, ...]:
+    """Of ``shas``, those the stack's base (``target.base``, or its remote-tracking branch)
+    already has: a range from the fork point through a branch that merged the base in takes
+    the base's own commits too, as git rebase would. Nothing when the base is not known here."""
+    target = stack.config.target
+    base = repo.try_resolve(target.base) or repo.try_resolve(f"{target.remote}/{target.base}")
+    if base is None or not shas:
+        return ()
+    outside = repo.not_reachable(list(shas), base)
+    return tuple(s for s in shas if s not in outside)
 
 
 def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | None = None) -> Imported:
@@ -221,8 +235,16 @@ def notes(done: Imported) -> list[str]:
                 f"{patch.name}: its message has a line git am ends it at (line {line[0]}: {line[1]!r}); "
                 "ggstack reads the whole message, `git am` of the file keeps what comes before"
             )
+    names = {p.provenance.cherry_picked_from: p.name for p in done.added}
+    if done.on_base:
+        listed = ", ".join(f"{names.get(c, c[:12])}" for c in done.on_base[:10])
+        more = f" and {len(done.on_base) - 10} more" if len(done.on_base) > 10 else ""
+        out.append(
+            f"{len(done.on_base)} imported commit(s) are already on the stack's base "
+            f"{done.stack.config.target.base!r} (the range reaches them through a merge of it; a range from the "
+            f"base, BASE..BRANCH, leaves them out; `ggstack check` calls them represented): {listed}{more}"
+        )
     if done.upstream:
-        names = {p.provenance.cherry_picked_from: p.name for p in done.added}
         listed = ", ".join(f"{names.get(c, c[:12])}" for c in done.upstream)
         out.append(
             f"kept {len(done.upstream)} already upstream by patch-id (git rebase would skip them; "

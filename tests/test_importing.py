@@ -101,6 +101,23 @@ def test_a_range_imports_the_branchs_own_commits_and_names_the_merges_it_left_ou
     assert fork.am("main").tree("HEAD") == fork.repo.tree("fix/x")
 
 
+def test_a_range_from_the_fork_point_says_which_commits_the_stacks_base_already_has(fork: Fork) -> None:
+    """From the fork point (not from main), the range reaches main's own commits through the
+    merges, and git rebase would replay them: kept, but said, with the range that leaves them out."""
+    own, _ = _branch_that_merged_main_twice(fork)
+
+    proc = fork.ok("import", "s", f"{fork.base}..fix/x")
+
+    subjects = [p["subject"] for p in fork.listed()]
+    assert "upstream: one" in subjects and "fix: third" in subjects
+    assert "2 imported commit(s) are already on the stack's base 'main'" in proc.stdout, proc.stdout
+    assert "BASE..BRANCH" in proc.stdout
+    fork.ok("init", "s2", "--repo-slug", SLUG, "--base", "main")
+    plain = fork.ok("import", "s2", "main..fix/x")
+    assert [p["cherry_picked_from"] for p in json.loads(fork.ok("list", "s2", "--json").stdout)["s2"]] == own
+    assert "already on the stack's base" not in plain.stdout
+
+
 def test_a_second_import_of_the_range_names_the_file_that_has_it(fork: Fork) -> None:
     _branch_that_merged_main_twice(fork)
     fork.ok("import", "s", "main..fix/x")
