@@ -1025,3 +1025,27 @@ def test_a_deletion_the_base_made_too_is_represented(world: GitRepo) -> None:
     gone = world.commit("upstream removes old.txt too", {"old.txt": None}, author=OTHER)
     o = check_stack(world, c)["0001"]
     assert o.verdict is Verdict.REPRESENTED and o.represented_by == [gone], o.evidence
+
+
+def test_a_recorded_base_fetched_later_makes_the_cached_verdict_judged_again(world: GitRepo, tmp_path: Path) -> None:
+    """The check cache knows which recorded bases were here: once a fetch brings a patch's base
+    in, the patch is judged with its commit, not served the verdict made without it."""
+    world.git("checkout", "-q", "fork")
+    world.commit("fork's own start", {"fork.txt": "mine\n"})
+    pick = world.commit("Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
+    world.git("checkout", "-q", "main")
+    world.commit("Fix ten upstream", {"f.txt": text(edited(LINES, l10="line ten fixed"))}, author=OTHER)
+    repo, stack = stack_of(world, pick)
+    keep = GitRepo(tmp_path / "keep")
+    world.git("clone", "-q", "--bare", str(world.path), str(keep.path))
+    world.git("branch", "-D", "fork")
+    world.git("reflog", "expire", "--expire=now", "--all")
+    world.git("gc", "-q", "--prune=now")
+    assert world.git("cat-file", "-t", pick, check=False) == ""
+
+    first = check.stack(git.Repository(str(world.path)), stack, "main").outcomes[0]
+    assert "recorded base missing" in first.note, first.note
+    world.git("fetch", "-q", str(keep.path), "fork:refs/remotes/keep/fork")
+    again = check.stack(git.Repository(str(world.path)), stack, "main").outcomes[0]
+    assert "recorded base missing" not in again.note, again.note
+    assert again.verdict is Verdict.REPRESENTED

@@ -34,9 +34,13 @@ def key(parts: Iterable[str | bytes]) -> str:
     return hashed(VERSION, parts)
 
 
-def candidates_key(stack: Stack) -> str:
-    """The key of a stack's candidates alone (every patch file, byte for byte), whatever the base."""
-    return key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw))])
+def candidates_key(stack: Stack, repo: git.Repository | None = None) -> str:
+    """The key of a stack's candidates alone (every patch file, byte for byte), whatever the base;
+    with ``repo``, also which recorded bases it has: a patch whose base was missing is judged
+    without its commit, and judged again once a fetch brings the base in."""
+    here = repo.has_objects(p.base_commit for p in stack.patches if p.base_commit) if repo else {}
+    have = ["+" if here.get(p.base_commit or "") else "-" for p in stack.patches] if repo else []
+    return key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw)), *have])
 
 
 def _verdicts(repo: git.Repository) -> Entries:

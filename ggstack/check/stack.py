@@ -51,7 +51,7 @@ def stack(
     else:
         run = run.copy()  # apply's Run stays apply's
     outcomes = [_outcome(run, patch) for patch in stack.patches]
-    candidates = cache.candidates_key(stack)
+    candidates = cache.candidates_key(stack, repo)
     k = cache.key([candidates, base])
     if use_cache and cache.load(repo, k, run):
         run.stages["check"] = "ok"
