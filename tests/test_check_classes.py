@@ -1035,7 +1035,7 @@ def test_a_recorded_base_fetched_later_makes_the_cached_verdict_judged_again(wor
     pick = world.commit("Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
     world.git("checkout", "-q", "main")
     world.commit("Fix ten upstream", {"f.txt": text(edited(LINES, l10="line ten fixed"))}, author=OTHER)
-    repo, stack = stack_of(world, pick)
+    _, stack = stack_of(world, pick)
     keep = GitRepo(tmp_path / "keep")
     world.git("clone", "-q", "--bare", str(world.path), str(keep.path))
     world.git("branch", "-D", "fork")

@@ -31,7 +31,7 @@ def _carried(repo: git.Repository, stack: Stack, base_ref: str) -> Run | None:
     run.outcomes = [
         Outcome(p.name, p.subject, p.provenance.stack_patch_id, provenance=p.provenance) for p in stack.patches
     ]
-    return run if cache.carry_over(repo, stack, cache.candidates_key(stack), run) else None
+    return run if cache.carry_over(repo, stack, cache.candidates_key(stack, repo), run) else None
 
 
 def _verdicts(run: Run) -> list[dict]:
