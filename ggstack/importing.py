@@ -228,13 +228,18 @@ def notes(done: Imported) -> list[str]:
             what = "merge" if len(merges) == 1 else "merges"
             listed = ", ".join(f"{m.commit[:12]} {m.subject!r}" for m in merges)
             out.append(f"left out {len(merges)} {what}{why.removeprefix('merge')}: {listed}")
-    for patch in done.added:
-        line = _am_break(patch.message)
-        if line:
-            out.append(
-                f"{patch.name}: its message has a line git am ends it at (line {line[0]}: {line[1]!r}); "
-                "ggstack reads the whole message, `git am` of the file keeps what comes before"
-            )
+    breaks = [(patch, line) for patch in done.added if (line := _am_break(patch.message))]
+    if len(breaks) > 3:  # a bot's messages (dependabot's "---"): one line, not one a patch
+        cut = ", ".join(p.name for p, _ in breaks[:5]) + (f" and {len(breaks) - 5} more" if len(breaks) > 5 else "")
+        out.append(
+            f"{len(breaks)} messages have a line git am ends them at (such as {breaks[0][1][1]!r}); ggstack reads "
+            f"whole messages, `git am` of those files keeps what comes before: {cut}"
+        )
+    for patch, line in breaks if len(breaks) <= 3 else ():
+        out.append(
+            f"{patch.name}: its message has a line git am ends it at (line {line[0]}: {line[1]!r}); "
+            "ggstack reads the whole message, `git am` of the file keeps what comes before"
+        )
     names = {p.provenance.cherry_picked_from: p.name for p in done.added}
     if done.on_base:
         listed = ", ".join(f"{names.get(c, c[:12])}" for c in done.on_base[:10])

@@ -396,3 +396,14 @@ def test_a_bad_series_is_exit_2_naming_the_file_and_nothing_is_written(
     assert expected in proc.stderr
     assert "Traceback" not in proc.stderr
     assert snapshot(fork.stack) == before
+
+
+def test_many_messages_git_am_would_cut_are_said_in_one_line(fork: Fork) -> None:
+    """A bot's messages (dependabot's "---" before its commands): one line, not one a patch."""
+    fork.repo.git("checkout", "-q", "-b", "bumps")
+    for i in range(5):
+        fork.repo.commit(f"Bump dep {i}\n\nbody\n---\nupdated-dependencies:\n- dep {i}", {f"d{i}.txt": f"{i}\n"})
+    fork.on("main")
+    proc = fork.ok("import", "s", "main..bumps")
+    assert proc.stdout.count("git am ends") == 1, proc.stdout
+    assert "5 messages have a line git am ends them at ('---')" in proc.stdout
