@@ -405,5 +405,6 @@ def test_many_messages_git_am_would_cut_are_said_in_one_line(fork: Fork) -> None
         fork.repo.commit(f"Bump dep {i}\n\nbody\n---\nupdated-dependencies:\n- dep {i}", {f"d{i}.txt": f"{i}\n"})
     fork.on("main")
     proc = fork.ok("import", "s", "main..bumps")
-    assert proc.stdout.count("git am ends") == 1, proc.stdout
-    assert "5 messages have a line git am ends them at ('---')" in proc.stdout
+    said = " ".join(proc.stdout.split())
+    assert said.count("git am ends") == 1, proc.stdout
+    assert "5 messages have a line git am ends them at (such as '---')" in said, proc.stdout
