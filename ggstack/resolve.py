@@ -168,8 +168,10 @@ def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch,
     tree = worktree.tree_of_files()
     if tree == repo.resolve(session.parent, "tree"):
         raise UserError(
-            f"the resolution changes nothing on its parent: the base has all of {patch.name} "
-            "(drop it with `ggstack drop --represented`, or `ggstack refresh --abort`)"
+            f"the resolution changes nothing on its parent: nothing of {patch.name} is left to carry. If the "
+            f"base has it, `ggstack check {stack.name}` says so and `ggstack drop {stack.name} --represented` "
+            f"drops it; to drop it anyway, `ggstack remove {stack.name} {patch.name}`; or keep it: "
+            f"`ggstack refresh {stack.name} {patch.name} --abort`"
         )
     adapted = f"resolved onto {session.parent[:12]} ({session.base_ref} at {session.base[:12]}) by ggstack refresh"
     message = git.add_trailers(patch.message, [(T_ADAPTED, adapted)])

@@ -162,6 +162,8 @@ def test_a_resolution_that_takes_everything_out_is_refused(fork: Fork) -> None:
     before = snapshot(fork.patches)
     proc = fork.gg("refresh", "s", "2")
     assert proc.returncode == 2 and "changes nothing on its parent" in proc.stderr and "ggstack drop" in proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "`ggstack remove s 0002-fix-f-line-ten.patch`" in said, said  # what drops it when the base lacks it
     assert snapshot(fork.patches) == before
 
 
