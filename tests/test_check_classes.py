@@ -6,6 +6,7 @@ verdict table.
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -1049,3 +1050,24 @@ def test_a_recorded_base_fetched_later_makes_the_cached_verdict_judged_again(wor
     again = check.stack(git.Repository(str(world.path)), stack, "main").outcomes[0]
     assert "recorded base missing" not in again.note, again.note
     assert again.verdict is Verdict.REPRESENTED
+
+
+def test_only_a_merge_that_brought_base_commits_in_splits_a_line(world: GitRepo) -> None:
+    """Each part of a line is one range scan: a merge of a side branch changes no commit's
+    range (main's history is full of PR merges), a merge of the base does."""
+    by_commits = importlib.import_module("ggstack.check.commits")  # the package names its function so
+
+    world.commit("upstream", {"other.txt": "up\n"}, author=OTHER)
+    world.git("checkout", "-q", "fork")
+    a = world.commit("a", {"a.txt": "a\n"})
+    world.git("checkout", "-q", "-b", "side", "fork")
+    world.commit("side", {"s.txt": "s\n"})
+    world.git("checkout", "-q", "fork")
+    world.git("merge", "-q", "--no-ff", "--no-edit", "side")
+    b = world.commit("b", {"b.txt": "b\n"})
+    world.git("merge", "-q", "--no-edit", "main")
+    c = world.commit("c", {"c.txt": "c\n"})
+    world.git("checkout", "-q", "main")
+    repo = git.Repository(str(world.path))
+    groups = by_commits._lines(repo, repo.resolve("main"), repo.commit_infos([a, b, c]))
+    assert sorted(sorted(i.sha for i in g) for g in groups) == sorted([sorted([a, b]), [c]])

@@ -52,38 +52,100 @@ def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: 
 
 def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> list[list[git.CommitInfo]]:
     """The commits by the line of history they are on (where their first-parent line leaves
-    the base, and the newest merge below them on it): each line's range is the base minus that
-    line's own history, as ``git cherry BASE COMMIT`` has it. Judged all in one range, a pick
-    the base made before a newer line forked would be outside the range of an older line's
-    commit it represents; and a commit after the branch merged the base in has a smaller range
-    than one before the merge."""
-    shas = [i.sha for i in infos]
-    parents = repo.first_parents(shas, base)
-    merges = set(repo.rev_list("--first-parent", "--merges", *shas, f"^{base}"))
-    below: dict[str, tuple[str, str]] = {}  # commit -> (its line's fork point, the newest merge below it)
+    the base, and the newest merge below them on it that brought base commits in): each
+    line's range is the base minus that line's own history, as ``git cherry BASE COMMIT`` has
+    it. Judged all in one range, a pick the base made before a newer line forked would be
+    outside the range of an older line's commit it represents; and a commit after its branch
+    merged the base in has a smaller range than one before that merge (a merge of anything
+    else changes no range, and splits nothing)."""
+    parents = repo.first_parents([i.sha for i in infos], base)
+    forks: dict[str, str] = {}  # commit -> its line's fork point ("in the base" for one the base has)
+    for info in infos:
+        _fork_of(info.sha, parents, forks)
+    merges = _merges_of_the_base(repo, base, infos, parents, forks)
     lines: dict[tuple[str, str], list[git.CommitInfo]] = {}
     for info in infos:
-        lines.setdefault(_below(info.sha, parents, merges, below), []).append(info)
+        lines.setdefault((forks[info.sha], _merge_below(info.sha, parents, merges)), []).append(info)
     return list(lines.values())
 
 
-def _below(sha: str, parents: dict[str, str], merges: set[str], known: dict[str, tuple[str, str]]) -> tuple[str, str]:
-    """(fork point, newest merge strictly below ``sha`` on its first-parent line), remembered
-    for every commit walked, so a line of n commits is walked once, not n times."""
+def _fork_of(sha: str, parents: dict[str, str], known: dict[str, str]) -> str:
+    """Where ``sha``'s first-parent line meets the base, remembered for every commit walked."""
     if sha not in parents:
-        return ("in the base", "")
+        known[sha] = "in the base"
+        return known[sha]
     walk, at = [], sha
-    while at in parents and at not in known:  # ends at the first commit the base has: the fork point
+    while at in parents and at not in known:
         walk.append(at)
         at = parents[at]
-    fork, merge = known.get(at, (at, ""))
-    if at in known and at in merges:
-        merge = at
-    for c in reversed(walk):  # oldest first: each commit's answer from its parent's
-        known[c] = (fork, merge)
-        if c in merges:
-            merge = c
-    return known[sha]
+    fork = known.get(at, at)
+    known.update(dict.fromkeys(walk, fork))
+    return fork
+
+
+def _merges_of_the_base(
+    repo: git.Repository, base: str, infos: list[git.CommitInfo], parents: dict[str, str], forks: dict[str, str]
+) -> set[str]:
+    """The merges on the candidates' first-parent lines that brought commits of the base in
+    (after the line's fork point): the only ones below which a candidate's range is smaller.
+    Two rev-lists: what the lines reach past their fork points, and what of that the base has
+    not; then one walk of each line, oldest first, marking what each merge brings."""
+    tips = [i.sha for i in infos if i.sha in parents]
+    points = sorted({f for f in forks.values() if f != "in the base" and f})
+    if not tips:
+        return set()
+    graph = repo.graph(tips, points)
+    brought = set(graph) - set(repo.graph(tips, [*points, base]))  # commits of the base the lines merged in
+    if not brought:
+        return set()
+    out: set[str] = set()
+    seen_by_fork: dict[str, set[str]] = {}
+    for line in _first_parent_lines(tips, parents):
+        seen = seen_by_fork.setdefault(forks.get(line[0], "") if line else "", set())
+        out.update(c for c in line if _brings(c, graph, brought, seen))  # oldest first
+    return out
+
+
+def _brings(c: str, graph: dict[str, list[str]], brought: set[str], seen: set[str]) -> bool:
+    """Does ``c`` (the next commit of a line walked oldest first) bring in, through its other
+    parents, a commit of ``brought`` that nothing before it on the line reached? Marks what it reaches."""
+    seen.add(c)
+    todo = [p for p in graph.get(c, [])[1:] if p in graph and p not in seen]
+    new = False
+    while todo:
+        x = todo.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        new = new or x in brought
+        todo += [p for p in graph.get(x, []) if p in graph and p not in seen]
+    return new
+
+
+def _first_parent_lines(tips: list[str], parents: dict[str, str]) -> list[list[str]]:
+    """Each tip's first-parent line down to its fork point, oldest first (the shared part once)."""
+    done: set[str] = set()
+    lines = []
+    for tip in tips:
+        walk, at = [], tip
+        while at in parents and at not in done:
+            walk.append(at)
+            done.add(at)
+            at = parents[at]
+        lines.append(walk[::-1])
+    return lines
+
+
+def _merge_below(sha: str, parents: dict[str, str], merges: set[str]) -> str:
+    """The newest of ``merges`` strictly below ``sha`` on its first-parent line ("" for none)."""
+    if not merges:
+        return ""
+    at = parents.get(sha)
+    while at and at in parents:
+        if at in merges:
+            return at
+        at = parents[at]
+    return ""
 
 
 def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run) -> None:

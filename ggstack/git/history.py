@@ -31,6 +31,12 @@ class History(Objects):
         out = self.out("rev-list", "--first-parent", "--parents", "--stdin", input=feed.encode())
         return {f[0]: (f[1] if len(f) > 1 else "") for f in (line.split() for line in out.splitlines())}
 
+    def graph(self, tips: Sequence[str], exclude: Sequence[str]) -> dict[str, list[str]]:
+        """commit -> its parents, for every commit ``tips`` reach and ``exclude`` do not (one rev-list)."""
+        feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
+        out = self.out("rev-list", "--parents", "--stdin", input=feed.encode())
+        return {f[0]: f[1:] for f in (line.split() for line in out.splitlines()) if f}
+
     def not_reachable(self, shas: Sequence[str], tip: str) -> set[str]:
         """Which of ``shas`` are not ancestors of ``tip`` (one rev-list for all)."""
         if not shas:
