@@ -150,7 +150,9 @@ def _dep3(raw: bytes, path: str) -> Incoming:
     fields, free = _dep3_fields(lines[:diff_at], path)
     subject, body = _dep3_message(fields, free, path)
     kept = [(f[2], f[1].replace("\n", " ")) for key, f in fields.items() if _kept(key)]
-    origin = " ".join(fields[k][1] for k in ("origin", "forwarded", "applied-upstream") if k in fields)
+    # A GitHub pull URL in any of them is the original PR (Origin and Forwarded first, then Bug/Bug-*).
+    bugs = [k for k in fields if k == "bug" or k.startswith("bug-")]
+    origin = " ".join(fields[k][1] for k in ("origin", "forwarded", "applied-upstream", *bugs) if k in fields)
     sha = _SHA.search(fields["origin"][1]) if "origin" in fields else None
     pr = _GITHUB_PR.search(origin)
     return Incoming(

@@ -365,6 +365,22 @@ def test_a_quilt_series_with_dep3_headers_keeps_its_provenance(fork: Fork) -> No
     assert "0002-add-g.patch" in proc.stdout
 
 
+def test_a_pull_url_in_a_dep3_bug_field_is_the_original_pr(fork: Fork) -> None:
+    """DEP-3's Bug and Bug-<Vendor> fields name where the fix was reported; a GitHub pull URL there
+    is the PR that made it, when Origin and Forwarded name none."""
+    quilt = fork.tmp / "q"
+    quilt.mkdir()
+    (quilt / "fix-b.patch").write_text(
+        "Description: Fix the b line\nAuthor: Deb <deb@example.org>\n"
+        "Bug-Upstream: https://github.com/up/proj/pull/77\n---\n"
+        "--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+    )
+    (quilt / "series").write_text("fix-b.patch\n")
+    fork.ok("import", "s", "--from", str(quilt))
+    (one,) = fork.listed()
+    assert one["original_pr"] == "up/proj#77"
+
+
 @pytest.mark.parametrize(
     "files,expected",
     [
