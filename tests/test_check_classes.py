@@ -1071,3 +1071,16 @@ def test_only_a_merge_that_brought_base_commits_in_splits_a_line(world: GitRepo)
     repo = git.Repository(str(world.path))
     groups = by_commits._lines(repo, repo.resolve("main"), repo.commit_infos([a, b, c]))
     assert sorted(sorted(i.sha for i in g) for g in groups) == sorted([sorted([a, b]), [c]])
+
+
+def test_a_change_to_a_file_the_base_deleted_is_a_human_look_naming_the_deletion(world: GitRepo) -> None:
+    """Rule "files gone": a patch whose every file the base deleted since has nothing to port
+    where it was; "rework" would send a maintainer to redo what may be moot."""
+    world.commit("add notes.rst", {"notes.rst": text(LINES)})
+    world.git("branch", "-f", "fork", "main")
+    c = on(world, "fork", "tidy the notes", {"notes.rst": text(edited(LINES, l3=None))})
+    gone = world.commit("notes.rst is notes.md now", {"notes.rst": None, "notes.md": "# notes\n"}, author=OTHER)
+    o = judge(world, c)
+    assert rule(o) == "files gone", o.evidence
+    assert o.recommendation is Recommendation.HUMAN_LOOK and o.represented_by == []
+    assert f"notes.rst ({gone[:10]})" in kinds(o)["rule"][0].detail

@@ -166,6 +166,16 @@ def _alignments(
     return pairs
 
 
+def _gone(history: History, content: Containment) -> dict[str, str]:
+    """The patch's files the range deleted (their newest version is none): path -> the commit."""
+    out = {}
+    for path in dict.fromkeys(u.path for u in content.units if not u.present and u.reason == "file is not in the base"):
+        versions = history.versions(path)
+        if versions and set(versions[0][2]) == {"0"}:
+            out[path] = versions[0][0]
+    return out
+
+
 def judge(
     ctx: Context,
     cand: Candidate,
@@ -179,6 +189,7 @@ def judge(
     facts = signals.facts_of(m.content, m.step, m.applies, m.reverse)
     facts.matches = ident.matches
     facts.related = set(related)
+    facts.gone = _gone(ctx.history, m.content)
     undoers = [c for x in ident.matches for c in x.undone_by]
     known = {x.commit for x in ident.matches} | set(undoers)
     known |= {c for r in undoers for c in ctx.history.undoes.get(r, [])}  # and what they undid (a PR's merge)

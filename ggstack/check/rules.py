@@ -44,6 +44,7 @@ class Facts:
     hints: list[str] = field(default_factory=list)  # same subject or PR number
     related: set[str] = field(default_factory=set)  # base commits tied to it otherwise (hints, a consolidation)
     rewritten: list[str] = field(default_factory=list)  # an adapted pick's missing blocks, all where the base rewrote
+    gone: dict[str, str] = field(default_factory=dict)  # its files the base deleted or moved away -> the commit
 
     @property
     def live(self) -> list[Match]:
@@ -278,6 +279,24 @@ def _look(f: Facts) -> Decision:
     )
 
 
+def _files_gone(f: Facts) -> bool:
+    """Nothing of it is there, and every file it changes is one the base deleted (or moved away
+    where rename detection does not follow) since the merge base."""
+    counted = f.content.counted
+    return bool(counted and f.gone) and not any(u.present for u in counted) and all(u.path in f.gone for u in counted)
+
+
+def _look_gone(f: Facts) -> Decision:
+    files = ", ".join(f"{p} ({c[:10]})" for p, c in f.gone.items())
+    return Decision(
+        "files gone",
+        Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE,
+        Recommendation.HUMAN_LOOK,
+        [],
+        f"the base deleted the files it changes since: {files}; is it moot, or does it belong elsewhere now?",
+    )
+
+
 def _always(f: Facts) -> bool:
     return True
 
@@ -375,6 +394,13 @@ RULES: tuple[Rule, ...] = (
         "→ unique/conflict, human look",
         _git_disagrees,
         _look,
+    ),
+    (
+        "files gone",
+        "none of its changes is there and the base deleted every file it changes since the merge base "
+        "→ unique/conflict, human look (moot, or to port where that code lives now)",
+        _files_gone,
+        _look_gone,
     ),
     (
         "needed",
