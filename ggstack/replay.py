@@ -598,6 +598,25 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
     return refs
 
 
+def _namespace(stack: Stack, prefix: str | None) -> str | None:
+    """The part of the branch refs no patch changes (``refs/heads/gg/<stack>/``): where a branch
+    of a patch that left the series (squashed, removed) is still ggstack's to remove. None where
+    the template begins with a patch's own field, or leaves only ``refs/heads/`` (too wide)."""
+    if prefix:
+        return prefix.rstrip("/") + "/"
+    template = stack.config.branch_template
+    cut = min((i for i in (template.find("{" + f) for f in ("index", "slug", "name")) if i >= 0), default=-1)
+    if cut <= 0:
+        return None
+    try:
+        head = template[:cut].format(stack=stack.name)
+    except (KeyError, IndexError, ValueError):
+        return None
+    full = head if head.startswith("refs/") else "refs/heads/" + head
+    full = full[: full.rfind("/") + 1]
+    return full if full.count("/") > 2 else None
+
+
 def _ref_part(stem: str) -> str:
     """A patch file's name as a part of a ref name: format-patch cuts a long subject
     wherever it falls (``…-in-CONTRIBUTING..patch``), and git refuses a ref name
@@ -623,13 +642,20 @@ def _read_record(repo: git.Repository, sha: str | None) -> dict[str, str]:
 
 
 def write_branches(
-    repo: git.Repository, stack: Stack, steps: Sequence[Step], refs: Sequence[str], *, force: bool = False
+    repo: git.Repository,
+    stack: Stack,
+    steps: Sequence[Step],
+    refs: Sequence[str],
+    *,
+    force: bool = False,
+    namespace: str | None = None,
 ) -> list[str | None]:
     """Point each applied patch's ref at its commit, in one transaction.
 
     A ref that someone else moved since ggstack last wrote it is not
     overwritten (unless ``force``); refs of patches that no longer apply
-    are removed, if ggstack wrote them.
+    are removed, if ggstack wrote them, and so are those under ``namespace``
+    of patches that left the series (squashed, removed).
     """
     record_ref = _record_ref(stack)
     values = repo.ref_values([*refs, record_ref])
@@ -657,6 +683,7 @@ def write_branches(
             "someone else moved these branches since ggstack wrote them (use --force to overwrite): " + ", ".join(moved)
         )
     _refuse_checked_out(repo, [ref for ref, _, _ in updates])
+    updates += _orphans(repo, refs, last_written, record, namespace)
     if record != last_written:
         blob = repo.hash_blob(
             "".join(f"{sha} {ref}\n" for ref, sha in sorted(record.items())).encode("utf-8", "surrogateescape")
@@ -664,6 +691,31 @@ def write_branches(
         updates.append((record_ref, blob, values.get(record_ref)))
     repo.update_refs(updates, f"ggstack apply {stack.name}")
     return result
+
+
+def _orphans(
+    repo: git.Repository,
+    refs: Sequence[str],
+    last_written: dict[str, str],
+    record: dict[str, str],
+    namespace: str | None,
+) -> list[tuple[str, str | None, str | None]]:
+    """Deletions of the branches ggstack wrote under ``namespace`` for patches no longer in the
+    series, where they still are what it wrote and no worktree has them checked out (``record``
+    forgets them)."""
+    stale = [r for r in last_written if namespace and r.startswith(namespace) and r not in refs]
+    if not stale:
+        return []
+    values = repo.ref_values(stale)
+    checked_out = repo.checked_out_branches()
+    out: list[tuple[str, str | None, str | None]] = []
+    for ref in stale:
+        if values.get(ref) is None:
+            record.pop(ref, None)
+        elif values[ref] == last_written[ref] and ref not in checked_out:
+            out.append((ref, None, values[ref]))
+            record.pop(ref, None)
+    return out
 
 
 def remove_branches(repo: git.Repository, stack: Stack, refs: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -732,7 +784,10 @@ def apply(
     picks = materialize(repo, stack)
     steps = replay(repo, picks, base, progress)
     refs = branch_refs(stack, prefix)
-    branches = write_branches(repo, stack, steps, refs, force=force) if write else [None] * len(steps)
+    if write:
+        branches = write_branches(repo, stack, steps, refs, force=force, namespace=_namespace(stack, prefix))
+    else:
+        branches = [None] * len(steps)
     run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
     run.merge_base = _merge_base(repo, stack, base)
     for patch, step, branch in zip(stack.patches, steps, branches):

@@ -118,3 +118,27 @@ def test_a_subject_cut_after_a_dot_still_names_a_branch(tmp_path: Path) -> None:
         branch = run["patches"][0]["branch"]
         assert branch.endswith("-docs-update-Twitter-to-social-media-in-CONTRIBUTING"), branch
         assert g.git("rev-parse", branch) == run["patches"][0]["commit"]
+
+
+def test_the_branch_of_a_patch_that_left_the_series_is_removed_if_ggstack_wrote_it(tmp_path: Path) -> None:
+    """After ``squash`` (or ``remove``) the last patch's branch belongs to no patch: the next apply
+    removes it, as it was ggstack's — unless someone moved it since."""
+    fork = Fork(
+        tmp_path,
+        [{"f1.txt": lines("f1", l1="p1")}, {"f2.txt": lines("f2", l2="p2")}, {"f3.txt": lines("f3", l3="p3")}],
+        [{"f0.txt": lines("f0", l3="up")}],
+    )
+    _, run = fork.apply()
+    branches = [p["branch"] for p in run["patches"]]
+    assert all(fork.g.git("rev-parse", "-q", "--verify", b, check=False) for b in branches)
+    fork.ggstack("squash", "s", "2", "3", check=True, env={"GIT_EDITOR": "true"})
+    _, again = fork.apply()
+    assert again["patches"][0]["branch"] == branches[0]
+    assert fork.g.git("rev-parse", "-q", "--verify", branches[2], check=False) == ""  # squashed away: removed
+
+    fork.ggstack("remove", "s", "2", check=True)
+    mine = [p["branch"] for p in again["patches"]][1]
+    fork.g.git("branch", "-f", mine.removeprefix("refs/heads/"), "main")  # someone moved it: theirs now
+    proc, _ = fork.apply()
+    assert proc.returncode == 0, proc.stderr
+    assert fork.g.git("rev-parse", mine) == fork.g.git("rev-parse", "main")
