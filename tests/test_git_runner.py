@@ -121,3 +121,29 @@ def test_a_users_log_show_signature_does_not_change_what_ggstack_reads(
     assert repo.out("config", "log.showSignature").strip() == "false"
     assert repo.out("config", "user.name").strip() == "Caller"
     assert [(c, m.strip()) for c, _, m in repo.range_messages([sha], [root])] == [(sha, "signed change")]
+
+
+def test_a_users_hooks_are_not_told_of_ggstacks_scratch_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``post-index-change`` runs for every index git writes; ggstack's scratch indexes are not
+    the user's, so a user's hooks (``core.hooksPath``) never hear of them."""
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n"})
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    marker = tmp_path / "ran"
+    hook = hooks / "post-index-change"
+    hook.write_text(f"#!/bin/sh\necho ran >> '{marker}'\n")
+    hook.chmod(0o755)
+    config = tmp_path / "hooked.gitconfig"
+    config.write_text(f"[core]\n\thooksPath = {hooks}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    fork.git("update-index", "--refresh", check=False)
+    fork.git("read-tree", "HEAD")  # the user's own index: their hook runs
+    assert marker.exists()
+    marker.unlink()
+
+    repo = git.Repository(str(fork.path))
+    tree = repo.edit_tree(repo.resolve("HEAD", "tree"), {"n.txt": ("100644", repo.hash_blob(b"n\n"))})
+
+    assert repo.out("ls-tree", "--name-only", tree).split() == ["a.txt", "n.txt"]
+    assert not marker.exists()

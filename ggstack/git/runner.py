@@ -16,7 +16,7 @@ import os
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO
 
 from ggstack.errors import InfraError
@@ -77,16 +77,26 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 PLUMBING_CONFIG = {"log.showSignature": "false"}
 
 
-def _configure(env: dict[str, str], settings: dict[str, str]) -> None:
-    """Add ``settings`` to the environment's ``GIT_CONFIG_COUNT`` list, after any the caller set."""
-    try:
-        n = int(env.get("GIT_CONFIG_COUNT", "0"))
-    except ValueError:
-        n = 0
+def _configure(env: dict[str, str], settings: dict[str, str], start: Mapping[str, str] | None = None) -> None:
+    """Add ``settings`` to the environment's ``GIT_CONFIG_COUNT`` list, after any the caller set
+    (those of ``start``, copied first, when ``env`` is only what is added to it)."""
+    if start is not None:
+        n = _count(start)
+        env.update(
+            {k: start[k] for i in range(n) for k in (f"GIT_CONFIG_KEY_{i}", f"GIT_CONFIG_VALUE_{i}") if k in start}
+        )
+    n = _count(env) if start is None else n
     for key, value in settings.items():
         env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
         n += 1
     env["GIT_CONFIG_COUNT"] = str(n)
+
+
+def _count(env: Mapping[str, str]) -> int:
+    try:
+        return max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
+    except ValueError:
+        return 0
 
 
 def plain_git(*args: str, input: bytes | None = None) -> str:
@@ -169,6 +179,8 @@ class Runner:
         os.close(fd)
         os.unlink(path)  # git wants to create it itself
         env = {"GIT_INDEX_FILE": path}
+        # A scratch index is no index of the user's: their post-index-change hook is not told of it.
+        _configure(env, {"core.hooksPath": os.devnull}, start=os.environ)
         try:
             if tree:
                 self.run("read-tree", tree, env=env)
