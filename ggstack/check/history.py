@@ -60,6 +60,7 @@ class History:
     exclude: list[str] = field(default_factory=list)
     _order: dict[str, int] = field(default_factory=dict)
     _read: set[str] = field(default_factory=set)
+    _at: dict[str, int] | None = None
     _touching: dict[str, list[int]] = field(default_factory=dict)
     _versions: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
     _by_patch_id: dict[str, list[str]] = field(default_factory=dict)
@@ -71,7 +72,7 @@ class History:
         self._index_commits()
 
     def _index_commits(self) -> None:
-        self._touching, self._versions = {}, {}
+        self._touching, self._versions, self._at = {}, {}, None
         for i, (_, files) in enumerate(self.commits):
             for path, old, new in files:
                 self._touching.setdefault(path, []).append(i)
@@ -115,16 +116,12 @@ class History:
         # indexed once: a commit of many files is not read per path
         return joined if joined is not None else list(self._versions.get(path, ()))
 
-    def co_changed(self, path: str, most: int = 50) -> list[tuple[str, FileVersions]]:
-        """The range commits changing ``path`` (and leaving it there) with the other files they
-        change, newest first; none that change more than ``most`` files (a sweep, not a move)."""
-        out = []
-        for i in self._touching.get(path, ()):
-            sha, files = self.commits[i]
-            mine = next((f for f in files if f[0] == path), None)
-            if mine is not None and set(mine[2]) != {"0"} and len(files) <= most:
-                out.append((sha, [f for f in files if f[0] != path]))
-        return out
+    def files_changed(self, sha: str) -> FileVersions:
+        """(path, old blob, new blob) of every file the range commit ``sha`` changes (as the scan read it)."""
+        if self._at is None:
+            self._at = {c: i for i, (c, _) in enumerate(self.commits)}
+        i = self._at.get(sha)
+        return list(self.commits[i][1]) if i is not None else []
 
     def read_paths(self, repo: git.Repository, paths: Sequence[str]) -> None:
         """Take in the range commits touching ``paths`` too (files judged that the scan did not
@@ -145,8 +142,7 @@ class History:
         return [self.commits[i][0] for i in idx]
 
     def files_of(self, sha: str) -> frozenset[str]:
-        i = next((k for k, (c, _) in enumerate(self.commits) if c == sha), None)
-        return frozenset(p for p, _, _ in self.commits[i][1]) if i is not None else frozenset()
+        return frozenset(p for p, _, _ in self.files_changed(sha))
 
     def newer(self, a: str, b: str) -> bool:
         """Is range commit ``a`` newer than ``b``? (A commit outside the range is older than all of it.)"""

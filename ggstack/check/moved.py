@@ -17,17 +17,18 @@ from dataclasses import dataclass
 from ggstack.check.attribution import attribute
 from ggstack.check.containment import Containment, Unit, contain, informative
 from ggstack.check.files import Files, is_text, is_zero
-from ggstack.check.history import FileVersions, History
+from ggstack.check.history import History
 from ggstack.check.signals import Candidate
 from ggstack.diff import FileChange
 from ggstack.git import Repository
 
 _CONTEXT = 3  # pre-image lines each side of a block that say where it was
+_SWEEP = 50  # a commit changing more files than this moved no function
 
 
 @dataclass
 class _Lost:
-    """A file of a candidate whose blocks are all somewhere its own file in the tree is not."""
+    """A block of a candidate missing from its own file in the tree."""
 
     content: Containment
     fc: FileChange
@@ -46,26 +47,25 @@ def look_elsewhere(
     range commit moved that file's code into; a block found there, and brought by a base
     commit, takes the missing one's place in its containment."""
     lost = [x for cand, content in zip(cands, contents, strict=True) for x in _lost(cand, content)]
-    if not lost:
+    movers = {id(x): m for x in lost if (m := _mover(history, files, x)) is not None}
+    if not movers:
         return
-    others = {x.fc.path: history.co_changed(x.fc.path) for x in lost}
-    entries = files.entries(tree, list(dict.fromkeys(q for o in others.values() for _, fs in o for q, _, _ in fs)))
+    into = {id(x): _into(history, files, x, movers[id(x)]) for x in lost if id(x) in movers}
+    entries = files.entries(tree, list(dict.fromkeys(q for qs in into.values() for q in qs)))
     files.prefetch([b for _, b in entries.values()])
-    todo = [(x, q) for x in lost for q in _holding(x, others[x.fc.path], entries, files)]
+    todo = [(x, q) for x in lost for q in into.get(id(x), []) if q in entries and _holds(x, entries[q][1], files)]
     history.read_paths(repo, list(dict.fromkeys(q for _, q in todo)))
-    judged = []
+    judged: dict[tuple[int, str, str], Containment] = {}  # each file judged in q once, for all its blocks
     for x, q in todo:
-        mover = _mover(history, files, x, q)
-        if mover is None:
-            continue
-        history.moved_code[(x.fc.path, q)] = mover
-        there = contain([x.fc], {q: entries[q]}, files, moved={x.fc.path: q})
-        for u in there.units:
-            u.moved = (x.fc.path, q)
-        judged.append((x, q, mover, there))
-    attribute([there for *_, there in judged], history, files)
-    for x, q, mover, there in judged:
-        _take(x, q, mover, there)
+        history.moved_code.setdefault((x.fc.path, q), movers[id(x)])
+        k = (id(x.content), x.fc.path, q)
+        if k not in judged:
+            judged[k] = contain([x.fc], {q: entries[q]}, files, moved={x.fc.path: q})
+            for u in judged[k].units:
+                u.moved = (x.fc.path, q)
+    attribute(list(judged.values()), history, files)
+    for x, q in todo:
+        _take(x, q, history.moved_code[(x.fc.path, q)], judged[(id(x.content), x.fc.path, q)])
 
 
 def _lost(cand: Candidate, content: Containment) -> list[_Lost]:
@@ -73,51 +73,78 @@ def _lost(cand: Candidate, content: Containment) -> list[_Lost]:
     for fc in cand.changes:
         if fc.old_path != fc.new_path or fc.path not in content.base_paths or fc.path in content.elsewhere:
             continue  # only a file changed in place, and there in the tree (a moved file is followed already)
-        units = [
-            u
+        # One a block: each block's lines may have moved, or stayed, on their own.
+        out += [
+            _Lost(content, fc, [u])
             for u in content.units
             if u.path == fc.path and not u.present and u.block is not None and informative(u.block.added)
         ]
-        if units:
-            out.append(_Lost(content, fc, units))
     return out
 
 
-def _holding(
-    x: _Lost, others: list[tuple[str, FileVersions]], entries: dict[str, tuple[str, str]], files: Files
-) -> list[str]:
-    """The files changed with ``x``'s file whose tree version has every added line of one of its
-    missing blocks."""
-    out = []
-    for q in dict.fromkeys(q for _, fs in others for q, _, _ in fs):
-        if q not in entries or not is_text(files.blob(entries[q][1])):
-            continue
-        have = files.stripped(entries[q][1])
-        if any(all(a.rstrip() in have for a in u.block.added) for u in x.units if u.block is not None):
-            out.append(q)
-    return out
-
-
-def _mover(history: History, files: Files, x: _Lost, q: str) -> str | None:
-    """The newest range commit that took lines of ``x``'s missing blocks (or the pre-image lines
-    around them) out of its file and added them to ``q``: code already in ``q`` is not moved."""
+def _wanted(x: _Lost, files: Files) -> set[str]:
+    """The informative lines that say where ``x``'s missing blocks were: their added lines and
+    the pre-image lines around them."""
     pre = files.lines(x.fc.old_blob)
-    wanted = {
+    return {
         s.rstrip()
         for u in x.units
         if u.block is not None
         for s in [*u.block.added, *pre[max(0, u.block.p0 - _CONTEXT) : u.block.p1 + _CONTEXT]]
         if any(c.isalnum() for c in s)
     }
-    mine = {sha: (old, new) for sha, old, new in history.versions(x.fc.path)}
-    theirs = {sha: (old, new) for sha, old, new in history.versions(q)}
-    common = [sha for sha in mine if sha in theirs]
-    files.prefetch([b for sha in common for b in (*mine[sha], *theirs[sha])])
-    for sha in common:
-        took = (wanted & _lines(files, mine[sha][0])) - _lines(files, mine[sha][1])
-        if took & (_lines(files, theirs[sha][1]) - _lines(files, theirs[sha][0])):
-            return sha
-    return None
+
+
+def _mover(history: History, files: Files, x: _Lost) -> str | None:
+    """The range commit that took most of the lines around ``x``'s missing blocks out of its file:
+    the file's versions bisected, newest to oldest, for the newest one without them whose parent
+    had them (a few reads, not one a version). None when the base's file still has them, or the
+    range never did (nothing moved)."""
+    wanted = _wanted(x, files)
+    versions = history.versions(x.fc.path)
+    if len(wanted) < 2 or not versions:
+        return None
+    need = (len(wanted) + 1) // 2
+
+    def had(blob: str) -> bool:
+        return not is_zero(blob) and len(wanted & files.stripped(blob)) >= need
+
+    if had(versions[0][2]) or not had(versions[-1][1]):
+        return None
+    lo, hi = 0, len(versions) - 1  # the answer: the newest version whose old blob had them
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if had(versions[mid][1]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return versions[lo][0]
+
+
+def _into(history: History, files: Files, x: _Lost, mover: str) -> list[str]:
+    """The files ``mover`` changed besides ``x``'s and added lines of it to."""
+    wanted = _wanted(x, files)
+    mine = next(((old, new) for sha, old, new in history.versions(x.fc.path) if sha == mover), None)
+    if mine is None:
+        return []
+    took = (wanted & _lines(files, mine[0])) - _lines(files, mine[1])
+    changed = history.files_changed(mover)
+    if len(changed) > _SWEEP:
+        return []  # a sweep over the tree (a reformat, a rename of an API), not a move
+    out = []
+    for q, old, new in changed:
+        if q != x.fc.path and not is_zero(new) and took & (_lines(files, new) - _lines(files, old)):
+            out.append(q)
+    return out
+
+
+def _holds(x: _Lost, blob: str, files: Files) -> bool:
+    """Does the tree's file ``blob`` have every added line of one of ``x``'s missing blocks?"""
+    data = files.blob(blob)
+    if not is_text(data):
+        return False
+    have = files.stripped(blob)
+    return any(all(a.rstrip() in have for a in u.block.added) for u in x.units if u.block is not None)
 
 
 def _lines(files: Files, blob: str) -> set[str]:
