@@ -8,6 +8,7 @@ come back for every signal) is what keeps it near ``git cherry``'s time.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator, Sequence
 
 from ggstack import git
@@ -132,9 +133,11 @@ def is_zero(sha: str) -> bool:
 
 
 def split_lines(data: bytes | None) -> list[str]:
+    """The blob's lines, each interned: a file's versions through a long range share most of
+    their lines, and a check holds thousands of versions (one string a line, not one a version)."""
     if not data:
         return []
-    lines = data.decode("utf-8", "surrogateescape").split("\n")
+    lines = list(map(sys.intern, data.decode("utf-8", "surrogateescape").split("\n")))
     if lines and lines[-1] == "":
         lines.pop()
     return lines
