@@ -1,23 +1,12 @@
 """``ggstack drop``: take out of the stack what the base now carries, and keep the record of why.
 
-A patch the base has is dead weight: every later apply, check and PR plan
-pays for it, and its branch and PR linger. But deleting it by hand loses the
-one fact a maintainer needs later ("where did our DCP fix go?"). So drop
-removes only what a Run judged ``represented``, and writes for each what it
-was (name, subject, Stack-Patch-Id, provenance) and why it went (the
-representing commits with their subjects, the base sha it was judged on, the
-rule that decided, when) into ``patches/<stack>/dropped.toml`` — in the same
-atomic change as the series, so the stack never loses a patch without its
-record. The record is TOML so a reviewer reads it in the PR diff of
-``patches/``.
-
-Order, so that every failure leaves the stack as it was: everything is
-checked first; the redundant PRs are closed next (``--close-redundant``,
-through ``pr``'s own plan, so the comment is the one ``pr`` writes and a
-rerun never comments twice); then the stack changes in one step; then the
-dropped patches' branches go — only ggstack's own (still where ``apply``
-last put them) and never one checked out. A branch a kill left behind is
-named in the record and removed by the next ``drop``.
+A patch the base has is dead weight — every later apply, check and PR plan
+pays for it — but deleting it by hand loses the one fact a maintainer needs
+later ("where did our DCP fix go?"). So drop removes only what a Run judged
+``represented`` and writes what each was and why it went into
+``patches/<stack>/dropped.toml`` (TOML, so a reviewer reads it in the PR
+diff), in the same atomic change as the series. README "Keeping the stack: drop" has the record
+and the rules; ``drop`` says in which order, so a failure changes nothing.
 """
 
 from __future__ import annotations
@@ -219,7 +208,15 @@ def drop(
     env: Mapping[str, str] | None = None,
     client: Forge | None = None,
 ) -> Result:
-    """Drop the patches ``run`` judged represented; the caller holds the stack's lock."""
+    """Drop the patches ``run`` judged represented; the caller holds the stack's lock.
+
+    The order leaves the stack as it was on any failure: everything is checked
+    first; the redundant PRs are closed next (through ``pr``'s own plan, so the
+    comment is ``pr``'s and a rerun never comments twice); then the stack changes
+    in one step; then the dropped patches' branches go — only ggstack's own (still
+    where ``apply`` last put them), never one checked out. A branch a kill left
+    behind is named in the record and removed by the next ``drop``.
+    """
     victims = represented(stack, run)
     refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
     now = now_utc()

@@ -1,28 +1,14 @@
 """``ggstack pr``: open, update and close the stack's pull requests.
 
 The seed's PR should never have been opened: the base already had its change.
-So this stage only acts on what ``check`` (and ``test``) decided, in four
-steps: *read* what the forge and the remote have (one ``Snapshot``), *settle*
-the commit each needed patch's branch should hold (git only), *plan* every
-step (a pure function of the Run, the stack, the snapshot and those commits,
-so its rules are tested without a forge), and *act* on the plan in merge
-order. ``--dry-run`` stops before acting, so what it prints is exactly what a
-real run would do; without a token it plans against ``NoForge``, a forge on
-which nothing exists.
-
-What it avoids:
-- Noise. A branch whose remote head is already the replayed commit is not
-  pushed again, a PR whose title, body and base are already right is not
-  edited: a rerun with nothing changed makes no write call at all, so no CI
-  run, no review bot, no notification.
-- Duplicates. PRs are found by the marker on the last line of their body
-  (and by head branch), so reruns update; the closing comment carries its own
-  marker. A run killed midway is converged from.
-- Flapping. A PR's base follows the previous needed patch only when the
-  stacked chain itself changed; an existing stack keeps the mode (stacked or
-  flat) it was opened in unless the user says otherwise.
-- Late refusals. What the forge would refuse after the push (a base branch it
-  does not have, a head repository it cannot see) is refused before it.
+So this stage acts only on what ``check`` (and ``test``) decided, in four
+steps: *read* the forge and the remote once (``read``: a ``Snapshot``),
+*settle* the commit each needed patch's branch should hold (git only),
+*plan* every step as a pure function of the Run, the stack, the snapshot and
+those commits (``make_plan``: its rules are tested without a forge), and
+*act* in merge order. ``--dry-run`` stops before acting, and without a token
+plans against ``NoForge``. What it avoids — noise, duplicates, flapping,
+late refusals — is README "Pull requests"; each has its place in ``make_plan``.
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """``ggstack rebase``: move the stored series onto a new base, so its recorded parents stop ageing.
 
-``apply`` replays the series onto the base on every run, but the files keep
-their old ``base-commit``: each run merges against an older parent, and a
-conflict resolved once is met again. Rebasing the *stored* series rewrites
-each patch as the change from its replayed parent to its replayed commit —
-the same replay as ``apply`` (merge-ort through ``git merge-tree``), so
-re-applying the rebased series onto that base gives exactly the trees
-``apply`` gives now.
-
-What it keeps:
-- Bytes, where nothing changed. A patch whose recorded parent already has the
-  tree of its replayed parent is left byte for byte (its parent then stands
-  in the chain), so rebasing onto the base the stack is on changes no file.
-- Identity and provenance: author, date, the whole message with its
-  trailers (Stack-Patch-Id, Cherry-picked-from, …), the mbox ``From`` line
-  naming the source commit, the file names.
-- Reproducibility: the new parents are commits whose committer is the
-  author (as ``--committer-date-is-author-date``), so the same series on the
-  same base gives the same ``base-commit`` shas on every machine. They are
-  kept reachable by ``refs/ggstack/<stack>/rebased``.
-
-It is all or nothing: a patch that conflicts or becomes empty on the new
-base stops it (``--partial``: the patches before it are rebased, the rest
-stay as they were), and the stack changes in one atomic step.
+``apply`` replays the series on every run, but the files keep their old
+``base-commit``: each run merges against an older parent, and a conflict
+resolved once is met again. Rebasing the *stored* series rewrites each patch
+as the change from its replayed parent to its replayed commit — ``apply``'s
+own replay, so re-applying the rebased series onto that base gives exactly
+the trees ``apply`` gives now. What is kept (bytes where nothing changed,
+identity, provenance, reproducible parents) and the all-or-nothing rule are
+README "Keeping the stack: rebase"; ``plan`` and ``_commit`` say how.
 """
 
 from __future__ import annotations
@@ -135,7 +120,9 @@ def _tree(repo: git.Repository, commit: str) -> str | None:
 
 
 def _commit(repo: git.Repository, patch: Patch, tree: str, parent: str) -> str:
-    """The patch as a commit on its new parent; committer = author, so every machine makes the same one."""
+    """The patch as a commit on its new parent; committer = author (as ``git rebase
+    --committer-date-is-author-date``), so the same series on the same base gives the
+    same ``base-commit`` ids on every machine. ``rebased_ref`` keeps them reachable."""
     name, email = replay.split_author(patch.author)
     ident = repo.ident(name, email, patch.date)
     if ident is None:  # git refuses it: commit-tree says why

@@ -1,38 +1,14 @@
 """Replay a stack onto a base, in memory, through every conflict (``ggstack apply``).
 
-Each patch is first *materialised* as a commit on the parent it was recorded
-against (``base-commit:``), through a temporary index: the stored files are
-the truth, and that commit is what ``git rebase`` would be picking. Replaying
-it is then a 3-way merge with that parent as the merge base — exactly
-cherry-pick's merge, done by ``git merge-tree --write-tree`` (merge-ort, the
-machinery rebase uses), so result trees are byte-identical to git's.
-
-git 2.39's merge-tree has no ``--merge-base``: it merges two commits at their
-merge base. So for every step a scratch commit is made whose tree is the
-current tip's and whose parent is the patch's recorded parent; the merge base
-of that and the materialised commit is the recorded parent, as in a
-cherry-pick. No working tree, index, HEAD or user branch is read or written.
-
-Speed comes from counting processes and files, the costs that dominate (a
-few ms each): new trees and commits are hashed here and written together as
-one pack just before git next runs (``Repository.queue_object``); objects
-are read through the persistent ``cat-file``. A step whose merge is trivial
-(``trivial_merge``: every path the patch changes is untouched on the tip, and
-no rename can arise) edits the tip's tree in memory and runs no process at
-all; any other step is one ``merge-tree``. A patch is materialised without a
-temporary index when the commit it was imported from is here and its diff
-from the recorded parent is the stored diff byte for byte (one ``diff-tree
---stdin`` for the whole stack checks that): its tree is then that commit's
-tree. Only a patch edited by hand or imported with ``--only`` pays for ``git
-apply`` on a temporary index. The differential test against ``git rebase``
-(tests/test_apply_differential.py) holds every one of these shortcuts to
-git's own result.
-
-Work is cached under the git dir by the ids of its inputs (materialised
-commit per patch file and parent; result per parent and pick), so
-re-applying onto an unchanged base creates no objects and runs no merges.
-Refs are written at the end, all in one compare-and-swap transaction, so a
-run killed midway leaves every ref as it was.
+Each stored patch becomes the commit ``git rebase`` would pick: the patch on
+the parent it records (``materialize``). Replaying it is cherry-pick's merge
+with that parent as the merge base, done by ``git merge-tree --write-tree``
+(merge-ort, what rebase uses), so result trees are git's byte for byte; the
+differential test against ``git rebase`` holds every shortcut here to that.
+Processes are the cost: a step merge-ort has nothing to decide in edits the
+tip's tree in memory (``trivial_merge``), objects go to git's persistent
+writers, results are cached by their inputs, and refs are written at the end
+in one transaction, so a run killed midway leaves every ref as it was.
 """
 
 from __future__ import annotations
@@ -92,7 +68,13 @@ class Step:
 
 
 def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
-    """Each stored patch as a commit on its recorded parent (cached by content)."""
+    """Each stored patch as a commit on its recorded parent (cached by content).
+
+    The stored files are the truth. When the commit a patch was imported from is
+    here and its diff from the recorded parent is the stored diff byte for byte
+    (one ``diff-tree --stdin`` for the whole stack checks that), its tree is that
+    commit's; only a patch edited by hand or imported with ``--only`` pays for
+    ``git apply`` on a temporary index."""
     cache = Map(repo, "materialized")
     cached = [cache.get(_materialize_key(p)) for p in stack.patches]
     wanted = [p.base_commit for p in stack.patches if p.base_commit]
@@ -301,7 +283,8 @@ class Replayer:
             commit = self._commit(pick, tree)
             self._results.put(key, commit)
             return Step(Applied.APPLIED, tree, commit)
-        # merge-tree merges at the merge base: give it one whose base is the pick's parent.
+        # git 2.39's merge-tree has no --merge-base: it merges two commits at their merge base.
+        # A scratch commit with the tip's tree on the pick's parent makes that parent the base.
         scratch = self.repo.write_commit(
             self.tip_tree, [pick.parent or ""], "ggstack scratch\n", git.SCRATCH_IDENT, git.SCRATCH_IDENT
         )

@@ -1,26 +1,13 @@
 """``ggstack resolve`` / ``refresh``: settle a conflict once, in the patch itself.
 
 ``apply`` records a conflict and moves on; the fix has to be made somewhere a
-person can edit. ``resolve`` prepares that place: a worktree of ggstack's own
-under the git dir (``git worktree add --detach``: never the user's checkout,
-HEAD, index or branches), at the patch's replayed parent, with the patch
-cherry-picked into it uncommitted — the same merge-ort merge as ``apply`` —
-so the conflict markers are where the user's editor and merge tool expect
-them. ``rerere`` is on there: a conflict resolved before (on another base,
-in another copy of the stack) comes back resolved.
-
-``refresh`` writes the result back into the patch file: the diff from the
-replayed parent to the edited tree, ``base-commit`` advanced to that parent,
-the message, author, date and every trailer kept (Stack-Patch-Id first of
-all), and an ``Adapted:`` trailer saying on what it was resolved. The stored
-patch now *carries* the resolution: a later ``apply`` merges against the new
-parent, so onto this base or a newer one that leaves those lines alone it
-applies cleanly, and its Outcome says the resolution was reused. The
-resolution is also recorded with ``git rerere`` for the next ``resolve``.
-
-A session (which patch, which parent, where) is a small JSON file beside the
-worktree, found by the patch's Stack-Patch-Id, so renumbering the series in
-between does not lose it.
+person can edit. ``resolve`` makes that place: a worktree of ggstack's own
+under the git dir (never the user's checkout), at the patch's replayed
+parent, with the patch cherry-picked into it uncommitted (merge-ort, as in
+``apply``) and ``rerere`` on. ``refresh`` writes the result back into the
+patch file against that parent, so the stored patch *carries* the
+resolution and every later ``apply`` reuses it. README "resolve and refresh"
+has the rules (trailers kept, ``Adapted:``, refusals).
 """
 
 from __future__ import annotations
@@ -42,7 +29,9 @@ _MARKER = re.compile(r"^(<{7}|>{7})( |$)")
 
 @dataclass(frozen=True)
 class Session:
-    """A conflict being resolved: where, and on what."""
+    """A conflict being resolved: where, and on what. Kept as a small JSON file beside the
+    worktree, found by the patch's Stack-Patch-Id, so renumbering the series in between
+    does not lose it."""
 
     stack: str
     name: str  # the patch file when the session began

@@ -2,26 +2,11 @@
 
 A stack is many files that must agree (``series`` names the patch files, and
 renumbering renames most of them), so a change to ``patches/<stack>/`` is a
-whole new directory built beside the old one and switched in with one
-``renameat2(RENAME_EXCHANGE)``: a process killed at any file operation leaves
-all-old or all-new, and nobody has to run ggstack again first to repair it —
-git, quilt and the user's editor only ever see one state or the other (a
-journal that the next command completes would leave a torn directory for them
-until then). Unchanged files are hard links, so building the new directory
-costs one link a patch, not a copy. Where the filesystem cannot exchange two
-names, the old directory is renamed aside and the new one into place; a kill
-between those two renames leaves the complete new directory beside a missing
-one, which ``readable_dir`` reads and the next change moves in.
-
-Every command that changes a stack holds the stack's lock (``locked``), the
-same one ``sync`` holds: a lock file under the git dir, created with O_EXCL and
-holding the PID and start time. Creating, inspecting and taking over a stale
-lock happen under a ``flock`` on a guard file, which the kernel releases when
-its holder dies, even by SIGKILL — so two runs can never both decide that a
-dead holder's lock is theirs.
-
-``GGSTACK_DEBUG_KILL_AFTER_FILE_OPS=N`` SIGKILLs the process after the N-th
-file operation of a change, so tests can prove every step is safe.
+whole new directory switched in at once (``commit_dir``): a process killed at
+any file operation leaves all-old or all-new, and there is no journal for the
+next command to finish first — git, quilt and the user's editor only ever see
+one state or the other. Every command that changes a stack holds the stack's
+lock (``locked``), the one ``sync`` holds.
 """
 
 from __future__ import annotations
@@ -84,7 +69,9 @@ def env_count(name: str, env: Mapping[str, str] | None = None) -> int:
 
 
 class _FileOps:
-    """Counts file operations for the kill hook."""
+    """Counts file operations for the kill hook: ``GGSTACK_DEBUG_KILL_AFTER_FILE_OPS=N``
+    SIGKILLs the process after the N-th file operation of a change, so tests can
+    prove every step is safe."""
 
     def __init__(self) -> None:
         self.limit = env_count(KILL_AFTER_FILE_OPS)
@@ -310,6 +297,13 @@ def commit_dir(path: str, changes: Mapping[str, bytes | None], *, create: bool =
     non-empty one is there). Returns False, touching nothing, when nothing would change.
     A full or read-only filesystem is an InfraError naming the path; the old
     state is then left as it was.
+
+    The new directory is built beside the old one (unchanged files are hard
+    links: one link a patch, not a copy) and switched in with one
+    ``renameat2(RENAME_EXCHANGE)``. Where the filesystem cannot exchange two
+    names, the old directory is renamed aside and the new one into place; a
+    kill between those two renames leaves the complete new directory beside a
+    missing one, which ``readable_dir`` reads and the next change moves in.
     """
     ops = _FileOps()
     path = os.path.realpath(path)  # a symlinked stack directory: change where it points
@@ -462,6 +456,12 @@ def locked(
     Another live holder: wait up to ``wait`` seconds for it (saying so once
     through ``warn``), then InfraError (exit 3) naming it. A holder that is
     gone (killed, crashed) is taken over with a warning.
+
+    The lock is a file under the git dir, created with O_EXCL and holding the
+    PID and start time. Creating, inspecting and taking over a stale lock
+    happen under a ``flock`` on a guard file (``_guard``), which the kernel
+    releases when its holder dies, even by SIGKILL — so two runs can never
+    both decide that a dead holder's lock is theirs.
     """
     path = lock_path(repo, stack_name)
     mine = LockInfo(os.getpid(), _now(), socket.gethostname(), _proc_start(os.getpid()), command)

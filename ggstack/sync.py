@@ -1,33 +1,14 @@
 """``ggstack sync``: the CI rebase bot's one command, and what it tells the CI.
 
-The bot runs unattended on a schedule; the maintainers read what it found.
-So sync runs every stage — fetch (optional), apply, check, test, pr — in one
-process into one Run, and a stage that fails does not end the run: its
-failure is recorded in ``Run.stages`` and ``Run.errors`` and the later
-stages run on what is still sound. The rule for "sound" is precision first:
-``check`` replays by itself when ``apply`` failed, ``test`` needs the
-verdicts of ``check``, and ``pr`` touches the forge only when every earlier
-stage vouched for the Run (a PR opened on a stale base or on verdicts that
-were never reached is exactly the noise ggstack exists to avoid).
-
-The exit code is rendered from the Run (``exit_code``), like every report, so
-a saved Run gives the same code the bot exited with:
-
-====  =====================================================================
-0     nothing for a human: every patch needed-and-healthy or represented
-1     attention: conflict, broken, partial, inconclusive, signals disagree,
-      or a redundant PR left open
-2     usage or input error (also: a stage refused its input)
-3     infrastructure failure: forge unreachable after retries, git failed,
-      another sync holds the lock
-====  =====================================================================
-
-One bot at a time per repository and stack: the stack's lock
-(``ggstack.state.locked``), the one every command that changes the stack holds.
-
-In GitHub Actions the same Run becomes log groups per stage, ``::error`` /
-``::warning`` annotations on the patch files, and the Markdown report in the
-step summary; this module writes those, the CLI only chooses where.
+The bot runs unattended; the maintainers read what it found. So every stage
+— fetch, apply, check, test, pr — runs in one process into one Run, and a
+stage that fails is recorded there (``Run.stages``, ``Run.errors``) while the
+later ones run on what is still sound. Precision first: ``pr`` touches the
+forge only when every earlier stage vouched for the Run (a PR on a stale base
+or on verdicts never reached is the noise ggstack exists to avoid). The exit
+code is rendered from the Run (``exit_code``; README "The bot"), so a saved
+Run gives the code the bot exited with; this module also writes the GitHub
+Actions groups, annotations and step summary (the CLI only chooses where).
 """
 
 from __future__ import annotations
@@ -267,7 +248,9 @@ def skeleton(stack: Stack, base_ref: str, base: str) -> Run:
 
 
 def exit_code(run: Run) -> int:
-    """The bot's exit code, from the Run alone (see the module docstring)."""
+    """The bot's exit code, from the Run alone: 0 nothing for a human, 1 attention (a
+    conflict, broken, partial, inconclusive, signals that disagree, a redundant PR left
+    open), 2 a stage refused its input, 3 infrastructure (forge, git, another sync's lock)."""
     states = list(run.stages.values())
     if any(s.startswith(FAILED_INFRA) for s in states):
         return EXIT_INFRA

@@ -1,56 +1,13 @@
 """Run each patch's own tests on the base with and without it (``ggstack test``).
 
-Text can be fooled — a squash that rewrote the code, a refactor that kept
-the behaviour — a patch's own tests cannot. For every patch that adds or
-changes test files (stack.toml ``tests.paths``) three trees are built in
-memory, through a temporary index (nothing of the user's is touched):
-
-1. *base*: the tree the patch was replayed onto, plus only its test files;
-2. *patched*: the replayed commit (base + the whole patch);
-3. *old-base*: the patch's original parent plus its test files — the
-   control: a test that passes everywhere proves nothing.
-
-Each tree is checked out in a temporary repository of its own under the git
-dir (``git.add_isolated_checkout``: the user's objects, its own config, refs
-and stash — a test's ``git stash`` or ``git config`` stays there), removed
-afterwards; a crashed run's leftovers are pruned by the next. The stack's
-command runs there in a process group of its own, with a marker in its
-environment by which whatever it leaves running — even outside the group —
-is found and killed (``sweep``), and per-test results are read from pytest's
-JUnit XML, not guessed from exit codes. Results are cached by (tree,
-command, environment), so a rerun on an unchanged base runs nothing.
-
-Beyond one machine this module schedules nothing: ``matrix`` lists jobs for
-the CI system, ``shard`` runs some into a results document, and ``merge``
-folds documents into the Run. ``test``, ``shard`` and ``merge`` all go
-through ``plan`` and ``fold``, which is why a sharded run and a local one
-give the same Run.
-
-Verdict rules (README "Tests": the rule tables), per test kind (cpu, gpu).
-Only tests that ran and failed are evidence: a run that could not run
-(``testresult`` classifies it: command or module missing, collection error,
-pytest exit 2-4, crash without JUnit XML, timeout) is a harness error and
-decides nothing, and neither does a skipped run.
-
-- fails with the patch → ``broken``;
-- a harness error (with the patch, or without it) → could not run;
-- skipped → ``inconclusive``;
-- fails on the base without the patch (passing with it) → needed;
-- passes on the base without the patch and fails on the old base →
-  represented by behaviour (evidence ``tests``, listing the tests);
-- passes on the old base too, or the control could not run → no behaviour
-  evidence.
-
-Kinds combine as broken, needed, represented, could not run, inconclusive:
-a kind that could not decide (GPU tests without a GPU) does not overrule one
-that did; it is recorded as ``pending`` (never as a pass) and keeps the Run
-in need of attention. Then, with the text verdict of ``check``: broken
-wins; when the tests could not decide the text verdict stays, shown as text
-evidence with what would settle it — held as ``inconclusive`` when it would
-open a PR and the stack says ``pr.require_tests``; needed keeps the text's
-verdict, except where the text says represented — then the signals
-disagree: ``inconclusive``, recommendation ``human look``; represented by
-behaviour makes the verdict ``represented``.
+Text can be fooled — a squash that rewrote the code, a refactor that kept the
+behaviour — a patch's own tests cannot. Its test files run on three trees made
+in memory (base + tests, base + patch, old base + tests: the control), each in
+a repository of its own under the git dir, so a test reaches nothing of the
+user's; what a run leaves running is killed (``sweep``). The rules are README
+"Tests as evidence" (``judge``, ``combine``, ``_apply``); only tests that ran and
+failed are evidence (``testresult``). ``test`` and CI's ``matrix``/``shard``/
+``merge`` share ``plan`` and ``fold``, so a sharded run gives the local Run.
 """
 
 from __future__ import annotations
