@@ -1,16 +1,11 @@
 """``ggstack demo``: the seed's story, end to end, on a miniature fork built here.
 
-It builds a git repository deterministically from ``ggstack.demofork``
-(fixed identities and dates, so commit ids are the same on every machine):
-the DCP op before the fix, PR #130 mixing the fix with a CUTLASS pin and an
-MLA workaround, merged and reverted, and two bases — ``dev/before`` without
-the fix and ``dev/gilded-gnosis`` carrying it through one consolidating
-commit written in another shape. It then imports the stack ``gg-clean``
-with ``ggstack import`` exactly as a maintainer would, and runs apply →
-check → test → PR plan (a dry run: no forge is needed) on the chosen base.
-
-The same code regenerates the stored ``patches/gg-clean`` (``--export``),
-so the stored stack and the demo can never drift apart.
+It builds a git repository deterministically from ``ggstack.demofork`` (fixed
+identities and dates: the same commit ids on every machine), imports the
+stack ``gg-clean`` with ``ggstack import`` as a maintainer would, and runs
+apply → check → test → PR plan (a dry run: no forge needed) on the chosen
+base. The same code regenerates the stored ``patches/gg-clean``
+(``--export``), so the stored stack and the demo can never drift apart.
 """
 
 from __future__ import annotations

@@ -3,14 +3,10 @@
 A patch file is regenerated, never patched up by hand: the patch is
 materialised as the commit it is (on its recorded parent), given the new
 message (or, for a squash, the two changes as one tree), and written again
-by ``git format-patch`` — so the file stays exactly what ``git am`` and
-quilt accept, with the diffstat and the ``[PATCH n/m]`` numbering right.
-
-What must not be lost is checked before anything is written: the message
-keeps its subject and its one ``Stack-Patch-Id`` (PRs are matched by it),
-the provenance trailers keep their shapes; a squash keeps the provenance of
-both patches and names the one that was folded in (``Squashed:``), so
-nothing leaves the stack silently.
+by ``git format-patch`` — so the file stays what ``git am`` and quilt accept.
+What must not be lost (the subject, the one ``Stack-Patch-Id`` PRs are matched
+by, the provenance trailers' shapes, a squash's ``Squashed:``) is checked
+before anything is written; README "Keeping the stack: edit, squash" has the rules.
 """
 
 from __future__ import annotations

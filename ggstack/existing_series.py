@@ -2,15 +2,12 @@
 
 A fork's carry patches often predate ggstack: a directory of ``git
 format-patch`` files, one mbox, or a quilt ``series`` whose patches carry
-DEP-3 headers (Debian's patch tagging: ``Description``, ``Author``,
-``Origin``, ``Forwarded``, ``Bug``, ``Applied-Upstream``). This module turns
-each into an ``Incoming`` patch — author, date, message, diff, and the
-provenance its headers carry — without deciding anything about the stack;
-``ggstack.importing`` applies them and stores them.
-
-Mail is read by git itself (``git mailsplit``, ``git mailinfo``), so a file
-means here exactly what it means to ``git am``. DEP-3 headers are RFC 822
-fields before the diff, read here.
+DEP-3 headers (``Description``, ``Author``, ``Origin``, ``Forwarded``, ``Bug``,
+``Applied-Upstream``). Each becomes an ``Incoming`` patch — author, date,
+message, diff and the provenance its headers carry — for ``ggstack.importing``
+to apply and store. Mail is read by git itself (``git mailsplit``, ``git
+mailinfo``), so a file means here what it means to ``git am``; DEP-3 headers
+(RFC 822 fields before the diff) are read here.
 """
 
 from __future__ import annotations

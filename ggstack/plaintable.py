@@ -1,20 +1,11 @@
 """A rich Table drawn as plain lines, for output that is not a terminal.
 
-rich renders a table cell by cell through its renderables (padding, wrapping,
-segments, styles): 1,000 rows were 1.4 s of a bot's rerun that otherwise costs
-two. Piped output has no colour and no markup, so here the same Table (one
-definition a report, for both) is drawn from its cells' plain text, line for
-line what rich draws:
-
-- the column widths are rich's own: a table's widths depend only on each
-  column's widest line and longest word, so rich lays out a copy holding
-  just the rows with those (a handful), and its top border gives the widths;
-- a cell whose lines fit its column is those lines; one that does not is
-  wrapped by rich's ``Text.wrap`` (folding a word longer than the column);
-- the header row is aligned to the bottom, the other rows to the top.
-
-A table using anything else (another box, justification or overflow, row
-lines, a cell that is not text) is left to rich: ``drawable`` says which.
+rich renders a table cell by cell through its renderables: 1,000 rows were
+1.4 s of a bot's rerun that otherwise costs two. Piped output has no colour
+and no markup, so the same Table (one definition a report, for both) is drawn
+here from its cells' plain text, line for line what rich draws (``render``
+says how). A table using anything else (another box, justification or
+overflow, row lines, a cell that is not text) is left to rich: ``drawable``.
 """
 
 from __future__ import annotations
@@ -82,7 +73,13 @@ def _plain_column(c: Column) -> bool:
 
 def render(table: Table, width: int) -> str | None:
     """``table`` as rich draws it on a console ``width`` columns wide, without styles or trailing spaces;
-    None when even its narrowest layout is wider than that (rich then breaks its lines: left to rich)."""
+    None when even its narrowest layout is wider than that (rich then breaks its lines: left to rich).
+
+    The column widths are rich's own: a table's widths depend only on each column's widest
+    line and longest word, so rich lays out a copy holding just the rows with those (a
+    handful), and its top border gives the widths. A cell whose lines fit its column is those
+    lines; one that does not is wrapped by rich's ``Text.wrap`` (folding a word longer than
+    the column). The header row is aligned to the bottom, the other rows to the top."""
     console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
     cells = [[_plain(c.header), *(_plain(x) for x in c.cells)] for c in table.columns]
     widths = _widths(table, cells, console)

@@ -1,19 +1,12 @@
 """The secrets ggstack holds, and the one place that hides them from what it prints or saves.
 
-The forge token comes from the environment, and so may credentials in
-``GITHUB_API_URL`` (``https://user:pw@host/api/v3``). Messages from requests,
-PyGithub and git can quote either, and a message travels far: stderr, stdout
-(GitHub Actions log groups and annotations), the step summary, the saved Run.
-So every message on its way out goes through ``Secrets.scrub``, and a URL
-ggstack names itself is shown without its userinfo (``shown_url``).
-
-A patch's tests are the patch's code, and a process can read the environment
-its ancestors were started with (``/proc/<pid>/environ`` never changes after
-exec, whatever ``os.environ`` does later). So ``keep_out_of_environ`` starts
-ggstack again without the secrets in its environment, handing them over
-through an inherited pipe; they live in this module's memory (``held``) and
-go into ``os.environ`` — which only processes started later inherit — only
-for commands that talk to the forge, and for ``sync`` only after its tests.
+The forge token and credentials in ``GITHUB_API_URL`` can be quoted by any
+message from requests, PyGithub or git, and a message travels far (stderr,
+Actions logs and annotations, the step summary, the saved Run): so every
+message on its way out goes through ``Secrets.scrub``, and a URL ggstack names
+itself is shown without its userinfo (``shown_url``). A patch's tests are the
+patch's code and could read ``/proc/<pid>/environ`` of their ancestors, so the
+secrets never stay in ggstack's process environment (``keep_out_of_environ``).
 """
 
 from __future__ import annotations
@@ -103,7 +96,11 @@ def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
     The first process writes them into a pipe and execs ``python -m ggstack
     ARGV`` with the pipe's read end inherited and the secrets gone from the
     environment; the second reads them into ``held`` and, when ``release``,
-    into ``os.environ`` (children started from then on inherit them)."""
+    into ``os.environ`` (children started from then on inherit them).
+
+    ``/proc/<pid>/environ`` never changes after exec, whatever ``os.environ`` does
+    later, hence the exec. The secrets go into ``os.environ`` only for commands that
+    talk to the forge, and for ``sync`` only after its tests (``release_to_environ``)."""
     if os.environ.get(SECRETS_FD, "").isdigit():
         fd = int(os.environ.pop(SECRETS_FD))
         with os.fdopen(fd, "rb") as pipe:

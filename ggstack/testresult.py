@@ -1,18 +1,13 @@
 """What one test run says: results that are evidence, or a harness error.
 
-A run that could not run — the command is not there, pytest or a module the
-tests import is not installed, the tests cannot be collected, pytest stopped
-on a usage or internal error, the process died without writing its JUnit
-XML, or it timed out — says nothing about the patch. Counting it as "the
-tests fail on the base" once made a patch ``needed`` because ``No module
-named pytest``; so every run is classified here, once, into a status and,
-for a harness error, its kind and the first lines that explain it, and only
-``failed`` (tests that ran and failed) is ever evidence.
-
-One exception is kept, because it is the commonest way a base lacks a patch:
-a test module that cannot be imported because it imports a name (or a
-module) that the patch adds to the code under test. That is the code
-failing, not the harness, and it is classified ``failed``.
+A run that could not run — command or module missing, tests not collectable,
+pytest stopped on a usage or internal error, no JUnit XML, a timeout — says
+nothing about the patch; counting one as "the tests fail on the base" once
+made a patch ``needed`` because ``No module named pytest``. So every run is
+classified here, once (README "Tests as evidence": the ``harness_error``
+table), and only ``failed`` is ever evidence. One exception is the commonest
+way a base lacks a patch: a test module that cannot import a name (or a
+module) the patch adds to the code under test is the code failing: ``failed``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """Verdicts kept by what decides them: a rerun on the same base costs what changed.
 
-The bot checks the same stack on every base move and every schedule; a
-judgement depends only on the base commit, the candidates (a stack's patch
-files, byte for byte, or the commits) and the rules, so it is stored under
-a key of exactly those, with ``VERSION`` bumped whenever a signal or a rule
-changes. A lost, corrupt or foreign file only costs the time to recompute.
-
-The bot's other rerun is a base that moved on by a few commits. Those are
-read (k commits, not the history) and when none of them can change a
-verdict — none touches a path of the stack or deletes a file beside one,
-names a candidate (picked from, Stack-Patch-Id, Change-Id, a revert, the
-same subject or PR) or changes the merge base — the last base's verdicts
-are carried over (``carry_over``); otherwise the stack is judged again.
+A judgement depends only on the base commit, the candidates (a stack's patch
+files, byte for byte, or the commits) and the rules, so it is stored under a
+key of exactly those (``ggstack.cache``), with ``VERSION`` bumped whenever a
+signal or a rule changes. The bot's other rerun is a base that moved on by a
+few commits: when none of them can change a verdict (``_inert`` reads those k
+commits, not the history), the last base's verdicts are carried over
+(``carry_over``); otherwise the stack is judged again.
 """
 
 from __future__ import annotations
@@ -110,7 +105,11 @@ def carry_over(repo: git.Repository, stack: Stack, candidates: str, run: Run) ->
 
 
 def _inert(repo: git.Repository, stack: Stack, old_base: str, base: str, merge_base: str | None) -> bool:
-    """Can no commit of ``old_base..base`` change a verdict of ``stack``? (k commits read, not the history.)"""
+    """Can no commit of ``old_base..base`` change a verdict of ``stack``? (k commits read, not the history.)
+
+    None may touch a path of the stack or delete a file beside one, name a candidate
+    (picked from, Stack-Patch-Id, Change-Id, a revert, the same subject or PR) or
+    change the merge base."""
     if _touches(repo, stack, old_base, base):
         return False
     messages = repo.range_messages([base], [old_base])

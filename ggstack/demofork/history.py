@@ -1,22 +1,14 @@
 """The demo fork's history, as pure data: who committed which snapshot when.
 
-``ggstack demo`` (and the payload tests) turn this into a real repository.
-Keeping it as data rather than as a script of git commands means the history
-can be read in one place, the commit ids are the same on every machine
-(fixed identities and dates), and nothing here needs git to be importable.
-
-The story it tells is the seed's: PR #130 fixed the lifetime of the DCP
-packed all-to-all staging buffers under CUDA graph capture, mixed with a
-CUTLASS pin and an MLA ``.contiguous()`` workaround; it was merged and
-reverted on Jul 20; the maintainer re-applied only the DCP part as the first
-patch of a clean stack (A) with two follow-ons (B, C). Meanwhile
-``dev/gilded-gnosis`` got the same fix through one consolidating commit that
-writes it in another shape (the registry behind a pool object), together
-with part of B and other lifecycle work -- so patch-id and text cannot tell
-that A is redundant there; only A's tests can.
-
-Snapshot files are named ``<file>.<stage>.<ext>.txt`` so that nothing in
-this package looks like a test module to pytest.
+``ggstack demo`` (and the payload tests) turn this into a real repository;
+as data, the history reads in one place, the commit ids are the same on every
+machine (fixed identities and dates), and nothing here needs git. The story
+is the seed's (README "The embedded default: demo"): PR #130's DCP fix,
+merged and reverted, re-applied as patch A of a clean stack, while
+``dev/gilded-gnosis`` got the same fix in another shape through one
+consolidating commit — so patch-id and text cannot tell that A is redundant
+there, only A's tests can. Snapshots are named ``<file>.<stage>.<ext>.txt``
+so that nothing here looks like a test module to pytest.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """GitHub (and GitHub Enterprise) as ggstack's forge, through PyGithub.
 
-- Duplicates. A create or comment whose answer was lost (5xx, timeout) is
-  looked up again before it is re-sent.
-- Leaks. The token is only handed to PyGithub; every message this module
-  raises is scrubbed of it.
-
-Retries are ggstack's, not urllib3's (PyGithub gets ``retry=None``): a
-re-sent POST must first check whether the lost one landed, and every wait
-(back-off, ``Retry-After``, a rate-limit reset) comes out of one bounded budget
-per run. PyGithub's ``seconds_between_writes`` keeps writes one at a time and
-spaced as GitHub asks. Knobs (all optional) are environment variables, so the
-tests can shrink the time scale: GGSTACK_RETRY_BASE_SECONDS,
-GGSTACK_RETRY_ATTEMPTS, GGSTACK_RETRY_BUDGET_SECONDS,
-GGSTACK_RATE_LIMIT_MAX_WAIT, GGSTACK_FORGE_TIMEOUT,
-GGSTACK_WRITE_INTERVAL_SECONDS.
+A create or comment whose answer was lost (5xx, timeout) is looked up again
+before it is re-sent, so there are no duplicates; the token is only handed to
+PyGithub and every message raised here is scrubbed of it. Retries are
+ggstack's, not urllib3's (PyGithub gets ``retry=None``): a re-sent POST must
+first check whether the lost one landed, and every wait comes out of one
+bounded budget per run (``RetryPolicy``: its knobs are environment variables,
+README "Pull requests", so the tests can shrink the time scale).
 """
 
 from __future__ import annotations
@@ -46,7 +39,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How long ggstack keeps trying the forge, all of it bounded."""
+    """How long ggstack keeps trying the forge, all of it bounded: back-off, ``Retry-After`` and
+    rate-limit resets all come out of ``budget``. From GGSTACK_RETRY_BASE_SECONDS,
+    GGSTACK_RETRY_ATTEMPTS, GGSTACK_RETRY_BUDGET_SECONDS, GGSTACK_RATE_LIMIT_MAX_WAIT,
+    GGSTACK_FORGE_TIMEOUT and GGSTACK_WRITE_INTERVAL_SECONDS (PyGithub's
+    ``seconds_between_writes``: writes one at a time, spaced as GitHub asks)."""
 
     base: float = 1.0  # back-off: base * 2**attempt seconds
     attempts: int = 5  # tries per call

@@ -1,16 +1,13 @@
 """Reading and writing git objects, always through git.
 
-Reads go through one persistent ``cat-file --batch`` (git's own reader, so
-any object format, sha1 or sha256, and objects written a moment ago are
-seen); a thousand reads cost one process, not a thousand. GitPython's object
-reader is not used: it parses only SHA-1 headers.
-
-Writes go through git too, so git computes every id and checks every object:
-trees through one persistent ``mktree --batch``, commits and blobs through
-one persistent ``hash-object -w --stdin-paths``; a replay's hundreds of new
-objects cost a process a kind, not a process each. Ident lines are git's:
-``git var`` normalises a name and email as ``commit-tree`` would, once an
-author; a date git keeps as it is needs no process (``dates``).
+Reads go through one persistent ``cat-file --batch``: git's own reader, so any
+object format (sha1 or sha256) and objects written a moment ago are seen, and
+a thousand reads cost one process; GitPython's reader parses only SHA-1
+headers. Writes go through git too — trees through one persistent ``mktree
+--batch``, commits and blobs through one ``hash-object -w --stdin-paths`` — so
+git computes and checks every id, and a replay's hundreds of new objects cost
+a process a kind. Ident lines are git's (``git var``, once an author; a date
+git keeps as it is needs no process: ``dates``).
 """
 
 from __future__ import annotations
