@@ -5,7 +5,8 @@ decides its entries and by a version bumped when their meaning changes. An
 entry that is missing, corrupt, of another shape or another version is a
 miss the caller recomputes — a cache only ever costs time, never a wrong
 answer or a traceback. Entries are written with ``state.write_atomic``, so a
-kill leaves the old one or the new one. ``--no-cache`` is ``read=False``.
+kill leaves the old one or the new one. ``--no-cache`` is ``Entries(read=False)``;
+a ``Map`` holds git facts named by object ids, which no flag needs recomputed.
 """
 
 from __future__ import annotations

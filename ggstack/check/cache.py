@@ -38,18 +38,19 @@ def candidates_key(stack: Stack, repo: git.Repository | None = None) -> str:
     return key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw)), *have])
 
 
-def _verdicts(repo: git.Repository) -> Entries:
-    return Entries(repo, "check", version=VERSION, keep=_KEEP)
+def _verdicts(repo: git.Repository, read: bool = True) -> Entries:
+    return Entries(repo, "check", version=VERSION, keep=_KEEP, read=read)
 
 
-def _last_bases(repo: git.Repository) -> Entries:
-    return Entries(repo, "check-last-base", version=VERSION, keep=_KEEP)
+def _last_bases(repo: git.Repository, read: bool = True) -> Entries:
+    return Entries(repo, "check-last-base", version=VERSION, keep=_KEEP, read=read)
 
 
-def load(repo: git.Repository, k: str, run: Run) -> bool:
+def load(repo: git.Repository, k: str, run: Run, *, read: bool = True) -> bool:
     """Fill ``run``'s outcomes (by name; all of them when it has none) from the
-    verdicts stored under ``k``; False, and ``run`` untouched, when there are none."""
-    data = _verdicts(repo).get(k)
+    verdicts stored under ``k``; False, and ``run`` untouched, when there are none
+    (or ``read`` is off: ``--no-cache``)."""
+    data = _verdicts(repo, read).get(k)
     if data is None:
         return False
     try:
@@ -87,11 +88,11 @@ def save(repo: git.Repository, k: str, run: Run, *, candidates: str | None = Non
 # -- a base that moved on ----------------------------------------------------------------
 
 
-def carry_over(repo: git.Repository, stack: Stack, candidates: str, run: Run) -> bool:
+def carry_over(repo: git.Repository, stack: Stack, candidates: str, run: Run, *, read: bool = True) -> bool:
     """Fill ``run`` with the verdicts of the last base ``stack`` was judged on
     when ``run.base`` only moved past it by commits that cannot change one;
     False (``run`` untouched) when there are none or any could."""
-    last = _last_bases(repo).get(candidates)
+    last = _last_bases(repo, read).get(candidates)
     old_base, old_key = (last.get("base"), last.get("key")) if last else (None, None)
     if not (isinstance(old_base, str) and isinstance(old_key, str)):
         return False

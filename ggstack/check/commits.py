@@ -34,7 +34,7 @@ def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: 
     if not infos:
         return run
     k = cache.key(["commits", base, *(i.sha for i in infos)])
-    if not (use_cache and cache.load(repo, k, run)):
+    if not cache.load(repo, k, run, read=use_cache):
         lines = _lines(repo, base, infos)
         for line in lines:
             part = Run(stack=None, base_ref=base_ref, base=base)

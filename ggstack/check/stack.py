@@ -53,10 +53,10 @@ def stack(
     outcomes = [_outcome(run, patch) for patch in stack.patches]
     candidates = cache.candidates_key(stack, repo)
     k = cache.key([candidates, base])
-    if use_cache and cache.load(repo, k, run):
+    if cache.load(repo, k, run, read=use_cache):
         run.stages["check"] = "ok"
         return run
-    if not (use_cache and cache.carry_over(repo, stack, candidates, run)):
+    if not cache.carry_over(repo, stack, candidates, run, read=use_cache):
         _judge(repo, stack, base, run, outcomes, progress)
     if cache.worth_keeping(run):
         cache.save(repo, k, run, candidates=candidates)
