@@ -6,9 +6,10 @@ with that parent as the merge base, done by ``git merge-tree --write-tree``
 (merge-ort, what rebase uses), so result trees are git's byte for byte; the
 differential test against ``git rebase`` holds every shortcut here to that.
 Processes are the cost: a step merge-ort has nothing to decide in edits the
-tip's tree in memory (``trivial_merge``), objects go to git's persistent
-writers, results are cached by their inputs, and refs are written at the end
-in one transaction, so a run killed midway leaves every ref as it was.
+tip's tree in memory (``trivial_merge``) and a run of them is written by one
+``git fast-import`` (``flush``); other objects go to git's persistent writers,
+results are cached by their inputs, and refs are written at the end in one
+transaction, so a run killed midway leaves every ref as it was.
 """
 
 from __future__ import annotations
