@@ -710,8 +710,6 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     Example:
       ggstack apply gg-clean --onto origin/dev/gilded-gnosis
     """
-    from ggstack import report
-
     s = obj.stack(stack)
     with StageProgress(len(s.patches), "apply") as progress:
         run = replay.apply(
@@ -720,6 +718,8 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     if as_json:
         print_json(run.to_json())
     else:
+        from ggstack import report  # rich's tables: not for --json
+
         console().print(report.apply_table(run))
     sys.exit(1 if any(o.conflict for o in run.outcomes) else 0)
 

@@ -12,7 +12,6 @@ lock (``locked``), the one ``sync`` holds.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import datetime
 import errno
 import fcntl
@@ -21,13 +20,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import stat
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from ggstack import git
 from ggstack.errors import InfraError, UserError
@@ -138,6 +137,8 @@ def write_atomic(path: str, data: bytes) -> None:
 
 def _exchange_function() -> Callable[[str, str], bool] | None:
     """``renameat2(RENAME_EXCHANGE)`` (Linux) or ``renamex_np(RENAME_SWAP)`` (macOS), if libc has it."""
+    import ctypes  # only a command that switches a directory needs libc
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
     except OSError:
@@ -166,7 +167,8 @@ def _exchange_function() -> Callable[[str, str], bool] | None:
     return exchange
 
 
-_exchange = _exchange_function()
+# Looked up when first needed (ctypes is not every command's import); a test sets None.
+_exchange: Callable[[str, str], bool] | Literal["unknown"] | None = "unknown"
 
 
 def _siblings(path: str, mark: str) -> list[str]:
@@ -277,6 +279,9 @@ def _switch(path: str, new: str, ops: Callable[[], None], *, create: bool = Fals
         os.rename(new, path)  # onto nothing (or an empty directory): one rename
         ops()
         return None
+    global _exchange
+    if _exchange == "unknown":
+        _exchange = _exchange_function()
     if _exchange is not None and _exchange(new, path):
         ops()
         return new
@@ -431,7 +436,7 @@ class LockInfo:
         }
 
     def describe(self, stack_name: str) -> str:
-        here = socket.gethostname()
+        here = _host()
         return (
             f"stack {stack_name!r} is locked by PID {self.pid} since {self.started}"
             f"{' on ' + self.host if self.host and self.host != here else ''} ({self.command or 'ggstack'})"
@@ -464,7 +469,7 @@ def locked(
     both decide that a dead holder's lock is theirs.
     """
     path = lock_path(repo, stack_name)
-    mine = LockInfo(os.getpid(), _now(), socket.gethostname(), _proc_start(os.getpid()), command)
+    mine = LockInfo(os.getpid(), _now(), _host(), _proc_start(os.getpid()), command)
     deadline = time.monotonic() + wait
     said = False
     while True:
@@ -546,9 +551,15 @@ def _create(path: str, info: LockInfo) -> None:
         raise machine_error(e, path) or e from None
 
 
+def _host() -> str:
+    import socket  # only a command that takes a lock needs it
+
+    return socket.gethostname()
+
+
 def _alive(holder: LockInfo) -> bool:
     """Is the lock's holder still running? A lock from another host is assumed alive."""
-    if holder.host and holder.host != socket.gethostname():
+    if holder.host and holder.host != _host():
         return True
     return alive(holder.pid, holder.proc_start)
 

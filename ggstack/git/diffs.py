@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ggstack.git.runner import GitFailed, Runner
 
 _SPLIT_PAIRS = 64  # from this many blob pairs on, two diff-tree processes share them
+_SPLIT_SOURCES = 16  # from this many commits on, two diff-tree processes make their patches
 
 
 @dataclass(frozen=True)
@@ -218,6 +218,8 @@ class Diffs(Runner):
         indexed = list(enumerate(pairs))
         if len(indexed) < _SPLIT_PAIRS:
             return self._diff_indexed_pairs(indexed)
+        from concurrent.futures import ThreadPoolExecutor  # with logging, a tenth of the start-up: only here
+
         with ThreadPoolExecutor(max_workers=2) as pool:
             halves = list(pool.map(self._diff_indexed_pairs, (indexed[0::2], indexed[1::2])))
         return {**halves[0], **halves[1]}
@@ -268,7 +270,18 @@ class Diffs(Runner):
 
     def source_diffs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         """(tree of the commit, its diff from the given parent) for each
-        (commit, parent), as ``format_patches`` writes the diff: one ``diff-tree --stdin``."""
+        (commit, parent), as ``format_patches`` writes the diff: one ``diff-tree --stdin``,
+        or for many pairs two side by side (making the diffs is one core's work a process)."""
+        if len(pairs) < _SPLIT_SOURCES:
+            return self._source_diffs_one(pairs)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            even, odd = pool.map(self._source_diffs_one, (pairs[0::2], pairs[1::2]))
+        out = [diff for two in zip(even, odd) for diff in two]
+        return out + even[len(odd) :]
+
+    def _source_diffs_one(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         if not pairs:
             return []
         args = [  # the diff settings ``format_patches`` pins, so equal bytes mean an equal change
