@@ -169,7 +169,19 @@ def _drive(searches: list[tuple[Search, bool]], files: Files) -> None:
         files.prefetch([blob for _, _, (blob, _) in asks])
         following = []
         for search, strip, (blob, run) in asks:
-            has = not is_zero(blob) and find_run(files.lines(blob), run, strip=strip) is not None
+            has = _holds(files, blob, run, strip)
             with contextlib.suppress(StopIteration):
                 following.append((search, strip, search.send(has)))
         asks = following
+
+
+def _holds(files: Files, blob: str, run: list[str], strip: bool) -> bool:
+    """Does the blob hold the run of lines? Most versions a search asks about are big files
+    that lack it: where not even its longest line is in the bytes, the file is not split."""
+    if not run or is_zero(blob):
+        return False
+    longest = max((s.rstrip() if strip else s for s in run), key=len)
+    with contextlib.suppress(UnicodeEncodeError):  # (a line no blob's bytes decode to: split and see)
+        if longest and longest.encode("utf-8", "surrogateescape") not in (files.blob(blob) or b""):
+            return False  # every line of the blob is a piece of its bytes (decoded as ``lines`` does)
+    return find_run(files.lines(blob), run, strip=strip) is not None
