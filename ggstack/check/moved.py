@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import Containment, Unit, contain, informative
+from ggstack.check.containment import Containment, Unit, contain, find_run, informative
 from ggstack.check.files import Files, is_text, is_zero
 from ggstack.check.history import History
 from ggstack.check.signals import Candidate
@@ -24,6 +24,7 @@ from ggstack.git import Repository
 
 _CONTEXT = 3  # pre-image lines each side of a block that say where it was
 _SWEEP = 50  # a commit changing more files than this moved no function
+_SCAN = 64  # versions read in turn where bisection cannot find the move
 
 
 @dataclass
@@ -95,30 +96,65 @@ def _wanted(x: _Lost, files: Files) -> set[str]:
     }
 
 
+def _places(x: _Lost, files: Files) -> list[list[str]]:
+    """The block's place as runs of lines: the pre-image around it with its removed lines, and
+    with its added ones (upstream may have taken the change before it moved the code)."""
+    pre = files.lines(x.fc.old_blob)
+    out = []
+    for u in x.units:
+        if u.block is None:
+            continue
+        before = pre[max(0, u.block.p0 - _CONTEXT) : u.block.p0]
+        after = pre[u.block.p1 : u.block.p1 + _CONTEXT]
+        out += [[*before, *u.block.removed, *after], [*before, *u.block.added, *after]]
+    return [run for run in out if sum(any(c.isalnum() for c in s) for s in run) >= 2]
+
+
 def _mover(history: History, files: Files, x: _Lost) -> str | None:
-    """The range commit that took most of the lines around ``x``'s missing blocks out of its file:
-    the file's versions bisected, newest to oldest, for the newest one without them whose parent
-    had them (a few reads, not one a version). None when the base's file still has them, or the
-    range never did (nothing moved)."""
-    wanted = _wanted(x, files)
+    """The range commit that took the block's place out of its file: the newest version whose
+    parent still had the place and which has it no more, found by bisection (a few reads, not
+    one a version). First along the file's own line of history (``_lineage``), then, where that
+    line ends at a merge, along the range's log (which interleaves branches); each answer is
+    checked, and where neither holds, the newest ``_SCAN`` versions are read in turn. None when
+    the base's file still has the place, or nothing took it out."""
+    places = _places(x, files)
     versions = history.versions(x.fc.path)
-    if len(wanted) < 2 or not versions:
+    if not places or not versions:
         return None
-    need = (len(wanted) + 1) // 2
 
     def had(blob: str) -> bool:
-        return not is_zero(blob) and len(wanted & files.stripped(blob)) >= need
+        lines = files.lines(blob) if not is_zero(blob) else []
+        return any(find_run(lines, run, strip=True) is not None for run in places)
 
-    if had(versions[0][2]) or not had(versions[-1][1]):
+    if had(versions[0][2]):
         return None
-    lo, hi = 0, len(versions) - 1  # the answer: the newest version whose old blob had them
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if had(versions[mid][1]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return versions[lo][0]
+    for line in (_lineage(versions), versions):
+        if not had(line[-1][1]):
+            continue
+        lo, hi = 0, len(line) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if had(line[mid][1]):
+                hi = mid
+            else:
+                lo = mid + 1
+        if not had(line[lo][2]):
+            return line[lo][0]
+    # Both landed on a side branch's commit: the newest versions are read in turn, so many and no more.
+    return next((sha for sha, old, new in versions[:_SCAN] if had(old) and not had(new)), None)
+
+
+def _lineage(versions: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """From the newest version back, each the commit that wrote its successor's old blob: the
+    file's history as one line (it ends where a merge wrote the blob: merges are not read)."""
+    if not versions:
+        return []
+    wrote = {v[2]: v for v in reversed(versions)}  # the newest writer of a blob wins
+    out, seen = [versions[0]], {versions[0][0]}
+    while (prior := wrote.get(out[-1][1])) is not None and prior[0] not in seen:
+        out.append(prior)
+        seen.add(prior[0])
+    return out
 
 
 def _into(history: History, files: Files, x: _Lost, mover: str) -> list[str]:
