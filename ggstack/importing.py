@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ggstack import existing_series, git
+from ggstack import existing_series, git, series
 from ggstack.errors import UserError
 from ggstack.model import Patch, Stack
 from ggstack.series import (
@@ -55,6 +55,18 @@ class Imported:
     left_out: tuple[LeftOut, ...] = ()
     upstream: tuple[str, ...] = ()  # imported commits whose patch-id A already has (git rebase skips them)
     on_base: tuple[str, ...] = ()  # imported commits the stack's base already has (a range through a merge of it)
+    reassigned: tuple[Reassigned, ...] = ()  # carried Stack-Patch-Ids another patch already has
+
+
+@dataclass(frozen=True)
+class Reassigned:
+    """A source (``git am`` or ``ggstack apply`` of a stored patch) carried a
+    Stack-Patch-Id another patch already has: the import gave a new one, as two
+    patches with one id would share (and fight over) one PR."""
+
+    index: int  # of the added patch
+    carried: str
+    holder: str  # "stack/0001-name.patch", or the label of an earlier source of this import
 
 
 @dataclass(frozen=True)
@@ -113,12 +125,12 @@ def commits(
         left = ": it holds only merges (left out, as git rebase does)" if selection.left_out else ""
         raise UserError(f"{' '.join(revs)}: no commits to import{left}")
     infos = repo.commit_infos(selection.commits)
-    new = _patches(repo, stack, infos, original_pr, only, exclude, dropped)
+    new, reassigned = _patches(repo, stack, infos, original_pr, only, exclude, dropped)
     after = renumbered(stack, [*stack.patches, *new])
     added = after.patches[len(stack.patches) :]
     _refuse_duplicates(stack, added, [f"commit {i.sha[:12]}" for i in infos])
     on_base = _on_base(repo, stack, selection.commits)
-    return Imported(after, added, tuple(selection.left_out), tuple(selection.upstream), on_base)
+    return Imported(after, added, tuple(selection.left_out), tuple(selection.upstream), on_base, tuple(reassigned))
 
 
 def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[str, ...]:
@@ -162,11 +174,11 @@ def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | No
         label = item.path + (f":{item.line}" if item.line > 1 else "")
         sources.append(_Source(commit, parent, item.message, trailers, item.source or commit, label))
         parent, tree = commit, new_tree
-    new = _stored(repo, stack, sources)
+    new, reassigned = _stored(repo, stack, sources)
     after = renumbered(stack, [*stack.patches, *new])
     added = after.patches[len(stack.patches) :]
     _refuse_duplicates(stack, added, [s.label for s in sources])
-    return Imported(after, added)
+    return Imported(after, added, reassigned=tuple(reassigned))
 
 
 def _series_base(
@@ -240,6 +252,7 @@ def notes(done: Imported) -> list[str]:
             f"{patch.name}: its message has a line git am ends it at (line {line[0]}: {line[1]!r}); "
             "ggstack reads the whole message, `git am` of the file keeps what comes before"
         )
+    out += _reassigned_notes(done)
     names = {p.provenance.cherry_picked_from: p.name for p in done.added}
     if done.on_base:
         listed = ", ".join(f"{names.get(c, c[:12])}" for c in done.on_base[:10])
@@ -256,6 +269,15 @@ def notes(done: Imported) -> list[str]:
             f"`ggstack check` judges them): {listed}"
         )
     return out
+
+
+def _reassigned_notes(done: Imported) -> list[str]:
+    return [
+        f"{done.added[r.index].name}: given a new {T_STACK_PATCH_ID} "
+        f"{done.added[r.index].provenance.stack_patch_id}; the one its source carried, {r.carried}, "
+        f"is {r.holder}'s (one id, one PR)"
+        for r in done.reassigned
+    ]
 
 
 def _am_break(message: str) -> tuple[int, str] | None:
@@ -346,7 +368,7 @@ def _patches(
     only: Sequence[str],
     exclude: Sequence[str],
     dropped: Sequence[str],
-) -> list[Patch]:
+) -> tuple[list[Patch], list[Reassigned]]:
     """One patch a commit: messages and trailers, scratch copies carrying
     them, and one ``format-patch`` of all the copies."""
     for info in infos:
@@ -383,11 +405,14 @@ class _Source:
     label: str  # what an error names: "commit 1234abcd", or the file it was read from
 
 
-def _stored(repo: git.Repository, stack: Stack, sources: Sequence[_Source], limit: Sequence[str] = ()) -> list[Patch]:
+def _stored(
+    repo: git.Repository, stack: Stack, sources: Sequence[_Source], limit: Sequence[str] = ()
+) -> tuple[list[Patch], list[Reassigned]]:
     """The patch files of ``sources``: trailers added (a source carrying its
-    own Stack-Patch-Id keeps it), scratch copies carrying the messages, and
-    one ``format-patch`` of all the copies."""
-    done = git.add_trailers_many([(s.message, s.trailers) for s in sources], once=(T_STACK_PATCH_ID,))
+    own Stack-Patch-Id keeps it, unless another patch has it), scratch copies
+    carrying the messages, and one ``format-patch`` of all the copies."""
+    messages, reassigned = _unshared_ids(stack, sources)
+    done = git.add_trailers_many([(m, s.trailers) for m, s in zip(messages, sources)], once=(T_STACK_PATCH_ID,))
     scratch = repo.copies_with_messages([(s.commit, s.parent, m) for s, (m, _) in zip(sources, done)])
     files = repo.format_patches([(c, s.parent) for c, s in zip(scratch, sources)], limit)
     patches = []
@@ -396,7 +421,49 @@ def _stored(repo: git.Repository, stack: Stack, sources: Sequence[_Source], limi
         # The mbox "From " line names the commit the patch was taken from, not our scratch copy.
         data = data.replace(c.encode(), source.named.encode(), 1)
         patches.append(parse_patch(data, os.path.join(stack.path, fname)))
-    return _checked(patches, [t for _, t in done], [s.label for s in sources])
+    return _checked(patches, [t for _, t in done], [s.label for s in sources]), reassigned
+
+
+def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], list[Reassigned]]:
+    """The sources' messages, less each carried Stack-Patch-Id that a patch of
+    any stack in the patches directory (this one too) or an earlier source
+    already has: such a source was made from a stored patch (``git am``,
+    ``ggstack apply``), and its patch gets the id import assigns instead."""
+    key = T_STACK_PATCH_ID.lower()
+    maybe = [i for i, s in enumerate(sources) if key in s.message.lower()]
+    messages = [s.message for s in sources]
+    if not maybe:
+        return messages, []
+    used = _used_ids(stack)
+    reassigned = []
+    for i, trailers in zip(maybe, git.parse_trailers([messages[i] for i in maybe]), strict=True):
+        for k, carried in trailers:
+            if k.lower() != key:
+                continue
+            if carried in used:
+                line = re.compile(rf"^{re.escape(k)}\s*:\s*{re.escape(carried)}[ \t]*\n?", re.M | re.I)
+                messages[i] = line.sub("", messages[i])
+                reassigned.append(Reassigned(i, carried, used[carried]))
+            else:
+                used[carried] = sources[i].label
+    return messages, reassigned
+
+
+def _used_ids(stack: Stack) -> dict[str, str]:
+    """Every Stack-Patch-Id of the patches directory, and the patch that has it.
+    A stack that does not load is not counted (``pr`` refuses its PRs' adoption
+    by another stack anyway)."""
+    patches_dir = os.path.dirname(stack.path)
+    used: dict[str, str] = {}
+    for name in series.list_stacks(patches_dir):
+        if name == stack.name:
+            continue
+        try:
+            other = series.load(patches_dir, name)
+        except UserError:
+            continue
+        used |= {p.provenance.stack_patch_id: f"{name}/{p.name}" for p in other.patches}
+    return used | {p.provenance.stack_patch_id: f"{stack.name}/{p.name}" for p in stack.patches}
 
 
 def _checked(patches: list[Patch], trailers_of: Sequence[list[tuple[str, str]]], labels: Sequence[str]) -> list[Patch]:

@@ -424,3 +424,44 @@ def test_many_messages_git_am_would_cut_are_said_in_one_line(fork: Fork) -> None
     said = " ".join(proc.stdout.split())
     assert said.count("git am ends") == 1, proc.stdout
     assert "5 messages have a line git am ends them at (such as '---')" in said, proc.stdout
+
+
+def test_a_commit_made_from_a_stored_patch_gets_a_new_stack_patch_id_and_says_whose_it_carried(fork: Fork) -> None:
+    # git am of stack s's files (README's way to build a fork branch) gives commits carrying s's ids.
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "fix/x")
+    repo.commit("fix: first", {"fix.py": "x = 1\n"})
+    repo.commit("fix: second", {"fix2.py": "y = 2\n"})
+    fork.ok("import", "s", "main..fix/x")
+    ids = [p["stack_patch_id"] for p in fork.listed()]
+    amfork = fork.am("main")
+    fork.ok("init", "t", "--repo-slug", SLUG, "--base", "main")
+
+    proc = fork.ok("import", "t", f"main..{amfork.sha('HEAD')}")
+
+    got = json.loads(fork.ok("list", "t", "--json").stdout)["t"]
+    new = [p["stack_patch_id"] for p in got]
+    assert len(new) == 2 and not set(new) & set(ids) and len(set(new)) == 2
+    for patch, old, theirs in zip(got, ids, ["s/0001-fix-first.patch", "s/0002-fix-second.patch"]):
+        assert f"{patch['name']}: given a new Stack-Patch-Id {patch['stack_patch_id']}; " in proc.stdout
+        assert f"the one its source carried, {old}, is {theirs}'s" in proc.stdout
+    text = (fork.patches / "t" / got[0]["name"]).read_text()
+    assert text.count("Stack-Patch-Id:") == 1 and ids[0] not in text
+    # The same commits into s itself: its own ids are taken too, so they get new ones.
+    proc = fork.ok("import", "s", f"main..{amfork.sha('HEAD')}")
+    assert len({p["stack_patch_id"] for p in fork.listed()}) == 4
+    assert "is s/0001-fix-first.patch's" in proc.stdout
+
+
+def test_a_stored_series_imported_again_as_another_stack_gets_new_ids(fork: Fork) -> None:
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "fix/x")
+    repo.commit("fix: first", {"fix.py": "x = 1\n"})
+    fork.ok("import", "s", "main..fix/x")
+    fork.ok("init", "t", "--repo-slug", SLUG, "--base", "main")
+
+    proc = fork.ok("import", "t", "--from", str(fork.stack))
+
+    (old,) = [p["stack_patch_id"] for p in fork.listed()]
+    (new,) = [p["stack_patch_id"] for p in json.loads(fork.ok("list", "t", "--json").stdout)["t"]]
+    assert new != old and f"the one its source carried, {old}, is s/0001-fix-first.patch's" in proc.stdout
