@@ -445,6 +445,9 @@ def _trailer_lines(raw: bytes, key: str) -> list[int]:
 def stack_dir(patches_dir: str, name: str) -> str:
     if not _SLUG_SAFE.match(name) or name.startswith("."):
         raise UserError(f"invalid stack name {name!r}: use letters, digits, '.', '_' and '-'")
+    if ".." in name or name.endswith((".", ".lock")):
+        # The name is a part of ref names (refs/ggstack/<stack>/…, gg/<stack>/…): git refuses these.
+        raise UserError(f"invalid stack name {name!r}: git refuses a ref name with '..' or ending in '.' or '.lock'")
     return os.path.join(patches_dir, name)
 
 

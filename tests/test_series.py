@@ -825,6 +825,8 @@ def test_every_command_refuses_a_broken_stack(one_patch: World) -> None:
         (["init", "s", "--repo-slug", SLUG, "--base", "main"], r"already exists"),
         (["init", "t", "--repo-slug", "noslash", "--base", "main"], r"owner/name"),
         (["init", "../escape", "--repo-slug", SLUG, "--base", "main"], r"invalid stack name"),
+        (["init", "a..b", "--repo-slug", SLUG, "--base", "main"], r"invalid stack name 'a\.\.b': git refuses"),
+        (["init", "x.lock", "--repo-slug", SLUG, "--base", "main"], r"invalid stack name 'x\.lock'"),
     ],
 )
 def test_bad_arguments_are_exit_2(one_patch: World, args: list[str], expected: str) -> None:
