@@ -174,20 +174,6 @@ def _tree_of_patch(repo: git.Repository, stack: Stack, patch: Patch, parent: str
     return tree
 
 
-def pick_commits(repo: git.Repository, commits: Sequence[str]) -> list[Pick]:
-    """Commits of the fork as picks of themselves (for ``check --commits``)."""
-    picks = []
-    for rev in commits:
-        info = repo.commit_info(rev)
-        if not info.parents:
-            raise UserError(f"{rev}: a root commit has no change to compare")
-        parent = info.parents[0]
-        diff = repo.diff_trees(parent, info.sha)
-        subject = info.message.split("\n", 1)[0]
-        picks.append(Pick(None, info.sha, parent, diff, info.sha[:12], subject))
-    return picks
-
-
 def split_author(author: str) -> tuple[str, str]:
     name, _, rest = author.rpartition(" <")
     return name.strip().strip('"'), rest.rstrip(">")

@@ -658,10 +658,3 @@ def not_utf8(path: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def config_dict(config: StackConfig) -> dict[str, Any]:
-    """The config as JSON-able data (for ``--json`` output)."""
-    import dataclasses
-
-    return dataclasses.asdict(config)

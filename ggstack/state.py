@@ -408,11 +408,6 @@ def _same_dir(fd: int, where: str) -> bool:
     return (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
 
 
-def is_leftover(name: str) -> bool:
-    """A name ``commit_dir`` uses beside a directory (never a stack of its own)."""
-    return name.startswith(".") and (NEW_MARK in name or OLD_MARK in name)
-
-
 # -- the lock ------------------------------------------------------------------------------
 
 

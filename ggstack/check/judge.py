@@ -277,12 +277,6 @@ def record_step(outcome: Outcome, step: replay.Step | None) -> None:
     outcome.note = step.note or outcome.note
 
 
-def applied_state(step: replay.Step | None, applies: bool) -> Applied | None:
-    if step is not None:
-        return step.applied
-    return Applied.APPLIED if applies else None
-
-
 def name_commits(repo: git.Repository, run: Run) -> None:
     """Subjects of the base commits the verdicts name, so reports show "abc1234 “subject”" without git."""
     named = list(

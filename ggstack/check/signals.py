@@ -43,10 +43,6 @@ def _short(commits: list[str]) -> str:
     return ", ".join(dict.fromkeys(c[:10] for c in commits))
 
 
-def _own_pick(history: History, cand: Candidate) -> bool:
-    return cand.commit in history.reachable
-
-
 def identity(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
     """The source is an ancestor of the base, or a base commit names it
     (cherry-pick -x, Stack-Patch-Id, Gerrit's Change-Id)."""

@@ -158,16 +158,6 @@ class Diffs(Runner):
             args += ["--", *paths]
         return self.run(*args).stdout
 
-    def diff_names(self, a: str, b: str) -> list[str]:
-        out = self.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", "--end-of-options", a, b).stdout.decode(
-            "utf-8", "surrogateescape"
-        )
-        return [p for p in out.split("\0") if p]
-
-    def numstat(self, a: str, b: str) -> list[tuple[str, int | None, int | None]]:
-        """(path, added, deleted) per file from ``a`` to ``b``; None counts for a binary file."""
-        return self.numstats([(a, b)])[0]
-
     def numstats(self, pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, int | None, int | None]]]:
         """``numstat`` of many (a, b) pairs of commits in one ``diff-tree --stdin``, in order."""
         if not pairs:
