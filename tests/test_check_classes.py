@@ -1084,3 +1084,25 @@ def test_a_change_to_a_file_the_base_deleted_is_a_human_look_naming_the_deletion
     assert rule(o) == "files gone", o.evidence
     assert o.recommendation is Recommendation.HUMAN_LOOK and o.represented_by == []
     assert f"notes.rst ({gone[:10]})" in kinds(o)["rule"][0].detail
+
+
+# -- a revert the base undid again ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "again", ['Add back "Fix the tenth line (#5)" (#9)', 'Reapply "Fix the tenth line (#5)"', "Fix the tenth line (#5)"]
+)
+def test_a_revert_whose_change_the_base_landed_again_is_not_represented(world: GitRepo, again: str) -> None:
+    """Class: picked, then undone by a re-land. The branch carries a revert; the base took the
+    same revert, then landed the reverted change again: the base no longer has what the revert
+    did, whatever its patch-id says."""
+    fix = world.commit("Fix the tenth line (#5)", {"f.txt": text(edited(LINES, l10="line ten fixed"))}, author=OTHER)
+    world.git("branch", "-f", "fork", "main")
+    c = on(world, "fork", 'Revert "Fix the tenth line (#5)"', {"f.txt": text(LINES)})
+    revert = world.commit('Revert "Fix the tenth line (#5)"', {"f.txt": text(LINES)}, author=OTHER)
+    # landed again with a change of its own (not the revert's exact reverse: no patch-id finds it)
+    back = world.commit(again, {"f.txt": text(edited(LINES, l10="line ten fixed", l30="line 30 too"))}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is not Verdict.REPRESENTED and o.recommendation is not Recommendation.DO_NOT_OPEN, o.evidence
+    undone = kinds(o)["revert"][0]
+    assert back in undone.commits and revert[:10] in undone.detail and fix not in o.represented_by

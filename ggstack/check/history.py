@@ -35,6 +35,16 @@ PR_NUMBER = re.compile(r"\(#(\d+)\)\s*$")
 # commit, and backport bots' "Backport PR #123: title" / "Backport of #123".
 _PR_NAMED = re.compile(r"\(#(\d+)\)\s*$|^Merge pull request #(\d+) |[Bb]ackport(?:ed)?(?: of)?(?: PR)? #(\d+)", re.M)
 
+# A commit that lands a reverted change again: git's own 'Reapply "S"' and 'Revert "Revert "S""',
+# and what people write instead.
+_RELAND = re.compile(
+    r'^(?:\[[^\]]{1,40}\]\s*)*(?:Revert "Revert|Reapply|Re-apply|Reland|Re-land|Add back|Bring back|Restore)\s+"(.+?)"+'
+    r"(?:\s*\(#\d+\))?\s*$",
+    re.I,
+)
+# The subject a revert names: 'Revert "S"'.
+REVERT_OF = re.compile(r'^(?:\[[^\]]{1,40}\]\s*)*Revert "(.+)"(?:\s*\(#\d+\))?\s*$')
+
 FileVersions = list[tuple[str, str, str]]  # (path, old blob, new blob) of one commit
 
 
@@ -66,6 +76,7 @@ class History:
     _by_patch_id: dict[str, list[str]] = field(default_factory=dict)
     _subjects: dict[str, list[str]] | None = None
     _prs: dict[str, list[str]] | None = None
+    _relands: dict[str, list[str]] | None = None
 
     def __post_init__(self) -> None:
         self._order = {sha: i for i, sha in enumerate(self.messages)}
@@ -174,6 +185,20 @@ class History:
                 for number in pr_numbers(message):
                     self._prs.setdefault(number, []).append(c)
         return self._subjects, self._prs
+
+    def relanded(self, subject: str) -> list[str]:
+        """Range commits that land ``subject``'s change again: 'Reapply "S"', 'Revert "Revert "S""',
+        'Add back "S"' (and the like), or S itself once more, newest first."""
+        key = normal_subject(subject)
+        if not key:
+            return []
+        if self._relands is None:
+            self._relands = {}
+            for c, message in self.messages.items():
+                m = _RELAND.match(message.split("\n", 1)[0])
+                if m:
+                    self._relands.setdefault(normal_subject(m.group(1)), []).append(c)
+        return list(dict.fromkeys([*self._relands.get(key, []), *self.same_subject(subject)]))
 
     def reverted(self, sha: str) -> list[str]:
         return self.reverts.get(sha, [])

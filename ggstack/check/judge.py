@@ -82,8 +82,9 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
     for cand in matched:
         ident = out[cand.name]
         revert = signals.undo(ctx.history, ident.matches, reversed_ids.get(cand.parent, "") if cand.commit else "")
+        again = signals.relanded(ctx.history, cand, ident.matches)
         since = signals.modified(ctx.history, cand, ident.matches)
-        ident.evidence += [e for e in (revert, since) if e is not None]
+        ident.evidence += [e for e in (revert, again, since) if e is not None]
     _completeness(ctx, matched, out)
     return out
 

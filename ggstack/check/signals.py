@@ -13,7 +13,7 @@ from typing import Any
 
 from ggstack import git, replay
 from ggstack.check.containment import Containment
-from ggstack.check.history import History, normal_subject, pr_numbers
+from ggstack.check.history import REVERT_OF, History, normal_subject, pr_numbers
 from ggstack.check.rules import Decision, Facts, Match
 from ggstack.diff import FileChange, paths_of
 from ggstack.model import Applied, Evidence, Says, Signal
@@ -127,6 +127,29 @@ def undo(history: History, matches: list[Match], reversed_id: str) -> Evidence |
         f"picked as {_short([m.commit for m in undone])}, then reverted in the base by {_short(reverts)}",
         reverts,
         data={"reverted_by": reverts, "picks": list(dict.fromkeys(m.commit for m in undone))},
+        says=Says.UNDONE,
+    )
+
+
+def relanded(history: History, cand: Candidate, matches: list[Match]) -> Evidence | None:
+    """A revert the base took, whose reverted change the base then landed again ('Reapply "S"',
+    'Add back "S"', S once more): the base no longer has what the revert did."""
+    m = REVERT_OF.match(cand.subject)
+    if m is None:
+        return None
+    again = history.relanded(m.group(1))
+    for match in matches:
+        if match.how != "merged as" and not match.undone_by:
+            match.undone_by = [c for c in again if history.newer(c, match.commit)]
+    undone = [x for x in matches if x.undone_by]
+    if not undone:
+        return None
+    by = list(dict.fromkeys(c for x in undone for c in x.undone_by))
+    return Evidence(
+        Signal.REVERT,
+        f"picked as {_short([x.commit for x in undone])}, but the base landed what it reverts again in {_short(by)}",
+        by,
+        data={"reverted_by": by, "picks": list(dict.fromkeys(x.commit for x in undone))},
         says=Says.UNDONE,
     )
 
