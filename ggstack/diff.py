@@ -120,6 +120,7 @@ def _skip_hunk(lines: list[str], i: int) -> int:
         raise DiffError(f"broken hunk header {lines[i][:60]!r}", i)
     old = int(m.group(2)) if m.group(2) is not None else 1
     new = int(m.group(4)) if m.group(4) is not None else 1
+    header = lines[i].split(" @@", 1)[0] + " @@"
     i += 1
     while old > 0 or new > 0:
         if i >= len(lines):
@@ -130,7 +131,12 @@ def _skip_hunk(lines: list[str], i: int) -> int:
         old -= tag in (" ", "", "-")
         new -= tag in (" ", "", "+")
         if old < 0 or new < 0:
-            raise DiffError("hunk has more lines than its header says", i)
+            # A hand-edited hunk: its lines and the counts in its header disagree, one way or the other.
+            raise DiffError(
+                f"hunk {header!r}: its lines do not add up to the counts in its header "
+                "(fix the counts, or regenerate the patch)",
+                i,
+            )
         i += 1
     while i < len(lines) and lines[i].startswith("\\"):
         i += 1

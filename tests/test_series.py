@@ -630,6 +630,11 @@ BAD_INPUTS = [
     ),
     ("hunk-counts-too-small", lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@@ -1,2 +1,2 @@"), r"0001-fix\.patch:\d+: "),
     (
+        "hunk-new-count-too-big",
+        lambda w: _edit_patch(w, "@@ -1,3 +1,3 @@", "@@ -1,3 +1,4 @@"),
+        r"0001-fix\.patch:\d+: hunk '@@ -1,3 \+1,4 @@': its lines do not add up to the counts in its header",
+    ),
+    (
         "truncated",
         lambda w: _first_patch(w).write_text(_first_patch(w).read_text().split("-b\n")[0]),
         r"0001-fix\.patch:\d+: ",
