@@ -1,16 +1,11 @@
 """Line containment: which change blocks of a patch a tree already holds.
 
-Context is ignored: the patch's pre-image file is aligned with the tree's
-file by git's own histogram diff (``Files.alignment``: unchanged lines are
-anchors, all files of a check in one ``diff-tree``), and each change block is looked up
-*between the anchors around its place*: its added lines must be there and
-its removed lines gone. That catches picks whose context moved on (which
-patch-id and ``git apply -R`` miss) and refuses copies of the same lines
-elsewhere (which a plain search would accept).
-
-Only lines that carry information count towards the share (a blank line or
-a lone brace is in every file), and a unit is only *evidence* once
-attribution has named the base commit that brought it (``earned``).
+Each block is looked up between the lines around its place that the
+patch's pre-image and the tree's file still share (git's histogram diff
+aligns them): its added lines there, its removed lines gone. That catches
+picks whose context moved on, which patch-id and ``git apply -R`` miss, and
+refuses the same lines elsewhere. Only informative lines count, and a unit
+is evidence only once attribution names the base commit that brought it.
 """
 
 from __future__ import annotations
