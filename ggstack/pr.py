@@ -18,7 +18,8 @@ import functools
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+import string
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git, replay, report
@@ -146,6 +147,7 @@ class Snapshot:
     comments: dict[int, list[Comment]] = field(default_factory=dict)  # PR number -> its comments
     commits: dict[str, CommitFacts] = field(default_factory=dict)  # remote head sha -> the forge's facts
     patch_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)  # remote head sha -> its Stack-Patch-Ids
+    foreign: dict[str, RemotePR] = field(default_factory=dict)  # patch -> a PR with its marker, another stack's head
     base_exists: bool = True  # the PR base branch is on the forge
     head_repo_exists: bool = True  # target.fork is on the forge (and visible to the token)
     offline: bool = False
@@ -158,8 +160,9 @@ def read(
     if forge.offline:
         return Snapshot(branches=match(run, stack, [])[1], offline=True)
     target = stack.config.target
-    pulls, branches = match(run, stack, forge.open_pulls())
-    snap = Snapshot(branches=branches, pulls=pulls)
+    open_pulls = forge.open_pulls()
+    pulls, branches = match(run, stack, open_pulls)
+    snap = Snapshot(branches=branches, pulls=pulls, foreign=foreign_pulls(run, stack, open_pulls))
     needed = [o for o in run.outcomes if _needs_pr(o)]
     wanted = [f"refs/heads/{branches[o.name]}" for o in needed]
     remote = repo.ls_remote(target.remote, wanted) if wanted else {}  # no patterns would list every ref
@@ -214,28 +217,69 @@ def _read_closed(forge: Forge, snap: Snapshot, o: Outcome, head_owner: str) -> N
 
 
 def match(run: Run, stack: Stack, pulls: Sequence[RemotePR]) -> tuple[dict[str, RemotePR], dict[str, str]]:
-    """Each patch's open PR (by its marker, else by its head branch) and its remote branch."""
-    head_owner = _head_owner(stack).lower()
-    ids = {p.provenance.stack_patch_id for p in stack.patches}
-    ours = [p for p in pulls if p.head_owner.lower() == head_owner]  # anyone may open a PR ending in a marker
-    by_marker: dict[str, RemotePR] = {}
-    for p in ours:  # oldest first: a later duplicate never wins
-        marker = report.read_marker(p.body)
-        if marker in ids and marker not in by_marker:
-            by_marker[marker] = p
+    """Each patch's open PR (by its marker, else by its head branch) and its remote branch.
+
+    A PR is adopted by its marker only when its head is one of this stack's
+    branches: another stack holding the same Stack-Patch-Id (its patch
+    imported from this one's commits) must not take it over (``foreign_pulls``)."""
+    ours = _ours(stack, pulls)
+    by_marker = _by_marker(stack, ours)
+    own = _own_branch(stack)
     refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
     found: dict[str, RemotePR] = {}
     branches: dict[str, str] = {}
     for o in run.outcomes:
         default = _remote_branch(o.branch or refs[o.name])
-        pull = by_marker.get(o.stack_patch_id) or next(
-            (p for p in ours if report.read_marker(p.body) is None and p.head_ref == default), None
-        )
+        marked = by_marker.get(o.stack_patch_id)
+        if marked is not None and not (marked.head_ref == default or own(marked.head_ref)):
+            marked = None
+        pull = marked or next((p for p in ours if report.read_marker(p.body) is None and p.head_ref == default), None)
         # An existing PR keeps its head branch (PRs cannot change head), e.g. after a rename.
         branches[o.name] = pull.head_ref if pull else default
         if pull is not None:
             found[o.name] = pull
     return found, branches
+
+
+def foreign_pulls(run: Run, stack: Stack, pulls: Sequence[RemotePR]) -> dict[str, RemotePR]:
+    """The patches whose marker an open PR carries on a head branch that is not
+    this stack's (see ``match``): ``pr`` refuses the stack rather than push there."""
+    by_marker = _by_marker(stack, _ours(stack, pulls))
+    own = _own_branch(stack)
+    refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
+    foreign = {}
+    for o in run.outcomes:
+        pull = by_marker.get(o.stack_patch_id)
+        if pull is not None and pull.head_ref != _remote_branch(o.branch or refs[o.name]) and not own(pull.head_ref):
+            foreign[o.name] = pull
+    return foreign
+
+
+def _ours(stack: Stack, pulls: Sequence[RemotePR]) -> list[RemotePR]:
+    head_owner = _head_owner(stack).lower()
+    return [p for p in pulls if p.head_owner.lower() == head_owner]  # anyone may open a PR ending in a marker
+
+
+def _by_marker(stack: Stack, ours: Sequence[RemotePR]) -> dict[str, RemotePR]:
+    ids = {p.provenance.stack_patch_id for p in stack.patches}
+    by_marker: dict[str, RemotePR] = {}
+    for p in ours:  # oldest first: a later duplicate never wins
+        marker = report.read_marker(p.body)
+        if marker in ids and marker not in by_marker:
+            by_marker[marker] = p
+    return by_marker
+
+
+def _own_branch(stack: Stack) -> Callable[[str], bool]:
+    """Whether a branch is one ``branches.template`` makes for this stack, for
+    any index and slug: a PR keeps its head after a move or a new subject."""
+    parts = []
+    for literal, name, _, _ in string.Formatter().parse(stack.config.branch_template):
+        parts.append(re.escape(literal))
+        if name is not None:
+            parts.append(re.escape(stack.name) if name == "stack" else ".+")
+    pattern = re.compile("".join(parts))
+    return lambda branch: bool(pattern.fullmatch(branch) or pattern.fullmatch("refs/heads/" + branch))
 
 
 def _remote_branch(ref: str) -> str:
@@ -473,6 +517,15 @@ def _slot(o: Outcome, patch: Patch, snap: Snapshot, chosen: Mapping[str, Chosen]
 def _refuse_what_the_forge_would(stack: Stack, snap: Snapshot, slots: list[Slot], base_branch: str) -> None:
     """What would fail after pushing, refused before it: nothing is pushed or opened."""
     target = stack.config.target
+    for s in slots:
+        pull = snap.foreign.get(s.outcome.name)
+        if pull is not None:
+            raise UserError(
+                f"PR #{pull.number} ({pull.url}) carries the Stack-Patch-Id of {s.outcome.name}, but its head branch "
+                f"{pull.head_ref} is not one of stack {stack.name!r}'s ({s.branch}): it is another stack's PR. "
+                f"ggstack will not adopt it or push to its branch; give {s.outcome.name} an id of its own "
+                f"(`ggstack remove` it, then `ggstack import` its commit again), then rerun"
+            )
     needed = [s for s in slots if s.needed]
     for s in needed:
         facts = snap.commits.get(s.remote_sha or "")

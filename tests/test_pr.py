@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -814,3 +815,24 @@ def test_a_forge_refusal_names_the_field_and_what_to_do(seeded: World) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "422 Validation Failed: base: invalid" in proc.stderr
     assert "not a branch of the target repository" in proc.stderr and "--onto" in proc.stderr
+
+
+def test_a_pr_of_another_stack_with_the_same_stack_patch_id_is_refused_and_nothing_is_pushed(world: World) -> None:
+    """The probe (P-q): stack t holding s's Stack-Patch-Ids took over s's PR and force-pushed its branch."""
+    w = world
+    w.stack("s", [w.a, w.b])
+    w.ok()
+    before, body = w.remote_heads(), w.pull("fix(a)")["body"]
+    shutil.copytree(w.patches / "s", w.patches / "t")  # same ids, as a git am of s's files imported used to give
+    w.forge.reset_counts()
+
+    proc = w.gg(stack="t")
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    pa = w.pull("fix(a)")
+    said = " ".join(proc.stderr.split())
+    assert f"PR #{pa['number']}" in said and "gg/s/01-fix-a-preallocate-the-a-buffers" in said, said
+    assert "is not one of stack 't''s" in said and "Traceback" not in proc.stderr
+    assert w.forge.write_calls() == 0, w.forge.requests
+    assert w.remote_heads() == before
+    assert pa["body"] == body
