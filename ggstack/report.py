@@ -405,7 +405,9 @@ def closing_comment(run: Run, outcome: Outcome) -> str:
             if e.fraction is not None and f"{e.fraction:.0%}" not in e.detail:
                 extra.append(f"{e.fraction:.0%} of lines")
             tail = f" ({'; '.join(extra)})" if extra else ""
-            lines.append(f"- {e.kind}: {md_line(e.detail + tail)}")
+            lines.append(
+                f"- {getattr(e.kind, 'value', e.kind)}: {md_line(e.detail + tail)}"
+            )  # "patch-id", not Signal.PATCH_ID
     lines += [
         "",
         f"Share of this patch's lines found in the base: {outcome.represented_fraction:.0%}.",

@@ -386,6 +386,7 @@ def test_base_moves_patch_2_represented_close_redundant_closes_it_with_the_evide
     assert landed[:10] in text and "no unique change left to merge" in text
     assert "patch-id" in text and "100%" in text
     assert "no identity match" not in text  # only the evidence that it is there
+    assert "\n- patch-id: " in text and "Signal." not in text  # the signal's name, not Python's repr of it
     assert run.outcomes[1].pr.state == "closed" and run.outcomes[1].pr.comment == text
     # PR 3 is now 2 of 2, linked to PR 1; PR 1 links to PR 3.
     assert "PR 2 of 2" in w.pull("fix(c)")["body"] and f"Previous: #{p1['number']}" in w.pull("fix(c)")["body"]
