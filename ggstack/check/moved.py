@@ -78,7 +78,11 @@ def _lost(cand: Candidate, content: Containment) -> list[_Lost]:
         out += [
             _Lost(content, fc, [u])
             for u in content.units
-            if u.path == fc.path and not u.present and u.block is not None and informative(u.block.added)
+            if u.path == fc.path
+            and not u.present
+            and u.block is not None
+            and informative(u.block.added)
+            and u.reason.startswith("its added lines are not in the base")  # its removed lines still there: not moved
         ]
     return out
 
@@ -141,7 +145,8 @@ def _mover(history: History, files: Files, x: _Lost) -> str | None:
         if not had(line[lo][2]):
             return line[lo][0]
     # Both landed on a side branch's commit: the newest versions are read in turn, so many and no more.
-    return next((sha for sha, old, new in versions[:_SCAN] if had(old) and not had(new)), None)
+    movers = [v for v in versions[:_SCAN] if 1 < len(history.files_changed(v[0])) <= _SWEEP]  # a move is two files
+    return next((sha for sha, old, new in movers if had(old) and not had(new)), None)
 
 
 def _lineage(versions: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
