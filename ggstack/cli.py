@@ -354,6 +354,9 @@ def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
     "--close-redundant", is_flag=True, help="Also close their open PRs with the evidence comment (needs a token)."
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be dropped (and closed); change nothing.")
+@click.option(
+    "--include-human-look", is_flag=True, help='Also drop represented patches whose recommendation is "human look".'
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was dropped as JSON.")
 @click.pass_obj
 @handled
@@ -365,6 +368,7 @@ def drop(
     onto: str | None,
     close_redundant: bool,
     dry_run: bool,
+    include_human_look: bool,
     as_json: bool,
 ) -> None:
     """Remove the patches the base already carries, keeping a record of why.
@@ -375,7 +379,8 @@ def drop(
     that removes it; `ggstack list STACK --dropped` shows them. Their
     per-patch branches are deleted where ggstack wrote them and nobody moved
     them since (never one that is checked out). Without --run, check runs
-    first.
+    first. A represented patch whose recommendation is "human look" is kept
+    and listed, unless --include-human-look.
 
     \b
     Examples:
@@ -393,11 +398,15 @@ def drop(
         else:
             with StageProgress(len(s.patches), "check") as progress:
                 run = checking.stack(obj.repo, s, onto or s.config.target.base, progress=progress)
-        result = dropping.drop(obj.repo, s, run, close_redundant=close_redundant, dry_run=dry_run)
+        result = dropping.drop(
+            obj.repo, s, run, close_redundant=close_redundant, dry_run=dry_run, include_human_look=include_human_look
+        )
     if as_json:
         print_json(result.to_json())
         return
     console().print(report.drop_table(result))
+    for name, why in result.looks:
+        click.echo(f"kept {name}: represented, but human look ({why}); --include-human-look drops it too")
     for line in result.branches_kept:
         warn(f"branch kept: {line}")
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from ggstack import git, replay, report, series, state
 from ggstack.errors import UserError
 from ggstack.forge import Forge
-from ggstack.model import Outcome, Patch, Run, Stack, Verdict
+from ggstack.model import Outcome, Patch, Recommendation, Run, Stack, Verdict
 
 DROPPED = "dropped.toml"
 
@@ -61,6 +61,7 @@ class Result:
     kept: list[str] = field(default_factory=list)  # the remaining patches' new names, in merge order
     branches_deleted: list[str] = field(default_factory=list)
     branches_kept: list[str] = field(default_factory=list)  # "ref (why)"
+    looks: list[tuple[str, str]] = field(default_factory=list)  # represented but "human look": (name, why), kept
     run: Run | None = None  # the Run the decision came from (with ``pr`` filled in when PRs were closed)
     dry_run: bool = False
 
@@ -74,6 +75,7 @@ class Result:
             "kept": self.kept,
             "branches_deleted": self.branches_deleted,
             "branches_kept": self.branches_kept,
+            "kept_human_look": [{"name": n, "why": w} for n, w in self.looks],
             "closed_prs": [
                 {"name": o.name, "number": o.pr.number, "url": o.pr.url, "action": o.pr.action}
                 for o in (self.run.outcomes if self.run else [])
@@ -207,8 +209,13 @@ def drop(
     dry_run: bool = False,
     env: Mapping[str, str] | None = None,
     client: Forge | None = None,
+    include_human_look: bool = False,
 ) -> Result:
     """Drop the patches ``run`` judged represented; the caller holds the stack's lock.
+
+    One whose recommendation is "human look" (represented, but a signal asks
+    a person to look, e.g. "adapted pick, rest rewritten") is kept and listed
+    in ``looks`` unless ``include_human_look``: drop never throws that judgement away.
 
     The order leaves the stack as it was on any failure: everything is checked
     first; the redundant PRs are closed next (through ``pr``'s own plan, so the
@@ -217,13 +224,19 @@ def drop(
     where ``apply`` last put them), never one checked out. A branch a kill left
     behind is named in the record and removed by the next ``drop``.
     """
-    victims = represented(stack, run)
+    victims, looks = [], []
+    for p, o in represented(stack, run):
+        if o.recommendation is Recommendation.HUMAN_LOOK and not include_human_look:
+            looks.append((p.name, report.verdict_words(o)))
+        else:
+            victims.append((p, o))
     refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
     now = now_utc()
     entries = [entry_of(p, o, run, refs[p.name], now) for p, o in victims]
     gone = {p.name for p, _ in victims}
     after = series.renumbered(stack, [p for p in stack.patches if p.name not in gone])
     result = Result(stack.name, run.base, run.base_ref, entries, [p.name for p in after.patches], dry_run=dry_run)
+    result.looks = looks
     earlier = read_record(stack)
     kept_refs = set(replay.branch_refs(after))
     candidates = list(dict.fromkeys(e.branch for e in [*earlier, *entries] if e.branch and e.branch not in kept_refs))

@@ -210,3 +210,24 @@ def test_close_redundant_closes_the_dropped_patchs_pr_with_the_evidence(tmp_path
         assert w.forge.comments(PR_SLUG, p1["number"]) == [] and w.forge.comments(PR_SLUG, p3["number"]) == []
         names = [p.name for p in series.load(str(w.patches), "s").patches]
         assert names == ["0001-fix-a-preallocate-the-a-buffers.patch", "0002-fix-c-follow-on-for-c.patch"]
+
+
+def test_a_represented_patch_that_asks_for_a_human_look_is_kept_unless_asked(fork: Fork) -> None:
+    """The probe (P-u): drop --represented threw away check's "human look" (e.g. adapted pick, rest rewritten)."""
+    run = json.loads(fork.gg("check", "s", "--onto", "main", "--json").stdout)
+    (b,) = [o for o in run["patches"] if o["verdict"] == "represented"]
+    b["recommendation"] = "human look"
+    (fork.tmp / "run.json").write_text(json.dumps(run))
+    before = snapshot(fork.stack)
+
+    out = json.loads(fork.ok("drop", "s", "--represented", "--run", "run.json", "--json").stdout)
+    assert out["dropped"] == [] and [k["name"] for k in out["kept_human_look"]] == ["0002-fix-b-change-b.patch"]
+    assert out["kept_human_look"][0]["why"]
+    assert snapshot(fork.stack) == before
+    said = fork.ok("drop", "s", "--represented", "--run", "run.json").stdout
+    assert "kept 0002-fix-b-change-b.patch: represented, but human look" in " ".join(said.split())
+
+    out = json.loads(
+        fork.ok("drop", "s", "--represented", "--run", "run.json", "--include-human-look", "--json").stdout
+    )
+    assert [d["name"] for d in out["dropped"]] == ["0002-fix-b-change-b.patch"] and out["kept_human_look"] == []
