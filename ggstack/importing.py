@@ -38,11 +38,12 @@ class LeftOut:
 
     commit: str
     subject: str
-    why: str  # MERGE_OF_BASE | MERGE_OF_RANGE
+    why: str  # MERGE_OF_BASE | MERGE_OF_RANGE | EMPTY
 
 
 MERGE_OF_BASE = "merge of the base"  # every parent but the first is already in A
 MERGE_OF_RANGE = "merge of commits imported on their own"  # git rebase replays the merged commits instead
+EMPTY = "empty commit"  # it changes nothing: git rebase drops it too
 
 
 @dataclass(frozen=True)
@@ -124,13 +125,30 @@ def commits(
     if not selection.commits:
         left = ": it holds only merges (left out, as git rebase does)" if selection.left_out else ""
         raise UserError(f"{' '.join(revs)}: no commits to import{left}")
-    infos = repo.commit_infos(selection.commits)
-    new, reassigned = _patches(repo, stack, infos, original_pr, only, exclude, dropped)
+    infos, changes, empty = _changing(repo, repo.commit_infos(selection.commits))
+    if not infos:
+        raise UserError(f"{' '.join(revs)}: no commits to import: the ones it has change nothing (an empty commit)")
+    new, reassigned = _patches(repo, stack, infos, changes, original_pr, only, exclude, dropped)
     after = renumbered(stack, [*stack.patches, *new])
     added = after.patches[len(stack.patches) :]
     _refuse_duplicates(stack, added, [f"commit {i.sha[:12]}" for i in infos])
-    on_base = _on_base(repo, stack, selection.commits)
-    return Imported(after, added, tuple(selection.left_out), tuple(selection.upstream), on_base, tuple(reassigned))
+    on_base = _on_base(repo, stack, [i.sha for i in infos])
+    left_out = tuple([*selection.left_out, *empty])
+    return Imported(after, added, left_out, tuple(selection.upstream), on_base, tuple(reassigned))
+
+
+def _changing(
+    repo: git.Repository, infos: Sequence[git.CommitInfo]
+) -> tuple[list[git.CommitInfo], list[list[git.TreeChange]], list[LeftOut]]:
+    """The commits that change something, their changes, and the empty ones
+    left out (as git rebase drops them; --only/--exclude emptying one stays an error)."""
+    for info in infos:
+        if not info.parents:
+            raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto")
+    changes = repo.tree_changes([(i.sha, i.parents[0]) for i in infos])
+    empty = [LeftOut(i.sha, i.message.split("\n", 1)[0], EMPTY) for i, c in zip(infos, changes) if not c]
+    kept = [(i, c) for i, c in zip(infos, changes) if c]
+    return [i for i, _ in kept], [c for _, c in kept], empty
 
 
 def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[str, ...]:
@@ -240,6 +258,7 @@ def notes(done: Imported) -> list[str]:
             what = "merge" if len(merges) == 1 else "merges"
             listed = ", ".join(f"{m.commit[:12]} {m.subject!r}" for m in merges)
             out.append(f"left out {len(merges)} {what}{why.removeprefix('merge')}: {listed}")
+    out += _empty_notes(done)
     breaks = [(patch, line) for patch in done.added if (line := _am_break(patch.message))]
     if len(breaks) > 3:  # a bot's messages (dependabot's "---"): one line, not one a patch
         cut = ", ".join(p.name for p, _ in breaks[:5]) + (f" and {len(breaks) - 5} more" if len(breaks) > 5 else "")
@@ -269,6 +288,14 @@ def notes(done: Imported) -> list[str]:
             f"`ggstack check` judges them): {listed}"
         )
     return out
+
+
+def _empty_notes(done: Imported) -> list[str]:
+    empty = [m for m in done.left_out if m.why == EMPTY]
+    if not empty:
+        return []
+    listed = ", ".join(f"{m.commit[:12]} {m.subject!r}" for m in empty)
+    return [f"left out {len(empty)} empty commit{'s' * (len(empty) > 1)} (they change nothing): {listed}"]
 
 
 def _reassigned_notes(done: Imported) -> list[str]:
@@ -364,6 +391,7 @@ def _patches(
     repo: git.Repository,
     stack: Stack,
     infos: Sequence[git.CommitInfo],
+    changes: Sequence[Sequence[git.TreeChange]],
     original_pr: str | None,
     only: Sequence[str],
     exclude: Sequence[str],
@@ -371,10 +399,6 @@ def _patches(
 ) -> tuple[list[Patch], list[Reassigned]]:
     """One patch a commit: messages and trailers, scratch copies carrying
     them, and one ``format-patch`` of all the copies."""
-    for info in infos:
-        if not info.parents:
-            raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto")
-    changes = repo.tree_changes([(i.sha, i.parents[0]) for i in infos])
     kept_of = []
     items = []
     for info, changed in zip(infos, changes):

@@ -465,3 +465,23 @@ def test_a_stored_series_imported_again_as_another_stack_gets_new_ids(fork: Fork
     (old,) = [p["stack_patch_id"] for p in fork.listed()]
     (new,) = [p["stack_patch_id"] for p in json.loads(fork.ok("list", "t", "--json").stdout)["t"]]
     assert new != old and f"the one its source carried, {old}, is s/0001-fix-first.patch's" in proc.stdout
+
+
+def test_an_empty_commit_in_a_range_is_left_out_and_listed_as_git_rebase_drops_it(fork: Fork) -> None:
+    """The probe (P-s): ipython's 8.x has an empty 'Backport security fix' commit; the whole import refused."""
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "fix/x")
+    repo.commit("fix: first", {"fix.py": "x = 1\n"})
+    repo.git("commit", "-q", "--allow-empty", "-m", "Backport security fix to 8.x")
+    empty = repo.sha("HEAD")
+    repo.commit("fix: second", {"fix2.py": "y = 2\n"})
+
+    proc = fork.ok("import", "s", "main..fix/x")
+
+    assert [p["subject"] for p in fork.listed()] == ["fix: first", "fix: second"]
+    said = " ".join(proc.stdout.split())
+    assert f"left out 1 empty commit (they change nothing): {empty[:12]} 'Backport security fix to 8.x'" in said
+    # Only an empty commit: nothing to import, said so; --only emptying a commit stays an error.
+    assert "change nothing" in fork.gg("import", "s", empty).stderr
+    bad = fork.gg("import", "s", "fix/x", "--only", "nothere.py")
+    assert bad.returncode == 2 and "would leave an empty patch (--only/--exclude keep none of: fix2.py)" in bad.stderr

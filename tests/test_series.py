@@ -424,7 +424,7 @@ def test_an_empty_commit_is_refused(world: World) -> None:
     before = snapshot(world.stack)
     proc = world.gg("import", "s", "HEAD")
     assert proc.returncode == 2
-    assert "empty patch" in proc.stderr
+    assert "change nothing (an empty commit)" in proc.stderr
     assert snapshot(world.stack) == before
 
 
