@@ -118,17 +118,7 @@ def undo(history: History, matches: list[Match], reversed_id: str) -> Evidence |
             continue  # its reverts (and the reverted merges that brought it) are read by the scan
         m.undone_by += [r for r in [*history.reverted(m.commit), *by_id] if history.newer(r, m.commit)]
         m.undone_by = list(dict.fromkeys(m.undone_by))
-    undone = [m for m in matches if m.undone_by]
-    if not undone:
-        return None
-    reverts = list(dict.fromkeys(r for m in undone for r in m.undone_by))
-    return Evidence(
-        Signal.REVERT,
-        f"picked as {_short([m.commit for m in undone])}, then reverted in the base by {_short(reverts)}",
-        reverts,
-        data={"reverted_by": reverts, "picks": list(dict.fromkeys(m.commit for m in undone))},
-        says=Says.UNDONE,
-    )
+    return _undone([m for m in matches if m.undone_by], "then reverted in the base by")
 
 
 def relanded(history: History, cand: Candidate, matches: list[Match]) -> Evidence | None:
@@ -138,18 +128,24 @@ def relanded(history: History, cand: Candidate, matches: list[Match]) -> Evidenc
     if m is None:
         return None
     again = history.relanded(m.group(1))
+    marked = []
     for match in matches:
         if match.how != "merged as" and not match.undone_by:
             match.undone_by = [c for c in again if history.newer(c, match.commit)]
-    undone = [x for x in matches if x.undone_by]
+            marked += [match] if match.undone_by else []
+    return _undone(marked, "but the base landed what it reverts again in")
+
+
+def _undone(undone: list[Match], words: str) -> Evidence | None:
+    """The evidence that these picks were taken out again, by the commits they name."""
     if not undone:
         return None
-    by = list(dict.fromkeys(c for x in undone for c in x.undone_by))
+    by = list(dict.fromkeys(c for m in undone for c in m.undone_by))
     return Evidence(
         Signal.REVERT,
-        f"picked as {_short([x.commit for x in undone])}, but the base landed what it reverts again in {_short(by)}",
+        f"picked as {_short([m.commit for m in undone])}, {words} {_short(by)}",
         by,
-        data={"reverted_by": by, "picks": list(dict.fromkeys(x.commit for x in undone))},
+        data={"reverted_by": by, "picks": list(dict.fromkeys(m.commit for m in undone))},
         says=Says.UNDONE,
     )
 
