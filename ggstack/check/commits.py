@@ -62,10 +62,12 @@ def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> list
     forks: dict[str, str] = {}  # commit -> its line's fork point ("in the base" for one the base has)
     for info in infos:
         _fork_of(info.sha, parents, forks)
-    merges = _merges_of_the_base(repo, base, infos, parents, forks)
+    tips = [i.sha for i in infos if i.sha in parents]
+    walks = _first_parent_lines(tips, parents)
+    below = _merges_below(walks, parents, _merges_of_the_base(repo, base, tips, walks, forks))
     lines: dict[tuple[str, str], list[git.CommitInfo]] = {}
     for info in infos:
-        lines.setdefault((forks[info.sha], _merge_below(info.sha, parents, merges)), []).append(info)
+        lines.setdefault((forks[info.sha], below.get(info.sha, "")), []).append(info)
     return list(lines.values())
 
 
@@ -84,13 +86,12 @@ def _fork_of(sha: str, parents: dict[str, str], known: dict[str, str]) -> str:
 
 
 def _merges_of_the_base(
-    repo: git.Repository, base: str, infos: list[git.CommitInfo], parents: dict[str, str], forks: dict[str, str]
+    repo: git.Repository, base: str, tips: list[str], walks: list[list[str]], forks: dict[str, str]
 ) -> set[str]:
     """The merges on the candidates' first-parent lines that brought commits of the base in
     (after the line's fork point): the only ones below which a candidate's range is smaller.
     Two rev-lists: what the lines reach past their fork points, and what of that the base has
     not; then one walk of each line, oldest first, marking what each merge brings."""
-    tips = [i.sha for i in infos if i.sha in parents]
     points = sorted({f for f in forks.values() if f != "in the base" and f})
     if not tips:
         return set()
@@ -100,7 +101,7 @@ def _merges_of_the_base(
         return set()
     out: set[str] = set()
     seen_by_fork: dict[str, set[str]] = {}
-    for line in _first_parent_lines(tips, parents):
+    for line in walks:
         seen = seen_by_fork.setdefault(forks.get(line[0], "") if line else "", set())
         out.update(c for c in line if _brings(c, graph, brought, seen))  # oldest first
     return out
@@ -136,16 +137,20 @@ def _first_parent_lines(tips: list[str], parents: dict[str, str]) -> list[list[s
     return lines
 
 
-def _merge_below(sha: str, parents: dict[str, str], merges: set[str]) -> str:
-    """The newest of ``merges`` strictly below ``sha`` on its first-parent line ("" for none)."""
+def _merges_below(walks: list[list[str]], parents: dict[str, str], merges: set[str]) -> dict[str, str]:
+    """commit -> the newest of ``merges`` strictly below it on its first-parent line, for every
+    commit of the lines (each part of a line walked once, oldest first, after the part below it)."""
+    below: dict[str, str] = {}
     if not merges:
-        return ""
-    at = parents.get(sha)
-    while at and at in parents:
-        if at in merges:
-            return at
-        at = parents[at]
-    return ""
+        return below
+    for line in walks:
+        prior = parents.get(line[0], "") if line else ""
+        merge = prior if prior in merges else below.get(prior, "")
+        for c in line:
+            below[c] = merge
+            if c in merges:
+                merge = c
+    return below
 
 
 def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run) -> None:
