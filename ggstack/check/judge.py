@@ -16,7 +16,7 @@ from ggstack import git, replay
 from ggstack.check import remaining, signals
 from ggstack.check.attribution import attribute, changed_places
 from ggstack.check.containment import Containment, contain, contained_at, needs_alignment
-from ggstack.check.files import Files
+from ggstack.check.files import Files, is_zero
 from ggstack.check.groups import Group
 from ggstack.check.history import History, normal_subject
 from ggstack.check.moved import look_elsewhere
@@ -172,7 +172,7 @@ def _gone(history: History, content: Containment) -> dict[str, str]:
     out = {}
     for path in dict.fromkeys(u.path for u in content.units if not u.present and u.reason == "file is not in the base"):
         versions = history.versions(path)
-        if versions and set(versions[0][2]) == {"0"}:
+        if versions and is_zero(versions[0][2]):
             out[path] = versions[0][0]
     return out
 

@@ -19,7 +19,7 @@ from ggstack.check.containment import Containment, Unit, contain, find_run, info
 from ggstack.check.files import Files, is_text, is_zero
 from ggstack.check.history import History
 from ggstack.check.signals import Candidate
-from ggstack.diff import FileChange
+from ggstack.diff import Block, FileChange
 from ggstack.git import Repository
 
 _CONTEXT = 3  # pre-image lines each side of a block that say where it was
@@ -33,7 +33,8 @@ class _Lost:
 
     content: Containment
     fc: FileChange
-    units: list[Unit]  # its blocks whose added lines the tree's file does not have
+    unit: Unit  # the block, its added lines not in the tree's file
+    block: Block
 
 
 def look_elsewhere(
@@ -76,7 +77,7 @@ def _lost(cand: Candidate, content: Containment) -> list[_Lost]:
             continue  # only a file changed in place, and there in the tree (a moved file is followed already)
         # One a block: each block's lines may have moved, or stayed, on their own.
         out += [
-            _Lost(content, fc, [u])
+            _Lost(content, fc, u, u.block)
             for u in content.units
             if u.path == fc.path
             and not u.present
@@ -88,30 +89,21 @@ def _lost(cand: Candidate, content: Containment) -> list[_Lost]:
 
 
 def _wanted(x: _Lost, files: Files) -> set[str]:
-    """The informative lines that say where ``x``'s missing blocks were: their added lines and
-    the pre-image lines around them."""
+    """The informative lines that say where ``x``'s block was: its added lines and the pre-image
+    lines around it."""
     pre = files.lines(x.fc.old_blob)
-    return {
-        s.rstrip()
-        for u in x.units
-        if u.block is not None
-        for s in [*u.block.added, *pre[max(0, u.block.p0 - _CONTEXT) : u.block.p1 + _CONTEXT]]
-        if any(c.isalnum() for c in s)
-    }
+    around = pre[max(0, x.block.p0 - _CONTEXT) : x.block.p1 + _CONTEXT]
+    return {s.rstrip() for s in [*x.block.added, *around] if any(c.isalnum() for c in s)}
 
 
 def _places(x: _Lost, files: Files) -> list[list[str]]:
     """The block's place as runs of lines: the pre-image around it with its removed lines, and
     with its added ones (upstream may have taken the change before it moved the code)."""
     pre = files.lines(x.fc.old_blob)
-    out = []
-    for u in x.units:
-        if u.block is None:
-            continue
-        before = pre[max(0, u.block.p0 - _CONTEXT) : u.block.p0]
-        after = pre[u.block.p1 : u.block.p1 + _CONTEXT]
-        out += [[*before, *u.block.removed, *after], [*before, *u.block.added, *after]]
-    return [run for run in out if sum(any(c.isalnum() for c in s) for s in run) >= 2]
+    before = pre[max(0, x.block.p0 - _CONTEXT) : x.block.p0]
+    after = pre[x.block.p1 : x.block.p1 + _CONTEXT]
+    runs = [[*before, *x.block.removed, *after], [*before, *x.block.added, *after]]
+    return [run for run in runs if sum(any(c.isalnum() for c in s) for s in run) >= 2]
 
 
 def _mover(history: History, files: Files, x: _Lost) -> str | None:
@@ -180,12 +172,11 @@ def _into(history: History, files: Files, x: _Lost, mover: str) -> list[str]:
 
 
 def _holds(x: _Lost, blob: str, files: Files) -> bool:
-    """Does the tree's file ``blob`` have every added line of one of ``x``'s missing blocks?"""
-    data = files.blob(blob)
-    if not is_text(data):
+    """Does the tree's file ``blob`` have every added line of ``x``'s block?"""
+    if not is_text(files.blob(blob)):
         return False
     have = files.stripped(blob)
-    return any(all(a.rstrip() in have for a in u.block.added) for u in x.units if u.block is not None)
+    return all(a.rstrip() in have for a in x.block.added)
 
 
 def _lines(files: Files, blob: str) -> set[str]:
@@ -193,13 +184,11 @@ def _lines(files: Files, blob: str) -> set[str]:
 
 
 def _take(x: _Lost, q: str, mover: str, there: Containment) -> None:
-    """The blocks found in ``q`` and brought by a base commit replace the missing ones."""
-    found = {id(u.block): u for u in there.units if u.earned and u.block is not None}
-    missing = {id(u) for u in x.units}
+    """The block, found in ``q`` and brought by a base commit, replaces the missing one."""
+    v = next((u for u in there.units if u.block is x.block and u.earned), None)
     units = x.content.units
-    for k, u in enumerate(units):
-        v = found.get(id(u.block)) if id(u) in missing else None
-        if v is not None:
-            v.reason = f"{v.reason} of {q} (the base moved it there from {x.fc.path} in {mover[:10]})"
-            units[k] = v
-            x.content.elsewhere[x.fc.path] = q
+    k = next((k for k, u in enumerate(units) if u is x.unit), None)
+    if v is not None and k is not None:
+        v.reason = f"{v.reason} of {q} (the base moved it there from {x.fc.path} in {mover[:10]})"
+        units[k] = v
+        x.content.elsewhere[x.fc.path] = q
