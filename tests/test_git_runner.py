@@ -147,3 +147,18 @@ def test_a_users_hooks_are_not_told_of_ggstacks_scratch_index(tmp_path: Path, mo
 
     assert repo.out("ls-tree", "--name-only", tree).split() == ["a.txt", "n.txt"]
     assert not marker.exists()
+
+
+def test_a_name_with_a_line_end_does_not_put_the_shared_reader_out_of_step(tmp_path: Path) -> None:
+    """git allows a line end in a path; asked of the one long-lived ``cat-file --batch`` it
+    would be two requests, and every later read would get the answer before its own."""
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n", "new\nline": "odd\n"})
+    repo = git.Repository(str(fork.path))
+    blob = fork.git("rev-parse", "HEAD:a.txt")
+
+    odd = repo.cat_file_batch(["HEAD:new\nline", "HEAD:a.txt"])
+
+    assert odd[0] is None and odd[1] is not None and odd[1][0] == blob
+    after = repo.cat_file_batch(["HEAD:a.txt"])
+    assert after[0] is not None and after[0][0] == blob and after[0][2] == b"a\n"

@@ -161,17 +161,20 @@ class Objects(Refs):
         --batch`` in one request. One process for every batch keeps git's cache of delta bases
         warm: a check reads many versions of the same files in rounds, and a new process a
         round would inflate their delta chains again each time."""
-        if not names:
-            return []
-        out: list[tuple[str, str, bytes] | None] = []
+        # A name with a line end would be two requests and one answer read: the shared reader
+        # would answer every later request with the one before. Such a name is never asked.
+        asked = [n for n in names if "\n" not in n]
+        got: list[tuple[str, str, bytes] | None] = []
 
         def answer(stream: IO[bytes]) -> bytes:
-            for _ in names:
-                out.append(_batch_answer(stream))
+            for _ in asked:
+                got.append(_batch_answer(stream))
             return b""
 
-        self._reader.stream("".join(n + "\n" for n in names).encode("utf-8", "surrogateescape"), answer)
-        return out
+        if asked:
+            self._reader.stream("".join(n + "\n" for n in asked).encode("utf-8", "surrogateescape"), answer)
+        answers = iter(got)
+        return [None if "\n" in n else next(answers) for n in names]
 
     def ls_tree(self, tree: str, paths: Sequence[str] = ()) -> dict[str, tuple[str, str]]:
         """path -> (mode, sha) for the blobs of ``tree`` (limited to ``paths``)."""
