@@ -450,9 +450,9 @@ def _stored(
 
 def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], list[Reassigned]]:
     """The sources' messages, less each carried Stack-Patch-Id that a patch of
-    any stack in the patches directory (this one too) or an earlier source
-    already has: such a source was made from a stored patch (``git am``,
-    ``ggstack apply``), and its patch gets the id import assigns instead."""
+    another stack in the patches directory or an earlier source already has:
+    such a source was made from a stored patch (``git am``, ``ggstack apply``),
+    and its patch gets the id import assigns instead."""
     key = T_STACK_PATCH_ID.lower()
     maybe = [i for i, s in enumerate(sources) if key in s.message.lower()]
     messages = [s.message for s in sources]
@@ -474,9 +474,10 @@ def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], 
 
 
 def _used_ids(stack: Stack) -> dict[str, str]:
-    """Every Stack-Patch-Id of the patches directory, and the patch that has it.
-    A stack that does not load is not counted (``pr`` refuses its PRs' adoption
-    by another stack anyway)."""
+    """Every Stack-Patch-Id of the patches directory's other stacks, and the patch
+    that has it. The stack's own ids are left to ``_refuse_duplicates``: its own
+    patch imported again is refused, not copied. A stack that does not load is
+    not counted (``pr`` refuses its PRs' adoption by another stack anyway)."""
     patches_dir = os.path.dirname(stack.path)
     used: dict[str, str] = {}
     for name in series.list_stacks(patches_dir):
@@ -487,7 +488,7 @@ def _used_ids(stack: Stack) -> dict[str, str]:
         except UserError:
             continue
         used |= {p.provenance.stack_patch_id: f"{name}/{p.name}" for p in other.patches}
-    return used | {p.provenance.stack_patch_id: f"{stack.name}/{p.name}" for p in stack.patches}
+    return used
 
 
 def _checked(patches: list[Patch], trailers_of: Sequence[list[tuple[str, str]]], labels: Sequence[str]) -> list[Patch]:

@@ -447,10 +447,11 @@ def test_a_commit_made_from_a_stored_patch_gets_a_new_stack_patch_id_and_says_wh
         assert f"the one its source carried, {old}, is {theirs}'s" in proc.stdout
     text = (fork.patches / "t" / got[0]["name"]).read_text()
     assert text.count("Stack-Patch-Id:") == 1 and ids[0] not in text
-    # The same commits into s itself: its own ids are taken too, so they get new ones.
-    proc = fork.ok("import", "s", f"main..{amfork.sha('HEAD')}")
-    assert len({p["stack_patch_id"] for p in fork.listed()}) == 4
-    assert "is s/0001-fix-first.patch's" in proc.stdout
+    # The same commits into s itself: its own patches again, refused (exit 2), s unchanged.
+    before = (fork.stack / "series").read_text()
+    bad = fork.gg("import", "s", f"main..{amfork.sha('HEAD')}")
+    assert bad.returncode == 2 and "is already in the stack as 0001-fix-first.patch" in bad.stderr
+    assert [p["stack_patch_id"] for p in fork.listed()] == ids and (fork.stack / "series").read_text() == before
 
 
 def test_a_stored_series_imported_again_as_another_stack_gets_new_ids(fork: Fork) -> None:
