@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
 import click
 
-from ggstack import git, replay, secrets, series, state
+from ggstack import git, model, replay, secrets, series, state
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Run, Stack, Verdict
 
@@ -155,7 +155,7 @@ def _infra_failure(e: InfraError) -> NoReturn:
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    click.echo(model.json_text(data))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

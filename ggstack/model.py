@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -518,3 +519,14 @@ def _decode_dataclass(cls: type, value: Any, where: str) -> Any:
 # How the JSON differs from the fields: another name, or a key older Runs may lack.
 _JSON_KEYS: dict[type, dict[str, str]] = {Run: {"outcomes": "patches"}}
 _OPTIONAL: dict[type, dict[str, Any]] = {Run: {"stack": None}, Outcome: {"subject": "", "stack_patch_id": ""}}
+
+
+_LONE_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
+def json_text(value: object) -> str:
+    """JSON that is UTF-8 whatever it holds. A byte of a diff that was not UTF-8
+    (a latin-1 source file's line, kept surrogate-escaped) is written as its
+    ``\\udcXX`` escape, which ``json.loads`` reads back to the same byte."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -382,7 +382,7 @@ class Replayer:
             if path not in entries:
                 continue
             blob = self.repo.read_blob(entries[path][1])
-            regions = conflict_regions(blob.decode("utf-8", "replace"))
+            regions = conflict_regions(blob.decode("utf-8", "surrogateescape"))
             if regions:
                 hunks.append(f"--- {path}\n{regions}")
         return Conflict(list(merged.conflicted_paths), "\n".join(hunks), merged.messages)

@@ -7,7 +7,6 @@ and the bot's step summary say can never disagree.
 from __future__ import annotations
 
 import html
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ggstack.model import Applied, Outcome, PRState, Recommendation, Run, Signal, TestResult, Verdict
+from ggstack.model import Applied, Outcome, PRState, Recommendation, Run, Signal, TestResult, Verdict, json_text
 
 if TYPE_CHECKING:
     from ggstack import drop, rebase
@@ -905,7 +904,7 @@ def _md(text: str) -> str:
 
 def run_json(run: Run) -> str:
     """``ggstack report --format json``: the Run itself, which round-trips."""
-    return json.dumps(run.to_json(), indent=2, ensure_ascii=False) + "\n"
+    return json_text(run.to_json()) + "\n"
 
 
 # -- keeping the stack: drop ---------------------------------------------------------

@@ -224,11 +224,7 @@ def parse_patch(raw: bytes, path: str) -> Patch:
             "not a git format-patch file: line 1 must be 'From <40-hex sha> <date>' (mbox)", path=path, line=1
         )
     _refuse_bytes(raw, path)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise UserError("not valid UTF-8 (format-patch writes UTF-8)", path=path, line=line) from None
+    text = _patch_text(raw, path)
     head, sep, rest = text.partition("\n\n")
     if not sep:
         raise UserError("no blank line after the mail headers", path=path, line=text.count("\n") + 1)
@@ -288,6 +284,22 @@ def _refuse_bytes(raw: bytes, path: str) -> None:
             path=path,
             line=raw[: second.start() + 1].count(b"\n") + 1,
         )
+
+
+def _patch_text(raw: bytes, path: str) -> str:
+    """The file as text. format-patch writes headers and message in UTF-8 but a
+    diff's lines as the file's own bytes (a latin-1 source stays latin-1): a byte
+    that is not UTF-8 is kept, surrogate-escaped, from the first ``diff --git`` on."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        diff_at = raw.find(b"\ndiff --git ")
+        if diff_at < 0 or e.start < diff_at:
+            line = raw[: e.start].count(b"\n") + 1
+            raise UserError(
+                "not valid UTF-8 (format-patch writes headers and message in UTF-8)", path=path, line=line
+            ) from None
+    return raw.decode("utf-8", "surrogateescape")
 
 
 _AUTHOR = re.compile(r"^(.*\S.*) <([^<>]*)>$")

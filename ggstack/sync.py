@@ -328,7 +328,7 @@ def publish_to_actions(run: Run, stack: Stack, env: Mapping[str, str], out: Text
     summary = env.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
-            with open(summary, "a", encoding="utf-8") as f:
+            with open(summary, "a", encoding="utf-8", errors="replace") as f:
                 f.write(report.markdown(run) + "\n")
         except OSError as e:  # the runner gave a path it cannot take: the machine's fault, not the input's
             raise InfraError(f"GITHUB_STEP_SUMMARY={summary}: cannot append the report: {e.strerror}") from None

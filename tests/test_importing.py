@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -486,3 +487,46 @@ def test_an_empty_commit_in_a_range_is_left_out_and_listed_as_git_rebase_drops_i
     assert "change nothing" in fork.gg("import", "s", empty).stderr
     bad = fork.gg("import", "s", "fix/x", "--only", "nothere.py")
     assert bad.returncode == 2 and "would leave an empty patch (--only/--exclude keep none of: fix2.py)" in bad.stderr
+
+
+def test_a_patch_to_a_latin1_file_keeps_its_bytes_through_import_check_and_apply(fork: Fork) -> None:
+    """The probe: format-patch writes a latin-1 file's lines as they are; import refused its own file."""
+    repo = fork.repo
+    head = b"caf\xe9 = 1\n" + b"".join(b"%d\n" % d for d in range(20))
+    repo.commit("latin-1 source", {"lat.txt": head})
+    repo.git("branch", "-f", "base-side")
+    repo.git("checkout", "-q", "-b", "fix/x")
+    patched = b'caf\xe9 = 1\nfirst = "\xe9t\xe9"\n' + head[len(b"caf\xe9 = 1\n") :] + b'last = "na\xefve"\n'
+    repo.commit("fix: two blocks in a latin-1 file", {"lat.txt": patched})
+    fork.on("base-side")
+    carried = repo.commit("upstream: the first block", {"lat.txt": b'caf\xe9 = 1\nfirst = "\xe9t\xe9"\n' + head[9:]})
+    fork.on("main")
+
+    fork.ok("import", "s", "base-side~1..fix/x")
+    assert [p["paths"] for p in fork.listed()] == [["lat.txt"]]
+    # Applied onto where it came from: the file's bytes are the commit's, byte for byte.
+    fork.ok("apply", "s", "--onto", "base-side~1")
+    assert repo.git("rev-parse", "gg/s/01-fix-two-blocks-in-a-latin-1-file:lat.txt") == repo.git(
+        "rev-parse", "fix/x:lat.txt"
+    )
+    # Judged on a base that carries one block: the remaining diff in the JSON keeps the other block's bytes.
+    proc = fork.gg("check", "s", "--onto", carried, "--json")
+    assert proc.returncode == 1, proc.stderr
+    (outcome,) = json.loads(proc.stdout)["patches"]
+    assert outcome["verdict"] == "partial"
+    remaining = outcome["remaining_diff"].encode("utf-8", "surrogateescape")
+    assert b'+last = "na\xefve"\n' in remaining and b"first" not in remaining
+    # A conflict's hunks too; and the saved Run reads back, as Markdown (a human's text) and as the same JSON.
+    repo.git("checkout", "-q", "-b", "other", "base-side~1")
+    repo.commit("upstream: another first line", {"lat.txt": b'caf\xe9 = 1\nfirst = "\xe0"\n' + head[9:]})
+    run = fork.tmp / "run.json"
+    proc = fork.gg("sync", "s", "--onto", "other", "--dry-run", "--gpu", "off", "--run-json", str(run))
+    assert proc.returncode == 1, proc.stderr
+    (outcome,) = json.loads(run.read_bytes().decode("utf-8"))["patches"]
+    assert b'first = "\xe0"' in outcome["conflict"]["hunks"].encode("utf-8", "surrogateescape")
+    # Text output carries the file's bytes as git diff shows them.
+    shown = subprocess.run(
+        [sys.executable, "-m", "ggstack", "report", str(run), "--format", "markdown"], capture_output=True
+    )
+    assert shown.returncode == 0 and b'first = "\xe0"' in shown.stdout, shown.stderr
+    assert json.loads(fork.ok("report", str(run), "--format", "json").stdout) == json.loads(run.read_text())

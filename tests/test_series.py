@@ -652,8 +652,10 @@ BAD_INPUTS = [
         r"0001-fix\.patch:2: missing Subject: header",
     ),
     (
-        "patch-not-utf8",
-        lambda w: _first_patch(w).write_bytes(_first_patch(w).read_bytes().replace(b"+B", b"+\xff")),
+        "message-not-utf8",
+        lambda w: _first_patch(w).write_bytes(
+            _first_patch(w).read_bytes().replace(b"\nStack-Patch-Id", b"\xff\n\nStack-Patch-Id")
+        ),
         r"0001-fix\.patch:\d+: not valid UTF-8",
     ),
     (
