@@ -18,9 +18,9 @@ import functools
 import json
 import os
 import re
-import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ggstack import git, replay, report
 from ggstack.cache import Map
@@ -153,16 +153,23 @@ class Snapshot:
     offline: bool = False
 
 
+class Matched(NamedTuple):
+    """The forge's open PRs matched to the stack's patches (``match``)."""
+
+    pulls: dict[str, RemotePR]  # patch name -> its open PR
+    branches: dict[str, str]  # patch name -> its remote branch
+    foreign: dict[str, RemotePR]  # patch name -> a PR with its marker on another stack's head
+
+
 def read(
     forge: Forge, repo: git.Repository, stack: Stack, run: Run, *, base_branch: str, close_redundant: bool
 ) -> Snapshot:
     """Everything the plan needs from the forge and the remote; a forge that is offline is not asked."""
     if forge.offline:
-        return Snapshot(branches=match(run, stack, [])[1], offline=True)
+        return Snapshot(branches=match(run, stack, []).branches, offline=True)
     target = stack.config.target
-    open_pulls = forge.open_pulls()
-    pulls, branches = match(run, stack, open_pulls)
-    snap = Snapshot(branches=branches, pulls=pulls, foreign=foreign_pulls(run, stack, open_pulls))
+    pulls, branches, foreign = match(run, stack, forge.open_pulls())
+    snap = Snapshot(branches=branches, pulls=pulls, foreign=foreign)
     needed = [o for o in run.outcomes if _needs_pr(o)]
     wanted = [f"refs/heads/{branches[o.name]}" for o in needed]
     remote = repo.ls_remote(target.remote, wanted) if wanted else {}  # no patterns would list every ref
@@ -216,43 +223,32 @@ def _read_closed(forge: Forge, snap: Snapshot, o: Outcome, head_owner: str) -> N
         snap.comments[closed.number] = forge.comments(closed)
 
 
-def match(run: Run, stack: Stack, pulls: Sequence[RemotePR]) -> tuple[dict[str, RemotePR], dict[str, str]]:
-    """Each patch's open PR (by its marker, else by its head branch) and its remote branch.
+def match(run: Run, stack: Stack, pulls: Sequence[RemotePR]) -> Matched:
+    """Each patch's open PR (by its marker, else by its head branch), its remote branch,
+    and the PRs carrying one of its markers on a head branch that is not this stack's.
 
     A PR is adopted by its marker only when its head is one of this stack's
     branches: another stack holding the same Stack-Patch-Id (its patch
-    imported from this one's commits) must not take it over (``foreign_pulls``)."""
+    imported from this one's commits) must not take it over; ``pr`` refuses
+    the stack rather than push there."""
     ours = _ours(stack, pulls)
     by_marker = _by_marker(stack, ours)
-    own = _own_branch(stack)
+    namespace = replay.branch_namespace(stack, None)
+    own = _remote_branch(namespace) if namespace else None
     refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
-    found: dict[str, RemotePR] = {}
-    branches: dict[str, str] = {}
+    matched = Matched({}, {}, {})
     for o in run.outcomes:
         default = _remote_branch(o.branch or refs[o.name])
         marked = by_marker.get(o.stack_patch_id)
-        if marked is not None and not (marked.head_ref == default or own(marked.head_ref)):
+        if marked is not None and marked.head_ref != default and not (own and marked.head_ref.startswith(own)):
+            matched.foreign[o.name] = marked
             marked = None
         pull = marked or next((p for p in ours if report.read_marker(p.body) is None and p.head_ref == default), None)
         # An existing PR keeps its head branch (PRs cannot change head), e.g. after a rename.
-        branches[o.name] = pull.head_ref if pull else default
+        matched.branches[o.name] = pull.head_ref if pull else default
         if pull is not None:
-            found[o.name] = pull
-    return found, branches
-
-
-def foreign_pulls(run: Run, stack: Stack, pulls: Sequence[RemotePR]) -> dict[str, RemotePR]:
-    """The patches whose marker an open PR carries on a head branch that is not
-    this stack's (see ``match``): ``pr`` refuses the stack rather than push there."""
-    by_marker = _by_marker(stack, _ours(stack, pulls))
-    own = _own_branch(stack)
-    refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
-    foreign = {}
-    for o in run.outcomes:
-        pull = by_marker.get(o.stack_patch_id)
-        if pull is not None and pull.head_ref != _remote_branch(o.branch or refs[o.name]) and not own(pull.head_ref):
-            foreign[o.name] = pull
-    return foreign
+            matched.pulls[o.name] = pull
+    return matched
 
 
 def _ours(stack: Stack, pulls: Sequence[RemotePR]) -> list[RemotePR]:
@@ -268,18 +264,6 @@ def _by_marker(stack: Stack, ours: Sequence[RemotePR]) -> dict[str, RemotePR]:
         if marker in ids and marker not in by_marker:
             by_marker[marker] = p
     return by_marker
-
-
-def _own_branch(stack: Stack) -> Callable[[str], bool]:
-    """Whether a branch is one ``branches.template`` makes for this stack, for
-    any index and slug: a PR keeps its head after a move or a new subject."""
-    parts = []
-    for literal, name, _, _ in string.Formatter().parse(stack.config.branch_template):
-        parts.append(re.escape(literal))
-        if name is not None:
-            parts.append(re.escape(stack.name) if name == "stack" else ".+")
-    pattern = re.compile("".join(parts))
-    return lambda branch: bool(pattern.fullmatch(branch) or pattern.fullmatch("refs/heads/" + branch))
 
 
 def _remote_branch(ref: str) -> str:

@@ -568,7 +568,7 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
     return refs
 
 
-def _namespace(stack: Stack, prefix: str | None) -> str | None:
+def branch_namespace(stack: Stack, prefix: str | None) -> str | None:
     """The part of the branch refs no patch changes (``refs/heads/gg/<stack>/``): where a branch
     of a patch that left the series (squashed, removed) is still ggstack's to remove. None where
     the template begins with a patch's own field, or leaves only ``refs/heads/`` (too wide)."""
@@ -755,7 +755,7 @@ def apply(
     steps = replay(repo, picks, base, progress)
     refs = branch_refs(stack, prefix)
     if write:
-        branches = write_branches(repo, stack, steps, refs, force=force, namespace=_namespace(stack, prefix))
+        branches = write_branches(repo, stack, steps, refs, force=force, namespace=branch_namespace(stack, prefix))
     else:
         branches = [None] * len(steps)
     run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)

@@ -8,6 +8,8 @@ same rules against the real HTTP forge and real git are in test_pr.py.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ggstack import pr, report
@@ -69,7 +71,7 @@ def pull(n: int, i: int, *, base: str = "main", owner: str = "upstream", body: s
 def plan_of(run: Run, snap: pr.Snapshot | None = None, *, close_redundant: bool = False, **chosen_kw) -> pr.Plan:
     snap = snap or pr.Snapshot()
     if not snap.branches:
-        snap.pulls, snap.branches = pr.match(run, STACK, list(snap.pulls.values()))
+        snap.pulls, snap.branches, _ = pr.match(run, STACK, list(snap.pulls.values()))
     chosen = {
         o.name: pr.Chosen(chosen_kw.get(o.name, o.commit), [(f"p{i}.txt", 1, 0)])
         for i, o in enumerate(run.outcomes, 1)
@@ -99,7 +101,7 @@ def test_nothing_on_the_forge_opens_stacked_gated_prs_for_the_needed_patches_onl
 def test_the_first_pr_goes_onto_the_branch_the_stack_was_replayed_onto() -> None:
     run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
     snap = pr.Snapshot()
-    snap.pulls, snap.branches = pr.match(run, STACK, [])
+    snap.pulls, snap.branches, _ = pr.match(run, STACK, [])
     chosen = {o.name: pr.Chosen(o.commit) for o in run.outcomes}
     plan = pr.make_plan(
         run, STACK, snap, chosen, PATCHES, base_branch="dev/before", close_redundant=False, stacked=None
@@ -112,7 +114,7 @@ def test_a_rerun_with_everything_in_place_plans_nothing() -> None:
     run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
     pulls = [pull(10 + i, i, base="main" if i == 1 else BRANCHES[i - 2]) for i in (1, 2, 3)]
     snap = pr.Snapshot(heads={b: f"{i}" * 40 for i, b in enumerate(BRANCHES, 1)})
-    snap.pulls, snap.branches = pr.match(run, STACK, pulls)
+    snap.pulls, snap.branches, _ = pr.match(run, STACK, pulls)
     first = plan_of(run, snap)
     assert kinds(first) == [["edit"]] * 3  # the bodies those PRs have are not ggstack's current ones
     for p, s in zip(pulls, first.slots, strict=True):
@@ -125,7 +127,7 @@ def test_every_body_lists_the_merge_order_with_the_numbers_known_and_itself_as_t
     run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
     pulls = [pull(10 + i, i, base="main" if i == 1 else BRANCHES[i - 2]) for i in (1, 3)]  # 2 not opened yet
     snap = pr.Snapshot(heads={b: f"{i}" * 40 for i, b in enumerate(BRANCHES, 1)})
-    snap.pulls, snap.branches = pr.match(run, STACK, pulls)
+    snap.pulls, snap.branches, _ = pr.match(run, STACK, pulls)
     plan = plan_of(run, snap)
     bodies = [s.body for s in plan.slots]  # rendered to compare with the open PRs'
     assert bodies[1] is None  # 2 has no PR to compare with: its body is rendered when it is opened
@@ -142,15 +144,27 @@ def test_a_marker_counts_only_on_the_last_line_and_only_with_a_head_in_the_stack
     run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
     claims_2 = pull(5, 1, body=f"{report.pr_marker('I' + '2'.rjust(40, '0'))}\nmore text after it\n")
     stranger = pull(6, 2, owner="stranger")
-    found, branches = pr.match(run, STACK, [claims_2, stranger])
+    found, branches, _ = pr.match(run, STACK, [claims_2, stranger])
     assert found == {"0001-p1.patch": claims_2}  # matched by its head branch, as a PR without a marker
     assert branches["0002-p2.patch"] == BRANCHES[1]
+
+
+def test_a_marker_is_adopted_on_any_branch_under_the_stacks_namespace_and_is_foreign_elsewhere() -> None:
+    """A PR keeps its head after a rename (``gg/s/…``: the branches apply may remove as its own);
+    the same marker on another stack's branch is that stack's PR, which ``pr`` refuses to take over."""
+    run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
+    marker = [report.pr_marker(p.provenance.stack_patch_id) for p in STACK.patches]
+    renamed = dataclasses.replace(pull(7, 1, body=f"old\n\n{marker[0]}"), head_ref="gg/s/05-an-older-subject")
+    elsewhere = dataclasses.replace(pull(8, 2, body=f"t's\n\n{marker[1]}"), head_ref="gg/t/02-p2")
+    found, branches, foreign = pr.match(run, STACK, [renamed, elsewhere])
+    assert found == {"0001-p1.patch": renamed} and branches["0001-p1.patch"] == "gg/s/05-an-older-subject"
+    assert foreign == {"0002-p2.patch": elsewhere} and branches["0002-p2.patch"] == BRANCHES[1]
 
 
 def test_an_approved_pr_gets_its_gate_lifted_and_a_lost_label_is_put_back() -> None:
     run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.REPRESENTED)
     snap = pr.Snapshot(heads={BRANCHES[0]: "1" * 40, BRANCHES[1]: "2" * 40})
-    snap.pulls, snap.branches = pr.match(run, STACK, [pull(1, 1), pull(2, 2, base=BRANCHES[0], labels=[])])
+    snap.pulls, snap.branches, _ = pr.match(run, STACK, [pull(1, 1), pull(2, 2, base=BRANCHES[0], labels=[])])
     snap.approvals = {1: ["maint"]}
     plan = plan_of(run, snap)
     assert [k for k in kinds(plan)[0] if k != "edit"] == ["ready", "unlabel"]
@@ -161,7 +175,7 @@ def test_an_approved_pr_gets_its_gate_lifted_and_a_lost_label_is_put_back() -> N
 def test_a_redundant_pr_is_closed_only_when_asked_with_one_closing_comment() -> None:
     run = run_of(Verdict.REPRESENTED, Verdict.UNIQUE, Verdict.UNIQUE)
     snap = pr.Snapshot()
-    snap.pulls, snap.branches = pr.match(run, STACK, [pull(1, 1)])
+    snap.pulls, snap.branches, _ = pr.match(run, STACK, [pull(1, 1)])
     assert kinds(plan_of(run, snap))[0] == ["would-close"]
     assert kinds(plan_of(run, snap, close_redundant=True))[0] == ["comment", "close"]
     posted = report.closing_comment(run, run.outcomes[0])
@@ -173,7 +187,7 @@ def test_a_pr_someone_closed_is_not_replaced_but_one_ggstack_closed_as_redundant
     run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
     closed = pull(4, 2, state="closed")
     snap = pr.Snapshot(closed={"0002-p2.patch": closed})
-    snap.pulls, snap.branches = pr.match(run, STACK, [])
+    snap.pulls, snap.branches, _ = pr.match(run, STACK, [])
     plan = plan_of(run, snap)
     assert kinds(plan)[1] == [] and "closed by someone else" in plan.slots[1].state.note
     assert plan.slots[2].state.base == BRANCHES[0]  # the chain skips it
@@ -212,7 +226,7 @@ def test_a_base_branch_or_head_repository_the_forge_does_not_have_is_refused_nam
 def test_an_existing_flat_stack_stays_flat() -> None:
     run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
     snap = pr.Snapshot()
-    snap.pulls, snap.branches = pr.match(run, STACK, [pull(1, 1), pull(2, 2), pull(3, 3)])
+    snap.pulls, snap.branches, _ = pr.match(run, STACK, [pull(1, 1), pull(2, 2), pull(3, 3)])
     plan = plan_of(run, snap)
     assert not plan.stacked and [s.state.base for s in plan.slots] == ["main", "main", "main"]
 
