@@ -69,7 +69,11 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["GIT_PAGER"] = "cat"
     # Nor on settings that make `log` print more than its format asks for (gpg's verdict on
     # every signed commit, before the commit itself).
-    _configure(env, PLUMBING_CONFIG)
+    settings = dict(PLUMBING_CONFIG)
+    if extra and "GIT_INDEX_FILE" in extra:
+        # A scratch index is no index of the user's: their post-index-change hook is not told of it.
+        settings["core.hooksPath"] = os.devnull
+    _configure(env, settings)
     return env
 
 
@@ -77,15 +81,9 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 PLUMBING_CONFIG = {"log.showSignature": "false"}
 
 
-def _configure(env: dict[str, str], settings: dict[str, str], start: Mapping[str, str] | None = None) -> None:
-    """Add ``settings`` to the environment's ``GIT_CONFIG_COUNT`` list, after any the caller set
-    (those of ``start``, copied first, when ``env`` is only what is added to it)."""
-    if start is not None:
-        n = _count(start)
-        env.update(
-            {k: start[k] for i in range(n) for k in (f"GIT_CONFIG_KEY_{i}", f"GIT_CONFIG_VALUE_{i}") if k in start}
-        )
-    n = _count(env) if start is None else n
+def _configure(env: dict[str, str], settings: dict[str, str]) -> None:
+    """Add ``settings`` to the environment's ``GIT_CONFIG_COUNT`` list, after any the caller set."""
+    n = _count(env)
     for key, value in settings.items():
         env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
         n += 1
@@ -178,9 +176,7 @@ class Runner:
         fd, path = tempfile.mkstemp(prefix="ggstack-index-", dir=self._scratch_dir())
         os.close(fd)
         os.unlink(path)  # git wants to create it itself
-        env = {"GIT_INDEX_FILE": path}
-        # A scratch index is no index of the user's: their post-index-change hook is not told of it.
-        _configure(env, {"core.hooksPath": os.devnull}, start=os.environ)
+        env = {"GIT_INDEX_FILE": path}  # and hooks off (``environment``)
         try:
             if tree:
                 self.run("read-tree", tree, env=env)
