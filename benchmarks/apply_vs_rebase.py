@@ -224,7 +224,6 @@ def main() -> None:
             proc = ggstack(repo, patches, *cmd)
             if proc.returncode != 0:
                 raise SystemExit(proc.stderr.decode())
-        n = int(git(repo, "rev-list", "--count", f"{old}..{tip}"))
         wt = os.path.join(work, "rebase-wt")
         git(repo, "worktree", "add", "-q", "--detach", wt, tip)
         gitdir = git(repo, "rev-parse", "--git-common-dir")
@@ -263,9 +262,13 @@ def main() -> None:
             reset_rebase()
             times["git rebase --onto"].append(timed(rebase, cpus["git rebase --onto"]))
 
+        # git rebase drops a pick that ends up empty (a patch the base already has) and replays no
+        # merge; ggstack records the empty one. So the applied ones are compared, in order.
         rebased = git(wt, "rev-list", "--reverse", f"{onto}..HEAD").split()
-        ours = [o["commit"] for o in last_run[0]["patches"]]
-        same = len(rebased) == len(ours) == n and all(
+        outcomes = last_run[0]["patches"]
+        ours = [o["commit"] for o in outcomes if o["applied"] == "applied"]
+        empty = sum(o["applied"] == "empty" for o in outcomes)
+        same = len(rebased) == len(ours) and all(
             git(repo, "rev-parse", a + "^{tree}") == git(repo, "rev-parse", b + "^{tree}")
             for a, b in zip(rebased, ours)
         )
@@ -279,7 +282,7 @@ def main() -> None:
 
         rebase_median = statistics.median(times["git rebase --onto"])
         rebase_cpu = statistics.median(cpus["git rebase --onto"])
-        print(f"{n} patches onto {onto[:12]} ({args.runs} runs each, interleaved; medians)")
+        print(f"{len(outcomes)} patches onto {onto[:12]} ({args.runs} runs each, interleaved; medians)")
         for label, ts in times.items():
             med, cpu = statistics.median(ts), statistics.median(cpus[label])
             print(
@@ -287,7 +290,8 @@ def main() -> None:
                 f"   CPU {cpu:6.3f}s {cpu / rebase_cpu:5.2f}x   (wall runs: {', '.join(f'{t:.2f}' for t in ts)})"
             )
         print(
-            f"  trees identical to git rebase: {'yes' if same else 'NO'} ({len(ours)} of {len(rebased)} commits compared)"
+            f"  trees identical to git rebase: {'yes' if same else 'NO'} ({len(ours)} applied of {len(rebased)} "
+            f"rebased commits compared; {empty} empty, which git rebase drops)"
         )
         print(
             "  where a cold ggstack apply spends its time (one run, in-process): "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -44,9 +45,9 @@ def test_an_enclosing_gits_repository_index_and_objects_are_not_used(
 
 
 def test_the_repository_is_found_as_gitpython_finds_it(tmp_path: Path) -> None:
-    """One rev-parse finds the checkout (no GitPython import); where it declines (a bare
-    repository, a path inside the git dir, a path through a link) GitPython's discovery does,
-    and for the checkout, a subdirectory and a linked worktree the two agree."""
+    """rev-parse finds the checkout and a bare repository (no GitPython import); where it
+    declines (a path inside the git dir, a path through a link) GitPython's discovery does,
+    and for the checkout, a subdirectory, a linked worktree and a bare one the two agree."""
     from ggstack.git import repository
 
     fork = GitRepo.init(tmp_path / "fork")
@@ -54,15 +55,18 @@ def test_the_repository_is_found_as_gitpython_finds_it(tmp_path: Path) -> None:
     fork.git("worktree", "add", "-q", str(tmp_path / "linked"), head)
     GitRepo.init(tmp_path / "bare.git", bare=True)
     (tmp_path / "link").symlink_to(tmp_path / "fork")
-    for path in (fork.path, fork.path / "sub", tmp_path / "linked"):
+    subprocess.run(["git", "init", "-q", "--bare", "--object-format=sha256", str(tmp_path / "bare256.git")], check=True)
+    for path in (fork.path, fork.path / "sub", tmp_path / "linked", tmp_path / "bare.git", tmp_path / "bare256.git"):
         found = repository._discover(str(path))
         assert found is not None and found == repository._discover_with_gitpython(str(path))
         repo = git.Repository(str(path))
         assert (repo.git_dir, repo.common_dir, repo.worktree, repo.object_format) == found
-    for path in (tmp_path / "bare.git", fork.path / ".git", tmp_path / "link"):
+    assert repository._discover(str(tmp_path / "bare.git")) == (str(tmp_path / "bare.git"),) * 2 + (None, "sha1")
+    assert repository._discover(str(tmp_path / "bare256.git"))[3] == "sha256"
+    for path in (tmp_path / "bare.git" / "objects", fork.path / ".git", tmp_path / "link"):
         assert repository._discover(str(path)) is None
         repo = git.Repository(str(path))
-        assert repo.worktree is None if path.name == "bare.git" else repo.resolve("HEAD") == head
+        assert repo.worktree is None if path.parent.name == "bare.git" else repo.resolve("HEAD") == head
 
 
 def test_many_commits_are_read_in_one_request_and_what_is_absent_is_left_out(tmp_path: Path) -> None:

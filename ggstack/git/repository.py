@@ -53,14 +53,19 @@ Found = tuple[str, str, str | None, str]  # git dir, common dir, work tree (None
 
 
 def _discover(path: str) -> Found | None:
-    """The common case, a path in a work tree, in one ``rev-parse`` (no GitPython to import);
-    None for anything else (not a repository, a bare one, a path inside a git dir, a path
-    through a symbolic link, which git resolves and GitPython keeps as given), which
-    GitPython's discovery settles as it always has."""
+    """The common cases, a path in a work tree or a bare repository itself, in one or two
+    ``rev-parse`` (no GitPython to import); None for anything else (not a repository, a
+    path inside a git dir, a path through a symbolic link, which git resolves and GitPython
+    keeps as given), which GitPython's discovery settles as it always has."""
     if not os.path.isdir(path) or os.path.realpath(path) != os.path.abspath(path):
         return None
     out = rev_parse_at(path, "--git-dir", "--git-common-dir", "--show-object-format", "--show-toplevel")
-    if out is None or len(out) != 4 or out[2] not in ("sha1", "sha256"):
+    if out is None:  # no work tree: a bare repository is one when git names this very directory
+        bare = rev_parse_at(path, "--is-bare-repository", "--git-dir", "--git-common-dir", "--show-object-format")
+        if bare is None or len(bare) != 4 or bare[0] != "true" or bare[1] != os.path.abspath(path):
+            return None
+        return (bare[1], bare[2], None, bare[3]) if bare[3] in ("sha1", "sha256") else None
+    if len(out) != 4 or out[2] not in ("sha1", "sha256"):
         return None
     git_dir, common_dir, object_format, top = out
     dotgit = os.path.join(top, ".git")
