@@ -86,33 +86,24 @@ class Objects(Refs):
             found[sha] = not line.endswith(" missing")
         return found
 
-    def _read(self, name: str) -> tuple[str, bytes] | None:
-        """(type, contents) of one object through the persistent cat-file; None if it is not here."""
+    def _read(self, name: str) -> tuple[str, str, bytes] | None:
+        """(sha, type, contents) of one object through the persistent cat-file; None if it is not here."""
         if not name or "\n" in name:
             return None
+        got: list[tuple[str, str, bytes] | None] = []
 
         def answer(out: IO[bytes]) -> bytes:
-            header = read_line(out)
-            parts = header.split(b" ")
-            if len(parts) != 3 or not parts[2].isdigit():
-                return b""  # "<name> missing" / "ambiguous"
-            size = int(parts[2])
-            body = out.read(size + 1)
-            if len(body) != size + 1:
-                raise EOFError
-            return parts[1] + b" " + body[:-1]
+            got.append(_batch_answer(out))
+            return b""
 
-        reply = self._reader.ask(name.encode("utf-8", "surrogateescape") + b"\n", answer)
-        if not reply:
-            return None
-        kind, _, body = reply.partition(b" ")
-        return kind.decode(), body
+        self._reader.ask(name.encode("utf-8", "surrogateescape") + b"\n", answer)
+        return got[0]
 
     def _read_known(self, sha: str, kind: str) -> bytes:
         found = self._read(sha)
-        if found is None or found[0] != kind:
+        if found is None or found[1] != kind:
             raise UserError(f"{sha}: not a {kind} in {self.worktree or self.git_dir}")
-        return found[1]
+        return found[2]
 
     def read_blob(self, sha: str) -> bytes:
         return self._read_known(sha, "blob")
@@ -120,7 +111,7 @@ class Objects(Refs):
     def read_object(self, sha: str) -> bytes | None:
         """An object's contents through the persistent cat-file, None if it is not here."""
         found = self._read(sha)
-        return None if found is None else found[1]
+        return None if found is None else found[2]
 
     def commit_info(self, rev: str) -> CommitInfo:
         sha = self.resolve(rev)
@@ -140,9 +131,9 @@ class Objects(Refs):
         """The commit ``sha`` (a full id) through the persistent cat-file, or
         None when it is absent (say, pruned); no rev-parse process."""
         found = self._read(sha)
-        if found is None or found[0] != "commit":
+        if found is None or found[1] != "commit":
             return None
-        return _parse_commit(sha, found[1].decode("utf-8", "surrogateescape"))
+        return _parse_commit(sha, found[2].decode("utf-8", "surrogateescape"))
 
     def read_commits(self, shas: Iterable[str]) -> dict[str, CommitInfo]:
         """The commits ``shas`` (full ids) in one ``cat-file --batch`` process, where
