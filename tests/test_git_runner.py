@@ -166,3 +166,23 @@ def test_a_name_with_a_line_end_does_not_put_the_shared_reader_out_of_step(tmp_p
     assert odd[0] is None and odd[1] is not None and odd[1][0] == blob
     after = repo.cat_file_batch(["HEAD:a.txt"])
     assert after[0] is not None and after[0][0] == blob and after[0][2] == b"a\n"
+
+
+def test_many_merges_in_one_merge_tree_are_the_merges_one_by_one(tmp_path: Path) -> None:
+    """``merge_many`` (one ``merge-tree --stdin``) gives, pair for pair, what ``merge_trees``
+    gives: the tree, clean or not, the conflicted paths and git's messages."""
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"f.txt": "a\nb\nc\n", "g.txt": "1\n"})
+    fork.git("checkout", "-q", "-b", "side")
+    side = fork.commit("side", {"f.txt": "a\nX\nc\n", "h.txt": "new\n"})
+    more = fork.commit("more on side", {"g.txt": "2\n"})
+    fork.git("checkout", "-q", "main")
+    main = fork.commit("main", {"f.txt": "a\nY\nc\n", "g.txt": None})
+    repo = git.Repository(str(fork.path))
+    pairs = [(main, side), (side, more), (main, more), (more, side), (main, side)]
+    one_by_one = [repo.merge_trees(ours, theirs) for ours, theirs in pairs]
+    assert repo.merge_many(pairs) == one_by_one
+    assert [m.clean for m in one_by_one] == [False, True, False, True, False]
+    assert one_by_one[0].conflicted_paths == ("f.txt",) and "CONFLICT (content)" in one_by_one[0].messages
+    assert set(one_by_one[2].conflicted_paths) == {"f.txt", "g.txt"}
+    assert repo.merge_many([]) == []

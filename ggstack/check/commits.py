@@ -9,7 +9,6 @@ only the commits whose verdict still depends on what a merge would say.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ggstack import diff, git, replay
@@ -264,18 +263,11 @@ def _measure(
 def _replay_all(repo: git.Repository, base: str, base_tree: str, todo: list[Candidate]) -> dict[str, replay.Step]:
     """Cherry-pick's merge of each commit onto the base, independently: the
     scratch commits (base tree on the commit's parent) in one process, the
-    merge-trees in parallel. Nothing is committed: ``check`` writes no branch."""
+    merges in one ``merge-tree --stdin``. Nothing is committed: ``check`` writes no branch."""
     if not todo:
         return {}
     scratch = repo.hash_commits([(base_tree, [c.parent], "ggstack scratch\n") for c in todo])
-
-    def one(args: tuple[Candidate, str]) -> git.MergeResult:
-        cand, ours = args
-        return repo.merge_trees(ours, cand.commit)
-
-    # Each merge is a process that mostly waits on the disk: more than the cores, so they overlap.
-    with ThreadPoolExecutor(max_workers=max(2, min(8, 2 * (os.cpu_count() or 1)))) as pool:
-        merges = list(pool.map(one, zip(todo, scratch, strict=True)))
+    merges = repo.merge_many([(ours, cand.commit) for cand, ours in zip(todo, scratch, strict=True)])
     steps = {}
     for cand, merged in zip(todo, merges, strict=True):
         if not merged.clean:  # the paths and git's messages; the conflict regions are apply's to show

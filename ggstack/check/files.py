@@ -25,6 +25,7 @@ class Files:
         self._entries: dict[str, dict[str, tuple[str, str]]] = {}
         self._aligned: dict[tuple[str, str], list[int | None]] = {}
         self._stripped: dict[str, set[str]] = {}
+        self._stripped_lines: dict[str, list[str]] = {}
 
     def entries(self, tree: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
         """path -> (mode, blob) in ``tree``, for the paths that are there."""
@@ -85,8 +86,17 @@ class Files:
     def stripped(self, sha: str) -> set[str]:
         """The blob's lines without trailing whitespace, as a set (is a line anywhere in it?)."""
         if sha not in self._stripped:
-            self._stripped[sha] = {line.rstrip() for line in self.lines(sha)}
+            self._stripped[sha] = set(self.stripped_lines(sha))
         return self._stripped[sha]
+
+    def stripped_lines(self, sha: str | None) -> list[str]:
+        """``lines`` without trailing whitespace, kept: a search that ignores it asks of the
+        same versions again and again (each bisection step of each block)."""
+        if not sha or is_zero(sha):
+            return []
+        if sha not in self._stripped_lines:
+            self._stripped_lines[sha] = [line.rstrip() for line in self.lines(sha)]
+        return self._stripped_lines[sha]
 
     def lines(self, sha: str | None) -> list[str]:
         """The blob as lines (no line ends); [] for none."""

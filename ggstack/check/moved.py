@@ -118,9 +118,11 @@ def _mover(history: History, files: Files, x: _Lost) -> str | None:
     if not places or not versions:
         return None
 
+    runs = [[s.rstrip() for s in run] for run in places]  # trailing whitespace ignored, both sides
+
     def had(blob: str) -> bool:
-        lines = files.lines(blob) if not is_zero(blob) else []
-        return any(find_run(lines, run, strip=True) is not None for run in places)
+        lines = files.stripped_lines(blob)
+        return any(find_run(lines, run, strip=False) is not None for run in runs)
 
     if had(versions[0][2]):
         return None

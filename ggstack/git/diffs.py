@@ -11,7 +11,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ggstack.git.runner import GitFailed, Runner
+from ggstack.git.objects import Objects
+from ggstack.git.runner import GitFailed
 
 _SPLIT_PAIRS = 64  # from this many blob pairs on, two diff-tree processes share them
 _SPLIT_SOURCES = 16  # from this many commits on, two diff-tree processes make their patches
@@ -99,7 +100,7 @@ def apply_failures(message: str) -> list[ApplyFailure]:
     return list(found.values())
 
 
-class Diffs(Runner):
+class Diffs(Objects):
     """Diffs between trees and commits, merges, and patches applied to trees."""
 
     def merge_trees(self, ours: str, theirs: str) -> MergeResult:
@@ -123,6 +124,24 @@ class Diffs(Runner):
         tree = fields[0]
         paths = tuple(dict.fromkeys(p for p in fields[1:] if p))
         return MergeResult(tree, proc.returncode == 0, paths, _readable_messages(messages))
+
+    def merge_many(self, pairs: Sequence[tuple[str, str]]) -> list[MergeResult]:
+        """``merge_trees`` of each (ours, theirs) pair, all in one ``merge-tree --stdin`` (git
+        2.39): one process for a check's hundreds of merges, not one each. A git without
+        ``--stdin`` (2.38) says so with a usage error, and gets the merges one by one."""
+        if not pairs:
+            return []
+        feed = "".join(f"{ours} {theirs}\n" for ours, theirs in pairs).encode()
+        args = ("merge-tree", "--write-tree", "-z", "--name-only", "--messages", "--stdin")
+        proc = self.run(*args, input=feed, check=False)
+        if proc.returncode == 129:
+            return [self.merge_trees(ours, theirs) for ours, theirs in pairs]
+        if proc.returncode != 0:
+            raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        out = _batched_merges(proc.stdout.decode("utf-8", "surrogateescape").split("\0"))
+        if len(out) != len(pairs):
+            raise GitFailed(args, 0, f"expected {len(pairs)} merges, read {len(out)}")
+        return out
 
     def apply_to_tree(self, tree: str, patch: bytes, *, three_way: bool = False) -> tuple[str | None, str]:
         """Apply a diff to a tree in a temporary index: (new tree or None, git's message)."""
@@ -202,8 +221,8 @@ class Diffs(Runner):
 
     def diff_blob_pairs(self, pairs: Sequence[tuple[str, str]]) -> dict[int, bytes]:
         """index -> the ``-U0`` histogram diff of each (old blob, new blob) pair that differs:
-        every pair is a file of two scratch trees, so all of them cost two ``mktree`` and one
-        ``diff-tree``; many pairs (a far-moved base's files) are split over two such diffs side
+        every pair is a file of two scratch trees, so all of them cost two trees of the
+        persistent ``mktree`` and one ``diff-tree``; many pairs (a far-moved base's files) are split over two such diffs side
         by side, since one ``diff-tree`` uses one core."""
         indexed = list(enumerate(pairs))
         if len(indexed) < _SPLIT_PAIRS:
@@ -217,16 +236,8 @@ class Diffs(Runner):
     def _diff_indexed_pairs(self, indexed: Sequence[tuple[int, tuple[str, str]]]) -> dict[int, bytes]:
         if not indexed:
             return {}
-        trees = [
-            self.run(
-                "mktree",
-                "--missing",
-                input="".join(f"100644 blob {p[side]}\t{i:07d}\n" for i, p in indexed).encode(),
-            )
-            .stdout.decode()
-            .strip()
-            for side in (0, 1)
-        ]
+        # Written by the persistent mktree: two trees a batch, no process each.
+        trees = [self.write_tree({f"{i:07d}": ("100644", p[side]) for i, p in indexed}) for side in (0, 1)]
         raw = self.run("diff-tree", "-p", "-U0", "--histogram", "--no-renames", "--no-color", "-a", *trees).stdout
         out = {}
         for section in raw.split(b"diff --git a/")[1:]:
@@ -310,6 +321,31 @@ class Diffs(Runner):
         if len(out) != len(pairs):
             raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} diffs, read {len(out)}")
         return out
+
+
+def _batched_merges(fields: list[str]) -> list[MergeResult]:
+    """``merge-tree -z --name-only --messages --stdin``'s output, split at its NULs: for each
+    merge its status (1 clean, 0 conflicted), its tree, the conflicted paths and an empty field,
+    the messages (each: a count, that many paths, a type, the text) and an empty field."""
+    out = []
+    i = 0
+    while i + 1 < len(fields) and fields[i] in ("0", "1"):
+        clean, tree = fields[i] == "1", fields[i + 1]
+        i += 2
+        paths = []
+        while i < len(fields) and fields[i]:
+            paths.append(fields[i])
+            i += 1
+        i += 1
+        messages = []
+        while i < len(fields) and fields[i].isdigit():
+            i += 1 + int(fields[i]) + 1  # the paths, then the conflict type
+            if i < len(fields):
+                messages.append(fields[i].strip())
+            i += 1
+        i += 1  # the merge's terminating NUL
+        out.append(MergeResult(tree, clean, tuple(dict.fromkeys(paths)), "\n".join(m for m in messages if m)))
+    return out
 
 
 def _readable_messages(raw: str) -> str:
