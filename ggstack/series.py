@@ -361,10 +361,32 @@ def _headers(head: str) -> dict[str, str]:
         if value is None:
             continue
         value = " ".join(str(value).split())
-        if "=?" in value or (name == "From" and not _PLAIN_FROM.match(value)):
+        if name == "From" and not _PLAIN_FROM.match(value):
+            value = _author(value) or _decoded(name, head)
+        elif "=?" in value:
             value = _decoded(name, head)
         out[name] = value
     return out
+
+
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _author(value: str) -> str | None:
+    """A From: header as ``git mailinfo`` reads it: the address as it stands between the last
+    ``<`` and ``>`` (the email package's address parser cuts ``a+b[bot]@x`` at the ``[``), the
+    name's quotes and RFC 2047 encoding undone (adjacent encoded words joined, not spaced);
+    None where it is no ``name <address>``."""
+    name, sep, address = value.rpartition(" <")
+    if not sep or not name or not address.endswith(">") or "<" in address:
+        return None
+    if "=?" in name:
+        import email.header
+
+        name = str(email.header.make_header(email.header.decode_header(name)))
+    elif quoted := _QUOTED.fullmatch(name):
+        name = re.sub(r"\\(.)", r"\1", quoted.group(1))
+    return f"{name} <{address[:-1]}>"
 
 
 def _decoded(name: str, head: str) -> str:

@@ -83,6 +83,8 @@ AUTHORS = [
     ("Far East", "far@example.com", "1700000000 +1500"),  # a zone git keeps and fast-import refuses
     ("Plain Name", "plain@example.com", "1699401600 -0000"),
     ("Plain Name", "plain@example.com", "1700000000 +0000"),
+    # quoted by format-patch ([ is special in mail), with a [ in the address the email package cuts at
+    ("patchback[bot]", "45432694+patchback[bot]@users.noreply.github.com", "1700000000 +0000"),
 ]
 
 
@@ -123,3 +125,23 @@ def test_replayed_commits_are_git_ams_byte_for_byte(tmp_path: Path, monkeypatch:
 
 def author(g: GitRepo, commit: str) -> str:
     return next(line for line in g.git("cat-file", "commit", commit).splitlines() if line.startswith("author "))
+
+
+def test_a_name_folded_into_several_encoded_words_is_the_commits_author(tmp_path: Path) -> None:
+    """format-patch folds a long non-ASCII name into adjacent RFC 2047 words; they are joined as
+    they were written (no space at a fold), so the replayed author is the source's, as git
+    rebase keeps it. (git 2.39's ``git am`` reads such a header as the bare address.)"""
+    name = "🇺🇦 Sviatoslav Sydorenko (Святослав Сидоренко)"
+    g = GitRepo.init(tmp_path / "fork")
+    old = g.commit("root", {"a.txt": "a\n"})
+    g.write("a.txt", "b\n")
+    g.git("commit", "-qam", "b", env={"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": "wk@example.com"})
+    repo = git.Repository(str(g.path))
+    patches = tmp_path / "patches"
+    series.init(str(patches), "s", "o/r", "main")
+    series.save(importing.import_commits(repo, series.load(str(patches), "s"), [f"{old}..HEAD"]))
+    stack = series.load(str(patches), "s")
+    assert "=?UTF-8?q?" in stack.patches[0].raw.decode()  # the header is encoded words, folded
+    assert stack.patches[0].author == f"{name} <wk@example.com>"
+    run = replay.apply(repo, stack, old, write=False)
+    assert author(g, run.outcomes[0].commit or "").startswith(f"author {name} <wk@example.com> ")
