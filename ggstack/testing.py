@@ -697,14 +697,17 @@ def _run_in_worktree(
             )  # only the tail is kept: a chatty suite can write gigabytes
             output = f.read().decode("utf-8", "replace")
         cases = read_junit(junit)
+        in_src = os.listdir(os.path.join(wt, "src")) if os.path.isdir(os.path.join(wt, "src")) else []
     if collect_only:  # nothing ran: pytest's exit code 5 is "none collected"
         cases = None if rc in (0, 5) else cases
-        said = testresult.classify(0 if rc == 5 else rc, timed_out, cases, output, timeout=timeout, worktree=wt)
+        said = testresult.classify(
+            0 if rc == 5 else rc, timed_out, cases, output, timeout=timeout, worktree=wt, in_src=in_src
+        )
         status = "no-tests" if rc == 5 else said.status
         said = dataclasses.replace(said, status=status)
     else:
         said = testresult.classify(
-            rc, timed_out, cases, output, timeout=timeout, worktree=wt, code_paths=job.code_paths
+            rc, timed_out, cases, output, timeout=timeout, worktree=wt, code_paths=job.code_paths, in_src=in_src
         )
     result = TestResult(job.kind, tt.where, said.status, tree=tt.tree or "", command=job.command, seconds=seconds)
     if cases:

@@ -23,6 +23,8 @@ SETTLE = {
     "command-not-found": "install the command, or fix the test command in stack.toml",
     "missing-module": "install {what} where the tests run (or use {{python}} in the test command "
     "to run them with ggstack's own interpreter)",
+    "module-not-on-path": 'put src/ on the tests\' import path: `env = {{ PYTHONPATH = "src" }}` under [tests] '
+    "in stack.toml",
     "collection-error": "fix what stops the tests from being collected",
     "usage-error": "fix the test command's options in stack.toml",
     "internal-error": "fix the test runner's internal error (a plugin or conftest.py)",
@@ -95,6 +97,7 @@ def classify(
     timeout: float,
     worktree: str = "",
     code_paths: Sequence[str] = (),
+    in_src: Sequence[str] = (),
 ) -> Classified:
     """The status of one run; a harness error names its kind and its first explaining lines."""
     if timed_out:
@@ -102,14 +105,14 @@ def classify(
             "timeout", "timeout", f"timed out after {timeout:g} s (tests.timeout); its process group was killed"
         )
     if cases is None:
-        return _without_junit(rc, output)
+        return _without_junit(rc, output, in_src)
     if rc in (3, 4):  # pytest's internal or usage error: whatever the XML says, the run did not happen
         kind = _PYTEST_EXIT[rc]
         return _error(kind, f"exit code {rc} ({kind})", "\n".join([*cases.messages.values(), output]))
     if cases.failed:
         return Classified("failed")
     if cases.errors:
-        return _errors(cases, worktree, code_paths)
+        return _errors(cases, worktree, code_paths, in_src)
     if cases.skipped:
         return Classified("skipped", reason=f"{len(cases.skipped)} test(s) skipped")
     if not cases.passed:
@@ -120,7 +123,7 @@ def classify(
     return _error(kind, f"exit code {rc} although every test passed", output)
 
 
-def _without_junit(rc: int | None, output: str) -> Classified:
+def _without_junit(rc: int | None, output: str, in_src: Sequence[str]) -> Classified:
     """Not pytest, or it died before writing: the exit code and the output are all there is."""
     if rc == 0:
         return Classified("passed")
@@ -130,7 +133,7 @@ def _without_junit(rc: int | None, output: str) -> Classified:
         return _error("command-not-found", f"command not found: {what}", output)
     module = _NO_MODULE.search(output)
     if module:
-        return _error("missing-module", f"No module named {module.group(1)}", output)
+        return _missing_module(module.group(1), output, in_src)
     if rc == 5:
         return Classified("no-tests", reason="no tests collected")
     if rc in _PYTEST_EXIT:
@@ -139,7 +142,7 @@ def _without_junit(rc: int | None, output: str) -> Classified:
     return _error("crash", f"{how} and no JUnit XML written", output)
 
 
-def _errors(cases: Cases, worktree: str, code_paths: Sequence[str]) -> Classified:
+def _errors(cases: Cases, worktree: str, code_paths: Sequence[str], in_src: Sequence[str]) -> Classified:
     """Errored tests: the code lacking what the patch adds (failed), or the harness (error)."""
     lacking = tuple(t for t in cases.errors if _imports_the_patch(cases.messages.get(t, ""), worktree, code_paths))
     if lacking and len(lacking) == len(cases.errors):
@@ -153,8 +156,18 @@ def _errors(cases: Cases, worktree: str, code_paths: Sequence[str]) -> Classifie
     text = "\n".join(cases.messages.get(t, "") for t in cases.errors)
     module = _NO_MODULE.search(text)
     if module:
-        return _error("missing-module", f"No module named {module.group(1)}", text)
+        return _missing_module(module.group(1), text, in_src)
     return _error("collection-error", f"{len(cases.errors)} error(s) collecting or setting up tests", text)
+
+
+def _missing_module(name: str, output: str, in_src: Sequence[str]) -> Classified:
+    """Not installed — or the tree's own package in a src layout (``in_src``:
+    the names in the tree's src/), which the tests find only with src/ on
+    their path (the worktree's top is on it)."""
+    top = name.partition(".")[0]
+    if top in in_src or top + ".py" in in_src:
+        return _error("module-not-on-path", f"No module named {name}: the tree has it in src/, not on the path", output)
+    return _error("missing-module", f"No module named {name}", output)
 
 
 def _imports_the_patch(message: str, worktree: str, code_paths: Sequence[str]) -> bool:

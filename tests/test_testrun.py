@@ -381,6 +381,28 @@ def test_a_test_importing_what_the_patch_adds_fails_on_the_base_it_is_not_a_harn
     assert patch["verdict"] == "unique" and evidence_of(patch)["judgement"] == "needed"
 
 
+def test_a_src_layout_whose_tests_cannot_find_its_package_is_told_the_config_that_fixes_it(world: World) -> None:
+    """The probe: a src layout's tests said only "could not run: No module named calc"."""
+    layout = world.on(world.old, "src layout", {"calc.py": None, "src/calc.py": CALC})  # type: ignore[dict-item]
+    world.fork.git("branch", "base-src", layout)
+    fix = world.on(layout, "fix add()", {"src/calc.py": FIXED, "tests/test_calc.py": TEST_ADD})
+    cpu = "{python} -m pytest -q -p no:cacheprovider {tests}"
+    world.stack("src", [fix], cpu=cpu)
+
+    runs = results(world.test_json("src", "src")["patches"][0])
+    assert {r["harness_error"] for r in runs.values()} == {"module-not-on-path"}, runs
+    assert "No module named calc: the tree has it in src/" in runs["patched"]["reason"]
+    settle = evidence_of(world.test_json("src", "src")["patches"][0])["settle"]
+    assert 'env = { PYTHONPATH = "src" }' in settle and "stack.toml" in settle
+    # What it says, done: the tests run, fail without the patch and pass with it.
+    toml = world.patches / "src" / "stack.toml"
+    toml.write_text(toml.read_text().replace("env = {", 'env = {PYTHONPATH = "src", '))
+    patch = world.test_json("src", "src")["patches"][0]
+    runs = results(patch)
+    assert (runs["base"]["status"], runs["patched"]["status"]) == ("failed", "passed"), runs
+    assert evidence_of(patch)["judgement"] == "needed"
+
+
 # -- timeouts and crashes -------------------------------------------------------------------
 
 
