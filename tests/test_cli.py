@@ -324,3 +324,27 @@ def test_the_stacks_are_found_from_a_subdirectory_at_the_top_of_the_repository(t
     assert (repo.path / "patches" / "s" / "stack.toml").is_file() and not (sub / "patches").exists()
     listed = run_ggstack("list", "--json", cwd=sub)
     assert listed.returncode == 0 and '"s"' in listed.stdout, listed.stdout + listed.stderr
+
+
+def test_a_reference_transaction_hook_that_refuses_is_named(repo: GitRepo, tmp_path) -> None:
+    """The probe: a policy hook refusing ref writes gave git's 'ref updates aborted by hook' and no name."""
+    patches = _stack(repo, tmp_path)
+    hooks = tmp_path / "policy-hooks"
+    hooks.mkdir()
+    (hooks / "reference-transaction").write_text("#!/bin/sh\necho 'refs are frozen by policy' >&2\nexit 1\n")
+    (hooks / "reference-transaction").chmod(0o755)
+    repo.git("config", "core.hooksPath", str(hooks))
+    before = repo.refs()
+    proc = run_ggstack("--patches", patches, "apply", "s", "--onto", "old", cwd=repo.path)
+    _fails_cleanly(
+        proc,
+        2,
+        f"reference-transaction hook {hooks / 'reference-transaction'} refused",
+        "refs/heads/gg/s/01-second",
+        "it said: refs are frozen by policy",
+        "nothing written",
+    )
+    assert repo.refs() == before
+    repo.git("config", "--unset", "core.hooksPath")
+    assert run_ggstack("--patches", patches, "apply", "s", "--onto", "old", cwd=repo.path).returncode == 0
+    assert repo.refs() != before

@@ -6,6 +6,7 @@ transaction, compare-and-swap, so every ref moves or none does.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 
@@ -67,4 +68,19 @@ class Refs(Runner):
         proc = self.run("update-ref", "--stdin", "-m", message, input="\n".join(lines).encode(), check=False)
         if proc.returncode != 0:
             err = proc.stderr.decode("utf-8", "replace").strip()
+            if (
+                "aborted by" in err and "hook" in err
+            ):  # git ≥ 2.40 "… by hook"; before, "… by the reference-transaction hook"
+                raise UserError(self._hook_refused([ref for ref, _, _ in updates], err))
             raise UserError(f"refs were not updated (nothing written): {err}")
+
+    def _hook_refused(self, refs: Sequence[str], err: str) -> str:
+        """A refusing ``reference-transaction`` hook, named by its path (``core.hooksPath`` too)."""
+        hook = self.out("rev-parse", "--git-path", "hooks/reference-transaction").strip()
+        hook = os.path.join(self.worktree or self.git_dir, hook)
+        names = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+        said = "; ".join(dict.fromkeys(line for line in err.splitlines() if line and not line.startswith("fatal: ")))
+        return (
+            f"refs were not updated (nothing written): the repository's reference-transaction hook "
+            f"{os.path.normpath(hook)} refused to let ggstack write {names}" + (f" — it said: {said}" if said else "")
+        )
