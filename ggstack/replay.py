@@ -270,12 +270,7 @@ class Replayer:
             commit = self._commit(pick, tree)
             self._results.put(key, commit)
             return Step(Applied.APPLIED, tree, commit)
-        # git 2.39's merge-tree has no --merge-base: it merges two commits at their merge base.
-        # A scratch commit with the tip's tree on the pick's parent makes that parent the base.
-        scratch = self.repo.write_commit(
-            self.tip_tree, [pick.parent or ""], "ggstack scratch\n", git.SCRATCH_IDENT, git.SCRATCH_IDENT
-        )
-        merged = self.repo.merge_trees(scratch, pick.commit)
+        merged = self.repo.cherry_pick_tree(pick.commit, pick.parent or "", self.tip_tree)
         if not merged.clean:
             return Step(Applied.CONFLICT, merged.tree, conflict=self._conflict(merged))
         if merged.tree == self.tip_tree:

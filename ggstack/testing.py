@@ -244,8 +244,7 @@ def _base_tree(
     only_tests = repo.edit_tree(repo.resolve(original.parent, "tree"), dict(tests))
     ident = git.SCRATCH_IDENT
     theirs = repo.write_commit(only_tests, [original.parent], "ggstack scratch\n", ident, ident)
-    ours = repo.write_commit(repo.resolve(start, "tree"), [original.parent], "ggstack scratch\n", ident, ident)
-    merged = repo.merge_trees(ours, theirs)
+    merged = repo.cherry_pick_tree(theirs, original.parent, repo.resolve(start, "tree"))
     if merged.clean:
         return merged.tree
     conflicted = [p for p in merged.conflicted_paths if p in tests]

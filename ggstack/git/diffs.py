@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ggstack.git.objects import Objects
+from ggstack.git.objects import SCRATCH_IDENT, Objects
 from ggstack.git.runner import GitFailed
 
 _SPLIT_PAIRS = 64  # from this many blob pairs on, two diff-tree processes share them
@@ -142,6 +142,14 @@ class Diffs(Objects):
         if len(out) != len(pairs):
             raise GitFailed(args, 0, f"expected {len(pairs)} merges, read {len(out)}")
         return out
+
+    def cherry_pick_tree(self, commit: str, parent: str, onto_tree: str) -> MergeResult:
+        """The merge ``git cherry-pick`` makes of ``commit`` onto ``onto_tree``: ``commit``'s
+        changes from ``parent``, merged with ``parent`` as the merge base. git 2.39's
+        merge-tree has no ``--merge-base`` (it merges two commits at their merge base), so a
+        scratch commit of ``onto_tree`` on ``parent`` makes ``parent`` the base."""
+        ours = self.write_commit(onto_tree, [parent], "ggstack scratch\n", SCRATCH_IDENT, SCRATCH_IDENT)
+        return self.merge_trees(ours, commit)
 
     def apply_to_tree(self, tree: str, patch: bytes, *, three_way: bool = False) -> tuple[str | None, str]:
         """Apply a diff to a tree in a temporary index: (new tree or None, git's message)."""
