@@ -33,8 +33,9 @@ def candidates_key(stack: Stack, repo: git.Repository | None = None) -> str:
     """The key of a stack's candidates alone (every patch file, byte for byte), whatever the base;
     with ``repo``, also which recorded bases it has: a patch whose base was missing is judged
     without its commit, and judged again once a fetch brings the base in."""
-    here = repo.has_objects(p.base_commit for p in stack.patches if p.base_commit) if repo else {}
-    have = ["+" if here.get(p.base_commit or "") else "-" for p in stack.patches] if repo else []
+    # Through the persistent reader (no process of its own); the judgement reads these commits anyway.
+    here = repo.read_commits(p.base_commit for p in stack.patches if p.base_commit) if repo else {}
+    have = ["+" if (p.base_commit or "") in here else "-" for p in stack.patches] if repo else []
     return key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw)), *have])
 
 
@@ -120,7 +121,7 @@ def _inert(repo: git.Repository, stack: Stack, old_base: str, base: str, merge_b
     if any(_names_a_candidate(named, message) for _, _, message in messages):
         return False
     parents = [p.base_commit for p in stack.patches if p.base_commit]
-    present = [c for c, ok in repo.has_objects(parents).items() if ok]
+    present = list(repo.read_commits(parents))
     return (repo.merge_base(base, present[0]) if present else None) == merge_base
 
 
