@@ -81,6 +81,8 @@ class Patch:
     base_commit: str | None  # "base-commit:": the original parent
     paths: tuple[str, ...]  # every path the diff touches (old and new names)
     raw: bytes = field(repr=False, compare=False, default=b"")
+    # What follows the file name on its ``series`` line (quilt's ``-p1``, a comment): kept when the series is rewritten.
+    series_options: str = field(compare=False, default="")
 
     @property
     def index(self) -> int:

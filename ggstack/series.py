@@ -519,7 +519,7 @@ def load(patches_dir: str, name: str) -> Stack:
     series_path = os.path.join(path, SERIES)
     series_raw = files.get(SERIES, b"")
     names = _series_entries(series_raw, series_path, files)
-    patches = [parse_patch(files[entry], os.path.join(path, entry)) for entry in names]
+    patches = [replace(parse_patch(files[e], os.path.join(path, e)), series_options=o) for e, o in names.items()]
     listed = set(names)
     for fname in sorted(files):
         if fname.endswith(".patch") and fname not in listed:
@@ -541,10 +541,11 @@ def load(patches_dir: str, name: str) -> Stack:
     return Stack(name=name, path=path, config=config, patches=tuple(patches), series_raw=series_raw)
 
 
-def _series_entries(raw: bytes, series_path: str, files: Collection[str]) -> list[str]:
-    entries = []
-    for n, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
+def _series_entries(raw: bytes, series_path: str, files: Collection[str]) -> dict[str, str]:
+    """File name → what follows it on its line (options, a comment), in series order."""
+    entries: dict[str, str] = {}
+    for n, text in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
+        line = text.split("#", 1)[0].strip()
         if not line:
             continue
         fields = line.split()
@@ -561,12 +562,13 @@ def _series_entries(raw: bytes, series_path: str, files: Collection[str]) -> lis
             raise UserError(f"series names {entry!r}, but there is no such file", path=series_path, line=n)
         if entry in entries:
             raise UserError(f"{entry!r} is listed twice", path=series_path, line=n)
-        entries.append(entry)
+        entries[entry] = text.strip()[len(entry) :].strip()
     return entries
 
 
 def render_series(stack: Stack) -> bytes:
-    """The series file: the leading comment lines kept, one file name a line."""
+    """The series file: the leading comment lines kept, one file name a line,
+    each with the options (and comment) its line had."""
     comments = []
     for line in stack.series_raw.decode("utf-8", "replace").splitlines():
         if line.startswith("#"):
@@ -575,7 +577,8 @@ def render_series(stack: Stack) -> bytes:
             break
     if not comments:
         comments = [f"# ggstack series for {stack.name}: one patch a line, in merge order"]
-    return ("\n".join(comments + [p.name for p in stack.patches]) + "\n").encode()
+    lines = [f"{p.name} {p.series_options}" if p.series_options else p.name for p in stack.patches]
+    return ("\n".join(comments + lines) + "\n").encode()
 
 
 def save(stack: Stack, also: Mapping[str, bytes | None] | None = None) -> bool:
@@ -585,11 +588,9 @@ def save(stack: Stack, also: Mapping[str, bytes | None] | None = None) -> bool:
 
     The caller holds the stack's lock (``state.locked``)."""
     keep = {p.name for p in stack.patches}
-    series_bytes = (
-        stack.series_raw
-        if _series_entries_or_none(stack.series_raw, keep) == [p.name for p in stack.patches]
-        else render_series(stack)
-    )
+    entries = _series_entries_or_none(stack.series_raw, keep)
+    unchanged = entries is not None and list(entries.items()) == [(p.name, p.series_options) for p in stack.patches]
+    series_bytes = stack.series_raw if unchanged else render_series(stack)
     changes: dict[str, bytes | None] = {p.name: p.raw for p in stack.patches}
     changes[SERIES] = series_bytes
     where = state.readable_dir(stack.path)
@@ -601,7 +602,7 @@ def save(stack: Stack, also: Mapping[str, bytes | None] | None = None) -> bool:
     return state.commit_dir(stack.path, changes)
 
 
-def _series_entries_or_none(raw: bytes, files: Collection[str]) -> list[str] | None:
+def _series_entries_or_none(raw: bytes, files: Collection[str]) -> dict[str, str] | None:
     try:
         return _series_entries(raw, SERIES, files)
     except UserError:

@@ -444,6 +444,25 @@ def test_load_save_changes_no_byte(world: World) -> None:
     roundtrips(world.stack, world.patches)
 
 
+def test_series_options_follow_their_patch_through_move_remove_and_import(world: World) -> None:
+    """The probe: a quilt user's `-p1` after a patch name was dropped at the next rewrite of the series."""
+    for s in ("alpha", "beta", "gamma"):
+        world.fork.commit(s, {f"{s}.txt": s})
+    world.ok("import", "s", f"{world.base}..HEAD")
+    a, b, c = series_names(world.stack)
+    (world.stack / "series").write_text(f"# mine\n{a} -p1\n{b}\n{c}  -p1 # keep for quilt\n")
+
+    world.ok("move", "s", "3", "--to", "1")
+    expected = "# mine\n0001-gamma.patch -p1 # keep for quilt\n0002-alpha.patch -p1\n0003-beta.patch\n"
+    assert (world.stack / "series").read_text() == expected
+    world.ok("remove", "s", "3")
+    world.fork.commit("delta", {"delta.txt": "d"})
+    world.ok("import", "s", "HEAD")
+    lines = (world.stack / "series").read_text().splitlines()
+    assert lines == ["# mine", "0001-gamma.patch -p1 # keep for quilt", "0002-alpha.patch -p1", "0003-delta.patch"]
+    roundtrips(world.stack, world.patches)
+
+
 def test_move_renumbers_files_subjects_and_series(world: World) -> None:
     shas = [world.fork.commit(s, {f"{s}.txt": s}) for s in ("alpha", "beta", "gamma")]
     world.ok("import", "s", f"{world.base}..HEAD")
