@@ -64,7 +64,10 @@ class Ctx:
         """--patches, else $GGSTACK_PATCHES, else ``patches/`` at the top of the repository's work
         tree (as git finds its files from a subdirectory), else ``./patches``."""
         if self._patches is None:
-            top = git.toplevel(self.repo_path)
+            try:
+                top = self.repo.worktree  # found by the discovery the command needs anyway
+            except UserError:  # not in a repository: the stacks are where the command runs
+                top = None
             self._patches = os.path.join(top or os.getcwd(), "patches")
         return self._patches
 

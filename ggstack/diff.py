@@ -120,7 +120,7 @@ def _skip_hunk(lines: list[str], i: int) -> int:
         raise DiffError(f"broken hunk header {lines[i][:60]!r}", i)
     old = int(m.group(2)) if m.group(2) is not None else 1
     new = int(m.group(4)) if m.group(4) is not None else 1
-    header = lines[i].split(" @@", 1)[0] + " @@"
+    start = i
     i += 1
     while old > 0 or new > 0:
         if i >= len(lines):
@@ -132,6 +132,7 @@ def _skip_hunk(lines: list[str], i: int) -> int:
         new -= tag in (" ", "", "+")
         if old < 0 or new < 0:
             # A hand-edited hunk: its lines and the counts in its header disagree, one way or the other.
+            header = lines[start].split(" @@", 1)[0] + " @@"
             raise DiffError(
                 f"hunk {header!r}: its lines do not add up to the counts in its header "
                 "(fix the counts, or regenerate the patch)",

@@ -14,7 +14,7 @@ from ggstack.git.diffs import ApplyFailure, MergeResult, TreeChange, apply_failu
 from ggstack.git.fastimport import ChainCommit, importable
 from ggstack.git.objects import SCRATCH_IDENT, CommitInfo
 from ggstack.git.patches import set_patch_number
-from ggstack.git.repository import Repository, toplevel
+from ggstack.git.repository import Repository
 from ggstack.git.runner import GitFailed
 from ggstack.git.trailers import add_trailers, add_trailers_many, parse_trailers
 from ggstack.git.worktrees import Worktree
@@ -35,5 +35,4 @@ __all__ = [
     "importable",
     "parse_trailers",
     "set_patch_number",
-    "toplevel",
 ]

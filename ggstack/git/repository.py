@@ -40,15 +40,6 @@ class Repository(History, Diffs, FastImport, Patches, Worktrees, Remotes):
         return cls(path)
 
 
-def toplevel(path: str) -> str | None:
-    """The top of the work tree ``path`` is in (None: not in one), as ``git rev-parse
-    --show-toplevel`` says: where a repository's own files start."""
-    if not os.path.isdir(path):
-        return None
-    out = rev_parse_at(path, "--show-toplevel")
-    return out[0] if out else None
-
-
 Found = tuple[str, str, str | None, str]  # git dir, common dir, work tree (None: bare), object format
 
 
