@@ -29,6 +29,7 @@ from ggstack.errors import UserError
 from ggstack.model import Applied, Conflict, Outcome, Patch, Progress, Run, Stack
 
 _CONTEXT = 3  # lines of context kept around a conflict region
+_Author = tuple[str, str, str, str, str | None]  # name, email, date, message, git's ident line (None: refused)
 ADAPTED = re.compile(r"^Adapted: ", re.M)  # the trailer `ggstack refresh` writes: the patch carries a resolution
 
 
@@ -259,15 +260,17 @@ class Replayer:
                 return step
         changes = self._changes_of(pick)
         edits = trivial_merge(self._trees, self.tip_tree, changes) if changes else None
+        who = None
         if edits is not None and self._chain:
-            kept = self._keep_back(pick, edits)
+            who = self._author_of(pick)
+            kept = self._keep_back(pick, edits, who)
             if kept is not None:
                 return kept
         self.flush()
         key = f"{self.tip}:{pick.commit}"
         if edits is not None:
             tree = self._trees.edit(self.tip_tree, edits)
-            commit = self._commit(pick, tree)
+            commit = self._commit(pick, tree, who)
             self._results.put(key, commit)
             return Step(Applied.APPLIED, tree, commit)
         merged = self.repo.cherry_pick_tree(pick.commit, pick.parent or "", self.tip_tree)
@@ -276,7 +279,7 @@ class Replayer:
         if merged.tree == self.tip_tree:
             self._results.put(key, "empty")
             return Step(Applied.EMPTY, merged.tree)
-        commit = self._commit(pick, merged.tree)
+        commit = self._commit(pick, merged.tree, who)
         self._results.put(key, commit)
         return Step(Applied.APPLIED, merged.tree, commit)
 
@@ -288,11 +291,10 @@ class Replayer:
     def close(self) -> None:
         self._results.save()
 
-    def _keep_back(self, pick: Pick, edits: dict[str, tuple[str, str] | None]) -> Step | None:
+    def _keep_back(self, pick: Pick, edits: dict[str, tuple[str, str] | None], who: _Author) -> Step | None:
         """A trivial pick's step, its commit left for ``flush`` to write with the picks around
         it; None where fast-import might not write its idents as they are."""
-        name, email, date, message = self._author_of(pick)
-        author = self.repo.ident(name, email, date)
+        _, _, _, message, author = who
         committer = self._committer_ident()
         if author is None or not git.importable(author) or not git.importable(committer):
             return None
@@ -332,22 +334,23 @@ class Replayer:
             return None  # pruned by gc, or not ours: redo the merge
         return Step(Applied.APPLIED, info.tree, hit)
 
-    def _commit(self, pick: Pick, tree: str) -> str:
+    def _commit(self, pick: Pick, tree: str, who: _Author | None = None) -> str:
         """The replayed commit: the patch's author and message, the committer
         from the environment (as ``git rebase`` does)."""
-        name, email, date, message = self._author_of(pick)
-        author = self.repo.ident(name, email, date)
+        name, email, date, message, author = who or self._author_of(pick)
         if author is None:  # git refuses it: commit-tree says why
             return self.repo.commit_tree(tree, [self.tip], message, author=(name, email, date))
         return self.repo.write_commit(tree, [self.tip], message, author, self._committer_ident())
 
-    def _author_of(self, pick: Pick) -> tuple[str, str, str, str]:
-        """(name, email, date, message) of the replayed commit."""
+    def _author_of(self, pick: Pick) -> _Author:
+        """(name, email, date, message, ident line or None where git refuses it) of the replayed commit."""
         if pick.patch is not None:
             name, email = split_author(pick.patch.author)
-            return name, email, pick.patch.date, pick.patch.message
-        info = self.repo.commit_infos([pick.commit or ""])[0]
-        return info.author_name, info.author_email, info.author_date, info.message
+            date, message = pick.patch.date, pick.patch.message
+        else:
+            info = self.repo.commit_infos([pick.commit or ""])[0]
+            name, email, date, message = info.author_name, info.author_email, info.author_date, info.message
+        return name, email, date, message, self.repo.ident(name, email, date)
 
     def _committer_ident(self) -> str:
         if self._committer is None:
