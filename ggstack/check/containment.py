@@ -19,6 +19,7 @@ from ggstack.check.files import Files, is_text
 from ggstack.diff import Block, FileChange, Hunk, paths_of
 
 Entries = dict[str, tuple[str, str]]  # path -> (mode, blob)
+NO_FILE = "file is not in the base"  # the reason of a block whose file the tree does not have
 
 
 def informative(lines: list[str]) -> int:
@@ -178,7 +179,7 @@ def _file_units(fc: FileChange, in_base: tuple[str, str] | None, entries: Entrie
     units = _rename_and_mode(fc, in_base, entries)
     if in_base is None:
         units += [
-            Unit(fc.path, h.label, informative(b.removed + b.added), False, "file is not in the base", i, b)
+            Unit(fc.path, h.label, informative(b.removed + b.added), False, NO_FILE, i, b)
             for i, h in enumerate(fc.hunks)
             for b in h.blocks
         ]

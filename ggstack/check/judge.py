@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ggstack import git, replay
 from ggstack.check import remaining, signals
 from ggstack.check.attribution import attribute, changed_places
-from ggstack.check.containment import Containment, contain, contained_at, needs_alignment
+from ggstack.check.containment import NO_FILE, Containment, Unit, contain, contained_at, needs_alignment
 from ggstack.check.files import Files, is_zero
 from ggstack.check.groups import Group
 from ggstack.check.history import History, normal_subject
@@ -100,14 +100,18 @@ def _named_and_whole(ctx: Context, cands: Sequence[Candidate], out: dict[str, Id
     an adapted pick."""
     todo = [(c, h) for c in cands for h in signals.hints(ctx.history, c, set())[0][:3]]
     for (cand, h), there in zip(todo, contained_at(ctx.files, [(c.changes, at) for c, at in todo]), strict=True):
-        present = sum(u.present for u in there.units)
-        if not there.judged or 2 * present <= len(there.units):
+        placed, moot = _placed(ctx.history, there)
+        present = sum(u.present for u in placed)
+        if not there.judged or 2 * present <= len(placed):
             continue  # at most half of its changes: a hint, not the pick
         ident = out[cand.name]
-        ident.matches.append(Match(HINTED, h, complete=there.all_present))
+        whole = present == len(placed)
+        ident.matches.append(Match(HINTED, h, complete=whole))
         detail = f"{h[:10]} has its PR number or subject, and its own tree has " + (
-            "every change of the patch" if there.all_present else f"{present} of its {len(there.units)} changes"
+            "every change of the patch" if whole else f"{present} of its {len(placed)} changes"
         )
+        if moot:
+            detail += f" in the files it has (not {', '.join(moot)}, which it does not have)"
         ident.evidence.append(
             Evidence(Signal.IDENTITY, detail, [h], data={"match": True, "by": "hint"}, says=Says.PRESENT)
         )
@@ -123,7 +127,20 @@ def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Ident
         if m.how in ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in")
     ]
     for (_, m), there in zip(todo, contained_at(ctx.files, [(c.changes, m.commit) for c, m in todo]), strict=True):
-        m.complete = there.all_present
+        placed, _ = _placed(ctx.history, there)
+        m.complete = there.judged and bool(placed) and all(u.present for u in placed)
+
+
+def _placed(history: History, there: Containment) -> tuple[list[Unit], list[str]]:
+    """The changes that have a place in a commit's own tree, and the files of those that have
+    none: a change to a file that tree lacks and the base did not move elsewhere (one the base
+    deleted: a release branch's C extension) cannot be there, so it says nothing about a pick."""
+
+    def nowhere(u: Unit) -> bool:
+        return u.reason == NO_FILE and not history.moved_to(u.path)
+
+    placed = [u for u in there.counted if not nowhere(u)]
+    return placed, list(dict.fromkeys(u.path for u in there.counted if nowhere(u)))
 
 
 def measure_content(
@@ -170,7 +187,7 @@ def _alignments(
 def _gone(history: History, content: Containment) -> dict[str, str]:
     """The patch's files the range deleted (their newest version is none): path -> the commit."""
     out = {}
-    for path in dict.fromkeys(u.path for u in content.units if not u.present and u.reason == "file is not in the base"):
+    for path in dict.fromkeys(u.path for u in content.units if not u.present and u.reason == NO_FILE):
         versions = history.versions(path)
         if versions and is_zero(versions[0][2]):
             out[path] = versions[0][0]
