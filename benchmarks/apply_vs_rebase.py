@@ -144,13 +144,18 @@ t1 = time.perf_counter()
 repo = git.Repository(sys.argv[1])
 stack = series.load(sys.argv[2], sys.argv[3])
 t2 = time.perf_counter()
-picks = replay.materialize(repo, stack)
+made = replay.Materializer(repo, stack)
 t3 = time.perf_counter()
-steps = replay.replay(repo, picks, sys.argv[4])
+steps = replay.replay(repo, made.picks, sys.argv[4])
 t4 = time.perf_counter()
-replay.write_branches(repo, stack, steps, replay.branch_refs(stack, sys.argv[5]), force=True)
+remade = made.confirm()  # the stored-diff check, run meanwhile: what is left of it
+if remade is not None:
+    steps = replay.replay(repo, remade, sys.argv[4])
 t5 = time.perf_counter()
-print(json.dumps({"imports": t1 - t0, "series.load": t2 - t1, "materialize": t3 - t2, "replay": t4 - t3, "write_branches": t5 - t4}))
+replay.write_branches(repo, stack, steps, replay.branch_refs(stack, sys.argv[5]), force=True)
+t6 = time.perf_counter()
+print(json.dumps({"imports": t1 - t0, "series.load": t2 - t1, "materialize": t3 - t2, "replay": t4 - t3,
+                  "confirm": t5 - t4, "write_branches": t6 - t5}))
 """
 
 

@@ -70,34 +70,67 @@ class Step:
 
 
 def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
-    """Each stored patch as a commit on its recorded parent (cached by content).
+    """Each stored patch as a commit on its recorded parent (cached by content)."""
+    made = Materializer(repo, stack)
+    return made.confirm() or made.picks
 
-    The stored files are the truth. When the commit a patch was imported from is
-    here and its diff from the recorded parent is the stored diff byte for byte
-    (one ``diff-tree --stdin`` for the whole stack checks that), its tree is that
-    commit's; only a patch edited by hand or imported with ``--only`` pays for
-    ``git apply`` on a temporary index."""
-    cache = Map(repo, "materialized")
-    cached = [cache.get(_materialize_key(p)) for p in stack.patches]
-    wanted = [p.base_commit for p in stack.patches if p.base_commit]
-    wanted += [p.source_commit for p in stack.patches if p.source_commit] + [c for c in cached if c]
-    present = repo.has_objects(wanted)
-    todo = _to_make(repo, stack, cached, present)
-    trees = _trees_from_sources(
-        repo, [(p, parent) for p, parent in todo if p.source_commit and present.get(p.source_commit)]
-    )
-    made: dict[str, str] = {}
-    for (patch, _), commit in zip(todo, _commit_patches(repo, stack, todo, trees)):
-        cache.put(_materialize_key(patch), commit)
-        made[patch.name] = commit
-    cache.save()
-    picks = []
-    for patch, hit in zip(stack.patches, cached):
-        diff = patch.diff.encode("utf-8", "surrogateescape")
-        recorded = patch.base_commit if patch.base_commit and present.get(patch.base_commit) else None
-        made_commit = (made.get(patch.name) or (hit if hit and present.get(hit) else None)) if recorded else None
-        picks.append(Pick(patch, made_commit, recorded, diff, patch.name, patch.subject))
-    return picks
+
+class Materializer:
+    """Each stored patch as a commit on its recorded parent, made before the check that
+    says whether its source commit's tree may stand for it.
+
+    The stored files are the truth. When the commit a patch was imported from is here and its
+    diff from the recorded parent is the stored diff byte for byte, its tree is that commit's;
+    only a patch edited by hand or imported with ``--only`` needs ``git apply`` on a temporary
+    index. Making the diffs to compare (``diff-tree -p``) is the slow part, so they are made
+    while the caller replays: ``picks`` takes each source commit's tree on trust (where no
+    ``Dropped:``/``Adapted:`` trailer says the diff was changed), and ``confirm`` waits for
+    the comparison; a pick it does not bear out is made again and the caller replays again.
+    Nothing is cached before ``confirm``.
+    """
+
+    def __init__(self, repo: git.Repository, stack: Stack) -> None:
+        self._repo, self._stack = repo, stack
+        self._cache = Map(repo, "materialized")
+        self._cached = [self._cache.get(_materialize_key(p)) for p in stack.patches]
+        wanted = [p.base_commit for p in stack.patches if p.base_commit]
+        wanted += [p.source_commit for p in stack.patches if p.source_commit] + [c for c in self._cached if c]
+        self._present = repo.has_objects(wanted)
+        self._todo = _to_make(repo, stack, self._cached, self._present)
+        self._sourced = [
+            (p, parent) for p, parent in self._todo if p.source_commit and self._present.get(p.source_commit)
+        ]
+        self._diffs = repo.start_source_diffs([(p.source_commit or "", parent) for p, parent in self._sourced])
+        self._trusted = _source_trees(repo, [p for p, _ in self._sourced if _unchanged_since_import(p)])
+        commits = _commit_patches(repo, stack, self._todo, self._trusted)
+        self._made = {patch.name: commit for (patch, _), commit in zip(self._todo, commits)}
+        self.picks = self._picks()
+
+    def confirm(self) -> list[Pick] | None:
+        """Wait for the comparison; cache what it bears out. None when it bore out every pick,
+        else the picks with those it did not made again by ``git apply``."""
+        exact = _exact_trees(self._sourced, self._diffs())
+        wrong = [
+            (p, parent)
+            for p, parent in self._todo
+            if p.name in self._trusted and exact.get(p.name) != self._trusted[p.name]
+        ]
+        for (patch, _), commit in zip(wrong, _commit_patches(self._repo, self._stack, wrong, exact)):
+            self._made[patch.name] = commit
+        for patch, _ in self._todo:
+            self._cache.put(_materialize_key(patch), self._made[patch.name])
+        self._cache.save()
+        return self._picks() if wrong else None
+
+    def _picks(self) -> list[Pick]:
+        picks = []
+        for patch, hit in zip(self._stack.patches, self._cached):
+            diff = patch.diff.encode("utf-8", "surrogateescape")
+            recorded = patch.base_commit if patch.base_commit and self._present.get(patch.base_commit) else None
+            cached = hit if hit and self._present.get(hit) else None
+            commit = (self._made.get(patch.name) or cached) if recorded else None
+            picks.append(Pick(patch, commit, recorded, diff, patch.name, patch.subject))
+        return picks
 
 
 def _to_make(
@@ -132,13 +165,24 @@ def _materialize_key(patch: Patch) -> str:
     return hashlib.sha1(patch.raw).hexdigest()
 
 
-def _trees_from_sources(repo: git.Repository, todo: Sequence[tuple[Patch, str]]) -> dict[str, str]:
+def _unchanged_since_import(patch: Patch) -> bool:
+    """Whether the stored diff is likely its source commit's: no path was left out at import
+    (``Dropped:``) and no resolution was written into it (``Adapted:``)."""
+    return not patch.provenance.dropped and not ADAPTED.search(patch.message)
+
+
+def _source_trees(repo: git.Repository, patches: Sequence[Patch]) -> dict[str, str]:
+    """patch name -> its source commit's tree (one request to the persistent reader)."""
+    infos = repo.read_commits(p.source_commit or "" for p in patches)
+    return {p.name: infos[p.source_commit].tree for p in patches if p.source_commit in infos}
+
+
+def _exact_trees(sourced: Sequence[tuple[Patch, str]], diffs: Sequence[tuple[str, bytes]]) -> dict[str, str]:
     """patch name -> the tree its source commit has, for the patches whose
     stored diff is exactly the source commit's diff from the recorded
     parent: applying that diff to the parent can only give that tree."""
-    diffs = repo.source_diffs([(p.source_commit or "", parent) for p, parent in todo])
     trees = {}
-    for (patch, _), (tree, diff) in zip(todo, diffs):
+    for (patch, _), (tree, diff) in zip(sourced, diffs):
         if diff.rstrip(b"\n") == patch.diff.encode("utf-8", "surrogateescape").rstrip(b"\n"):
             trees[patch.name] = tree
     return trees
@@ -148,8 +192,9 @@ def _commit_patches(
     repo: git.Repository, stack: Stack, todo: Sequence[tuple[Patch, str]], trees: dict[str, str]
 ) -> list[str]:
     """Each patch of ``todo`` as a commit on its parent; the commits need not wait on each
-    other, so they are written together (one request to the persistent writer)."""
-    ready: list[tuple[str, Sequence[str], str, str, str]] = []
+    other, so they are written together (one ``fast-import``, or one request to the
+    persistent writer where fast-import might not write an ident as it is)."""
+    ready: list[git.TreeCommit] = []
     refused: dict[int, str] = {}
     for n, (patch, parent) in enumerate(todo):
         tree = trees.get(patch.name) or _tree_of_patch(repo, stack, patch, parent)
@@ -158,8 +203,11 @@ def _commit_patches(
         if author is None:  # git refuses it: commit-tree says why
             refused[n] = repo.commit_tree(tree, [parent], patch.message, author=(name, email, patch.date), scratch=True)
         else:
-            ready.append((tree, [parent], patch.message, author, git.SCRATCH_IDENT))
-    written = iter(repo.write_commits(ready))
+            ready.append(git.TreeCommit(tree, parent, patch.message, author, git.SCRATCH_IDENT))
+    if all(git.importable(c.author) and git.importable(c.committer) for c in ready):
+        written = iter(repo.write_tree_commits(ready))
+    else:
+        written = iter(repo.write_commits([(c.tree, [c.parent], c.message, c.author, c.committer) for c in ready]))
     return [refused[n] if n in refused else next(written) for n in range(len(todo))]
 
 
@@ -749,8 +797,11 @@ def apply(
 ) -> Run:
     """``ggstack apply``: replay the stack onto ``base_ref``; one Outcome a patch."""
     base = resolve_base(repo, stack, base_ref)
-    picks = materialize(repo, stack)
-    steps = replay(repo, picks, base, progress)
+    made = Materializer(repo, stack)
+    steps = replay(repo, made.picks, base, progress)
+    remade = made.confirm()
+    if remade is not None:  # a stored diff is not its source commit's (edited by hand): replay what it is
+        steps = replay(repo, remade, base, progress)
     refs = branch_refs(stack, prefix)
     if write:
         branches = write_branches(repo, stack, steps, refs, force=force, namespace=branch_namespace(stack, prefix))

@@ -253,6 +253,26 @@ def test_a_rerun_replays_from_its_cache_and_a_kept_result_that_is_wrong_is_repla
     assert traces[2].read_text().count(raw) >= 1
 
 
+def test_a_diff_edited_by_hand_is_replayed_as_stored_not_as_its_source_commit(tmp_path: Path) -> None:
+    """The stored file is the truth: a patch whose diff was edited by hand (no trailer says so)
+    is replayed as edited, and the patches after it on top of it, as ``git am`` of the files."""
+    patches = [{f"f{i}.txt": lines(f"f{i}", l1=f"patch {i}")} for i in range(3)]
+    fork = Fork(tmp_path, patches, [{"f9.txt": "up\n"}])
+    second = fork.patch_files()[1]
+    text = second.read_text()
+    assert text.count("+f1 line 1") == 0 and text.count("+patch 1\n") == 1
+    second.write_text(text.replace("+patch 1\n", "+patch 1, edited by hand\n"))
+    proc, run = fork.apply()
+    assert proc.returncode == 0, proc.stderr
+    g = fork.g
+    tip = run["patches"][-1]["commit"]
+    assert g.git("show", f"{run['patches'][1]['commit']}:f1.txt") == lines("f1", l1="patch 1, edited by hand").strip()
+    g.git("checkout", "-q", "--detach", "main")
+    g.git("-c", "core.hooksPath=/dev/null", "am", "-q", *map(str, fork.patch_files()))
+    assert g.git("rev-parse", f"{tip}^{{tree}}") == g.git("rev-parse", "HEAD^{tree}")
+    assert [p["applied"] for p in run["patches"]] == ["applied"] * 3
+
+
 def test_json_prints_the_run(tmp_path: Path) -> None:
     fork = Fork(tmp_path, [{"f1.txt": lines("f1", l1="p1")}], [{"f2.txt": lines("f2", l2="up")}])
     proc, run = fork.apply()

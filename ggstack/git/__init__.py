@@ -11,7 +11,7 @@ compare-and-swap transaction. ARCHITECTURE.md maps the modules.
 """
 
 from ggstack.git.diffs import ApplyFailure, MergeResult, TreeChange, apply_failures
-from ggstack.git.fastimport import ChainCommit, importable
+from ggstack.git.fastimport import ChainCommit, TreeCommit, importable
 from ggstack.git.objects import SCRATCH_IDENT, CommitInfo
 from ggstack.git.patches import set_patch_number
 from ggstack.git.repository import Repository
@@ -28,6 +28,7 @@ __all__ = [
     "MergeResult",
     "Repository",
     "TreeChange",
+    "TreeCommit",
     "Worktree",
     "add_trailers",
     "add_trailers_many",

@@ -8,7 +8,7 @@ so replayed trees are byte-identical to git's; patches are applied with
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ggstack.git.objects import SCRATCH_IDENT, Objects
@@ -277,58 +277,65 @@ class Diffs(Objects):
             raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} diffs, read {len(chunks)}")
         return [chunk.lstrip(b"\n") for chunk in chunks]
 
-    def source_diffs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
-        """(tree of the commit, its diff from the given parent) for each
-        (commit, parent), as ``format_patches`` writes the diff: one ``diff-tree --stdin``,
-        or for many pairs two side by side (making the diffs is one core's work a process)."""
-        if len(pairs) < _SPLIT_SOURCES:
-            return self._source_diffs_one(pairs)
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            even, odd = pool.map(self._source_diffs_one, (pairs[0::2], pairs[1::2]))
-        out = [diff for two in zip(even, odd) for diff in two]
-        return out + even[len(odd) :]
-
-    def _source_diffs_one(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
-        if not pairs:
-            return []
-        args = [  # the diff settings ``format_patches`` pins, so equal bytes mean an equal change
-            "-c",
-            "core.quotePath=false",
-            "-c",
-            "diff.noprefix=false",
-            "-c",
-            "diff.mnemonicPrefix=false",
-            "-c",
-            "diff.suppressBlankEmpty=false",
-            "diff-tree",
-            "--stdin",
-            "--always",
-            "-p",
-            "--full-index",
-            "--binary",
-            "--find-renames",
-            "--no-color",
-            "--no-relative",
-            "--unified=3",
-            "--inter-hunk-context=0",
-            "--diff-algorithm=myers",
-            "--indent-heuristic",
-            "-O/dev/null",
-            "--format=ggstack-commit %H %T",
+    def start_source_diffs(self, pairs: Sequence[tuple[str, str]]) -> Callable[[], list[tuple[str, bytes]]]:
+        """(tree of the commit, its diff from the given parent) for each (commit, parent), as
+        ``format_patches`` writes the diff: one ``diff-tree --stdin``, or for many pairs two side
+        by side (making the diffs is one core's work a process). They are started now and run
+        while the caller works; calling what this returns waits for them."""
+        halves = [pairs] if len(pairs) < _SPLIT_SOURCES else [pairs[0::2], pairs[1::2]]
+        started = [
+            self.start(*_SOURCE_DIFF, input="".join(f"{c} {p}\n" for c, p in half).encode()) for half in halves if half
         ]
-        raw = self.run(*args, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
-        chunks = re.split(
-            rb"^ggstack-commit (?:[0-9a-f]{40}|[0-9a-f]{64}) (?=(?:[0-9a-f]{40}|[0-9a-f]{64})\n)", raw, flags=re.M
-        )[1:]
-        out = []
-        for chunk in chunks:
-            tree, _, diff = chunk.partition(b"\n")
-            out.append((tree.decode(), diff.lstrip(b"\n")))
-        if len(out) != len(pairs):
-            raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} diffs, read {len(out)}")
-        return out
+
+        def wait() -> list[tuple[str, bytes]]:
+            parts = [_source_diffs(job.wait(), len(half)) for job, half in zip(started, halves)]
+            if len(parts) < 2:
+                return parts[0] if parts else []
+            even, odd = parts
+            return [diff for two in zip(even, odd) for diff in two] + even[len(odd) :]
+
+        return wait
+
+
+_SOURCE_DIFF = (  # the diff settings ``format_patches`` pins, so equal bytes mean an equal change
+    "-c",
+    "core.quotePath=false",
+    "-c",
+    "diff.noprefix=false",
+    "-c",
+    "diff.mnemonicPrefix=false",
+    "-c",
+    "diff.suppressBlankEmpty=false",
+    "diff-tree",
+    "--stdin",
+    "--always",
+    "-p",
+    "--full-index",
+    "--binary",
+    "--find-renames",
+    "--no-color",
+    "--no-relative",
+    "--unified=3",
+    "--inter-hunk-context=0",
+    "--diff-algorithm=myers",
+    "--indent-heuristic",
+    "-O/dev/null",
+    "--format=ggstack-commit %H %T",
+)
+
+
+def _source_diffs(raw: bytes, count: int) -> list[tuple[str, bytes]]:
+    """``_SOURCE_DIFF``'s output: (tree, diff) of each commit asked about."""
+    chunks = re.split(
+        rb"^ggstack-commit (?:[0-9a-f]{40}|[0-9a-f]{64}) (?=(?:[0-9a-f]{40}|[0-9a-f]{64})\n)", raw, flags=re.M
+    )[1:]
+    out = []
+    for chunk in chunks:
+        tree, _, diff = chunk.partition(b"\n")
+        out.append((tree.decode(), diff.lstrip(b"\n")))
+    if len(out) != count:
+        raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {count} diffs, read {len(out)}")
+    return out
 
 
 def _batched_merges(fields: list[str]) -> list[MergeResult]:

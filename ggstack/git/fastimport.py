@@ -1,4 +1,4 @@
-"""A chain of commits written by one ``git fast-import``.
+"""Commits written by one ``git fast-import``: a chain, or many on trees already written.
 
 Replaying a run of picks whose merges are trivial is path edits on the tip,
 each a commit on the one before. Asked of ``mktree`` and ``hash-object``
@@ -40,47 +40,71 @@ def importable(ident: str) -> bool:
     return m is not None and int(m["zone"]) <= 1400
 
 
+@dataclass(frozen=True)
+class TreeCommit:
+    """A commit of a given tree on a given parent (its idents ``importable``)."""
+
+    tree: str
+    parent: str
+    message: str
+    author: str
+    committer: str
+
+
 class FastImport(Runner):
     def write_chain(self, start: str, commits: Sequence[ChainCommit]) -> list[tuple[str, str]]:
         """(commit, tree) of each commit, the first on ``start``, each later one on the one
         before; one ``fast-import`` process for all."""
         if not commits:
             return []
+        lines = self._fast_import(_stream(start, commits), 2 * len(commits))
+        return [(lines[2 * n], lines[2 * n + 1].split("\t")[0].split(" ")[2]) for n in range(len(commits))]
+
+    def write_tree_commits(self, commits: Sequence[TreeCommit]) -> list[str]:
+        """Commits that wait on no other's id (each its own tree on its own parent), in one
+        ``fast-import``: no temporary file an object, as ``hash-object --stdin-paths`` needs."""
+        if not commits:
+            return []
+        out = bytearray()
+        for n, c in enumerate(commits, 1):
+            out += _header(n, c.author, c.committer, c.message, c.parent.encode())
+            out += b'M 040000 %s ""\n\nget-mark :%d\n' % (c.tree.encode(), n)
+        return self._fast_import(bytes(out + b"reset %s\ndone\n" % _REF), len(commits))
+
+    def _fast_import(self, stream: bytes, answers: int) -> list[str]:
         # It writes no ref, yet asks the reference-transaction hook about its empty transaction:
         # the repository's hooks have nothing to judge here (ggstack's ref writes still meet them).
         pid, proc = self.run_as(
-            "-c",
-            "core.hooksPath=/dev/null",
-            "fast-import",
-            "--quiet",
-            "--done",
-            "--date-format=raw",
-            input=_stream(start, commits),
+            "-c", "core.hooksPath=/dev/null", "fast-import", "--quiet", "--done", "--date-format=raw", input=stream
         )
         if proc.returncode != 0:
             with contextlib.suppress(OSError):  # its report is for git's developers, not left in the user's git dir
                 os.unlink(os.path.join(self.git_dir, f"fast_import_crash_{pid}"))
             raise GitFailed(["fast-import"], proc.returncode, proc.stderr.decode("utf-8", "replace"))
         lines = proc.stdout.decode().splitlines()
-        if len(lines) != 2 * len(commits):
-            raise GitFailed(["fast-import"], 0, f"{len(lines)} answers to {2 * len(commits)} questions")
-        return [(lines[2 * n], lines[2 * n + 1].split("\t")[0].split(" ")[2]) for n in range(len(commits))]
+        if len(lines) != answers:
+            raise GitFailed(["fast-import"], 0, f"{len(lines)} answers to {answers} questions")
+        return lines
+
+
+def _header(n: int, author: str, committer: str, message: str, parent: bytes) -> bytes:
+    """A commit command up to its file changes: mark ``n``, on ``parent`` (a sha or a mark)."""
+    data = message.encode("utf-8", "surrogateescape")
+    return b"commit %s\nmark :%d\nauthor %s\ncommitter %s\ndata %d\n%s\nfrom %s\n" % (
+        _REF,
+        n,
+        author.encode("utf-8", "surrogateescape"),
+        committer.encode("utf-8", "surrogateescape"),
+        len(data),
+        data,
+        parent,
+    )
 
 
 def _stream(start: str, commits: Sequence[ChainCommit]) -> bytes:
     out = bytearray()
     for n, c in enumerate(commits, 1):
-        message = c.message.encode("utf-8", "surrogateescape")
-        parent = start.encode() if n == 1 else b":%d" % (n - 1)
-        out += b"commit %s\nmark :%d\nauthor %s\ncommitter %s\ndata %d\n%s\nfrom %s\n" % (
-            _REF,
-            n,
-            c.author.encode("utf-8", "surrogateescape"),
-            c.committer.encode("utf-8", "surrogateescape"),
-            len(message),
-            message,
-            parent,
-        )
+        out += _header(n, c.author, c.committer, c.message, start.encode() if n == 1 else b":%d" % (n - 1))
         for path, entry in c.edits.items():
             quoted = _quote(path)
             out += (

@@ -157,6 +157,10 @@ class Runner:
             out, err = proc.communicate(input)
         return proc.pid, subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
+    def start(self, *args: str, input: bytes) -> Started:
+        """``run`` left running while the caller works; ``Started.wait`` gives its output."""
+        return Started(["git", "--git-dir", self.git_dir, *args], input, self.worktree or self.git_dir)
+
     def out(self, *args: str, **kw) -> str:
         return self.run(*args, **kw).stdout.decode("utf-8", "surrogateescape").strip()
 
@@ -204,6 +208,37 @@ class Runner:
                 f"cannot use ggstack's state directory {path}: {e.strerror} (move aside what is in the way)"
             ) from None
         return path
+
+
+class Started:
+    """A git process that runs while ggstack does other work. Its input and output are
+    unlinked temporary files, not pipes: git never waits on a reader, ggstack never on git,
+    until ``wait``; a kill leaves nothing behind."""
+
+    def __init__(self, argv: list[str], input: bytes, cwd: str) -> None:
+        self._args = argv[3:]
+        self._out = tempfile.TemporaryFile()  # noqa: SIM115 (read and closed by wait)
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115
+        with tempfile.TemporaryFile() as feed:
+            feed.write(input)
+            feed.seek(0)
+            self._proc = subprocess.Popen(
+                argv, stdin=feed, stdout=self._out, stderr=self._err, env=environment(), cwd=cwd
+            )
+
+    def wait(self) -> bytes:
+        """Its output, once it has ended; GitFailed when it failed."""
+        returncode = self._proc.wait()
+        out, err = self._out, self._err
+        try:
+            out.seek(0)
+            err.seek(0)
+            if returncode != 0:
+                raise GitFailed(self._args, returncode, err.read().decode("utf-8", "replace"))
+            return out.read()
+        finally:
+            out.close()
+            err.close()
 
 
 class Persistent:
