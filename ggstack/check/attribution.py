@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Generator, Sequence
 from collections.abc import Set as AbstractSet
 
-from ggstack.check.containment import Containment, Unit, find_run, window
+from ggstack.check.containment import Containment, Unit, window
 from ggstack.check.files import Files, is_zero
 from ggstack.check.history import History
 from ggstack.diff import Block
@@ -169,19 +169,7 @@ def _drive(searches: list[tuple[Search, bool]], files: Files) -> None:
         files.prefetch([blob for _, _, (blob, _) in asks])
         following = []
         for search, strip, (blob, run) in asks:
-            has = _holds(files, blob, run, strip)
+            has = files.holds(blob, run, strip=strip)
             with contextlib.suppress(StopIteration):
                 following.append((search, strip, search.send(has)))
         asks = following
-
-
-def _holds(files: Files, blob: str, run: list[str], strip: bool) -> bool:
-    """Does the blob hold the run of lines? Most versions a search asks about are big files
-    that lack it: where not even its longest line is in the bytes, the file is not split."""
-    if not run or is_zero(blob):
-        return False
-    longest = max((s.rstrip() if strip else s for s in run), key=len)
-    with contextlib.suppress(UnicodeEncodeError):  # (a line no blob's bytes decode to: split and see)
-        if longest and longest.encode("utf-8", "surrogateescape") not in (files.blob(blob) or b""):
-            return False  # every line of the blob is a piece of its bytes (decoded as ``lines`` does)
-    return find_run(files.lines(blob), run, strip=strip) is not None

@@ -57,6 +57,8 @@ def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> list
     outside the range of an older line's commit it represents; and a commit after its branch
     merged the base in has a smaller range than one before that merge (a merge of anything
     else changes no range, and splits nothing)."""
+    if len(infos) == 1:
+        return [infos]  # one commit is one line: nothing to walk
     parents = repo.first_parents([i.sha for i in infos], base)
     forks: dict[str, str] = {}  # commit -> its line's fork point ("in the base" for one the base has)
     for info in infos:
@@ -157,7 +159,7 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     diffs = repo.diffs_of_commits([(i.sha, i.parents[0]) for i in infos])
     cands = [_candidate(repo, i, diffs[i.sha]) for i in infos]
     authors = {i.sha[:12]: i.author_email for i in infos}
-    base_tree = repo.resolve(base, "tree")
+    base_tree = repo.commit_infos([base])[0].tree  # through the long-lived reader, no rev-parse
     ctx, entries = _read(repo, base, base_tree, cands, diffs)
     idents = judging.identify(ctx, cands)
     contents = judging.measure_content(ctx, cands, base_tree, idents)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from ggstack.check.files import Files, is_text
+from ggstack.check.files import Files, find_run, is_text
 from ggstack.diff import Block, FileChange, Hunk, paths_of
 
 Entries = dict[str, tuple[str, str]]  # path -> (mode, blob)
@@ -354,24 +354,6 @@ def _widen(start: int, end: int, base: list[str], sought: AbstractSet[str]) -> t
     while hi < len(base) and hi - end < _WIDEST and weak(base[hi]):
         hi += 1
     return lo, hi
-
-
-def find_run(haystack: list[str], needle: list[str], *, strip: bool) -> int | None:
-    if not needle or len(needle) > len(haystack):
-        return None
-    if strip:
-        haystack = [s.rstrip() for s in haystack]
-        needle = [s.rstrip() for s in needle]
-    first, size, last = needle[0], len(needle), len(haystack) - len(needle)
-    i = 0
-    while True:
-        try:
-            i = haystack.index(first, i, last + 1)  # C speed: most files are long, most needles rare
-        except ValueError:
-            return None
-        if haystack[i : i + size] == needle:
-            return i
-        i += 1
 
 
 # -- git apply's view, in process -----------------------------------------------------------------

@@ -7,6 +7,7 @@ come back for every signal) is what keeps it near ``git cherry``'s time.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -98,6 +99,24 @@ class Files:
             self._stripped_lines[sha] = [line.rstrip() for line in self.lines(sha)]
         return self._stripped_lines[sha]
 
+    def holds(self, blob: str, run: Sequence[str], *, strip: bool) -> bool:
+        """Does the blob hold the run of lines (``strip``: ignoring trailing whitespace on both
+        sides)? Most versions a search asks about are big files that lack it: where not even the
+        run's longest line is in the bytes, the file is not split into lines."""
+        if not run or is_zero(blob):
+            return False
+        data = self.blob(blob) or b""
+        longest = max((s.rstrip() if strip else s for s in run), key=len)
+        with contextlib.suppress(UnicodeEncodeError):  # (a line no blob's bytes decode to: split and see)
+            if longest and longest.encode("utf-8", "surrogateescape") not in data:
+                return False  # every line of the blob is a piece of its bytes (decoded as ``lines`` does)
+            found = run_in_bytes(data, run, strip=strip)
+            if found is not None:
+                return found
+        if strip:
+            return find_run(self.stripped_lines(blob), [s.rstrip() for s in run], strip=False) is not None
+        return find_run(self.lines(blob), list(run), strip=False) is not None
+
     def lines(self, sha: str | None) -> list[str]:
         """The blob as lines (no line ends); [] for none."""
         if not sha or is_zero(sha):
@@ -153,5 +172,69 @@ def split_lines(data: bytes | None) -> list[str]:
     return lines
 
 
+def run_in_bytes(data: bytes, run: Sequence[str], *, strip: bool) -> bool | None:
+    """``find_run`` of ``run`` in the blob's ``split_lines``, answered on its bytes: the run's
+    first line that is not blank found by ``bytes.find`` at a line start, the run's lines from
+    as many lines before it compared in place. A line of the blob is the bytes of the run's line
+    and then (``strip``) whitespace only, exactly where its decoded line less trailing
+    whitespace is the run's. None where the bytes cannot say: a run of blank lines only, or a
+    line holding a line end."""
+    want = [(s.rstrip() if strip else s).encode("utf-8", "surrogateescape") for s in run]
+    k = next((i for i, w in enumerate(want) if w), None)
+    if k is None or any(b"\n" in w for w in want):
+        return None
+    at = data.find(want[k])
+    while at >= 0:
+        if at == 0 or data[at - 1] == 0x0A:
+            start = _lines_back(data, at, k)
+            if start is not None and _lines_at(data, start, want, strip):
+                return True
+        at = data.find(want[k], at + 1)
+    return False
+
+
+def _lines_back(data: bytes, pos: int, k: int) -> int | None:
+    """The start of the line ``k`` lines before the one starting at ``pos``; None: no such line."""
+    for _ in range(k):
+        if pos == 0:
+            return None
+        pos = data.rfind(b"\n", 0, pos - 1) + 1
+    return pos
+
+
+def _lines_at(data: bytes, pos: int, want: list[bytes], strip: bool) -> bool:
+    """Are the lines of ``data`` from offset ``pos`` (a line start) the ``want`` lines?"""
+    for line in want:
+        if pos >= len(data) or not data.startswith(line, pos):
+            return False  # no line left (what follows the last line end is none), or another one
+        end = data.find(b"\n", pos + len(line))
+        end = len(data) if end < 0 else end
+        rest = data[pos + len(line) : end]
+        if rest and not (strip and rest.decode("utf-8", "surrogateescape").isspace()):
+            return False
+        pos = end + 1
+    return True
+
+
 def is_text(data: bytes | None) -> bool:
     return data is None or b"\0" not in data[:8000]
+
+
+def find_run(haystack: list[str], needle: list[str], *, strip: bool) -> int | None:
+    """Where ``needle`` first occurs in ``haystack`` as a run of whole lines (``strip``: ignoring
+    trailing whitespace), or None."""
+    if not needle or len(needle) > len(haystack):
+        return None
+    if strip:
+        haystack = [s.rstrip() for s in haystack]
+        needle = [s.rstrip() for s in needle]
+    first, size, last = needle[0], len(needle), len(haystack) - len(needle)
+    i = 0
+    while True:
+        try:
+            i = haystack.index(first, i, last + 1)  # C speed: most files are long, most needles rare
+        except ValueError:
+            return None
+        if haystack[i : i + size] == needle:
+            return i
+        i += 1

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import Containment, Unit, contain, find_run, informative
+from ggstack.check.containment import Containment, Unit, contain, informative
 from ggstack.check.files import Files, is_text, is_zero
 from ggstack.check.history import History
 from ggstack.check.signals import Candidate
@@ -118,11 +118,8 @@ def _mover(history: History, files: Files, x: _Lost) -> str | None:
     if not places or not versions:
         return None
 
-    runs = [[s.rstrip() for s in run] for run in places]  # trailing whitespace ignored, both sides
-
     def had(blob: str) -> bool:
-        lines = files.stripped_lines(blob)
-        return any(find_run(lines, run, strip=False) is not None for run in runs)
+        return any(files.holds(blob, run, strip=True) for run in places)
 
     if had(versions[0][2]):
         return None

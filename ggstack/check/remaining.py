@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git
-from ggstack.check.containment import Containment, Unit, find_run, window
-from ggstack.check.files import Files
+from ggstack.check.containment import Containment, Unit, window
+from ggstack.check.files import Files, find_run
 from ggstack.diff import FileChange
 
 

@@ -1,0 +1,68 @@
+"""A run of lines is found in a blob's bytes exactly where it is found in the blob's lines.
+
+``Files.holds`` answers on the bytes (no split of a big file into lines), so it must agree with
+``find_run`` over ``split_lines`` on everything a file can hold: trailing whitespace of every
+kind (``\\r``, form feeds, a no-break space), blank lines around the run, no final line end,
+bytes that are not UTF-8, a run that starts at the first line or ends at the last.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from gitrepo import GitRepo
+
+from ggstack import git
+from ggstack.check.files import Files, find_run, run_in_bytes, split_lines
+
+BLOBS = [
+    b"",
+    b"\n",
+    b"a\n",
+    b"a",
+    b"a \nb\t\n",
+    b"\n\na\n\nb\n\n",
+    b"x\r\na\r\nb\r\n",
+    b"a\x0c\n b\nb \xc2\xa0\n",
+    b"caf\xc3\xa9\na\nb",
+    b"bad \xc3 byte\na\n\xc3\n",
+    b"ab\na\nab\nb\n",
+    b"  a\na  \n\n\nb\n",
+]
+RUNS = [
+    ["a"],
+    ["a "],
+    ["b"],
+    ["a", "b"],
+    ["a", "", "b"],
+    ["", "a"],
+    ["", ""],
+    ["a", "b", ""],
+    ["caf\xe9"],
+    ["bad \udcc3 byte"],
+    ["\udcc3"],
+    ["ab", "b"],
+    ["  a", "a"],
+    ["x", "a"],
+]
+
+
+def test_a_run_is_found_in_the_bytes_where_it_is_found_in_the_lines(tmp_path: Path) -> None:
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n"})
+    repo = git.Repository(str(fork.path))
+    files = Files(repo)
+    blobs = [repo.hash_blob(data) for data in BLOBS]
+    answered = 0
+    for (data, blob), run, strip in itertools.product(zip(BLOBS, blobs, strict=True), RUNS, (False, True)):
+        expected = find_run(split_lines(data), run, strip=strip) is not None
+        assert files.holds(blob, run, strip=strip) is expected, (data, run, strip)
+        on_bytes = run_in_bytes(data, run, strip=strip)
+        assert on_bytes is None or on_bytes is expected, (data, run, strip)
+        answered += on_bytes is not None
+    # Only runs of blank lines are left to the lines; everything else is answered on the bytes.
+    blank_only = sum(not any(s.strip() for s in run) for run in RUNS)
+    assert answered == len(BLOBS) * 2 * (len(RUNS) - blank_only)
+    assert files.holds(blobs[4], ["a", "b"], strip=True) and not files.holds(blobs[4], ["a", "b"], strip=False)
+    assert not files.holds(repo.null_oid, ["a"], strip=True) and not files.holds(blobs[2], [], strip=False)
