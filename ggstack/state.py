@@ -15,6 +15,7 @@ import contextlib
 import datetime
 import errno
 import fcntl
+import functools
 import json
 import os
 import re
@@ -26,7 +27,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from ggstack import git
 from ggstack.errors import InfraError, UserError
@@ -135,8 +135,10 @@ def write_atomic(path: str, data: bytes) -> None:
 # -- switching a directory ------------------------------------------------------------------
 
 
+@functools.cache
 def _exchange_function() -> Callable[[str, str], bool] | None:
-    """``renameat2(RENAME_EXCHANGE)`` (Linux) or ``renamex_np(RENAME_SWAP)`` (macOS), if libc has it."""
+    """``renameat2(RENAME_EXCHANGE)`` (Linux) or ``renamex_np(RENAME_SWAP)`` (macOS), if libc has it;
+    looked up when first needed (ctypes is not every command's import)."""
     import ctypes  # only a command that switches a directory needs libc
 
     try:
@@ -165,10 +167,6 @@ def _exchange_function() -> Callable[[str, str], bool] | None:
         raise OSError(err, os.strerror(err), a)
 
     return exchange
-
-
-# Looked up when first needed (ctypes is not every command's import); a test sets None.
-_exchange: Callable[[str, str], bool] | Literal["unknown"] | None = "unknown"
 
 
 def _siblings(path: str, mark: str) -> list[str]:
@@ -279,10 +277,8 @@ def _switch(path: str, new: str, ops: Callable[[], None], *, create: bool = Fals
         os.rename(new, path)  # onto nothing (or an empty directory): one rename
         ops()
         return None
-    global _exchange
-    if _exchange == "unknown":
-        _exchange = _exchange_function()
-    if _exchange is not None and _exchange(new, path):
+    exchange = _exchange_function()
+    if exchange is not None and exchange(new, path):
         ops()
         return new
     parent, base = os.path.split(path)

@@ -183,17 +183,18 @@ Attempt = Callable[[str, Callable[[Progress | None], "Run | str | None"]], "Run 
 
 
 def _fetch(attempt: Attempt, repo: git.Repository, remote: str, base_ref: str) -> str:
-    """The fetch stage; the base to replay onto after it (see ``fetched_base``)."""
-    fresh: list[str] = []
+    """The fetch stage; the base to replay onto after it (see ``fetched_base``): ``base_ref``
+    itself where the fetch failed."""
+    onto = base_ref
 
     def fetch_base(_: Progress | None) -> str:
+        nonlocal onto
         repo.fetch(remote)
-        ref, state = fetched_base(repo, remote, base_ref)
-        fresh.append(ref)
+        onto, state = fetched_base(repo, remote, base_ref)
         return state
 
     attempt("fetch", fetch_base)
-    return fresh[0] if fresh else base_ref
+    return onto
 
 
 def fetched_base(repo: git.Repository, remote: str, base_ref: str) -> tuple[str, str]:

@@ -72,7 +72,7 @@ def leftovers(patches: Path) -> list[str]:
 NO_EXCHANGE = [
     sys.executable,
     "-c",
-    "import ggstack.state as s; s._exchange = None; from ggstack.cli import main; main()",
+    "import ggstack.state as s; s._exchange_function = lambda: None; from ggstack.cli import main; main()",
 ]
 
 
