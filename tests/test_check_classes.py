@@ -765,6 +765,44 @@ def test_a_same_subject_commit_in_the_files_it_has_still_needs_the_change_there(
     assert o.recommendation is Recommendation.HUMAN_LOOK
 
 
+THREE = dict(l5="line five", l20="line twenty", l35=["line 35", "extra after 35"])
+
+
+def test_a_reverted_pick_the_base_partly_redid_its_own_way_is_a_look_not_partial(world: GitRepo) -> None:
+    """Class (sqlalchemy's asyncpg fix picked onto main, reverted, then main's own codec rework):
+    a pick the base reverted, some of whose lines another base commit brought since. Those lines
+    are the base's own redo, not a partial of the patch: needed again?, naming the pick, the
+    revert and the redo, for a look."""
+    c = on(world, "fork", "degrade unsupported types", {"f.txt": text(edited(LINES, **THREE))})
+    world.git("cherry-pick", "-x", c)
+    pick = world.sha("HEAD")
+    world.git("revert", "--no-edit", "HEAD")
+    revert = world.sha("HEAD")
+    redo = world.commit("rework the codecs", {"f.txt": text(edited(LINES, l20="line twenty"))}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE, o.evidence
+    assert rule(o) == "reverted, partly back"
+    assert o.represented_by == []
+    detail = kinds(o)["rule"][0].detail
+    assert pick[:10] in detail and revert[:10] in detail and redo[:10] in detail
+    assert o.recommendation is Recommendation.HUMAN_LOOK
+
+
+def test_a_pick_whose_revert_left_some_of_it_is_partial_by_the_pick(world: GitRepo) -> None:
+    """The converse: the revert took out only part of the pick; what is left is the pick's."""
+    c = on(world, "fork", "degrade unsupported types", {"f.txt": text(edited(LINES, **THREE))})
+    world.git("cherry-pick", "-x", c)
+    pick = world.sha("HEAD")
+    world.commit(
+        f'Revert "degrade unsupported types"\n\nThis reverts commit {pick}.',
+        {"f.txt": text(edited(LINES, l20="line twenty", l35=["line 35", "extra after 35"]))},
+    )
+    o = judge(world, c)
+    assert o.verdict is Verdict.PARTIAL, o.evidence
+    assert rule(o) == "partial"
+    assert o.represented_by == [pick]
+
+
 # -- a clone without the stack's recorded parents (the CI bot's fresh clone) ---------------------
 
 

@@ -235,6 +235,28 @@ def _some_lines(f: Facts) -> bool:
     return f.content.any_earned and (f.content.fraction >= SOME or related)
 
 
+def _reverted_partly_back(f: Facts) -> bool:
+    """A pick the base reverted (no live one), some of whose lines other base commits brought
+    since: the base redid part of it its own way, which is no partial of this patch. (Lines the
+    pick itself still holds are a revert that left them: partial, by the pick.)"""
+    picks = {m.commit for m in f.undone}
+    return bool(picks) and not f.live and _some_lines(f) and not picks & set(f.content.commits)
+
+
+def _look_reverted(f: Facts) -> Decision:
+    picks = _short([m.commit for m in f.undone])
+    reverts = _short(_commits(*(m.undone_by for m in f.undone)))
+    return Decision(
+        "reverted, partly back",
+        Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE,
+        Recommendation.HUMAN_LOOK,
+        [],
+        f"needed again? picked as {picks}, reverted by {reverts}; since then "
+        f"{_short(f.content.commits)} brought {round(100 * f.content.fraction)}% of its lines back its own way: "
+        "look whether the base redid it",
+    )
+
+
 def _partial(f: Facts) -> Decision:
     return Decision(
         "partial",
@@ -373,6 +395,13 @@ RULES: tuple[Rule, ...] = (
         "replaying it changes nothing → represented, do not open",
         _empty_replay,
         _empty,
+    ),
+    (
+        "reverted, partly back",
+        "a pick the base reverted, some of whose lines (as for partial) other base commits brought since "
+        "→ unique/conflict, human look (naming the pick, the revert and those commits)",
+        _reverted_partly_back,
+        _look_reverted,
     ),
     (
         "partial",
