@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ggstack import existing_series, git, series
 from ggstack.errors import UserError
-from ggstack.model import Patch, Stack
+from ggstack.model import Patch, Stack, TargetConfig
 from ggstack.series import (
     T_CHERRY_PICKED,
     T_DROPPED,
@@ -405,7 +405,7 @@ def _patches(
         kept, left_out = _kept_paths(info.sha, [c.path for c in changed], only, exclude)
         kept_of.append(kept)
         message = _merge_message(info.message) if len(info.parents) > 1 else info.message
-        pr = original_pr or _pr_from_message(info.message, stack.config.target.repo)
+        pr = original_pr or _pr_from_message(info.message, stack.config.target)
         trailers = [(T_ORIGINAL_PR, pr)] if pr else []
         trailers.append((T_CHERRY_PICKED, info.sha))
         trailers += [(T_DROPPED, text) for text in _dropped_texts(left_out, dropped)]
@@ -552,14 +552,19 @@ def _named_paths(text: str, left_out: Sequence[str]) -> set[str]:
     return {p for p in left_out if any(_matches(p, n) for n in names)}
 
 
-def _pr_from_message(message: str, repo_slug: str) -> str | None:
+def _pr_from_message(message: str, target: TargetConfig) -> str | None:
+    """The PR a commit names. A subject's ``(#N)`` is a squash merge's, often
+    upstream's (a pick from a release branch): it is ``target.repo``'s only when
+    PRs go there from a fork (``target.fork``: then target.repo is upstream);
+    else the repository is not known and the number is kept alone, ``#N``. A
+    GitHub merge commit in the range was made where the range's PRs are merged."""
     subject = message.split("\n", 1)[0]
     m = re.search(r"\(#(\d+)\)\s*$", subject)
     if m:
-        return f"{repo_slug}#{m.group(1)}"
+        return f"{target.repo}#{m.group(1)}" if target.fork else f"#{m.group(1)}"
     m = re.match(r"^Merge pull request #(\d+) from ([^/\s]+)/", subject)
     if m:
-        return f"{repo_slug}#{m.group(1)}"
+        return f"{target.repo}#{m.group(1)}"
     return None
 
 

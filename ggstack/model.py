@@ -57,7 +57,7 @@ class Provenance:
     """Where a patch came from and what of it was left out (git trailers)."""
 
     stack_patch_id: str
-    original_pr: str | None = None  # "owner/repo#130"
+    original_pr: str | None = None  # "owner/repo#130", or "#130": a PR number, its repository not known
     cherry_picked_from: str | None = None  # full sha
     dropped: tuple[str, ...] = ()  # "CUTLASS pin (cmake/cutlass.cmake)"
 

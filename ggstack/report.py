@@ -238,6 +238,15 @@ def md_line(text: str) -> str:
     return md_text(" ".join(text.split("\n"))).split("\n")[0]
 
 
+def _pr_ref_md(ref: str) -> str:
+    """``owner/repo#N`` links to that PR on GitHub; a bare ``#N`` would link to the PR
+    of that number in the repository showing the text, which may be another's, so
+    it is shown as code (no link), said to be a number only."""
+    if ref.startswith("#"):
+        return f"PR number {md_code(ref)} (its repository is not recorded)"
+    return md_line(ref)
+
+
 def md_code(text: str) -> str:
     """``text`` as an inline code span, whatever backticks it holds (a ref name may hold them)."""
     text = " ".join(text.split("\n"))
@@ -299,7 +308,7 @@ def pr_body(
     prov = outcome.provenance
     origin = []
     if prov and prov.original_pr:
-        origin.append(f"- Original PR: {md_line(prov.original_pr)}")
+        origin.append(f"- Original PR: {_pr_ref_md(prov.original_pr)}")
     if prov and prov.cherry_picked_from:
         origin.append(f"- Original commit, cherry-picked with provenance: {md_line(prov.cherry_picked_from)}")
     elif outcome.source_commit:
@@ -643,7 +652,8 @@ def provenance_words(o: Outcome) -> list[str]:
     prov = o.provenance
     words = []
     if prov and prov.original_pr:
-        words.append(f"original PR {prov.original_pr}")
+        known = not prov.original_pr.startswith("#")
+        words.append(f"original PR {prov.original_pr}" + ("" if known else " (its repository is not recorded)"))
     if prov and prov.cherry_picked_from:
         words.append(f"cherry-picked from {short(prov.cherry_picked_from)}")
     elif o.source_commit:

@@ -123,7 +123,7 @@ def test_import_one_commit_am_gives_the_same_tree(world: World) -> None:
     checkout = world.am(world.base)
     assert checkout.tree("HEAD") == world.fork.tree(sha)
     trailers = trailers_of(message_of(checkout))
-    assert ("Original-PR", f"{SLUG}#130") in trailers
+    assert ("Original-PR", "#130") in trailers  # whose #130: the stack has no target.fork to say
     assert ("Cherry-picked-from", sha) in trailers
     assert [k for k, _ in trailers].count("Stack-Patch-Id") == 1
     assert message_of(checkout).startswith("Fix the DCP buffer (#130)\n\nPreallocate it once.\n")
@@ -189,6 +189,22 @@ def test_original_pr_from_a_github_merge_commit(world: World) -> None:
     checkout = world.am(world.base)
     assert checkout.tree("HEAD") == fork.tree(merge)
     assert ("Original-PR", f"{SLUG}#42") in trailers_of(message_of(checkout))
+
+
+def test_a_subjects_pr_number_is_upstreams_only_where_the_stack_knows_upstream(world: World) -> None:
+    """The probe: an upstream pick's "(#1234)" was recorded, and linked, as the fork's PR #1234."""
+    world.fork.commit("Fix the parser upstream (#1234)", {"f.txt": "x\n"})
+    world.ok("import", "s", "HEAD")
+    assert listed(world)[0]["original_pr"] == "#1234"
+    world.fork.git("branch", "up", world.base)
+    body = world.ok("pr", "s", "--onto", "up", "--dry-run").stdout
+    assert "- Original PR: PR number `#1234` (its repository is not recorded)" in body and f"{SLUG}#" not in body
+    # With target.fork, target.repo is upstream (where the fork's PRs go): the number is its PR.
+    toml = world.stack / "stack.toml"
+    toml.write_text(toml.read_text().replace('# fork = "me/name"', 'fork = "me/name"'))
+    world.fork.commit("Fix the lexer upstream (#77)", {"g.txt": "y\n"})
+    world.ok("import", "s", "HEAD")
+    assert [p["original_pr"] for p in listed(world)] == ["#1234", f"{SLUG}#77"]
 
 
 def test_original_pr_option_wins_over_the_subject(world: World) -> None:
@@ -915,7 +931,7 @@ def test_unicode_rename_mode_binary_crlf_round_trip(world: World) -> None:
     patches = listed(world)
     assert patches[0]["subject"] == "Přidat české znaky — ünïcödé 🎉 (#5)"
     assert patches[0]["author"] == "Jiří Novák <jiri@example.cz>"
-    assert patches[0]["original_pr"] == f"{SLUG}#5"
+    assert patches[0]["original_pr"] == "#5"
     assert patches[0]["paths"] == ["čeština.txt"]
     assert patches[1]["paths"] == ["vllm/keep.py", "vllm/moved.py"]
     assert patches[6]["paths"] == ["dir with space/a b.txt", 'odd "quote".txt', "tab\tname.txt"]
