@@ -38,6 +38,28 @@ class MergeResult:
     messages: str
 
 
+# Every setting of a diff's bytes that a user's config or git's defaults could change, given:
+# a stored patch (``format_patches``) and the diffs compared with it (``_SOURCE_DIFF``) are
+# written the same way on any machine, so equal bytes mean an equal change.
+PINNED_DIFF_CONFIG = (
+    "-c", "core.quotePath=false",
+    "-c", "diff.noprefix=false",
+    "-c", "diff.mnemonicPrefix=false",
+    "-c", "diff.suppressBlankEmpty=false",
+)  # fmt: skip
+PINNED_DIFF_OPTIONS = (
+    "--full-index",
+    "--binary",
+    "--find-renames",
+    "--no-color",
+    "--no-relative",
+    "--unified=3",
+    "--inter-hunk-context=0",
+    "--diff-algorithm=myers",
+    "--indent-heuristic",
+    "-O/dev/null",
+)
+
 # Each commit's diff against the parent given on stdin ("<commit> <parent>"), as a patch file
 # has it: full blob ids, binaries, renames; headed "commit <sha>".
 COMMIT_DIFFS = (
@@ -298,28 +320,12 @@ class Diffs(Objects):
 
 
 _SOURCE_DIFF = (  # the diff settings ``format_patches`` pins, so equal bytes mean an equal change
-    "-c",
-    "core.quotePath=false",
-    "-c",
-    "diff.noprefix=false",
-    "-c",
-    "diff.mnemonicPrefix=false",
-    "-c",
-    "diff.suppressBlankEmpty=false",
+    *PINNED_DIFF_CONFIG,
     "diff-tree",
     "--stdin",
     "--always",
     "-p",
-    "--full-index",
-    "--binary",
-    "--find-renames",
-    "--no-color",
-    "--no-relative",
-    "--unified=3",
-    "--inter-hunk-context=0",
-    "--diff-algorithm=myers",
-    "--indent-heuristic",
-    "-O/dev/null",
+    *PINNED_DIFF_OPTIONS,
     "--format=ggstack-commit %H %T",
 )
 

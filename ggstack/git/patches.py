@@ -12,27 +12,21 @@ import re
 import tempfile
 from collections.abc import Mapping, Sequence
 
-from ggstack.git.diffs import COMMIT_DIFFS
+from ggstack.git.diffs import COMMIT_DIFFS, PINNED_DIFF_CONFIG, PINNED_DIFF_OPTIONS
 from ggstack.git.runner import GitFailed, Runner
 
 # Every option of ``git format-patch`` whose default a user's config could
 # change is given, so the stored bytes depend on the commits only.
 _FORMAT_PATCH_ARGS = (
-    "-c", "core.quotePath=false",
-    "-c", "diff.noprefix=false",
-    "-c", "diff.mnemonicPrefix=false",
-    "-c", "diff.suppressBlankEmpty=false",
+    *PINNED_DIFF_CONFIG,
     "-c", "format.signOff=false",
     "-c", "format.from=false",
     "-c", "format.forceInBodyFrom=false",
     "-c", "format.encodeEmailHeaders=true",
     "-c", "i18n.logOutputEncoding=UTF-8",
     "format-patch",
-    "--full-index",
-    "--binary",
+    *PINNED_DIFF_OPTIONS,
     "--no-signature",
-    "--no-color",
-    "--find-renames",
     "--numbered",
     "--subject-prefix=PATCH",
     "--suffix=.patch",
@@ -43,12 +37,6 @@ _FORMAT_PATCH_ARGS = (
     "--no-add-header",
     "--no-to",
     "--no-cc",
-    "--no-relative",
-    "--unified=3",
-    "--inter-hunk-context=0",
-    "--diff-algorithm=myers",
-    "--indent-heuristic",
-    "-O/dev/null",
     "--filename-max-length=64",
 )  # fmt: skip
 
