@@ -803,6 +803,59 @@ def test_a_pick_whose_revert_left_some_of_it_is_partial_by_the_pick(world: GitRe
     assert o.represented_by == [pick]
 
 
+VENV = [
+    "def activate(p_venv, paths):",
+    "    while p.is_symlink():",
+    "        paths.append(p.resolve())",
+    "",
+    "    # In Cygwin paths are possible",
+    "    if str(p_venv).startswith('cygdrive'):",
+    "        p_venv = Path(str(p_venv)[11:])",
+    "    elif len(str(p_venv)) >= 2:",
+    "        p_venv = Path(str(p_venv)[2:])",
+    "",
+    "    if sys.platform == 'win32':",
+    "        p_venv = Path(str(p_venv).lower())",
+    "",
+    "    if any(os.fspath(p_venv) in os.fspath(p) for p in paths):",
+    "        return",
+    "",
+    "    warn('attempting to work in a virtualenv')",
+]
+FIXED = [
+    "def activate(p_venv, paths):",
+    "    while p.is_symlink():",
+    "        paths.append(p.resolve())",
+    "    ",  # (whitespace where a blank line was: git's diff then pairs the blank lines below otherwise)
+    "    # In Cygwin paths are possible",
+    "    if str(p_venv).startswith('cygdrive'):",
+    "        p_venv = 'C:' / Path(str(p_venv)[11:])",
+    "",
+    "    if any(p_venv == p.parents[1] for p in paths):",
+    "        return",
+    "",
+    "    warn('attempting to work in a virtualenv')",
+]
+
+
+def test_a_removed_blank_line_beside_the_blank_line_left_is_no_line_still_there(world: GitRepo) -> None:
+    """Class (ipython's "Backport PR #13140" onto main): a block takes out lines up to a blank line,
+    and a blank line stays just after it. git's diff may pair the removed blank line with the one
+    that stays; a blank line carries nothing, so it does not say the removed lines are still there."""
+    world.commit("the venv check", {"venv.py": text(VENV)})
+    world.git("branch", "release")
+    c = on(world, "release", "Use pathlib parents to compare virtualenv directories", {"venv.py": text(FIXED)})
+    same = world.commit(
+        "venv: compare by parents, and a note",
+        {"venv.py": text(FIXED), "other.txt": "a note\n"},
+        author=OTHER,
+    )
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert rule(o) == "content"
+    assert o.represented_by == [same]
+
+
 # -- a clone without the stack's recorded parents (the CI bot's fresh clone) ---------------------
 
 

@@ -300,7 +300,12 @@ def judge_block(
     unit = Unit(path, hunk.label, informative(block.removed + block.added), False, "", index, block)
     unit.window = (start, end)
     gone = [s for s in block.removed if s not in moved]
-    still = [pmap[i] for i in range(block.p0, min(block.p1, len(pre))) if pmap[i] is not None and pre[i] not in moved]
+    # A blank line (or a lone brace) that the alignment pairs with one the base keeps beside the
+    # block says nothing: git's diffs pair such lines either way. Only lines that carry information
+    # are "still there" (all of them, for a block that removes nothing else).
+    kept = [i for i in range(block.p0, min(block.p1, len(pre))) if pmap[i] is not None and pre[i] not in moved]
+    telling = [i for i in kept if informative([pre[i]])]
+    still = [pmap[i] for i in (telling if informative(block.removed) else kept)]
     if still:
         unit.reason = f"its removed lines are still in the base (line {(still[0] or 0) + 1})"
         return unit
