@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import replace
 
 from ggstack import git, replay, series
 from ggstack.errors import UserError
@@ -78,19 +77,9 @@ def _regenerated(
 ) -> Patch:
     """The patch file git writes for ``tree`` on ``parent`` with ``message`` (author and date kept);
     the commit it is from is remembered as its materialisation (see ``replay.remember_materialized``)."""
-    name, email = replay.split_author(patch.author)
-    ident = repo.ident(name, email, patch.date)
-    if ident is None:  # git refuses it: commit-tree says why
-        who = (name, email, patch.date)
-        commit = repo.commit_tree(tree, [parent], message, author=who, committer=who)
-    else:
-        commit = repo.write_commit(tree, [parent], message, ident, ident)
-    _, data = repo.format_patch(commit, parent, number=number, total=total)
-    if patch.source_commit:  # the mbox "From " line names the source commit, as at import
-        data = data.replace(commit.encode(), patch.source_commit.encode(), 1)
-    path = os.path.join(stack.path, patch.name)
-    new = series.parse_patch(data, path)
-    new = series.checked_provenance(replace(new, name=patch.name), git.parse_trailers([new.message])[0], path)
+    commit = replay.authored_commit(repo, patch, tree, parent, message)
+    new = replay.patch_file(repo, stack, patch, commit, parent, number, total)
+    new = series.checked_provenance(new, git.parse_trailers([new.message])[0], os.path.join(stack.path, patch.name))
     replay.remember_materialized(repo, [(new, commit)])
     return new
 

@@ -102,7 +102,9 @@ def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = F
             result.entries.append(Entry(patch.name, patch.subject, UNCHANGED, old, old))
         else:
             result.entries.append(Entry(patch.name, patch.subject, REWRITTEN, old, parent))
-        head = _commit(repo, patch, step.tree, parent)
+        # committer = author: the same series on the same base gives the same base-commit ids
+        # on every machine; ``rebased_ref`` keeps them reachable.
+        head = replay.authored_commit(repo, patch, step.tree, parent, patch.message)
         if result.entries[-1].status == REWRITTEN:
             todo.append((i, head, parent))
         parent = head
@@ -119,18 +121,6 @@ def _tree(repo: git.Repository, commit: str) -> str | None:
     return info.tree if info else None
 
 
-def _commit(repo: git.Repository, patch: Patch, tree: str, parent: str) -> str:
-    """The patch as a commit on its new parent; committer = author (as ``git rebase
-    --committer-date-is-author-date``), so the same series on the same base gives the
-    same ``base-commit`` ids on every machine. ``rebased_ref`` keeps them reachable."""
-    name, email = replay.split_author(patch.author)
-    ident = repo.ident(name, email, patch.date)
-    if ident is None:  # git refuses it: commit-tree says why
-        who = (name, email, patch.date)
-        return repo.commit_tree(tree, [parent], patch.message, author=who, committer=who)
-    return repo.write_commit(tree, [parent], patch.message, ident, ident)
-
-
 def _rewritten(
     repo: git.Repository, stack: Stack, todo: Sequence[tuple[int, str, str]]
 ) -> tuple[Stack, list[tuple[Patch, str]]]:
@@ -140,13 +130,9 @@ def _rewritten(
     total = len(patches)
     for i, commit, parent in todo:
         old = patches[i]
-        _, data = repo.format_patch(commit, parent, number=i + 1, total=total)
-        if old.source_commit:  # the mbox "From " line names the source commit, as at import
-            data = data.replace(commit.encode(), old.source_commit.encode(), 1)
-        path = os.path.join(stack.path, old.name)
-        new = series.parse_patch(data, path)
-        new = replace(new, name=old.name, provenance=old.provenance)
+        new = replace(replay.patch_file(repo, stack, old, commit, parent, i + 1, total), provenance=old.provenance)
         if new.message != old.message:  # format-patch keeps the message; a change would lose a trailer
+            path = os.path.join(stack.path, old.name)
             raise UserError(f"rebasing would change the message of {old.name}; nothing was written", path=path)
         patches[i] = new
         made.append((new, commit))

@@ -165,6 +165,30 @@ def _materialize_key(patch: Patch) -> str:
     return hashlib.sha1(patch.raw).hexdigest()
 
 
+def authored_commit(repo: git.Repository, patch: Patch, tree: str, parent: str, message: str) -> str:
+    """``tree`` on ``parent`` as ``patch``'s commit, committer = author (as ``git rebase
+    --committer-date-is-author-date``): the same patch on the same parent is the same commit on
+    every machine (rebase's ``base-commit`` ids, the files edit and refresh write)."""
+    name, email = split_author(patch.author)
+    ident = repo.ident(name, email, patch.date)
+    if ident is None:  # git refuses it: commit-tree says why
+        who = (name, email, patch.date)
+        return repo.commit_tree(tree, [parent], message, author=who, committer=who)
+    return repo.write_commit(tree, [parent], message, ident, ident)
+
+
+def patch_file(
+    repo: git.Repository, stack: Stack, patch: Patch, commit: str, parent: str, number: int, total: int
+) -> Patch:
+    """The file ``format-patch`` writes for ``commit`` on ``parent`` (``number`` of ``total``),
+    read back as ``patch``'s new file: its name, and the mbox "From " line naming its source
+    commit as at import. Its provenance is the caller's to settle."""
+    _, data = repo.format_patch(commit, parent, number=number, total=total)
+    if patch.source_commit:
+        data = data.replace(commit.encode(), patch.source_commit.encode(), 1)
+    return dataclasses.replace(series.parse_patch(data, os.path.join(stack.path, patch.name)), name=patch.name)
+
+
 def _unchanged_since_import(patch: Patch) -> bool:
     """Whether the stored diff is likely its source commit's: no path was left out at import
     (``Dropped:``) and no resolution was written into it (``Adapted:``)."""

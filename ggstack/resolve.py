@@ -164,14 +164,10 @@ def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch,
         )
     adapted = f"resolved onto {session.parent[:12]} ({session.base_ref} at {session.base[:12]}) by ggstack refresh"
     message = git.add_trailers(patch.message, [(T_ADAPTED, adapted)])
-    commit = _commit(repo, patch, tree, session.parent, message)
+    commit = replay.authored_commit(repo, patch, tree, session.parent, message)
     index = stack.patches.index(patch)
-    _, data = repo.format_patch(commit, session.parent, number=index + 1, total=len(stack.patches))
-    if patch.source_commit:  # the mbox "From " line names the source commit, as at import
-        data = data.replace(commit.encode(), patch.source_commit.encode(), 1)
-    path = os.path.join(stack.path, patch.name)
-    new = series.parse_patch(data, path)
-    new = series.checked_provenance(replace(new, name=patch.name), git.parse_trailers([new.message])[0], path)
+    new = replay.patch_file(repo, stack, patch, commit, session.parent, index + 1, len(stack.patches))
+    new = series.checked_provenance(new, git.parse_trailers([new.message])[0], os.path.join(stack.path, patch.name))
     replay.remember_materialized(repo, [(new, commit)])
     patches = list(stack.patches)
     patches[index] = new
@@ -183,15 +179,6 @@ def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch,
 
 def finish(repo: git.Repository, stack: Stack, session: Session) -> None:
     _end(repo, stack, session)
-
-
-def _commit(repo: git.Repository, patch: Patch, tree: str, parent: str, message: str) -> str:
-    name, email = replay.split_author(patch.author)
-    ident = repo.ident(name, email, patch.date)
-    if ident is None:  # git refuses it: commit-tree says why
-        who = (name, email, patch.date)
-        return repo.commit_tree(tree, [parent], message, author=who, committer=who)
-    return repo.write_commit(tree, [parent], message, ident, ident)
 
 
 def adapted(patch: Patch) -> list[str]:
