@@ -59,6 +59,11 @@ class Ctx:
         self._patches = patches or os.environ.get("GGSTACK_PATCHES")
         self._repo: git.Repository | None = None
 
+    def point_at(self, *, repo: str | None = None, patches: str | None = None) -> None:
+        """A subcommand's ``--repo``/``--patches``: read after the group's, so they win."""
+        self.repo_path = repo or self.repo_path
+        self._patches = patches or self._patches
+
     @property
     def patches_dir(self) -> str:
         """--patches, else $GGSTACK_PATCHES, else ``patches/`` at the top of the repository's work
@@ -161,13 +166,35 @@ def print_json(data: Any) -> None:
     click.echo(model.json_text(data))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--repo", default=".", show_default=True, help="The fork checkout (any path inside it).")
-@click.option(
-    "--patches",
-    default=None,
-    help="Directory holding the stacks [default: $GGSTACK_PATCHES, else patches/ at the top of the repository].",
-)
+_REPO_HELP = "The fork checkout (any path inside it)."
+_PATCHES_HELP = "Directory holding the stacks [default: $GGSTACK_PATCHES, else patches/ at the top of the repository]."
+
+
+def _set_where(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A subcommand's --repo/--patches: the same setting as before the subcommand."""
+    if value is not None and isinstance(ctx.obj, Ctx):
+        ctx.obj.point_at(**{str(param.name): value})
+
+
+class _Main(click.Group):
+    """The group whose commands that read the fork take ``--repo`` and ``--patches``
+    after their name too (``ggstack check --repo X`` as ``ggstack --repo X check``)."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if cmd.name not in _NOT_IN_A_FORK:
+            cmd.params += [
+                click.Option(["--repo"], default=None, expose_value=False, callback=_set_where, help=_REPO_HELP),
+                click.Option(["--patches"], default=None, expose_value=False, callback=_set_where, help=_PATCHES_HELP),
+            ]
+        super().add_command(cmd, name)
+
+
+_NOT_IN_A_FORK = ("report", "demo")  # a saved Run; a fork of its own
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--repo", default=".", show_default=True, help=_REPO_HELP)
+@click.option("--patches", default=None, help=_PATCHES_HELP)
 @click.version_option(package_name="ggstack")
 @click.pass_context
 def main(ctx: click.Context, repo: str, patches: str | None) -> None:
@@ -445,13 +472,16 @@ def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool,
     if as_json:
         print_json(result.to_json())
     else:
-        console().print(report.rebase_table(result))
-        stop = result.stopped
+        console().print(report.rebase_table(result, dry_run=dry_run))
+        stop, n = result.stopped, result.before_stop
         if stop is not None:
-            kept = "the patches before it were rebased" if partial and not dry_run else "nothing was written"
+            kept = "nothing was written"
+            if partial and n:
+                what, was = (f"the {n} patches before it", "were") if n > 1 else ("the patch before it", "was")
+                kept = f"{what} {'would be' if dry_run else was} rebased"
+            hint = "`ggstack apply` shows the conflict" + ("" if partial else "; --partial rebases up to it")
             err_console.print(
-                f"ggstack: {escape(stop.name)} stops the rebase: {escape(stop.detail)}; {kept} "
-                "(`ggstack apply` shows the conflict; --partial rebases up to it)",
+                f"ggstack: {escape(stop.name)} stops the rebase: {escape(stop.detail)}; {kept} ({hint})",
                 highlight=False,
             )
     sys.exit(1 if result.stopped else 0)

@@ -53,6 +53,12 @@ class Result:
     def stopped(self) -> Entry | None:
         return next((e for e in self.entries if e.status == STOPPED), None)
 
+    @property
+    def before_stop(self) -> int:
+        """How many patches come before the one that stopped it (all of them when none did)."""
+        stop = self.stopped
+        return len(self.entries) if stop is None else self.entries.index(stop)
+
     def to_json(self) -> dict[str, object]:
         stop = self.stopped
         return {

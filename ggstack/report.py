@@ -970,10 +970,17 @@ def dropped_table(records: Mapping[str, Sequence[drop.Dropped]]) -> Table:
     return table
 
 
-def rebase_table(result: rebase.Result) -> Table:
+def rebase_table(result: rebase.Result, *, dry_run: bool = False) -> Table:
     """What ``ggstack rebase`` did to each patch: its recorded parent before and after."""
-    done = "rebased" if result.written else ("would rebase" if not result.stopped or result.partial else "not rebased")
-    title = f"{result.stack}: {done} onto {result.base_ref} ({short(result.base)})"
+    stop, n = result.stopped, result.before_stop
+    will = "would rebase" if dry_run else "rebased"
+    if stop is None:
+        done = f"{will} onto {result.base_ref} ({short(result.base)})"
+    elif result.partial and n:
+        done = f"{will} {n} of {len(result.entries)} patches onto {result.base_ref} ({short(result.base)}); {stop.name} stops the rest"
+    else:
+        done = f"not rebased onto {result.base_ref} ({short(result.base)}): {stop.name} stops it"
+    title = f"{result.stack}: {done}"
     table = Table(title=Text(title), title_justify="left")
     for col in ("patch", "status", "base-commit before", "after", "detail"):
         table.add_column(col, overflow="fold")

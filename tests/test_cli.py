@@ -3,6 +3,7 @@ written, never taken as rich markup (vLLM subjects start with "[misc]", "[Bugfix
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -348,3 +349,29 @@ def test_a_reference_transaction_hook_that_refuses_is_named(repo: GitRepo, tmp_p
     repo.git("config", "--unset", "core.hooksPath")
     assert run_ggstack("--patches", patches, "apply", "s", "--onto", "old", cwd=repo.path).returncode == 0
     assert repo.refs() != before
+
+
+def test_repo_and_patches_work_after_the_subcommand_too(repo: GitRepo, tmp_path) -> None:
+    """The probe: `ggstack check --repo X` was 'No such option: --repo'; only `ggstack --repo X check` worked."""
+    patches = _stack(repo, tmp_path)
+    before = run_ggstack("--repo", str(repo.path), "--patches", patches, "list", "s", "--json", cwd=tmp_path)
+    after = run_ggstack("list", "s", "--json", "--repo", str(repo.path), "--patches", patches, cwd=tmp_path)
+    assert before.returncode == after.returncode == 0, after.stderr
+    assert json.loads(after.stdout) == json.loads(before.stdout) and json.loads(after.stdout)["s"]
+    # The one after the subcommand wins, as the later of two options does.
+    proc = run_ggstack(
+        "--repo",
+        str(tmp_path),
+        "apply",
+        "s",
+        "--onto",
+        "old",
+        "--repo",
+        str(repo.path),
+        "--patches",
+        patches,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert repo.git("for-each-ref", "refs/heads/gg")
+    assert "--repo" in run_ggstack("check", "--help", cwd=tmp_path).stdout

@@ -166,6 +166,13 @@ def test_a_conflict_stops_it_and_partial_rebases_up_to_it(fork: Fork) -> None:
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "0002-fix-b-change-b.patch stops the rebase: conflicts in b.txt; nothing was written" in proc.stderr
     assert snapshot(fork.stack) == before
+    assert "s: not rebased onto main" in proc.stdout and "--partial rebases up to it" in proc.stderr
+    # The probe: --partial's header said "rebased onto main", --dry-run's "would rebase onto main", for all of it.
+    proc = fork.gg("rebase", "s", "--onto", "main", "--partial", "--dry-run")
+    assert "s: would rebase 1 of 3 patches onto main" in proc.stdout, proc.stdout
+    assert "0002-fix-b-change-b.patch stops the rest" in proc.stdout
+    assert "the patch before it would be rebased (`ggstack apply` shows the conflict)" in proc.stderr
+    assert snapshot(fork.stack) == before
 
     proc = fork.gg("rebase", "s", "--onto", "main", "--partial", "--json")
     assert proc.returncode == 1
@@ -176,6 +183,8 @@ def test_a_conflict_stops_it_and_partial_rebases_up_to_it(fork: Fork) -> None:
     for name in ("0002-fix-b-change-b.patch", "0003-fix-c-change-c.patch", "series", "stack.toml"):
         assert after[name] == before[name]
     assert base_commits(fork.stack)[0] == fork.repo.sha("main")
+    proc = fork.gg("rebase", "s", "--onto", "main", "--partial")
+    assert "s: rebased 1 of 3 patches onto main" in proc.stdout and "the patch before it was rebased" in proc.stderr
 
 
 def test_a_patch_that_became_empty_stops_it_too(fork: Fork) -> None:
