@@ -64,6 +64,14 @@ def find_session(repo: git.Repository, stack: Stack, patch: Patch) -> Session | 
     return session if os.path.isdir(session.worktree) else None
 
 
+def _session_of(repo: git.Repository, stack: Stack, patch: Patch) -> Session:
+    """The resolve in progress for ``patch``; a UserError saying how to start one where there is none."""
+    session = find_session(repo, stack, patch)
+    if session is None:
+        raise UserError(f"no resolve in progress for {patch.name} (start one with `ggstack resolve {stack.name} N`)")
+    return session
+
+
 def replayed_parent(repo: git.Repository, stack: Stack, patch: Patch, base: str, picks: list[replay.Pick]) -> str:
     """What the patch is replayed onto: the base plus every earlier patch, as ``apply`` does.
 
@@ -109,9 +117,7 @@ def resolve(repo: git.Repository, stack: Stack, key: str, base_ref: str) -> Sess
 
 def abort(repo: git.Repository, stack: Stack, key: str) -> Session:
     patch = stack.find(key)
-    session = find_session(repo, stack, patch)
-    if session is None:
-        raise UserError(f"no resolve in progress for {patch.name} (start one with `ggstack resolve {stack.name} N`)")
+    session = _session_of(repo, stack, patch)
     _end(repo, stack, session)
     return session
 
@@ -144,9 +150,7 @@ def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch,
     The caller saves it under the stack's lock, then calls ``finish``.
     """
     patch = stack.find(key)
-    session = find_session(repo, stack, patch)
-    if session is None:
-        raise UserError(f"no resolve in progress for {patch.name} (start one with `ggstack resolve {stack.name} N`)")
+    session = _session_of(repo, stack, patch)
     worktree = repo.resolve_worktree(session.worktree)
     markers = _leftover_markers(session.worktree, worktree.unmerged_paths() or list(session.conflicts))
     if markers:

@@ -133,11 +133,7 @@ class Patches(Runner):
             diff.stdout.close()  # so that diff-tree gets SIGPIPE if patch-id exits
             out, _ = pid.communicate()
             diff.wait()
-        result = {}
-        for line in out.decode().splitlines():
-            patch_id, commit = line.split()
-            result[commit] = patch_id
-        return result
+        return _read_patch_ids(out)
 
     def patch_ids_of_texts(self, texts: Sequence[bytes]) -> list[str]:
         """``git patch-id --stable`` of diffs that are no commit's (a stored patch whose recorded
@@ -153,12 +149,12 @@ class Patches(Runner):
         if not diffs:
             return {}
         feed = b"".join(b"commit " + c.encode() + b"\n" + d for c, d in diffs.items())
-        out = self.run("patch-id", "--stable", input=feed).stdout
-        result = {}
-        for line in out.decode().splitlines():
-            patch_id, commit = line.split()
-            result[commit] = patch_id
-        return result
+        return _read_patch_ids(self.run("patch-id", "--stable", input=feed).stdout)
+
+
+def _read_patch_ids(out: bytes) -> dict[str, str]:
+    """``git patch-id``'s "<patch-id> <commit>" lines as commit -> patch-id."""
+    return {commit: patch_id for patch_id, commit in (line.split() for line in out.decode().splitlines())}
 
 
 _SUBJECT_NUMBER = re.compile(rb"^Subject: \[PATCH(?: \d+/\d+)?\]", re.M)
