@@ -72,15 +72,17 @@ def look_elsewhere(
 
 def _lost(cand: Candidate, content: Containment) -> list[_Lost]:
     out = []
+    by_path: dict[str, list[Unit]] = {}
+    for u in content.units:
+        by_path.setdefault(u.path, []).append(u)
     for fc in cand.changes:
         if fc.old_path != fc.new_path or fc.path not in content.base_paths or fc.path in content.elsewhere:
             continue  # only a file changed in place, and there in the tree (a moved file is followed already)
         # One a block: each block's lines may have moved, or stayed, on their own.
         out += [
             _Lost(content, fc, u, u.block)
-            for u in content.units
-            if u.path == fc.path
-            and not u.present
+            for u in by_path.get(fc.path, [])
+            if not u.present
             and u.block is not None
             and informative(u.block.added)
             and u.reason.startswith("its added lines are not in the base")  # its removed lines still there: not moved
@@ -165,9 +167,15 @@ def _into(history: History, files: Files, x: _Lost, mover: str) -> list[str]:
         return []  # a sweep over the tree (a reformat, a rename of an API), not a move
     out = []
     for q, old, new in changed:
-        if q != x.fc.path and not is_zero(new) and took & (_lines(files, new) - _lines(files, old)):
+        if q != x.fc.path and not is_zero(new) and any(_brought(files, old, new, t) for t in took):
             out.append(q)
     return out
+
+
+def _brought(files: Files, old: str, new: str, line: str) -> bool:
+    """Is ``line`` (without trailing whitespace) a line of blob ``new`` and of no line of ``old``?
+    Asked of the bytes: a commit that moved code touched files of any size, read for a few lines."""
+    return files.holds(new, [line], strip=True) and (is_zero(old) or not files.holds(old, [line], strip=True))
 
 
 def _holds(x: _Lost, blob: str, files: Files) -> bool:

@@ -51,12 +51,13 @@ def prepare(wanted: Sequence[tuple[str, list[FileChange], Containment]], files: 
     """Read, for every (tree, change set, content) whose remaining diff is asked for next, what
     placing its missing blocks needs — the base's blobs and git's alignment of them — in one
     batch each, not a ``cat-file`` and a ``diff`` a patch."""
+    unplaced = [{u.path for u in content.units if _unplaced(u)} for _, _, content in wanted]
     places = [
         (tree, fc, content.base_paths.get(fc.path, fc.new_path))
-        for tree, change_set, content in wanted
+        for (tree, change_set, content), paths in zip(wanted, unplaced, strict=True)
         if content.judged
         for fc in change_set
-        if fc.new_path and fc.old_blob and any(_unplaced(u) and u.path == fc.path for u in content.units)
+        if fc.new_path and fc.old_blob and fc.path in paths
     ]
     blobs = files.at_commits([(tree, path) for tree, _, path in places])
     pairs = [(old, blobs[(tree, path)]) for tree, fc, path in places if (old := fc.old_blob) and (tree, path) in blobs]
@@ -78,8 +79,12 @@ def remaining_diff(
         tree, list(dict.fromkeys([p for fc in change_set for p in fc.paths] + [*content.base_paths.values()]))
     )
     plan = _Plan()
+    missing: dict[str, list[Unit]] = {}  # path -> its units not present, in order
+    for u in content.units:
+        if not u.present:
+            missing.setdefault(u.path, []).append(u)
     for fc in change_set:
-        gone = [u for u in content.units if u.path == fc.path and not u.present]
+        gone = missing.get(fc.path, [])
         if gone:
             plan.add(fc, gone, content, entries, files)
     left_out = plan.lost + [x for e in plan.edits for x in e.left_out]
@@ -175,17 +180,26 @@ def _still_parses(path: str, before: list[str], after: list[str]) -> bool:
     file, or one this Python cannot parse as it is, is not asked.)"""
     if not path.endswith((".py", ".pyi")):
         return True
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an invalid escape's SyntaxWarning is not ours to print
-        try:
-            ast.parse("\n".join(before) + "\n", path)
-        except (SyntaxError, ValueError):
-            return True
-        try:
-            ast.parse("\n".join(after) + "\n", path)
-        except (SyntaxError, ValueError):
-            return False
-    return True
+    return not _parses("\n".join(before) + "\n", path) or _parses("\n".join(after) + "\n", path)
+
+
+_PARSED: dict[bytes, bool] = {}  # a text's digest -> whether it parses (by content: true for the process)
+
+
+def _parses(text: str, path: str) -> bool:
+    """Does ``text`` parse as Python? Kept by content: the base's version of a big module is asked
+    about for every patch to it, and one splice twice (by the rules, then for the remaining diff);
+    parsing a module of thousands of lines costs more than everything else a patch needs."""
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+    if key not in _PARSED:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an invalid escape's SyntaxWarning is not ours to print
+            try:
+                ast.parse(text, path)
+                _PARSED[key] = True
+            except (SyntaxError, ValueError):
+                _PARSED[key] = False
+    return _PARSED[key]
 
 
 def _place(fc: FileChange, gone: list[Unit], blob: str, files: Files) -> None:
