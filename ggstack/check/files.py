@@ -7,7 +7,6 @@ come back for every signal) is what keeps it near ``git cherry``'s time.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -27,6 +26,7 @@ class Files:
         self._aligned: dict[tuple[str, str], list[int | None]] = {}
         self._stripped: dict[str, set[str]] = {}
         self._stripped_lines: dict[str, list[str]] = {}
+        self._needles: dict[tuple[tuple[str, ...], bool], tuple[list[bytes], int] | None] = {}
 
     def entries(self, tree: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
         """path -> (mode, blob) in ``tree``, for the paths that are there."""
@@ -105,14 +105,16 @@ class Files:
         run's longest line is in the bytes, the file is not split into lines."""
         if not run or is_zero(blob):
             return False
-        data = self.blob(blob) or b""
-        longest = max((s.rstrip() if strip else s for s in run), key=len)
-        with contextlib.suppress(UnicodeEncodeError):  # (a line no blob's bytes decode to: split and see)
-            if longest and longest.encode("utf-8", "surrogateescape") not in data:
-                return False  # every line of the blob is a piece of its bytes (decoded as ``lines`` does)
-            found = run_in_bytes(data, run, strip=strip)
-            if found is not None:
-                return found
+        key = (tuple(run), strip)
+        if key not in self._needles:  # a search asks about one run in many versions: encoded once
+            self._needles[key] = _needle(run, strip)
+        needle = self._needles[key]
+        if needle is not None:
+            data = self.blob(blob) or b""
+            want, anchor = needle
+            if max(want, key=len) not in data:
+                return False  # not even its longest line is there: no search for each line start
+            return _in_bytes(data, want, anchor, strip)
         if strip:
             return find_run(self.stripped_lines(blob), [s.rstrip() for s in run], strip=False) is not None
         return find_run(self.lines(blob), list(run), strip=False) is not None
@@ -177,19 +179,33 @@ def run_in_bytes(data: bytes, run: Sequence[str], *, strip: bool) -> bool | None
     first line that is not blank found by ``bytes.find`` at a line start, the run's lines from
     as many lines before it compared in place. A line of the blob is the bytes of the run's line
     and then (``strip``) whitespace only, exactly where its decoded line less trailing
-    whitespace is the run's. None where the bytes cannot say: a run of blank lines only, or a
-    line holding a line end."""
-    want = [(s.rstrip() if strip else s).encode("utf-8", "surrogateescape") for s in run]
-    k = next((i for i, w in enumerate(want) if w), None)
-    if k is None or any(b"\n" in w for w in want):
+    whitespace is the run's. None where the bytes cannot say: a run of blank lines only, a line
+    holding a line end, or one no bytes decode to."""
+    needle = _needle(run, strip)
+    return None if needle is None else _in_bytes(data, *needle, strip)
+
+
+def _needle(run: Sequence[str], strip: bool) -> tuple[list[bytes], int] | None:
+    """The run's lines as bytes (``strip``: less trailing whitespace) and the index of the first
+    that is not blank; None where the bytes cannot say (see ``run_in_bytes``)."""
+    try:
+        want = [(s.rstrip() if strip else s).encode("utf-8", "surrogateescape") for s in run]
+    except UnicodeEncodeError:
         return None
-    at = data.find(want[k])
+    anchor = next((i for i, w in enumerate(want) if w), None)
+    if anchor is None or any(b"\n" in w for w in want):
+        return None
+    return want, anchor
+
+
+def _in_bytes(data: bytes, want: list[bytes], anchor: int, strip: bool) -> bool:
+    at = data.find(want[anchor])
     while at >= 0:
         if at == 0 or data[at - 1] == 0x0A:
-            start = _lines_back(data, at, k)
+            start = _lines_back(data, at, anchor)
             if start is not None and _lines_at(data, start, want, strip):
                 return True
-        at = data.find(want[k], at + 1)
+        at = data.find(want[anchor], at + 1)
     return False
 
 
