@@ -42,6 +42,8 @@ _EXPLAINING = re.compile(
     r"(Error|error:|ERROR|not found|No module named|Traceback|Segmentation fault|Killed|Aborted|core dumped)"
 )
 _MAX_EXPLAIN = 5
+_CONFTEST = "ImportError while loading conftest"
+_RAISED = re.compile(r"^E\s+(\S.*)$", re.M)  # pytest's "E   SystemError: …" line
 
 
 @dataclass
@@ -107,8 +109,8 @@ def classify(
     if cases is None:
         return _without_junit(rc, output, in_src)
     if rc in (3, 4):  # pytest's internal or usage error: whatever the XML says, the run did not happen
-        kind = _PYTEST_EXIT[rc]
-        return _error(kind, f"exit code {rc} ({kind})", "\n".join([*cases.messages.values(), output]))
+        kind, text = _PYTEST_EXIT[rc], "\n".join([*cases.messages.values(), output])
+        return _conftest_error(text, in_src) if _CONFTEST in text else _error(kind, f"exit code {rc} ({kind})", text)
     if cases.failed:
         return Classified("failed")
     if cases.errors:
@@ -136,6 +138,8 @@ def _without_junit(rc: int | None, output: str, in_src: Sequence[str]) -> Classi
         return _missing_module(module.group(1), output, in_src)
     if rc == 5:
         return Classified("no-tests", reason="no tests collected")
+    if _CONFTEST in output:
+        return _conftest_error(output, in_src)
     if rc in _PYTEST_EXIT:
         return _error(_PYTEST_EXIT[rc], f"exit code {rc} ({_PYTEST_EXIT[rc]})", output)
     how = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exit code {rc}"
@@ -158,6 +162,17 @@ def _errors(cases: Cases, worktree: str, code_paths: Sequence[str], in_src: Sequ
     if module:
         return _missing_module(module.group(1), text, in_src)
     return _error("collection-error", f"{len(cases.errors)} error(s) collecting or setting up tests", text)
+
+
+def _conftest_error(output: str, in_src: Sequence[str]) -> Classified:
+    """pytest's exit 4 when a ``conftest.py`` cannot be imported: not the command's
+    options (a usage error) but what the conftest imports — say what it raised."""
+    module = _NO_MODULE.search(output)
+    if module:
+        return _missing_module(module.group(1), output, in_src)
+    raised = _RAISED.search(output)
+    why = f": {raised.group(1)[:200]}" if raised else ""
+    return _error("collection-error", f"conftest.py could not be imported{why}", output)
 
 
 def _missing_module(name: str, output: str, in_src: Sequence[str]) -> Classified:

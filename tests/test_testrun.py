@@ -381,6 +381,22 @@ def test_a_test_importing_what_the_patch_adds_fails_on_the_base_it_is_not_a_harn
     assert patch["verdict"] == "unique" and evidence_of(patch)["judgement"] == "needed"
 
 
+def test_a_conftest_that_cannot_be_imported_is_named_not_called_a_usage_error(world: World) -> None:
+    """The probe (pydantic 2.12 with a newer pydantic-core installed): pytest's exit 4 was
+    "usage-error", settled by "fix the test command's options"; the options were fine."""
+    conftest = "raise SystemError('the installed core is too new for this tree')\n"
+    broken = world.on(world.old, "a conftest", {"tests/conftest.py": conftest})
+    world.fork.git("branch", "base-conftest", broken)
+    fix = world.on(broken, "fix add()", {"calc.py": FIXED, "tests/test_calc.py": TEST_ADD})
+    world.stack("c", [fix], cpu="{python} -m pytest -q -p no:cacheprovider {tests}")
+    patch = world.test_json("c", "conftest")["patches"][0]
+    runs = results(patch)
+    assert {r["harness_error"] for r in runs.values()} == {"collection-error"}, runs
+    reason = "conftest.py could not be imported: SystemError: the installed core is too new for this tree"
+    assert all(r["reason"] == reason for r in runs.values()), runs
+    assert "options" not in evidence_of(patch)["settle"] and patch["verdict"] == "inconclusive"
+
+
 def test_a_src_layout_whose_tests_cannot_find_its_package_is_told_the_config_that_fixes_it(world: World) -> None:
     """The probe: a src layout's tests said only "could not run: No module named calc"."""
     layout = world.on(world.old, "src layout", {"calc.py": None, "src/calc.py": CALC})  # type: ignore[dict-item]
