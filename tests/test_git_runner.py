@@ -186,3 +186,28 @@ def test_many_merges_in_one_merge_tree_are_the_merges_one_by_one(tmp_path: Path)
     assert one_by_one[0].conflicted_paths == ("f.txt",) and "CONFLICT (content)" in one_by_one[0].messages
     assert set(one_by_one[2].conflicted_paths) == {"f.txt", "g.txt"}
     assert repo.merge_many([]) == []
+
+
+def test_only_the_runner_starts_git() -> None:
+    """A habit check on the sources: every process ggstack starts is in one of three modules
+    (git's runner; the tests ``test`` runs and its probes; ``secrets`` starting ggstack again),
+    and only the runner names git, so one environment policy covers every git."""
+    import ast
+
+    import ggstack
+
+    root = Path(ggstack.__file__).parent
+    starters = {"run", "Popen", "call", "check_call", "check_output", "execve", "execv", "spawnv", "system"}
+    starting: dict[str, list[str]] = {}
+    for source in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(), str(source))):
+            func = node.func if isinstance(node, ast.Call) else None
+            if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+                continue
+            if func.value.id in ("subprocess", "os") and func.attr in starters:
+                argv = node.args[1 if func.attr.startswith(("exec", "spawn")) else 0] if node.args else None
+                first = argv.elts[0] if isinstance(argv, ast.List) and argv.elts else None
+                name = first.value if isinstance(first, ast.Constant) else "?"
+                starting.setdefault(str(source.relative_to(root)), []).append(str(name))
+    assert set(starting) == {"git/runner.py", "testing.py", "secrets.py"}, starting
+    assert not [m for m, names in starting.items() if m != "git/runner.py" and "git" in names]

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 
-from ggstack.git.runner import GitFailed, Runner, environment, plain_git
+from ggstack.git.runner import GitFailed, Runner, plain_git, rev_parse_at
 
 
 class Worktrees(Runner):
@@ -85,18 +85,24 @@ class Worktrees(Runner):
         return found
 
 
-class Worktree:
+class Worktree(Runner):
     """One of ggstack's own worktrees (never the user's): git run inside it.
 
     ``resolve`` leaves the user a real checkout with conflict markers to edit
     with their own tools; the commands here are the few it needs there, with
     git's ``rerere`` on so that a conflict resolved once is resolved again.
+    Its git is the runner's, named by the worktree's own git dir (its index,
+    its HEAD) and run in the worktree, which git then takes as the work tree.
     """
 
     _RERERE = ("-c", "rerere.enabled=true", "-c", "rerere.autoUpdate=false", "-c", "core.hooksPath=/dev/null")
 
     def __init__(self, path: str, rerere: tuple[str, str] | None = None) -> None:
-        self.path = path
+        found = rev_parse_at(path, "--git-dir", "--git-common-dir")
+        if found is None or len(found) != 2:
+            raise GitFailed(("rev-parse", "--git-dir"), 128, f"{path} is no worktree git can find")
+        self.git_dir, self.common_dir = found
+        self.path = self.worktree = path
         self.rerere = rerere  # (the repository's rr-cache, where ggstack keeps its records between uses)
 
     @contextlib.contextmanager
@@ -123,8 +129,9 @@ class Worktree:
             else:
                 os.rename(theirs, ours)
 
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        proc = subprocess.run(["git", "-C", self.path, *self._RERERE, *args], env=environment(), capture_output=True)
+    def run(self, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess[bytes]:
+        """``Runner.run`` with rerere on and no hook of the user's; a failure names ``args`` alone."""
+        proc = super().run(*self._RERERE, *args, check=False, **kw)
         if check and proc.returncode != 0:
             raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
