@@ -183,8 +183,8 @@ class _Main(click.Group):
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if cmd.name not in _NOT_IN_A_FORK:
             cmd.params += [
-                click.Option(["--repo"], default=None, expose_value=False, callback=_set_where, help=_REPO_HELP),
-                click.Option(["--patches"], default=None, expose_value=False, callback=_set_where, help=_PATCHES_HELP),
+                click.Option(["--repo"], metavar="PATH", expose_value=False, callback=_set_where, help=_REPO_HELP),
+                click.Option(["--patches"], metavar="DIR", expose_value=False, callback=_set_where, help=_PATCHES_HELP),
             ]
         super().add_command(cmd, name)
 
@@ -193,8 +193,8 @@ _NOT_IN_A_FORK = ("report", "demo")  # a saved Run; a fork of its own
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--repo", default=".", show_default=True, help=_REPO_HELP)
-@click.option("--patches", default=None, help=_PATCHES_HELP)
+@click.option("--repo", default=".", show_default=True, metavar="PATH", help=_REPO_HELP)
+@click.option("--patches", default=None, metavar="DIR", help=_PATCHES_HELP)
 @click.version_option(package_name="ggstack")
 @click.pass_context
 def main(ctx: click.Context, repo: str, patches: str | None) -> None:

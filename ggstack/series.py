@@ -71,9 +71,9 @@ def render_config(
     return f"""# ggstack stack configuration (see README.md, "stack.toml")
 
 [target]
-repo = {_toml_string(repo_slug)}          # owner/name on the forge: where PRs are opened
-remote = {_toml_string(remote)}              # git remote the per-patch branches are pushed to
-base = {_toml_string(base)}     # the base branch the stack is replayed onto
+{_noted(f"repo = {_toml_string(repo_slug)}", "owner/name on the forge: where PRs are opened")}
+{_noted(f"remote = {_toml_string(remote)}", "git remote the per-patch branches are pushed to")}
+{_noted(f"base = {_toml_string(base)}", "the base branch the stack is replayed onto")}
 # fork = "me/name"             # set when PR heads live in a fork (head = "me:branch")
 
 [branches]
@@ -90,9 +90,14 @@ require_tests = true           # hold a needed patch whose tests could not run (
 paths = ["tests/**/test_*.py"] # which files of a patch are its tests
 cpu = {_toml_string(cpu)}
 {gpu_line}
-timeout = {timeout}                  # seconds per test command
+{_noted(f"timeout = {timeout}", "seconds per test command")}
 gpu_runner = "gpu"             # runs-on label for GPU jobs in the CI matrix
 """
+
+
+def _noted(line: str, note: str) -> str:
+    """``line`` with its comment in the template's comment column."""
+    return f"{line:<30} # {note}"
 
 
 def _toml_string(value: str) -> str:
