@@ -16,6 +16,7 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
 Progress = Callable[[int, int, str], None]  # (done, total, what): how a stage says how far it is
@@ -530,5 +531,48 @@ def json_text(value: object) -> str:
     """JSON that is UTF-8 whatever it holds. A byte of a diff that was not UTF-8
     (a latin-1 source file's line, kept surrogate-escaped) is written as its
     ``\\udcXX`` escape, which ``json.loads`` reads back to the same byte."""
-    text = json.dumps(value, indent=2, ensure_ascii=False)
+    out: list[str] = []
+    try:
+        _indented(value, "", out)
+        text = "".join(out)
+    except _NotPlain:
+        text = json.dumps(value, indent=2, ensure_ascii=False)
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class _NotPlain(Exception):
+    """A value ``_indented`` leaves to ``json.dumps`` (a key that is no string, a type it does not know)."""
+
+
+def _indented(value: object, indent: str, out: list[str]) -> None:
+    """``json.dumps(value, indent=2, ensure_ascii=False)``, character for character, for the plain
+    values a Run's JSON is made of: the library's indented encoder is its pure-Python one, a
+    generator a value, and a check of hundreds of commits prints megabytes of it."""
+    if isinstance(value, str):
+        out.append(encode_basestring(value))
+    elif value is None or isinstance(value, bool):
+        out.append("null" if value is None else "true" if value else "false")
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    elif isinstance(value, float):
+        out.append(json.dumps(value))
+    elif isinstance(value, dict | list | tuple) and not value:
+        out.append("{}" if isinstance(value, dict) else "[]")
+    elif isinstance(value, dict):
+        inner, sep = indent + "  ", "{\n" + indent + "  "
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _NotPlain
+            out.append(sep + encode_basestring(key) + ": ")
+            sep = ",\n" + inner
+            _indented(item, inner, out)
+        out.append("\n" + indent + "}")
+    elif isinstance(value, list | tuple):
+        inner, sep = indent + "  ", "[\n" + indent + "  "
+        for item in value:
+            out.append(sep)
+            sep = ",\n" + inner
+            _indented(item, inner, out)
+        out.append("\n" + indent + "]")
+    else:
+        raise _NotPlain

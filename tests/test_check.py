@@ -495,6 +495,8 @@ def test_cli_many_commits_json_shape_and_exit_code(world: GitRepo) -> None:
     proc = run_ggstack("check", "--onto", "main", "--commits", *commits, "--json", cwd=world.path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
+    # ggstack's own indented writer prints what json.dumps(indent=2) would, character for character
+    assert proc.stdout == json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     assert data["base"] == world.sha("main") and data["merge_base"]
     assert len(data["patches"]) == 30
     for p in data["patches"]:

@@ -429,3 +429,28 @@ def test_a_run_without_its_required_keys_names_them_and_tolerates_unknown_ones(t
     data["written_by"] = "a newer ggstack"
     data["patches"][0]["new_field"] = 1
     assert Run.from_json(data) == every_verdict_run()
+
+
+def test_json_text_is_json_dumps_indented_for_every_plain_value() -> None:
+    """``model.json_text`` writes a Run's JSON itself (the library's indented encoder is its slow
+    pure-Python one): the text is ``json.dumps(indent=2, ensure_ascii=False)``'s, with a lone
+    surrogate written as its escape; what it does not know is left to ``json.dumps``."""
+    import enum
+
+    class Word(str, enum.Enum):
+        A = "a"
+
+    values = [
+        {},
+        [],
+        (),
+        {"a": [], "b": {}, "c": [{}], "d": [[[]]]},
+        {"x": 1.5, "nan": float("nan"), "neg": -0.0, "big": 10**20, "t": True, "f": False, "n": None},
+        {"s": 'é "quoted"\\ \n\t\x01 \u2028', "w": Word.A, "pair": (1, "2")},
+        {1: "an int key"},
+        "text",
+        7,
+    ]
+    for value in values:
+        assert model.json_text(value) == json.dumps(value, indent=2, ensure_ascii=False), value
+    assert model.json_text({"b": "\udcff"}) == '{\n  "b": "\\udcff"\n}'

@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Generator, Sequence
 from collections.abc import Set as AbstractSet
 
-from ggstack.check.containment import Containment, Unit, window
+from ggstack.check.containment import Containment, Unit, carries, window
 from ggstack.check.files import Files, is_zero
 from ggstack.check.history import History
 from ggstack.diff import Block
@@ -79,7 +79,7 @@ def _places(content: Containment, files: Files) -> Containment:
             u.window = window(u.block, pre, base, pmap)
         start, end = u.window
         there = base[start:end]
-        if any(any(ch.isalnum() for ch in s) for s in there):
+        if any(carries(s) for s in there):
             places.units.append(Unit(u.path, u.what, 1, True, "", block=Block(start, added=there)))
     return places
 

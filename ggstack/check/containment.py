@@ -10,6 +10,7 @@ is evidence only once attribution names the base commit that brought it.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -22,9 +23,18 @@ Entries = dict[str, tuple[str, str]]  # path -> (mode, blob)
 NO_FILE = "file is not in the base"  # the reason of a block whose file the tree does not have
 
 
+# A letter or digit: ``str.isalnum`` of one character is the regex's word character but "_".
+_WORD = re.compile(r"[^\W_]")
+
+
+def carries(line: str) -> bool:
+    """Does the line carry information (a letter or digit, not blank or only punctuation)?"""
+    return _WORD.search(line) is not None
+
+
 def informative(lines: list[str]) -> int:
     """How many of ``lines`` carry information: not blank, not only punctuation."""
-    return sum(1 for s in lines if any(c.isalnum() for c in s))
+    return sum(1 for s in lines if _WORD.search(s))
 
 
 @dataclass
@@ -352,7 +362,7 @@ def _widen(start: int, end: int, base: list[str], sought: AbstractSet[str]) -> t
     """[start, end) grown over the lines around it that are not unique in the file (or carry
     nothing), and over the lines being looked for."""
     counts = Counter(base[max(0, start - _WIDEST) : end + _WIDEST])
-    weak = lambda s: counts[s] > 1 or s in sought or not any(c.isalnum() for c in s)  # noqa: E731
+    weak = lambda s: counts[s] > 1 or s in sought or not carries(s)  # noqa: E731
     lo, hi = start, end
     while lo > 0 and start - lo < _WIDEST and weak(base[lo - 1]):
         lo -= 1
@@ -433,6 +443,6 @@ def surely_conflicts(change_set: list[FileChange], entries: Entries, files: File
         if fc.old_path is None or fc.binary or fc.old_path != fc.new_path or entry is None or entry[1] == fc.old_blob:
             continue
         have = set(files.lines(entry[1]))
-        if any(s not in have and any(c.isalnum() for c in s) for h in fc.hunks for b in h.blocks for s in b.removed):
+        if any(s not in have and carries(s) for h in fc.hunks for b in h.blocks for s in b.removed):
             out.append(fc.old_path)
     return out

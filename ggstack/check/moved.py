@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import Containment, Unit, contain, informative
+from ggstack.check.containment import Containment, Unit, carries, contain, informative
 from ggstack.check.files import Files, is_text, is_zero
 from ggstack.check.history import History
 from ggstack.check.signals import Candidate
@@ -95,7 +95,7 @@ def _wanted(x: _Lost, files: Files) -> set[str]:
     lines around it."""
     pre = files.lines(x.fc.old_blob)
     around = pre[max(0, x.block.p0 - _CONTEXT) : x.block.p1 + _CONTEXT]
-    return {s.rstrip() for s in [*x.block.added, *around] if any(c.isalnum() for c in s)}
+    return {s.rstrip() for s in [*x.block.added, *around] if carries(s)}
 
 
 def _places(x: _Lost, files: Files) -> list[list[str]]:
@@ -105,7 +105,7 @@ def _places(x: _Lost, files: Files) -> list[list[str]]:
     before = pre[max(0, x.block.p0 - _CONTEXT) : x.block.p0]
     after = pre[x.block.p1 : x.block.p1 + _CONTEXT]
     runs = [[*before, *x.block.removed, *after], [*before, *x.block.added, *after]]
-    return [run for run in runs if sum(any(c.isalnum() for c in s) for s in run) >= 2]
+    return [run for run in runs if informative(run) >= 2]
 
 
 def _mover(history: History, files: Files, x: _Lost) -> str | None:

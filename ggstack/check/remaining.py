@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git
-from ggstack.check.containment import Containment, Unit, window
+from ggstack.check.containment import Containment, Unit, carries, window
 from ggstack.check.files import Files, find_run
 from ggstack.diff import FileChange
 
@@ -219,7 +219,7 @@ def _moved(fc: FileChange) -> set[str]:
     removing it has no place anyone can be sure of."""
     removed = {s for h in fc.hunks for b in h.blocks for s in b.removed}
     added = {s for h in fc.hunks for b in h.blocks for s in b.added}
-    return {s for s in removed & added if any(c.isalnum() for c in s)}
+    return {s for s in removed & added if carries(s)}
 
 
 def _put_back(gone: list[Unit], lines: list[str], moved: set[str]) -> tuple[list[str], list[str]]:
