@@ -82,7 +82,8 @@ def _needed(f: Facts) -> Recommendation:
     return Recommendation.REWORK if f.conflicts else Recommendation.OPEN_PR
 
 
-def _short(commits: list[str]) -> str:
+def short_ids(commits: list[str]) -> str:
+    """Commits as a reason names them: short ids, each once, in order (rules' and signals' words alike)."""
     return ", ".join(dict.fromkeys(c[:10] for c in commits))
 
 
@@ -121,8 +122,8 @@ def _undone_by_hand(f: Facts) -> Decision:
         Verdict.UNIQUE,
         Recommendation.HUMAN_LOOK,
         [],
-        f"picked as {_short([m.commit for m in f.live])}, but none of its lines are left and it applies again"
-        + (f": undone by {_short(since)}?" if since else ""),
+        f"picked as {short_ids([m.commit for m in f.live])}, but none of its lines are left and it applies again"
+        + (f": undone by {short_ids(since)}?" if since else ""),
     )
 
 
@@ -138,8 +139,8 @@ def _modified(f: Facts) -> Decision:
         Verdict.REPRESENTED,
         Recommendation.DO_NOT_OPEN,
         _commits([m.commit for m in picks]),
-        f"picked as {_short([m.commit for m in picks])}"
-        + (f", since modified by {_short(since)}" if since else ", its lines changed since"),
+        f"picked as {short_ids([m.commit for m in picks])}"
+        + (f", since modified by {short_ids(since)}" if since else ", its lines changed since"),
     )
 
 
@@ -161,7 +162,7 @@ def _adapted_to_its_base(f: Facts) -> Decision:
         Verdict.REPRESENTED,
         Recommendation.HUMAN_LOOK,
         _commits([m.commit for m in f.live], f.content.commits),
-        f"picked as {_short([m.commit for m in f.live])}; what it has beyond the pick ({n} block(s): {shown}) "
+        f"picked as {short_ids([m.commit for m in f.live])}; what it has beyond the pick ({n} block(s): {shown}) "
         "lies where the base rewrote those lines its own way, so nothing of it can be carried over: "
         "look whether it was only adapted to its own base before dropping it",
     )
@@ -174,7 +175,7 @@ def _adapted(f: Facts) -> Decision:
         Verdict.PARTIAL,
         _needed(f),
         by,
-        f"picked as {_short([m.commit for m in f.live])} without all of its changes",
+        f"picked as {short_ids([m.commit for m in f.live])} without all of its changes",
     )
 
 
@@ -189,7 +190,7 @@ def _group(f: Facts) -> Decision:
         Verdict.REPRESENTED,
         Recommendation.DO_NOT_OPEN,
         list(f.group_by),
-        f"{names} together are {_short(f.group_by)}",
+        f"{names} together are {short_ids(f.group_by)}",
         list(f.group),
     )
 
@@ -208,7 +209,7 @@ def _content(f: Facts) -> Decision:
         Recommendation.HUMAN_LOOK if look else Recommendation.DO_NOT_OPEN,
         f.content.commits,
         "every change is in the base, brought by "
-        + _short(f.content.commits)
+        + short_ids(f.content.commits)
         + ("; but replaying it would still change the base: look at what it would change" if look else ""),
     )
 
@@ -244,15 +245,15 @@ def _reverted_partly_back(f: Facts) -> bool:
 
 
 def _look_reverted(f: Facts) -> Decision:
-    picks = _short([m.commit for m in f.undone])
-    reverts = _short(_commits(*(m.undone_by for m in f.undone)))
+    picks = short_ids([m.commit for m in f.undone])
+    reverts = short_ids(_commits(*(m.undone_by for m in f.undone)))
     return Decision(
         "reverted, partly back",
         Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE,
         Recommendation.HUMAN_LOOK,
         [],
         f"needed again? picked as {picks}, reverted by {reverts}; since then "
-        f"{_short(f.content.commits)} brought {round(100 * f.content.fraction)}% of its lines back its own way: "
+        f"{short_ids(f.content.commits)} brought {round(100 * f.content.fraction)}% of its lines back its own way: "
         "look whether the base redid it",
     )
 
@@ -264,7 +265,7 @@ def _partial(f: Facts) -> Decision:
         _needed(f),
         f.content.commits,
         f"{round(100 * f.content.fraction)}% of its changed lines are in the base, brought by "
-        + _short(f.content.commits),
+        + short_ids(f.content.commits),
     )
 
 
@@ -278,7 +279,7 @@ def _look_superseded(f: Facts) -> Decision:
         Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE,
         Recommendation.HUMAN_LOOK,
         [],
-        f"superseded? {_short(f.superseded)} changed the same lines another way",
+        f"superseded? {short_ids(f.superseded)} changed the same lines another way",
     )
 
 
@@ -291,7 +292,7 @@ def _look(f: Facts) -> Decision:
     if f.reverse:
         why.append("its reverse applies (git apply -R finds its post-image), but its lines are not at their place")
     if f.hints:
-        why.append(f"{_short(f.hints)} has its subject or PR number, but not its lines")
+        why.append(f"{short_ids(f.hints)} has its subject or PR number, but not its lines")
     return Decision(
         "signals disagree",
         Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE,
@@ -328,13 +329,13 @@ def _needed_rule(f: Facts) -> Decision:
     if f.content.any_earned:
         why = (
             f"only {round(100 * f.content.fraction)}% of its informative lines are in the base, brought by "
-            f"{_short(f.content.commits)}, otherwise unrelated to it: a coincidence, not evidence"
+            f"{short_ids(f.content.commits)}, otherwise unrelated to it: a coincidence, not evidence"
         )
     if f.undone:
         undone = [m for m in f.undone]
         why = (
-            f"needed again: picked as {_short([m.commit for m in undone])}, "
-            f"reverted by {_short(_commits(*(m.undone_by for m in undone)))}"
+            f"needed again: picked as {short_ids([m.commit for m in undone])}, "
+            f"reverted by {short_ids(_commits(*(m.undone_by for m in undone)))}"
         )
     return Decision("needed", Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE, _needed(f), [], why)
 

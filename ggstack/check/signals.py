@@ -14,7 +14,7 @@ from typing import Any
 from ggstack import git, replay
 from ggstack.check.containment import Containment
 from ggstack.check.history import REVERT_OF, History, normal_subject, pr_numbers
-from ggstack.check.rules import Decision, Facts, Match
+from ggstack.check.rules import Decision, Facts, Match, short_ids
 from ggstack.diff import FileChange, paths_of
 from ggstack.model import Applied, Evidence, Says, Signal
 
@@ -37,10 +37,6 @@ class Candidate:
     @property
     def paths(self) -> list[str]:
         return paths_of(self.changes)
-
-
-def _short(commits: list[str]) -> str:
-    return ", ".join(dict.fromkeys(c[:10] for c in commits))
 
 
 def identity(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
@@ -67,7 +63,7 @@ def _sources(history: History, cand: Candidate) -> list[tuple[Match, str]]:
         if src in history.reachable:
             who = "the commit itself" if src == cand.commit else "its source " + src[:10]
             undone = history.undone.get(src, [])
-            but = f", but {_short(undone)} reverted it" if undone else ""
+            but = f", but {short_ids(undone)} reverted it" if undone else ""
             out.append((Match("merged as", src, list(undone)), f"{who} is reachable from the base{but}"))
         for c in history.picked_from.get(src, []):
             out.append(
@@ -95,7 +91,7 @@ def patch_id(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
     if same:
         return [Match("same patch-id as", c) for c in same], Evidence(
             Signal.PATCH_ID,
-            f"same patch-id as {_short(same)} (an exact cherry-pick)",
+            f"same patch-id as {short_ids(same)} (an exact cherry-pick)",
             same,
             data={"match": True, "patch_id": pid},
             says=Says.PRESENT,
@@ -143,7 +139,7 @@ def _undone(undone: list[Match], words: str) -> Evidence | None:
     by = list(dict.fromkeys(c for m in undone for c in m.undone_by))
     return Evidence(
         Signal.REVERT,
-        f"picked as {_short([m.commit for m in undone])}, {words} {_short(by)}",
+        f"picked as {short_ids([m.commit for m in undone])}, {words} {short_ids(by)}",
         by,
         data={"reverted_by": by, "picks": list(dict.fromkeys(m.commit for m in undone))},
         says=Says.UNDONE,
@@ -161,7 +157,7 @@ def modified(history: History, cand: Candidate, matches: list[Match]) -> Evidenc
         return None
     return Evidence(
         Signal.MODIFIED,
-        f"its files were changed after the pick by {_short(since)}",
+        f"its files were changed after the pick by {short_ids(since)}",
         since,
         says=Says.NOTHING,
     )
@@ -294,9 +290,9 @@ def hints(history: History, cand: Candidate, known: set[str]) -> tuple[list[str]
         return [], None
     words = []
     if same:
-        words.append(f"{_short(same)} has the same subject")
+        words.append(f"{short_ids(same)} has the same subject")
     if by_pr:
-        words.append(f"{_short(by_pr)} names PR #{', #'.join(numbers)}")
+        words.append(f"{short_ids(by_pr)} names PR #{', #'.join(numbers)}")
     return found, Evidence(Signal.HINT, "; ".join(words), found, data={"hint": "subject-or-pr"})
 
 
@@ -316,7 +312,7 @@ def superseded(
     ]
     if not found:
         return [], None
-    detail = f"superseded? {_short(found)}, by the same author or with the same title, changed its lines another way"
+    detail = f"superseded? {short_ids(found)}, by the same author or with the same title, changed its lines another way"
     return found, Evidence(Signal.HINT, detail, found, data={"hint": "superseded"})
 
 
@@ -324,7 +320,7 @@ def grouped(names: list[str], by: list[str], how: str) -> Evidence:
     first_last = names[0] if len(names) == 1 else f"{names[0]}–{names[-1]}"
     return Evidence(
         Signal.GROUP,
-        f"{first_last} together are in the base as {_short(by)}: {how}",
+        f"{first_last} together are in the base as {short_ids(by)}: {how}",
         by,
         data={"group": names},
         says=Says.PRESENT,
