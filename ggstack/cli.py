@@ -224,16 +224,23 @@ _NO_FORGE_UNTIL_TESTED = ("test", "demo", "sync")
 @click.option("--repo-slug", required=True, help="owner/name of the target repository on the forge.")
 @click.option("--base", required=True, help="The base branch the stack is replayed onto (e.g. dev/gilded-gnosis).")
 @click.option("--remote", default="origin", show_default=True, help="The git remote branches are pushed to.")
+@click.option(
+    "--fork",
+    default=None,
+    metavar="OWNER/NAME",
+    help="The fork holding the PR heads, when PRs go to --repo-slug from it (then --repo-slug is upstream).",
+)
 @click.pass_obj
 @handled
-def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str) -> None:
+def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str | None) -> None:
     """Create an empty stack directory: patches/STACK/{stack.toml,series}.
 
     \b
-    Example:
+    Examples:
       ggstack init gg-clean --repo-slug voipmonitor/vllm --base dev/gilded-gnosis
+      ggstack init fixes --repo-slug pydantic/pydantic --fork me/pydantic --base v2.12-fixes
     """
-    path = series.init(obj.patches_dir, stack, repo_slug, base, remote)
+    path = series.init(obj.patches_dir, stack, repo_slug, base, remote, fork=fork)
     click.echo(f"created {path}")
 
 

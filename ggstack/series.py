@@ -58,6 +58,7 @@ def render_config(
     base: str,
     remote: str = "origin",
     *,
+    fork: str | None = None,
     cpu: str = "python -m pytest -q {tests}",
     gpu: str = "",
     timeout: int = 900,
@@ -68,13 +69,18 @@ def render_config(
         if gpu
         else 'gpu = ""                       # e.g. "python -m pytest -q -m gpu {tests}"'
     )
+    fork_line = (
+        _noted(f"fork = {_toml_string(fork)}", "PR heads live in this fork; repo is upstream")
+        if fork
+        else '# fork = "me/name"             # set when PR heads live in a fork (head = "me:branch")'
+    )
     return f"""# ggstack stack configuration (see README.md, "stack.toml")
 
 [target]
 {_noted(f"repo = {_toml_string(repo_slug)}", "owner/name on the forge: where PRs are opened")}
 {_noted(f"remote = {_toml_string(remote)}", "git remote the per-patch branches are pushed to")}
 {_noted(f"base = {_toml_string(base)}", "the base branch the stack is replayed onto")}
-# fork = "me/name"             # set when PR heads live in a fork (head = "me:branch")
+{fork_line}
 
 [branches]
 template = "gg/{{stack}}/{{index:02d}}-{{slug}}"
@@ -627,16 +633,19 @@ def _no_options(data: dict, text: str, path: str) -> None:
             )
 
 
-def init(patches_dir: str, name: str, repo_slug: str, base: str, remote: str = "origin") -> str:
+def init(
+    patches_dir: str, name: str, repo_slug: str, base: str, remote: str = "origin", *, fork: str | None = None
+) -> str:
     path = stack_dir(patches_dir, name)
     if os.path.exists(os.path.join(state.readable_dir(path), STACK_TOML)):
         raise UserError(f"stack {name!r} already exists", path=path)
-    if not re.match(r"^[^/\s]+/[^/\s]+$", repo_slug):
-        raise UserError(f"--repo-slug must be owner/name, not {repo_slug!r}")
-    for option, value in (("--repo-slug", repo_slug), ("--base", base), ("--remote", remote)):
+    for option, slug in (("--repo-slug", repo_slug), ("--fork", fork)):
+        if slug is not None and not re.match(r"^[^/\s]+/[^/\s]+$", slug):
+            raise UserError(f"{option} must be owner/name, not {slug!r}")
+    for option, value in (("--repo-slug", repo_slug), ("--base", base), ("--remote", remote), ("--fork", fork or "")):
         if not_utf8(value):
             raise UserError(f"{option} {value!r} is not UTF-8 (stack.toml is UTF-8)")
-    text = render_config(repo_slug, base, remote)
+    text = render_config(repo_slug, base, remote, fork=fork)
     parse_config(text, os.path.join(path, STACK_TOML))  # what init writes must load
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError("cannot create the stack directory: a file is in the way", path=path)

@@ -199,12 +199,13 @@ def test_a_subjects_pr_number_is_upstreams_only_where_the_stack_knows_upstream(w
     world.fork.git("branch", "up", world.base)
     body = world.ok("pr", "s", "--onto", "up", "--dry-run").stdout
     assert "- Original PR: PR number `#1234` (its repository is not recorded)" in body and f"{SLUG}#" not in body
-    # With target.fork, target.repo is upstream (where the fork's PRs go): the number is its PR.
-    toml = world.stack / "stack.toml"
-    toml.write_text(toml.read_text().replace('# fork = "me/name"', 'fork = "me/name"'))
+    # With target.fork (init --fork), target.repo is upstream (where the fork's PRs go): the number is its PR.
+    world.ok("init", "u", "--repo-slug", SLUG, "--fork", "me/mine", "--base", "main")
+    assert 'fork = "me/mine"' in (world.patches / "u" / "stack.toml").read_text()
     world.fork.commit("Fix the lexer upstream (#77)", {"g.txt": "y\n"})
-    world.ok("import", "s", "HEAD")
-    assert [p["original_pr"] for p in listed(world)] == ["#1234", f"{SLUG}#77"]
+    world.ok("import", "u", "HEAD")
+    (p,) = json.loads(world.ok("list", "u", "--json").stdout)["u"]
+    assert p["original_pr"] == f"{SLUG}#77"
 
 
 def test_original_pr_option_wins_over_the_subject(world: World) -> None:
@@ -866,6 +867,7 @@ def test_every_command_refuses_a_broken_stack(one_patch: World) -> None:
         (["show", "nostack", "1"], r"no stack 'nostack'"),
         (["init", "s", "--repo-slug", SLUG, "--base", "main"], r"already exists"),
         (["init", "t", "--repo-slug", "noslash", "--base", "main"], r"owner/name"),
+        (["init", "t", "--repo-slug", SLUG, "--fork", "noslash", "--base", "main"], r"--fork must be owner/name"),
         (["init", "../escape", "--repo-slug", SLUG, "--base", "main"], r"invalid stack name"),
         (["init", "a..b", "--repo-slug", SLUG, "--base", "main"], r"invalid stack name 'a\.\.b': git refuses"),
         (["init", "x.lock", "--repo-slug", SLUG, "--base", "main"], r"invalid stack name 'x\.lock'"),
