@@ -46,6 +46,7 @@ _RELAND = re.compile(
 REVERT_OF = re.compile(r'^(?:\[[^\]]{1,40}\]\s*)*Revert "(.+)"(?:\s*\(#\d+\))?\s*$')
 
 FileVersions = list[tuple[str, str, str]]  # (path, old blob, new blob) of one commit
+RangeLog = list[tuple[str, FileVersions]]  # range commits with the files they change, newest first
 
 
 @dataclass
@@ -68,6 +69,7 @@ class History:
     moved_code: dict[tuple[str, str], str] = field(default_factory=dict)
     tips: list[str] = field(default_factory=list)  # the range (to read more of it)
     exclude: list[str] = field(default_factory=list)
+    whole: RangeLog | None = None  # every range commit with its files, where the scan read them all
     _order: dict[str, int] = field(default_factory=dict)
     _read: set[str] = field(default_factory=set)
     _at: dict[str, int] | None = None
@@ -142,7 +144,8 @@ class History:
         if not todo:
             return
         known = {sha for sha, _ in self.commits}
-        more = [c for c in _touching(repo, self.tips[0], self.exclude, todo) if c[0] not in known] if self.tips else []
+        found = _touching(repo, self.tips[0], self.exclude, todo, self.whole) if self.tips else []
+        more = [c for c in found if c[0] not in known]
         if more:
             self.commits = sorted([*self.commits, *more], key=lambda c: self._order.get(c[0], 0))
             self._index_commits()
@@ -279,12 +282,15 @@ def scan(
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending_log = pool.submit(repo.range_messages, [base], exclude)
         pending_reach = pool.submit(repo.not_reachable, srcs, base)
-        commits = _touching(repo, base, exclude, paths)
+        # Past a few dozen paths git matches every pathspec against every changed file of every
+        # commit: reading the whole range once, and filtering it here for each set of paths, is faster.
+        whole = repo.log_raw([base], exclude, ()) if len(paths) > _PATHSPEC_LIMIT else None
+        commits = _touching(repo, base, exclude, paths, whole)
         log = pending_log.result()
         commits, moves = _follow_moves(
-            repo, base, exclude, paths, commits, {sha: i for i, (sha, _, _) in enumerate(log)}
+            repo, base, exclude, paths, commits, {sha: i for i, (sha, _, _) in enumerate(log)}, whole
         )
-        history = History(commits, {sha: message for sha, _, message in log}, moves=moves, tips=[base])
+        history = History(commits, {sha: message for sha, _, message in log}, moves=moves, tips=[base], whole=whole)
         history.exclude, history._read = list(exclude), {*paths, *(to for to, _ in moves.values())}
         history.authors = {sha: email for sha, email, _ in log}
         wanted_sets = set(keysets)
@@ -297,15 +303,15 @@ def scan(
 
 
 def _touching(
-    repo: git.Repository, base: str, exclude: Sequence[str], paths: Sequence[str]
-) -> list[tuple[str, FileVersions]]:
-    """The range commits touching ``paths``, with the file versions they change."""
-    if len(paths) <= _PATHSPEC_LIMIT:
+    repo: git.Repository, base: str, exclude: Sequence[str], paths: Sequence[str], whole: RangeLog | None = None
+) -> RangeLog:
+    """The range commits touching ``paths``, with the file versions they change: from ``whole``
+    (the whole range, read already) where there is one, else a ``git log`` limited to them."""
+    if whole is None and len(paths) <= _PATHSPEC_LIMIT:
         return repo.log_raw([base], exclude, paths) if paths else []
-    # git matches every pathspec against every changed file of every commit:
-    # past a few dozen paths, reading the whole range and filtering here is faster.
     wanted = set(paths)
-    return [(c, fs) for c, fs in repo.log_raw([base], exclude, ()) if any(p in wanted for p, _, _ in fs)]
+    every = whole if whole is not None else repo.log_raw([base], exclude, ())
+    return [(c, fs) for c, fs in every if any(p in wanted for p, _, _ in fs)]
 
 
 _HOPS = 3  # a file moved more often than this within the range is followed no further
@@ -318,6 +324,7 @@ def _follow_moves(
     paths: Sequence[str],
     commits: list[tuple[str, FileVersions]],
     order: Mapping[str, int],
+    whole: RangeLog | None = None,
 ) -> tuple[list[tuple[str, FileVersions]], dict[str, tuple[str, str]]]:
     """The candidates' files the range moved (their newest version a deletion that git's rename
     detection pairs with an added file): path -> (new path, the commit), and the range commits
@@ -332,7 +339,7 @@ def _follow_moves(
             break
         moves.update(found)
         todo = [new for new, _ in found.values()]
-        more = _touching(repo, base, exclude, todo)
+        more = _touching(repo, base, exclude, todo, whole)
         known = {sha for sha, _ in commits}
         commits = sorted([*commits, *(c for c in more if c[0] not in known)], key=lambda c: order.get(c[0], 0))
     return commits, moves
