@@ -285,8 +285,10 @@ def import_(
     (--from) — to the series, with provenance.
 
     Cherry-picked-from is the source commit; Original-PR comes from
-    --original-pr or the subject's "(#N)"; every path left out by
-    --only/--exclude gets a Dropped: trailer; Stack-Patch-Id is assigned once.
+    --original-pr or the subject's "(#N)" (target.repo's PR with a
+    target.fork, else the bare number: whose it is is not known); every path
+    left out by --only/--exclude gets a Dropped: trailer; Stack-Patch-Id is
+    assigned once.
 
     \b
     Example (the seed's "reapply the useful part"):
@@ -1209,10 +1211,13 @@ def report_(run_file: str, fmt: str, verbose: bool) -> None:
 
     Per patch, in merge order: verdict, recommendation, the evidence in words,
     provenance, the PR and its approval state; the remaining diff of partial
-    patches and the draft closing comment of each redundant PR.
+    patches and the draft closing comment of each redundant PR. A Run is what
+    --json of apply, check, test or pr prints, and what sync saves (also
+    under <git dir>/ggstack/runs/STACK.json).
 
     \b
-    Example:
+    Examples:
+      ggstack check gg-clean --json > run.json && ggstack report run.json --verbose
       ggstack report run.json --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
     from ggstack import report

@@ -171,7 +171,8 @@ def _conftest_error(output: str, in_src: Sequence[str]) -> Classified:
     if module:
         return _missing_module(module.group(1), output, in_src)
     raised = _RAISED.search(output)
-    why = f": {raised.group(1)[:200]}" if raised else ""
+    said = raised.group(1) if raised else ""
+    why = f": {said if len(said) <= 160 else said[:159] + '…'}" if said else ""  # the explanation has it whole
     return _error("collection-error", f"conftest.py could not be imported{why}", output)
 
 
