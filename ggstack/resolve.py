@@ -82,7 +82,10 @@ def replayed_parent(repo: git.Repository, stack: Stack, patch: Patch, base: str,
     steps = replay.replay(repo, picks[:index], base)
     for p, step in zip(stack.patches, steps):
         if step.applied is Applied.CONFLICT:
-            raise UserError(f"{p.name}, before {patch.name}, conflicts too: resolve it first (ggstack resolve)")
+            raise UserError(
+                f"{p.name}, before {patch.name}, conflicts too: resolve it first (ggstack resolve), "
+                "or, when `ggstack check` says the base has it, drop it (ggstack drop --represented)"
+            )
     applied = [s.commit for s in steps if s.applied is Applied.APPLIED and s.commit]
     return applied[-1] if applied else base
 

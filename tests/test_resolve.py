@@ -173,4 +173,5 @@ def test_an_earlier_conflict_is_resolved_first(fork: Fork) -> None:
     assert (
         proc.returncode == 2
         and "0001-fix-a-change-a.patch, before 0002-fix-f-line-ten.patch, conflicts too" in proc.stderr
+        and "drop it (ggstack drop --represented)" in proc.stderr
     )
