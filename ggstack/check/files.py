@@ -14,8 +14,6 @@ from collections.abc import Iterator, Sequence
 from ggstack import git
 from ggstack.diff import HUNK_HEADER
 
-_FEW = 64  # fewer objects than this are read through the persistent cat-file, not a new process
-
 
 class Files:
     def __init__(self, repo: git.Repository) -> None:
@@ -50,10 +48,11 @@ class Files:
         return found
 
     def prefetch(self, shas: Sequence[str | None]) -> None:
+        """Read the blobs not read yet, all in one request to the long-lived ``cat-file``: a
+        round trip each would wait on git once per blob."""
         want = [s for s in dict.fromkeys(shas) if s and not is_zero(s) and s not in self._blobs]
-        if len(want) <= _FEW:
-            for sha in want:
-                self._blobs[sha] = self.repo.read_object(sha)
+        if len(want) == 1:
+            self._blobs[want[0]] = self.repo.read_object(want[0])
             return
         for sha, obj in zip(want, self.repo.cat_file_batch(want), strict=True):
             self._blobs[sha] = obj[2] if obj else None

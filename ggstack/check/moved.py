@@ -11,7 +11,7 @@ commit that brought it: the same lines merely somewhere else are no evidence.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ggstack.check.attribution import attribute
@@ -52,6 +52,7 @@ def look_elsewhere(
     movers = {id(x): m for x in lost if (m := _mover(history, files, x)) is not None}
     if not movers:
         return
+    _read_what_movers_wrote(history, files, movers.values())
     into = {id(x): _into(history, files, x, movers[id(x)]) for x in lost if id(x) in movers}
     entries = files.entries(tree, list(dict.fromkeys(q for qs in into.values() for q in qs)))
     files.prefetch([b for _, b in entries.values()])
@@ -68,6 +69,13 @@ def look_elsewhere(
     attribute(list(judged.values()), history, files)
     for x, q in todo:
         _take(x, q, history.moved_code[(x.fc.path, q)], judged[(id(x.content), x.fc.path, q)])
+
+
+def _read_what_movers_wrote(history: History, files: Files, movers: Iterable[str]) -> None:
+    """The new versions of the files each mover changed, all asked for the moved lines next
+    (``_into``): read in one request, not one each."""
+    changed = [history.files_changed(m) for m in dict.fromkeys(movers)]
+    files.prefetch([new for fs in changed if len(fs) <= _SWEEP for _, _, new in fs])
 
 
 def _lost(cand: Candidate, content: Containment) -> list[_Lost]:
