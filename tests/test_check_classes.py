@@ -765,6 +765,26 @@ def test_a_same_subject_commit_in_the_files_it_has_still_needs_the_change_there(
     assert o.recommendation is Recommendation.HUMAN_LOOK
 
 
+def test_a_file_the_same_subject_commit_lacks_but_the_base_brought_back_still_counts(world: GitRepo) -> None:
+    """The converse: the base deleted the file, took the change in the file it kept, then brought
+    the file back without the change: that change is missing, not moot."""
+    world.commit("add the C extension", {"ext.c": text(LINES)})
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.git("checkout", "-q", "main")
+    world.commit("replace the C extension", {"ext.c": None})
+    world.commit("happy new year", {"f.txt": text(edited(LINES, l1="Copyright 2024"))})
+    world.commit("bring the C extension back", {"ext.c": text(LINES)})
+    backport = on(
+        world,
+        "release",
+        "happy new year",
+        {"f.txt": text(edited(LINES, l1="Copyright 2024")), "ext.c": text(edited(LINES, l1="Copyright 2024"))},
+    )
+    o = judge(world, backport)
+    assert o.verdict is Verdict.PARTIAL, o.evidence
+    assert "+Copyright 2024" in (o.remaining_diff or "")
+
+
 THREE = dict(l5="line five", l20="line twenty", l35=["line 35", "extra after 35"])
 
 

@@ -133,11 +133,14 @@ def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Ident
 
 def _placed(history: History, there: Containment) -> tuple[list[Unit], list[str]]:
     """The changes that have a place in a commit's own tree, and the files of those that have
-    none: a change to a file that tree lacks and the base did not move elsewhere (one the base
-    deleted: a release branch's C extension) cannot be there, so it says nothing about a pick."""
+    none: a change to a file that tree lacks, and the base lacks too (not moved elsewhere: one
+    the base deleted, a release branch's C extension), cannot be there: it says nothing of a pick."""
 
     def nowhere(u: Unit) -> bool:
-        return u.reason == NO_FILE and not history.moved_to(u.path)
+        if u.reason != NO_FILE or history.moved_to(u.path):
+            return False
+        versions = history.versions(u.path)  # (the base has it now, if the range brought it back)
+        return not versions or is_zero(versions[0][2])
 
     placed = [u for u in there.counted if not nowhere(u)]
     return placed, list(dict.fromkeys(u.path for u in there.counted if nowhere(u)))
