@@ -772,6 +772,9 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
         from ggstack import report  # rich's tables: not for --json
 
         console().print(report.apply_table(run))
+        where = report.branches_line(run)
+        if where:
+            click.echo(where)
     sys.exit(1 if any(o.conflict for o in run.outcomes) else 0)
 
 

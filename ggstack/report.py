@@ -40,6 +40,15 @@ def apply_table(run: Run) -> Table:
     return table
 
 
+def branches_line(run: Run) -> str | None:
+    """Where apply put the replayed patches: one branch a patch, named by ``branches.template``."""
+    names = [o.branch.removeprefix("refs/heads/") for o in run.outcomes if o.branch]
+    if not names:
+        return None
+    shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} … {names[-1]}"
+    return f"{len(names)} branch{'es' if len(names) > 1 else ''}, one an applied patch: {shown}"
+
+
 # -- check: the verdicts in words --------------------------------------------------
 
 
