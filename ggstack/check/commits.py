@@ -3,8 +3,9 @@
 In phases, so that hundreds of commits cost a handful of processes: read
 everything (one cat-file for the commits, one diff-tree for their diffs, the
 range scan, one cat-file for every file version), judge the content
-in-process, then replay — scratch commits in one batch, merges in parallel —
-only the commits whose verdict still depends on what a merge would say.
+in-process, then replay — scratch commits in one batch, the merges in one
+``merge-tree --stdin`` — only the commits whose verdict still depends on what a
+merge would say.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 A check of hundreds of commits reads thousands of file versions; one
 ``cat-file --batch`` for many objects (and a cache, since the same versions
-come back for every signal) is what keeps it near ``git cherry``'s time.
+come back for every signal) is what keeps it near ``git cherry``'s time. The
+searches that bisect a file's history ask whether a version holds a few lines:
+that is answered on the version's bytes, never splitting a big file for it.
 """
 
 from __future__ import annotations
