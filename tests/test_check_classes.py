@@ -785,6 +785,22 @@ def test_a_file_the_same_subject_commit_lacks_but_the_base_brought_back_still_co
     assert "+Copyright 2024" in (o.remaining_diff or "")
 
 
+def test_a_commit_with_a_coincidental_line_that_conflicts_is_a_conflict_not_unique(world: GitRepo) -> None:
+    """Class (sqlalchemy's 1.4 connection docs onto main): one of a commit's many changes happens
+    to be in the base (under the share that makes a partial), and the base changed another of its
+    lines its own way. That is no partial, so nothing may skip its replay: it conflicts, a rework,
+    not "unique, open PR"."""
+    mine = {f"l{i}": f"line {i} reworded" for i in range(2, 26, 2)}  # twelve one-line changes
+    c = on(world, "fork", "reword the connection docs", {"f.txt": text(edited(LINES, **mine))})
+    world.commit(
+        "upstream edits", {"f.txt": text(edited(LINES, l24="line 24 reworded", l2="line 2 upstream"))}, author=OTHER
+    )
+    o = judge(world, c)
+    assert o.verdict is Verdict.CONFLICT, o.evidence
+    assert rule(o) == "needed"
+    assert o.recommendation is Recommendation.REWORK
+
+
 THREE = dict(l5="line five", l20="line twenty", l35=["line 35", "extra after 35"])
 
 

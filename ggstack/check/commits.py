@@ -19,6 +19,7 @@ from ggstack.check.containment import applies, reverse_applies, surely_conflicts
 from ggstack.check.files import Files
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, scan
 from ggstack.check.judge import Context, Identified, Measured
+from ggstack.check.rules import SOME
 from ggstack.check.signals import Candidate
 from ggstack.errors import UserError
 from ggstack.model import Applied, Conflict, Outcome, Run, Verdict
@@ -258,8 +259,10 @@ def _measure(
     reverse = reverse_applies(cand.changes, mine, ctx.files)
     if content.all_present and (live or reverse):
         return Measured(content, reverse=reverse)  # every line there, and git's view (or the lines' history) agrees
-    if content.any_earned and not content.all_present and not live:
-        return Measured(content, reverse=reverse)  # partial: its remaining diff applies by construction
+    if content.any_earned and not content.all_present and not live and content.fraction >= SOME:
+        # partial: its remaining diff applies by construction. (Below SOME, lines an unrelated commit
+        # brought are a coincidence: no partial, so the replay must say whether it conflicts.)
+        return Measured(content, reverse=reverse)
     return None
 
 
