@@ -159,7 +159,8 @@ def _merges_below(walks: list[list[str]], parents: dict[str, str], merges: set[s
 def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run) -> None:
     run.merge_base = repo.merge_base(base, infos[0].sha)
     diffs = repo.diffs_of_commits([(i.sha, i.parents[0]) for i in infos])
-    cands = [_candidate(repo, i, diffs[i.sha]) for i in infos]
+    branches = repo.branches([i for i in infos if len(i.parents) > 1])
+    cands = [_candidate(i, diffs[i.sha], branches.get(i.sha, [])) for i in infos]
     authors = {i.sha[:12]: i.author_email for i in infos}
     base_tree = repo.commit_infos([base])[0].tree  # through the long-lived reader, no rev-parse
     ctx, entries = _read(repo, base, base_tree, cands, diffs)
@@ -218,10 +219,9 @@ def _outcome(ctx: Context, cand: Candidate, ident: Identified, m: Measured, auth
     return outcome
 
 
-def _candidate(repo: git.Repository, info: git.CommitInfo, raw: bytes) -> Candidate:
-    """A merge stands for its branch: its commits are its sources (a backport names them), its
-    title is the PR's."""
-    branch = repo.rev_list(*info.parents[1:], "^" + info.parents[0]) if len(info.parents) > 1 else []
+def _candidate(info: git.CommitInfo, raw: bytes, branch: list[str]) -> Candidate:
+    """A merge stands for its branch (``branch``: the commits it brought in): they are its sources
+    (a backport names them), its title is the PR's."""
     body = [line for line in info.message.split("\n")[1:] if line.strip()]
     title = body[0] if branch and body and info.message.startswith("Merge pull request #") else ""
     return Candidate(
