@@ -314,7 +314,7 @@ def judge_block(
     # block says nothing: git's diffs pair such lines either way. Only lines that carry information
     # are "still there" (all of them, for a block that removes nothing else).
     kept = [i for i in range(block.p0, min(block.p1, len(pre))) if pmap[i] is not None and pre[i] not in moved]
-    telling = [i for i in kept if informative([pre[i]])]
+    telling = [i for i in kept if carries(pre[i])]
     still = [pmap[i] for i in (telling if informative(block.removed) else kept)]
     if still:
         unit.reason = f"its removed lines are still in the base (line {(still[0] or 0) + 1})"
