@@ -84,6 +84,7 @@ class Patch:
     raw: bytes = field(repr=False, compare=False, default=b"")
     # What follows the file name on its ``series`` line (quilt's ``-p1``, a comment): kept when the series is rewritten.
     series_options: str = field(compare=False, default="")
+    series_above: tuple[str, ...] = field(compare=False, default=())  # comment lines above its line, kept with it
 
     @property
     def index(self) -> int:

@@ -20,7 +20,7 @@ import re
 import tomllib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ggstack import git, state
 from ggstack.diff import DiffError, split_diff
@@ -530,7 +530,10 @@ def load(patches_dir: str, name: str) -> Stack:
     series_path = os.path.join(path, SERIES)
     series_raw = files.get(SERIES, b"")
     names = _series_entries(series_raw, series_path, files)
-    patches = [replace(parse_patch(files[e], os.path.join(path, e)), series_options=o) for e, o in names.items()]
+    patches = [
+        replace(parse_patch(files[e], os.path.join(path, e)), series_options=line.options, series_above=line.above)
+        for e, line in names.items()
+    ]
     listed = set(names)
     for fname in sorted(files):
         if fname.endswith(".patch") and fname not in listed:
@@ -552,12 +555,21 @@ def load(patches_dir: str, name: str) -> Stack:
     return Stack(name=name, path=path, config=config, patches=tuple(patches), series_raw=series_raw)
 
 
-def _series_entries(raw: bytes, series_path: str, files: Collection[str]) -> dict[str, str]:
-    """File name → what follows it on its line (options, a comment), in series order."""
-    entries: dict[str, str] = {}
+class _Line(NamedTuple):
+    """A series entry's own text: what follows its name on its line, and the lines above it."""
+
+    options: str  # "-p1", "-p1 # why"
+    above: tuple[str, ...]  # comment and blank lines since the entry before (none for the first)
+
+
+def _series_entries(raw: bytes, series_path: str, files: Collection[str]) -> dict[str, _Line]:
+    """File name → its line's options and the lines above it, in series order."""
+    entries: dict[str, _Line] = {}
+    pending: list[str] = []
     for n, text in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
         line = text.split("#", 1)[0].strip()
         if not line:
+            pending.append(text.rstrip())
             continue
         fields = line.split()
         entry = fields[0]
@@ -573,23 +585,23 @@ def _series_entries(raw: bytes, series_path: str, files: Collection[str]) -> dic
             raise UserError(f"series names {entry!r}, but there is no such file", path=series_path, line=n)
         if entry in entries:
             raise UserError(f"{entry!r} is listed twice", path=series_path, line=n)
-        entries[entry] = text.strip()[len(entry) :].strip()
+        entries[entry] = _Line(text.strip()[len(entry) :].strip(), tuple(pending) if entries else ())
+        pending = []
     return entries
 
 
 def render_series(stack: Stack) -> bytes:
-    """The series file: the leading comment lines kept, one file name a line,
-    each with the options (and comment) its line had."""
-    comments = []
-    for line in stack.series_raw.decode("utf-8", "replace").splitlines():
-        if line.startswith("#"):
-            comments.append(line)
-        else:
-            break
-    if not comments:
-        comments = [f"# ggstack series for {stack.name}: one patch a line, in merge order"]
-    lines = [f"{p.name} {p.series_options}" if p.series_options else p.name for p in stack.patches]
-    return ("\n".join(comments + lines) + "\n").encode()
+    """The series file: the lines before the first entry and after the last kept,
+    one file name a line, each with the options (and comment) its line had and
+    the comment lines that were above it."""
+    old = stack.series_raw.decode("utf-8", "replace").splitlines()
+    entry_at = [i for i, line in enumerate(old) if line.split("#", 1)[0].strip()]
+    head = old[: entry_at[0]] if entry_at else [line for line in old if line.startswith("#")]
+    tail = old[entry_at[-1] + 1 :] if entry_at else []
+    lines = head or [f"# ggstack series for {stack.name}: one patch a line, in merge order"]
+    for p in stack.patches:
+        lines += [*p.series_above, f"{p.name} {p.series_options}" if p.series_options else p.name]
+    return ("\n".join(lines + tail) + "\n").encode()
 
 
 def save(stack: Stack, also: Mapping[str, bytes | None] | None = None) -> bool:
@@ -600,7 +612,8 @@ def save(stack: Stack, also: Mapping[str, bytes | None] | None = None) -> bool:
     The caller holds the stack's lock (``state.locked``)."""
     keep = {p.name for p in stack.patches}
     entries = _series_entries_or_none(stack.series_raw, keep)
-    unchanged = entries is not None and list(entries.items()) == [(p.name, p.series_options) for p in stack.patches]
+    now = [(p.name, _Line(p.series_options, p.series_above)) for p in stack.patches]
+    unchanged = entries is not None and list(entries.items()) == now
     series_bytes = stack.series_raw if unchanged else render_series(stack)
     changes: dict[str, bytes | None] = {p.name: p.raw for p in stack.patches}
     changes[SERIES] = series_bytes
@@ -613,7 +626,7 @@ def save(stack: Stack, also: Mapping[str, bytes | None] | None = None) -> bool:
     return state.commit_dir(stack.path, changes)
 
 
-def _series_entries_or_none(raw: bytes, files: Collection[str]) -> dict[str, str] | None:
+def _series_entries_or_none(raw: bytes, files: Collection[str]) -> dict[str, _Line] | None:
     try:
         return _series_entries(raw, SERIES, files)
     except UserError:

@@ -467,16 +467,33 @@ def test_series_options_follow_their_patch_through_move_remove_and_import(world:
         world.fork.commit(s, {f"{s}.txt": s})
     world.ok("import", "s", f"{world.base}..HEAD")
     a, b, c = series_names(world.stack)
-    (world.stack / "series").write_text(f"# mine\n{a} -p1\n{b}\n{c}  -p1 # keep for quilt\n")
+    (world.stack / "series").write_text(
+        f"# mine\n\n{a} -p1\n\n# upstreamable\n{b}\n{c}  -p1 # keep for quilt\n# end of series\n"
+    )
 
     world.ok("move", "s", "3", "--to", "1")
-    expected = "# mine\n0001-gamma.patch -p1 # keep for quilt\n0002-alpha.patch -p1\n0003-beta.patch\n"
-    assert (world.stack / "series").read_text() == expected
+    assert (world.stack / "series").read_text().splitlines() == [
+        "# mine",
+        "",
+        "0001-gamma.patch -p1 # keep for quilt",
+        "0002-alpha.patch -p1",
+        "",
+        "# upstreamable",  # the comment above beta stays above beta
+        "0003-beta.patch",
+        "# end of series",
+    ]
     world.ok("remove", "s", "3")
     world.fork.commit("delta", {"delta.txt": "d"})
     world.ok("import", "s", "HEAD")
     lines = (world.stack / "series").read_text().splitlines()
-    assert lines == ["# mine", "0001-gamma.patch -p1 # keep for quilt", "0002-alpha.patch -p1", "0003-delta.patch"]
+    assert lines == [
+        "# mine",
+        "",
+        "0001-gamma.patch -p1 # keep for quilt",
+        "0002-alpha.patch -p1",
+        "0003-delta.patch",
+        "# end of series",
+    ]
     roundtrips(world.stack, world.patches)
 
 
