@@ -211,3 +211,23 @@ def test_only_the_runner_starts_git() -> None:
                 starting.setdefault(str(source.relative_to(root)), []).append(str(name))
     assert set(starting) == {"git/runner.py", "testing.py", "secrets.py"}, starting
     assert not [m for m, names in starting.items() if m != "git/runner.py" and "git" in names]
+
+
+def test_merges_asked_of_one_merge_tree_are_those_of_a_process_each(tmp_path: Path) -> None:
+    """The long-lived ``merge-tree --stdin`` answers each merge as its own process would: clean
+    ones, an auto-merge with its message, conflicts with their paths and messages, in any order."""
+    g = GitRepo.init(tmp_path / "fork")
+    root = g.commit("root", {"a.txt": "1\n2\n3\n4\n5\n6\n7\n8\n", "b.txt": "b\n"})
+    ours = g.commit("ours", {"a.txt": "one\n2\n3\n4\n5\n6\n7\n8\n", "b.txt": "ours\n"})
+    g.git("checkout", "-q", "-b", "other", root)
+    theirs = g.commit("theirs", {"a.txt": "1\n2\n3\n4\n5\n6\n7\neight\n", "b.txt": "theirs\n"})
+    g.git("checkout", "-q", "-b", "third", root)
+    third = g.commit("third", {"a.txt": "1\n2\n3\n4\n5\n6\n7\n8\n9\n", "c.txt": "c\n"})
+    repo = git.Repository(str(g.path))
+    pairs = [(ours, theirs), (ours, third), (ours, ours), (theirs, ours), (third, theirs), (ours, theirs)]
+    merged = [repo.merge_trees(a, b) for a, b in pairs]
+    assert merged == [repo._merge_once(a, b) for a, b in pairs]
+    assert [m.clean for m in merged] == [False, True, True, False, False, False]
+    assert "b.txt" in merged[0].conflicted_paths and "CONFLICT" in merged[0].messages
+    assert "Auto-merging a.txt" in merged[1].messages
+    assert repo._merger is not None  # every one was asked of the long-lived process
