@@ -119,7 +119,18 @@ def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
     env[SECRETS_FD] = str(read)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "ggstack", *argv], env)
+    os.execve(sys.executable, [sys.executable, *_no_cwd_on_path(), "-m", "ggstack", *argv], env)
+
+
+def _no_cwd_on_path() -> list[str]:
+    """``-P``: ``python -m`` puts the working directory first on ``sys.path``, where a
+    checkout's own ``json.py`` (pydantic's package has one) would shadow the standard
+    library's; not when ggstack itself is importable only from there (a source tree)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with contextlib.suppress(OSError):
+        if os.path.samefile(here, os.getcwd()):
+            return []
+    return ["-P"]
 
 
 def release_to_environ() -> None:

@@ -4,6 +4,7 @@ written, never taken as rich markup (vLLM subjects start with "[misc]", "[Bugfix
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -375,3 +376,21 @@ def test_repo_and_patches_work_after_the_subcommand_too(repo: GitRepo, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert repo.git("for-each-ref", "refs/heads/gg")
     assert "--repo" in run_ggstack("check", "--help", cwd=tmp_path).stdout
+
+
+def test_a_token_reexec_does_not_import_the_working_directorys_modules(repo: GitRepo, tmp_path) -> None:
+    """The probe: with GITHUB_TOKEN set, `ggstack list` run inside pydantic/ (which has a json.py)
+    died in the re-exec that hides the token: `python -m` put the directory first on sys.path."""
+    patches = _stack(repo, tmp_path)
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "json.py").write_text("raise ImportError('the checkout json.py, not the standard library one')\n")
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "ggstack", "--repo", str(repo.path), "--patches", patches, "list", "s", "--json"],
+        cwd=package,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GITHUB_TOKEN": "ghp_not_for_the_checkouts_eyes"},
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert [p["subject"] for p in json.loads(proc.stdout)["s"]] == ["second"]
