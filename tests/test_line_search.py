@@ -14,7 +14,7 @@ from pathlib import Path
 from gitrepo import GitRepo
 
 from ggstack import git
-from ggstack.check.files import Files, find_run, run_in_bytes, split_lines
+from ggstack.check.files import Files, find_run, pmap_of, run_in_bytes, split_lines
 
 BLOBS = [
     b"",
@@ -66,3 +66,26 @@ def test_a_run_is_found_in_the_bytes_where_it_is_found_in_the_lines(tmp_path: Pa
     assert answered == len(BLOBS) * 2 * (len(RUNS) - blank_only)
     assert files.holds(blobs[4], ["a", "b"], strip=True) and not files.holds(blobs[4], ["a", "b"], strip=False)
     assert not files.holds(repo.null_oid, ["a"], strip=True) and not files.holds(blobs[2], [], strip=False)
+
+
+def test_an_alignment_numbers_lines_in_order_past_any_length_asked_before() -> None:
+    short = pmap_of("@@ -2 +2,2 @@\n-b\n+x\n+y\n", 4)
+    assert short == [0, None, 3, 4]
+    n = 300_000  # longer than any alignment made so far: the shared numbers grow
+    assert pmap_of("", n) == list(range(n))
+    assert pmap_of("@@ -0,0 +1,3 @@\n+a\n+b\n+c\n", n)[-1] == n + 2
+    assert short == [0, None, 3, 4]  # an alignment made before is not changed by one made later
+
+
+def test_stripped_lines_are_the_lines_less_trailing_whitespace_kept_once_where_they_are_the_same(
+    tmp_path: Path,
+) -> None:
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n"})
+    repo = git.Repository(str(fork.path))
+    clean, spaced = repo.hash_blob(b"one\ntwo\n"), repo.hash_blob(b"one  \ntwo\t\nthree\n")
+    files = Files(repo)
+    assert files.stripped_lines(clean) == ["one", "two"] == files.lines(clean)
+    assert files.stripped_lines(spaced) == ["one", "two", "three"]
+    assert files.lines(spaced) == ["one  ", "two\t", "three"]
+    assert files.stripped(spaced) == {"one", "two", "three"}

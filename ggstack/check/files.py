@@ -97,7 +97,10 @@ class Files:
         if not sha or is_zero(sha):
             return []
         if sha not in self._stripped_lines:
-            self._stripped_lines[sha] = [line.rstrip() for line in self.lines(sha)]
+            lines = self.lines(sha)
+            stripped = [line.rstrip() for line in lines]
+            # most files have no trailing whitespace: their lines are kept once, not twice
+            self._stripped_lines[sha] = lines if stripped == lines else stripped
         return self._stripped_lines[sha]
 
     def holds(self, blob: str, run: Sequence[str], *, strip: bool) -> bool:
@@ -143,6 +146,18 @@ def _hunk_headers(diff: str) -> Iterator[re.Match[str]]:
         at = diff.find("\n@@ -", at) + 1 or -1
 
 
+_NUMBERS: list[int] = []
+
+
+def _numbers(start: int, stop: int) -> list[int]:
+    """``list(range(start, stop))`` made of one shared int object per number: a check keeps
+    thousands of alignments of long files, and an int of its own per line of each (28 bytes
+    past 256) was most of their memory."""
+    if stop > len(_NUMBERS):
+        _NUMBERS.extend(range(len(_NUMBERS), max(stop, 2 * len(_NUMBERS))))
+    return _NUMBERS[start:stop]
+
+
 def pmap_of(diff: str, n_old: int) -> list[int | None]:
     """For each old line, the new line it is, from a ``-U0`` diff: what lies between hunks is unchanged."""
     pmap: list[int | None] = [None] * n_old
@@ -153,10 +168,10 @@ def pmap_of(diff: str, n_old: int) -> list[int | None]:
         new_start = int(m.group(3)) - (1 if new_count else 0)
         end = min(old_start, n_old)
         if pi < end:  # a slice, not a loop per line: a changelog has thousands of them
-            pmap[pi:end] = range(bi, bi + end - pi)
+            pmap[pi:end] = _numbers(bi, bi + end - pi)
         pi, bi = old_start + old_count, new_start + new_count
     if pi < n_old:
-        pmap[pi:] = range(bi, bi + n_old - pi)
+        pmap[pi:] = _numbers(bi, bi + n_old - pi)
     return pmap
 
 
