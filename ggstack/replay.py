@@ -220,6 +220,7 @@ def _commit_patches(
     persistent writer where fast-import might not write an ident as it is)."""
     ready: list[git.TreeCommit] = []
     refused: dict[int, str] = {}
+    repo.prepare_idents(split_author(patch.author) for patch, _ in todo)
     for n, (patch, parent) in enumerate(todo):
         tree = trees.get(patch.name) or _tree_of_patch(repo, stack, patch, parent)
         name, email = split_author(patch.author)

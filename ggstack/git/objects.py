@@ -22,7 +22,7 @@ from typing import IO
 from ggstack.errors import UserError
 from ggstack.git import dates
 from ggstack.git.refs import Refs
-from ggstack.git.runner import GitFailed, Persistent, naming, read_line
+from ggstack.git.runner import GitFailed, Persistent, Started, naming, read_line
 
 _SCRATCH_IDENT = {
     "GIT_AUTHOR_NAME": "ggstack",
@@ -347,6 +347,20 @@ class Objects(Refs):
         if who is None or not who.endswith("> " + _FIXED_DATE):
             return self._git_var_ident(name, email, date)
         return who[: -len(_FIXED_DATE)] + when
+
+    def prepare_idents(self, authors: Iterable[tuple[str, str]]) -> None:
+        """Ask ``git var`` about each new (name, email) of ``authors`` at once, a process each
+        running beside the others, so that ``ident`` has its answers."""
+        keys = [(name, email, _FIXED_DATE) for name, email in dict.fromkeys(authors)]
+        started = [(key, self._start_git_var(*key)) for key in keys if key not in self._idents]
+        for key, job in started:
+            returncode, out = job.ended()
+            line = out.decode("utf-8", "surrogateescape").strip()
+            self._idents[key] = line if returncode == 0 and line else None
+
+    def _start_git_var(self, name: str, email: str, date: str) -> Started:
+        env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date}
+        return self.start("var", "GIT_AUTHOR_IDENT", env=env)
 
     def _git_var_ident(self, name: str, email: str, date: str) -> str | None:
         key = (name, email, date)

@@ -157,9 +157,9 @@ class Runner:
             out, err = proc.communicate(input)
         return proc.pid, subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
-    def start(self, *args: str, input: bytes) -> Started:
+    def start(self, *args: str, input: bytes = b"", env: dict[str, str] | None = None) -> Started:
         """``run`` left running while the caller works; ``Started.wait`` gives its output."""
-        return Started(["git", "--git-dir", self.git_dir, *args], input, self.worktree or self.git_dir)
+        return Started(["git", "--git-dir", self.git_dir, *args], input, self.worktree or self.git_dir, env)
 
     def out(self, *args: str, **kw) -> str:
         return self.run(*args, **kw).stdout.decode("utf-8", "surrogateescape").strip()
@@ -215,27 +215,34 @@ class Started:
     unlinked temporary files, not pipes: git never waits on a reader, ggstack never on git,
     until ``wait``; a kill leaves nothing behind."""
 
-    def __init__(self, argv: list[str], input: bytes, cwd: str) -> None:
+    def __init__(self, argv: list[str], input: bytes, cwd: str, env: dict[str, str] | None = None) -> None:
         self._args = argv[3:]
-        self._out = tempfile.TemporaryFile()  # noqa: SIM115 (read and closed by wait)
+        self._error = ""
+        self._out = tempfile.TemporaryFile()  # noqa: SIM115 (read and closed by ended)
         self._err = tempfile.TemporaryFile()  # noqa: SIM115
         with tempfile.TemporaryFile() as feed:
             feed.write(input)
             feed.seek(0)
             self._proc = subprocess.Popen(
-                argv, stdin=feed, stdout=self._out, stderr=self._err, env=environment(), cwd=cwd
+                argv, stdin=feed, stdout=self._out, stderr=self._err, env=environment(env), cwd=cwd
             )
 
     def wait(self) -> bytes:
         """Its output, once it has ended; GitFailed when it failed."""
+        returncode, out = self.ended()
+        if returncode != 0:
+            raise GitFailed(self._args, returncode, self._error)
+        return out
+
+    def ended(self) -> tuple[int, bytes]:
+        """Its exit status and output, once it has ended."""
         returncode = self._proc.wait()
         out, err = self._out, self._err
         try:
             out.seek(0)
             err.seek(0)
-            if returncode != 0:
-                raise GitFailed(self._args, returncode, err.read().decode("utf-8", "replace"))
-            return out.read()
+            self._error = err.read().decode("utf-8", "replace")
+            return returncode, out.read()
         finally:
             out.close()
             err.close()
