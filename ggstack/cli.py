@@ -284,7 +284,8 @@ def import_(
     """Append commits (a sha, or a range A..B) — or an existing series
     (--from) — to the series, with provenance.
 
-    Cherry-picked-from is the source commit; Original-PR comes from
+    Cherry-picked-from is the source commit (for a `cherry-pick -x` copy, the
+    commit its line names); Original-PR comes from
     --original-pr or the subject's "(#N)" (target.repo's PR with a
     target.fork, else the bare number: whose it is is not known); every path
     left out by --only/--exclude gets a Dropped: trailer; Stack-Patch-Id is

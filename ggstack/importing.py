@@ -26,6 +26,7 @@ from ggstack.series import (
     checked_provenance,
     not_utf8,
     parse_patch,
+    picked_from_line,
     renumbered,
 )
 
@@ -272,7 +273,7 @@ def notes(done: Imported) -> list[str]:
             "ggstack reads the whole message, `git am` of the file keeps what comes before"
         )
     out += _reassigned_notes(done)
-    names = {p.provenance.cherry_picked_from: p.name for p in done.added}
+    names = {p.source_commit: p.name for p in done.added}
     if done.on_base:
         listed = ", ".join(f"{names.get(c, c[:12])}" for c in done.on_base[:10])
         more = f" and {len(done.on_base) - 10} more" if len(done.on_base) > 10 else ""
@@ -407,7 +408,8 @@ def _patches(
         message = _merge_message(info.message) if len(info.parents) > 1 else info.message
         pr = original_pr or _pr_from_message(info.message, stack.config.target)
         trailers = [(T_ORIGINAL_PR, pr)] if pr else []
-        trailers.append((T_CHERRY_PICKED, info.sha))
+        # A `git cherry-pick -x` names where the change first was: that is the origin, not its copy here.
+        trailers.append((T_CHERRY_PICKED, picked_from_line(info.message) or info.sha))
         trailers += [(T_DROPPED, text) for text in _dropped_texts(left_out, dropped)]
         trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, info.sha, kept)))
         items.append((message, trailers))

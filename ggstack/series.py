@@ -430,6 +430,12 @@ def _split_diff(text: str, path: str, first_line: int) -> tuple[str, str]:
         raise UserError(str(e), path=path, line=first_line + e.line) from None
 
 
+def picked_from_line(message: str) -> str | None:
+    """The commit git's own ``(cherry picked from commit X)`` line names (the first: the origin)."""
+    m = _CHERRY_LINE.search(message)
+    return m.group(1) if m else None
+
+
 def with_provenance(patch: Patch, trailers: list[tuple[str, str]]) -> Patch:
     original_pr = cherry = spid = None
     dropped: list[str] = []
@@ -443,9 +449,7 @@ def with_provenance(patch: Patch, trailers: list[tuple[str, str]]) -> Patch:
             dropped.append(value)
         elif k == T_STACK_PATCH_ID.lower():
             spid = value
-    if cherry is None:
-        m = _CHERRY_LINE.search(patch.message)
-        cherry = m.group(1) if m else None
+    cherry = cherry or picked_from_line(patch.message)
     prov = Provenance(
         stack_patch_id=spid or "", original_pr=original_pr, cherry_picked_from=cherry, dropped=tuple(dropped)
     )

@@ -224,9 +224,14 @@ def test_no_original_pr_when_the_subject_does_not_say(world: World) -> None:
 
 def test_gits_own_cherry_picked_line_is_read(world: World) -> None:
     upstream = "ab" * 20
-    world.fork.commit(f"Backport the fix\n\n(cherry picked from commit {upstream})", {"f.txt": "x\n"})
+    here = world.fork.commit(f"Backport the fix\n\n(cherry picked from commit {upstream})", {"f.txt": "x\n"})
     world.ok("import", "s", "HEAD")
     path = world.files()[0]
+    # The probe (picks from pydantic's v2.12-fixes with -x): the origin is the commit git's line names,
+    # not its copy on the fork branch, which the mbox From line names.
+    (p,) = listed(world)
+    assert (p["cherry_picked_from"], p["source_commit"]) == (upstream, here)
+    assert f"Cherry-picked-from: {upstream}" in path.read_text()
     # A patch written by hand (or by an older tool) with only git's line.
     text = path.read_text()
     text = re.sub(r"^Cherry-picked-from: .*\n", "", text, flags=re.M)
