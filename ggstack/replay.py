@@ -6,10 +6,12 @@ with that parent as the merge base, done by ``git merge-tree --write-tree``
 (merge-ort, what rebase uses), so result trees are git's byte for byte; the
 differential test against ``git rebase`` holds every shortcut here to that.
 Processes are the cost: a step merge-ort has nothing to decide in edits the
-tip's tree in memory (``trivial_merge``) and a run of them is written by one
-``git fast-import`` (``flush``); other objects go to git's persistent writers,
-results are cached by their inputs, and refs are written at the end in one
-transaction, so a run killed midway leaves every ref as it was.
+tip's tree in memory (``trivial_merge``), one it has to decide is merged onto
+that tree (its new subtrees written for it), and the commits of all of them
+are written by one ``git fast-import`` at the end (``flush``); other objects
+go to git's persistent writers, results are cached by their inputs, and refs
+are written at the end in one transaction, so a run killed midway leaves
+every ref as it was.
 """
 
 from __future__ import annotations
@@ -276,6 +278,7 @@ class Replayer:
         self._chain = chain
         self._pending: list[_Pending] = []
         self._settled: dict[str, tuple[str, str]] = {}  # placeholder commit -> (commit, tree)
+        self._empty: list[tuple[str, str]] = []  # (tip, pick) of the empty picks a flush is to record
 
     def prepare(self, picks: Sequence[Pick]) -> None:
         """Read what every pick changes, in one process, so that picks whose
@@ -334,9 +337,9 @@ class Replayer:
         changes = self._changes_of(pick)
         edits = trivial_merge(self._trees, self.tip_tree, changes) if changes else None
         who = None
-        if edits is not None and self._chain:
+        if self._chain:
             who = self._author_of(pick)
-            kept = self._keep_back(pick, edits, who)
+            kept = self._keep_back(pick, edits, who) if edits is not None else self._merge_kept_back(pick, who)
             if kept is not None:
                 return kept
         self.flush()
@@ -378,17 +381,41 @@ class Replayer:
         )
         return Step(Applied.APPLIED, tree, commit)
 
+    def _merge_kept_back(self, pick: Pick, who: _Author) -> Step | None:
+        """A pick merge-ort has to decide, merged onto the tip's tree (the trees of the picks
+        kept back are written for it, a round trip to ``mktree`` each, not a ``fast-import`` a
+        merge) and its commit kept back too, as the tree it merged to; None where fast-import
+        might not write its idents as they are."""
+        _, _, _, message, author = who
+        committer = self._committer_ident()
+        if author is None or not git.importable(author) or not git.importable(committer):
+            return None
+        tip_tree = self._trees.written(self.tip_tree)
+        merged = self.repo.cherry_pick_tree(pick.commit or "", pick.parent or "", tip_tree)
+        if not merged.clean:
+            return Step(Applied.CONFLICT, merged.tree, conflict=self._conflict(merged))
+        if merged.tree == tip_tree:
+            self._empty.append((self.tip, pick.commit or ""))
+            return Step(Applied.EMPTY, merged.tree)
+        commit = f"pending-commit:{len(self._settled) + len(self._pending)}"
+        root = {"": (_FAST_IMPORT_TREE, merged.tree)}
+        self._pending.append(
+            _Pending(self.tip, pick.commit or "", commit, git.ChainCommit(root, message, author, committer))
+        )
+        return Step(Applied.APPLIED, merged.tree, commit)
+
     def flush(self) -> None:
         """Write the picks kept back, as one chain on the last written tip."""
-        if not self._pending:
-            return
         pending, self._pending = self._pending, []
-        written = self.repo.write_chain(pending[0].parent, [p.chained for p in pending])
-        parent = pending[0].parent
+        written = self.repo.write_chain(pending[0].parent, [p.chained for p in pending]) if pending else []
+        parent = pending[0].parent if pending else ""
         for p, (commit, tree) in zip(pending, written):
             self._settled[p.commit] = (commit, tree)
             self._results.put(f"{parent}:{p.pick}", commit)
             parent = commit
+        for tip, pick in self._empty:  # a pick that changed nothing on a tip written only now
+            self._results.put(f"{self._settled.get(tip, (tip,))[0]}:{pick}", "empty")
+        self._empty = []
         if self.tip in self._settled:
             self.tip, self.tip_tree = self._settled[self.tip]
 
@@ -482,6 +509,7 @@ class Trees:
     def __init__(self, repo: git.Repository) -> None:
         self.repo = repo
         self._entries: dict[str, dict[str, tuple[str, str]]] = {}
+        self._written: dict[str, str] = {}  # placeholder tree -> the tree git wrote of it
 
     def entries(self, tree: str) -> dict[str, tuple[str, str]]:
         if tree not in self._entries:
@@ -504,6 +532,19 @@ class Trees:
         trees are only read here, under placeholder ids: git writes them
         (``write_chain``)."""
         return self._edit(tree, changes, write) or self._store({}, write)
+
+    def written(self, tree: str) -> str:
+        """``tree`` as git has it: a placeholder (``edit`` without ``write``) is written now, the
+        placeholders below it first; the rest of it is git's already."""
+        if not tree.startswith("pending-tree:"):
+            return tree
+        if tree not in self._written:
+            entries = {
+                name: (mode, self.written(sha) if mode == TREE_MODE else sha)
+                for name, (mode, sha) in self.entries(tree).items()
+            }
+            self._written[tree] = self._store(entries, True)
+        return self._written[tree]
 
     def _store(self, entries: dict[str, tuple[str, str]], write: bool) -> str:
         sha = self.repo.write_tree(entries) if write else f"pending-tree:{len(self._entries)}"
@@ -534,6 +575,7 @@ class Trees:
 
 
 TREE_MODE = "40000"
+_FAST_IMPORT_TREE = "040000"  # a whole tree, as fast-import's ``M`` takes it (for the root, path "")
 _ABSENT = "0" * 6
 
 

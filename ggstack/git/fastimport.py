@@ -26,7 +26,8 @@ _IDENT = re.compile(r"[^<>\n]+ <[^<>\n]*> [0-9]+ [+-](?P<zone>[0-9]{4})")
 
 @dataclass(frozen=True)
 class ChainCommit:
-    """One commit of a chain: path -> (mode, sha) set or None removed on the commit before."""
+    """One commit of a chain: path -> (mode, sha) set or None removed on the commit before
+    (path "" with a tree's mode: the whole tree)."""
 
     edits: Mapping[str, tuple[str, str] | None]
     message: str
@@ -119,6 +120,6 @@ def _stream(start: str, commits: Sequence[ChainCommit]) -> bytes:
 def _quote(path: str) -> bytes:
     """A path as fast-import reads it: as it is, or C-quoted where it could be misread."""
     raw = path.encode("utf-8", "surrogateescape")
-    if b"\n" not in raw and not raw.startswith(b'"'):
+    if raw and b"\n" not in raw and not raw.startswith(b'"'):
         return raw
     return b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
