@@ -994,6 +994,9 @@ def rebase_table(result: rebase.Result, *, dry_run: bool = False) -> Table:
     for col in ("patch", "status", "base-commit before", "after", "detail"):
         table.add_column(col, overflow="fold")
     for e in result.entries:
-        cells = [f"{e.name}\n{e.subject}", e.status, short(e.old_base), short(e.new_base), e.detail]
+        status = e.status
+        if status == "rewritten" and not result.written:  # a dry run, or stopped without --partial
+            status = "would rewrite" if dry_run else "not written"
+        cells = [f"{e.name}\n{e.subject}", status, short(e.old_base), short(e.new_base), e.detail]
         table.add_row(*(Text(c) for c in cells))
     return table

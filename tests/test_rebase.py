@@ -167,10 +167,11 @@ def test_a_conflict_stops_it_and_partial_rebases_up_to_it(fork: Fork) -> None:
     assert "0002-fix-b-change-b.patch stops the rebase: conflicts in b.txt; nothing was written" in proc.stderr
     assert snapshot(fork.stack) == before
     assert "s: not rebased onto main" in proc.stdout and "--partial rebases up to it" in proc.stderr
+    assert "not written" in proc.stdout and "rewritten" not in proc.stdout
     # The probe: --partial's header said "rebased onto main", --dry-run's "would rebase onto main", for all of it.
     proc = fork.gg("rebase", "s", "--onto", "main", "--partial", "--dry-run")
     assert "s: would rebase 1 of 3 patches onto main" in proc.stdout, proc.stdout
-    assert "0002-fix-b-change-b.patch stops the rest" in proc.stdout
+    assert "0002-fix-b-change-b.patch stops the rest" in proc.stdout and "would rewrite" in proc.stdout
     assert "the patch before it would be rebased (`ggstack apply` shows the conflict)" in proc.stderr
     assert snapshot(fork.stack) == before
 
