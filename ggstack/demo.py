@@ -85,14 +85,14 @@ def export_stack(fork: Fork, patches_dir: str) -> Stack:
     state.write_atomic(os.path.join(path, series.STACK_TOML), STACK_TOML.encode())
     stack = series.load(patches_dir, STACK)
     for imp in history.IMPORTS:
-        stack = importing.import_commits(
+        stack = importing.commits(
             fork.repo,
             stack,
             [fork.commits[imp.commit]],
             original_pr=imp.original_pr,
             only=imp.only,
             dropped=imp.dropped,
-        )
+        ).stack
         series.save(stack)
         stack = series.load(patches_dir, STACK)
     return stack

@@ -78,20 +78,6 @@ class _Selection:
     upstream: list[str]
 
 
-def import_commits(
-    repo: git.Repository,
-    stack: Stack,
-    revs: Sequence[str],
-    *,
-    original_pr: str | None = None,
-    only: Sequence[str] = (),
-    exclude: Sequence[str] = (),
-    dropped: Sequence[str] = (),
-) -> Stack:
-    """The stack with the commits ``revs`` (shas or ``A..B`` ranges) appended; see ``commits``."""
-    return commits(repo, stack, revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped).stack
-
-
 def commits(
     repo: git.Repository,
     stack: Stack,

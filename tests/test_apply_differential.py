@@ -148,7 +148,7 @@ def replay_and_rebase(tmp: Path, root: Files, base: list[Files], stack: list[Fil
     patches = tmp / "patches"
     series.init(str(patches), "s", "o/r", "base")
     s = series.load(str(patches), "s")
-    series.save(importing.import_commits(repo, s, [f"{old}..{tip}"]))
+    series.save(importing.commits(repo, s, [f"{old}..{tip}"]).stack)
     s = series.load(str(patches), "s")
     run = replay.apply(repo, s, new, write=False)
 

@@ -450,7 +450,7 @@ def test_file_added_by_the_patch_inside_a_larger_base_file(world: GitRepo) -> No
 def _stack(world: GitRepo, repo: git.Repository, *commits: str):
     patches = world.path / "patches"
     series.init(str(patches), "s", "owner/repo", "main")
-    stack = importing.import_commits(repo, series.load(str(patches), "s"), list(commits))
+    stack = importing.commits(repo, series.load(str(patches), "s"), list(commits)).stack
     series.save(stack)
     return series.load(str(patches), "s")
 

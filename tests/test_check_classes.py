@@ -38,7 +38,7 @@ def stack_of(world: GitRepo, *commits: str):
     patches = world.path / "patches"
     if not (patches / "s").exists():
         series.init(str(patches), "s", "owner/repo", "main")
-    stack = importing.import_commits(repo, series.load(str(patches), "s"), list(commits))
+    stack = importing.commits(repo, series.load(str(patches), "s"), list(commits)).stack
     series.save(stack)
     return repo, series.load(str(patches), "s")
 

@@ -45,7 +45,7 @@ class Fork:
         self.stack = self.patches / "s"
         series.init(str(self.patches), "s", SLUG, "main")
         stack = series.load(str(self.patches), "s")
-        series.save(importing.import_commits(git.Repository(str(self.repo.path)), stack, self.picks))
+        series.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
 
     def gg(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
         argv = ["--repo", str(self.repo.path), "--patches", str(self.patches), *args]

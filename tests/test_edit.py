@@ -36,9 +36,9 @@ class Fork:
         series.init(str(self.patches), "s", SLUG, "main")
         stack = series.load(str(self.patches), "s")
         repo = git.Repository(str(self.repo.path))
-        series.save(importing.import_commits(repo, stack, self.picks[:1], original_pr="owner/repo#7"))
+        series.save(importing.commits(repo, stack, self.picks[:1], original_pr="owner/repo#7").stack)
         stack = series.load(str(self.patches), "s")
-        series.save(importing.import_commits(repo, stack, self.picks[1:], original_pr="owner/repo#8"))
+        series.save(importing.commits(repo, stack, self.picks[1:], original_pr="owner/repo#8").stack)
 
     def gg(self, *args: str, editor: str | None = None) -> subprocess.CompletedProcess[str]:
         env = {"EDITOR": editor, "VISUAL": ""} if editor else None

@@ -105,7 +105,7 @@ def test_replayed_commits_are_git_ams_byte_for_byte(tmp_path: Path, monkeypatch:
     repo = git.Repository(str(g.path))
     patches = tmp_path / "patches"
     series.init(str(patches), "s", "o/r", "upstream")
-    series.save(importing.import_commits(repo, series.load(str(patches), "s"), [f"{old}..{tip}"]))
+    series.save(importing.commits(repo, series.load(str(patches), "s"), [f"{old}..{tip}"]).stack)
     stack = series.load(str(patches), "s")
     run = replay.apply(repo, stack, new, write=False)
 
@@ -139,7 +139,7 @@ def test_a_name_folded_into_several_encoded_words_is_the_commits_author(tmp_path
     repo = git.Repository(str(g.path))
     patches = tmp_path / "patches"
     series.init(str(patches), "s", "o/r", "main")
-    series.save(importing.import_commits(repo, series.load(str(patches), "s"), [f"{old}..HEAD"]))
+    series.save(importing.commits(repo, series.load(str(patches), "s"), [f"{old}..HEAD"]).stack)
     stack = series.load(str(patches), "s")
     assert "=?UTF-8?q?" in stack.patches[0].raw.decode()  # the header is encoded words, folded
     assert stack.patches[0].author == f"{name} <wk@example.com>"

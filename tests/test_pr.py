@@ -78,7 +78,7 @@ class World:
             assert old in text, old
             text = text.replace(old, new)
         toml.write_text(text)
-        stack = importing.import_commits(self.repo, series.load(str(self.patches), name), commits, **import_kw)
+        stack = importing.commits(self.repo, series.load(str(self.patches), name), commits, **import_kw).stack
         series.save(stack)
 
     def land(self, commit: str) -> str:

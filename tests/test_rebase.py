@@ -49,7 +49,7 @@ class Fork:
         self.stack = self.patches / "s"
         series.init(str(self.patches), "s", SLUG, "main")
         stack = series.load(str(self.patches), "s")
-        series.save(importing.import_commits(git.Repository(str(self.repo.path)), stack, self.picks))
+        series.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
 
     def move_base(self, **lines: str) -> str:
         """main moves: line 7 of each named file changes (in the patches' context, no conflict), and a new file."""
@@ -247,7 +247,7 @@ def test_the_rebased_series_reapplies_to_the_trees_apply_gave(seed: int, base_op
         repo = git.Repository(str(g.path))
         patches = tmp / "patches"
         series.init(str(patches), "s", "o/r", "base")
-        series.save(importing.import_commits(repo, series.load(str(patches), "s"), [f"{old}..{tip}"]))
+        series.save(importing.commits(repo, series.load(str(patches), "s"), [f"{old}..{tip}"]).stack)
         s = series.load(str(patches), "s")
         before = replay.apply(repo, s, new, write=False)
         result = rebase.rebase(repo, s, new, partial=True)

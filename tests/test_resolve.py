@@ -41,7 +41,7 @@ class Fork:
         self.patches = tmp / "patches"
         series.init(str(self.patches), "s", SLUG, "main")
         stack = series.load(str(self.patches), "s")
-        series.save(importing.import_commits(git.Repository(str(self.repo.path)), stack, self.picks))
+        series.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
         self.repo.commit("upstream changes line ten", {"f.txt": _text("f", {10: "upstream 10"})})
 
     def gg(self, *args: str, patches: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -50,7 +50,7 @@ class World:
 
     def import_(self, *revs: str) -> None:
         stack = series.load(str(self.patches), "s")
-        series.save(importing.import_commits(git.Repository(str(self.fork.path)), stack, revs))
+        series.save(importing.commits(git.Repository(str(self.fork.path)), stack, revs).stack)
 
     def files(self) -> list[Path]:
         """The stored patch files, in series order."""

@@ -39,7 +39,7 @@ class Fork:
         self.more = [self.repo.commit(f"more {i}", {f"m{i}.txt": f"{i}\n"}) for i in range(6)]
         series.init(str(self.patches), "s", SLUG, "main")
         stack = series.load(str(self.patches), "s")
-        series.save(importing.import_commits(git.Repository(str(self.repo.path)), stack, self.picks))
+        series.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
 
     def gg(self, *args: str, env: dict | None = None, via: list[str] | None = None) -> subprocess.CompletedProcess[str]:
         argv = ["--repo", str(self.repo.path), "--patches", str(self.patches), *args]

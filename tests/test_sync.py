@@ -85,9 +85,9 @@ class World:
             old = 'cpu = "python -m pytest -q {tests}"'
             assert old in text
             toml.write_text(text.replace(old, f"cpu = {json.dumps(cpu)}"))
-        stack = importing.import_commits(
+        stack = importing.commits(
             self.repo, series.load(str(self.patches), name), commits, original_pr="upstream/proj#130"
-        )
+        ).stack
         series.save(stack)
 
     def land(self, commit: str) -> None:

@@ -159,7 +159,7 @@ class World:
         )
         (self.patches / name / "stack.toml").write_text(toml)
         stack = series.load(str(self.patches), name)
-        series.save(importing.import_commits(self.repo, stack, commits))
+        series.save(importing.commits(self.repo, stack, commits).stack)
 
     def gg(self, *args: str) -> subprocess.CompletedProcess[str]:
         return run_ggstack(
