@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -231,3 +232,33 @@ def test_merges_asked_of_one_merge_tree_are_those_of_a_process_each(tmp_path: Pa
     assert "b.txt" in merged[0].conflicted_paths and "CONFLICT" in merged[0].messages
     assert "Auto-merging a.txt" in merged[1].messages
     assert repo._merger is not None  # every one was asked of the long-lived process
+
+
+def test_outside_any_repository_git_says_so_and_gitpython_is_not_imported(tmp_path: Path) -> None:
+    """Finding ``patches/`` outside a repository falls back to ``./patches`` on git's own
+    "not a git repository", without importing GitPython (a tenth of a second) to hear it again."""
+    import sys
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    probe = (
+        "import sys\n"
+        "from ggstack import git\n"
+        "from ggstack.cli import Ctx\n"
+        "from ggstack.errors import UserError\n"
+        "try:\n"
+        "    git.Repository('.')\n"
+        "except UserError as e:\n"
+        "    print(e)\n"
+        "print(Ctx('.', None).patches_dir)\n"
+        "print('git' in sys.modules)\n"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(git.__file__).parents[2]), "HOME": str(tmp_path)}
+    env["GIT_CEILING_DIRECTORIES"] = str(tmp_path)  # whatever holds the test's tmp dir
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=outside, env=env, capture_output=True, text=True)
+
+    assert proc.returncode == 0, proc.stderr
+    said, patches, imported = proc.stdout.splitlines()
+    assert said == ".: not a git repository (use --repo to point at the fork checkout)"
+    assert patches == str(outside / "patches")
+    assert imported == "False"

@@ -17,7 +17,7 @@ from ggstack.git.history import History
 from ggstack.git.objects import close_all
 from ggstack.git.patches import Patches
 from ggstack.git.remotes import Remotes
-from ggstack.git.runner import plain_git, rev_parse_at
+from ggstack.git.runner import NotARepository, plain_git, rev_parse_at
 from ggstack.git.worktrees import Worktrees
 
 
@@ -25,7 +25,10 @@ class Repository(History, Diffs, FastImport, Patches, Worktrees, Remotes):
     """A git repository, discovered from a path (the fork checkout)."""
 
     def __init__(self, path: str) -> None:
-        found = _discover(path) or _discover_with_gitpython(path)
+        try:
+            found = _discover(path) or _discover_with_gitpython(path)
+        except NotARepository:  # git's word on it is final: no GitPython to import to hear it again
+            raise UserError(_NOT_A_REPOSITORY, path=path) from None
         self.git_dir, self.common_dir, self.worktree, self.object_format = found
         self.null_oid = "0" * (64 if self.object_format == "sha256" else 40)
         self._start_object_processes()
@@ -40,14 +43,16 @@ class Repository(History, Diffs, FastImport, Patches, Worktrees, Remotes):
         return cls(path)
 
 
+_NOT_A_REPOSITORY = "not a git repository (use --repo to point at the fork checkout)"
 Found = tuple[str, str, str | None, str]  # git dir, common dir, work tree (None: bare), object format
 
 
 def _discover(path: str) -> Found | None:
     """The common cases, a path in a work tree or a bare repository itself, in one or two
-    ``rev-parse`` (no GitPython to import); None for anything else (not a repository, a
-    path inside a git dir, a path through a symbolic link, which git resolves and GitPython
-    keeps as given), which GitPython's discovery settles as it always has."""
+    ``rev-parse`` (no GitPython to import); NotARepository where git finds none there or
+    above; None for anything else (a path inside a git dir, a path through a symbolic link,
+    which git resolves and GitPython keeps as given), which GitPython's discovery settles as
+    it always has."""
     if not os.path.isdir(path) or os.path.realpath(path) != os.path.abspath(path):
         return None
     out = rev_parse_at(path, "--git-dir", "--git-common-dir", "--show-object-format", "--show-toplevel")
@@ -71,7 +76,7 @@ def _discover_with_gitpython(path: str) -> Found:
     try:
         repo = gitpython.Repo(path, search_parent_directories=True)
     except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
-        raise UserError("not a git repository (use --repo to point at the fork checkout)", path=path) from None
+        raise UserError(_NOT_A_REPOSITORY, path=path) from None
     work_tree = repo.working_tree_dir
     with repo.config_reader("repository") as config:  # sha1 or sha256 (``extensions.objectFormat``)
         value = str(config.get_value("extensions", "objectformat", "sha1")).lower()

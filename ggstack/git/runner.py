@@ -105,13 +105,25 @@ def plain_git(*args: str, input: bytes | None = None) -> str:
     return proc.stdout.decode("utf-8", "surrogateescape")
 
 
+class NotARepository(Exception):
+    """git's discovery went up to the root from a path and found no repository at all."""
+
+
+# What git says then (the C locale); "(or any parent up to mount point …)" is a filesystem
+# boundary git would not cross, and GIT_DISCOVERY_ACROSS_FILESYSTEM could, so not this.
+_NOT_A_REPOSITORY = b"not a git repository (or any of the parent directories)"
+
+
 def rev_parse_at(path: str, *args: str) -> list[str] | None:
     """``git rev-parse --path-format=absolute ARGS`` run in ``path`` (discovery: no repository
-    is named yet), its output lines; None where git says no."""
+    is named yet), its output lines; None where git says no; NotARepository where git
+    says there is no repository there or above."""
     proc = subprocess.run(
         ["git", "rev-parse", "--path-format=absolute", *args], cwd=path, env=environment(), capture_output=True
     )
     if proc.returncode != 0:
+        if _NOT_A_REPOSITORY in proc.stderr:
+            raise NotARepository(path)
         return None
     return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
 
