@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ggstack import git
 from ggstack.errors import UserError
+from ggstack.series import series_line
 
 SERIES = "series"
 
@@ -115,18 +116,12 @@ def _quilt(repo: git.Repository, series_path: str) -> list[Incoming]:
     top = os.path.dirname(series_path)
     out = []
     for n, line in enumerate(_read_bytes(series_path).decode("utf-8", "replace").splitlines(), 1):
-        fields = line.split("#", 1)[0].split()
-        if not fields:
+        entry = series_line(line, series_path, n)
+        if entry is None:
             continue
-        if fields[1:] not in ([], ["-p1"]):
-            raise UserError(
-                f"unsupported patch options {' '.join(fields[1:])!r} (ggstack stores -p1 patches)",
-                path=series_path,
-                line=n,
-            )
-        path = os.path.join(top, fields[0])
+        path = os.path.join(top, entry)
         if not os.path.isfile(path):
-            raise UserError(f"series names {fields[0]!r}, but there is no such file", path=series_path, line=n)
+            raise UserError(f"series names {entry!r}, but there is no such file", path=series_path, line=n)
         raw = _read_bytes(path)
         out += _mbox(repo, path) if _MBOX_FROM.match(raw) else [_dep3(raw, path)]
     if not out:

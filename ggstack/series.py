@@ -566,23 +566,30 @@ class _Line(NamedTuple):
     above: tuple[str, ...]  # comment and blank lines since the entry before (none for the first)
 
 
+def series_line(text: str, series_path: str, n: int) -> str | None:
+    """The file line ``n`` of a quilt series names (None for a blank or comment line); an
+    error naming the line for any option but ``-p1``, the one strip level ggstack stores."""
+    fields = text.split("#", 1)[0].split()
+    if not fields:
+        return None
+    if fields[1:] not in ([], ["-p1"]):
+        raise UserError(
+            f"unsupported patch options {' '.join(fields[1:])!r} (ggstack stores -p1 patches)",
+            path=series_path,
+            line=n,
+        )
+    return fields[0]
+
+
 def _series_entries(raw: bytes, series_path: str, files: Collection[str]) -> dict[str, _Line]:
     """File name → its line's options and the lines above it, in series order."""
     entries: dict[str, _Line] = {}
     pending: list[str] = []
     for n, text in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
-        line = text.split("#", 1)[0].strip()
-        if not line:
+        entry = series_line(text, series_path, n)
+        if entry is None:
             pending.append(text.rstrip())
             continue
-        fields = line.split()
-        entry = fields[0]
-        if len(fields) > 1 and fields[1:] != ["-p1"]:
-            raise UserError(
-                f"unsupported patch options {' '.join(fields[1:])!r} (ggstack stores -p1 patches)",
-                path=series_path,
-                line=n,
-            )
         if "/" in entry or entry.startswith("."):
             raise UserError(f"series entry {entry!r} must be a file in the stack directory", path=series_path, line=n)
         if entry not in files:
