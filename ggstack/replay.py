@@ -370,25 +370,19 @@ class Replayer:
     def _keep_back(self, pick: Pick, edits: dict[str, tuple[str, str] | None], who: _Author) -> Step | None:
         """A trivial pick's step, its commit left for ``flush`` to write with the picks around
         it; None where fast-import might not write its idents as they are."""
-        _, _, _, message, author = who
-        committer = self._committer_ident()
-        if author is None or not git.importable(author) or not git.importable(committer):
+        idents = self._chainable(who)
+        if idents is None:
             return None
         tree = self._trees.edit(self.tip_tree, edits, write=False)
-        commit = f"pending-commit:{len(self._settled) + len(self._pending)}"
-        self._pending.append(
-            _Pending(self.tip, pick.commit or "", commit, git.ChainCommit(edits, message, author, committer))
-        )
-        return Step(Applied.APPLIED, tree, commit)
+        return Step(Applied.APPLIED, tree, self._pend(pick, edits, idents))
 
     def _merge_kept_back(self, pick: Pick, who: _Author) -> Step | None:
         """A pick merge-ort has to decide, merged onto the tip's tree (the trees of the picks
         kept back are written for it, a round trip to ``mktree`` each, not a ``fast-import`` a
         merge) and its commit kept back too, as the tree it merged to; None where fast-import
         might not write its idents as they are."""
-        _, _, _, message, author = who
-        committer = self._committer_ident()
-        if author is None or not git.importable(author) or not git.importable(committer):
+        idents = self._chainable(who)
+        if idents is None:
             return None
         tip_tree = self._trees.written(self.tip_tree)
         merged = self.repo.cherry_pick_tree(pick.commit or "", pick.parent or "", tip_tree)
@@ -397,12 +391,23 @@ class Replayer:
         if merged.tree == tip_tree:
             self._empty.append((self.tip, pick.commit or ""))
             return Step(Applied.EMPTY, merged.tree)
+        root: dict[str, tuple[str, str] | None] = {"": (_FAST_IMPORT_TREE, merged.tree)}
+        return Step(Applied.APPLIED, merged.tree, self._pend(pick, root, idents))
+
+    def _chainable(self, who: _Author) -> tuple[str, str, str] | None:
+        """A pick's message, author and committer for a commit kept back; None where
+        fast-import might not write its idents as they are."""
+        _, _, _, message, author = who
+        committer = self._committer_ident()
+        if author is None or not git.importable(author) or not git.importable(committer):
+            return None
+        return message, author, committer
+
+    def _pend(self, pick: Pick, edits: dict[str, tuple[str, str] | None], idents: tuple[str, str, str]) -> str:
+        """A pick's commit kept back for ``flush``, named by a placeholder until it is written."""
         commit = f"pending-commit:{len(self._settled) + len(self._pending)}"
-        root = {"": (_FAST_IMPORT_TREE, merged.tree)}
-        self._pending.append(
-            _Pending(self.tip, pick.commit or "", commit, git.ChainCommit(root, message, author, committer))
-        )
-        return Step(Applied.APPLIED, merged.tree, commit)
+        self._pending.append(_Pending(self.tip, pick.commit or "", commit, git.ChainCommit(edits, *idents)))
+        return commit
 
     def flush(self) -> None:
         """Write the picks kept back, as one chain on the last written tip."""
