@@ -247,6 +247,16 @@ def md_line(text: str) -> str:
     return md_text(" ".join(text.split("\n"))).split("\n")[0]
 
 
+def _subject_md(o: Outcome) -> str:
+    """The subject as Markdown, its closing ``(#N)`` a code span when that PR's repository
+    is not known: GitHub would link it to PR N of the repository the PR is in."""
+    text = md_line(o.subject)
+    pr = o.provenance.original_pr if o.provenance else None
+    if pr and pr.startswith("#") and text.endswith(f"({pr})"):
+        return f"{text[: -len(pr) - 2]}({md_code(pr)})"
+    return text
+
+
 def _pr_ref_md(ref: str) -> str:
     """``owner/repo#N`` links to that PR on GitHub; a bare ``#N`` would link to the PR
     of that number in the repository showing the text, which may be another's, so
@@ -312,7 +322,7 @@ def pr_body(
     the Run's base as given; "origin/dev" and "dev" are one branch). Deterministic: the same inputs give the same
     bytes, so a rerun with nothing changed edits nothing.
     """
-    parts = [md_text(summary.strip() or outcome.subject)]
+    parts = [md_text(summary.strip()) if summary.strip() else _subject_md(outcome)]
     onto = onto or run.base_ref
     prov = outcome.provenance
     origin = []
@@ -369,7 +379,7 @@ def merge_order(order: Sequence[Outcome]) -> MergeOrder:
     """``order`` as the bodies list it; build it again when a PR number becomes known."""
     return MergeOrder(
         tuple(order),
-        tuple(f"{i}. {_pr_ref(o)} {md_line(o.subject)}" for i, o in enumerate(order, 1)),
+        tuple(f"{i}. {_pr_ref(o)} {_subject_md(o)}" for i, o in enumerate(order, 1)),
         {o.name: i for i, o in enumerate(order, 1)},
     )
 
@@ -382,7 +392,7 @@ def _merge_order(run: Run, outcome: Outcome, order: MergeOrder, onto: str) -> st
     ]
     listed = list(order.lines)
     # Its own number is not known before it is opened: naming it would cost an edit.
-    listed[n - 1] = f"{n}. **this PR**: {md_line(outcome.subject)}"
+    listed[n - 1] = f"{n}. **this PR**: {_subject_md(outcome)}"
     lines += listed
     neighbours = []
     if n > 1:
