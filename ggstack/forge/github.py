@@ -295,29 +295,15 @@ class GitHub:
 
     def has_branch(self, slug: str, branch: str) -> bool:
         repo = self.repo if slug.lower() == self.slug.lower() else None
-
-        def fetch() -> bool:
-            try:
-                (repo or self._gh.get_repo(slug)).get_branch(branch)
-                return True
-            except GithubException as e:
-                if e.status == 404:
-                    return False
-                raise
-
-        return self.call(f"look up branch {branch!r} of {slug}", fetch)
+        return self.call(
+            f"look up branch {branch!r} of {slug}",
+            lambda: _found(lambda: (repo or self._gh.get_repo(slug)).get_branch(branch)),
+        )
 
     def has_repository(self, slug: str) -> bool:
-        def fetch() -> bool:
-            try:
-                self._gh.get_repo(slug)
-                return True
-            except GithubException as e:
-                if e.status == 404:
-                    return False
-                raise
-
-        return slug.lower() == self.slug.lower() or self.call(f"read repository {slug}", fetch)
+        return slug.lower() == self.slug.lower() or self.call(
+            f"read repository {slug}", lambda: _found(lambda: self._gh.get_repo(slug))
+        )
 
     # -- writes (one at a time; each retried) --------------------------------------------
 
@@ -402,6 +388,17 @@ def _remote(p: Any) -> RemotePR:
         merged=p.merged_at is not None,  # in the list shape; p.merged would cost a request
         handle=p,
     )
+
+
+def _found(read: Callable[[], object]) -> bool:
+    """Whether the forge has what ``read`` asks for: a 404 says no, any other failure is raised."""
+    try:
+        read()
+    except GithubException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
 
 
 def _message(e: GithubException) -> str:
