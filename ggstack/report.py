@@ -248,9 +248,13 @@ def md_line(text: str) -> str:
 
 
 def _subject_md(o: Outcome) -> str:
-    """The subject as Markdown, its closing ``(#N)`` a code span when that PR's repository
-    is not known: GitHub would link it to PR N of the repository the PR is in."""
-    text = md_line(o.subject)
+    """The subject as Markdown (see ``_unlinked_pr``)."""
+    return _unlinked_pr(o, md_line(o.subject))
+
+
+def _unlinked_pr(o: Outcome, text: str) -> str:
+    """``text`` (the subject, as Markdown) with its closing ``(#N)`` a code span when that
+    PR's repository is not known: GitHub would link it to PR N of the repository showing it."""
     pr = o.provenance.original_pr if o.provenance else None
     if pr and pr.startswith("#") and text.endswith(f"({pr})"):
         return f"{text[: -len(pr) - 2]}({md_code(pr)})"
@@ -877,7 +881,7 @@ def _markdown_row(i: int, o: Outcome) -> str:
         pr = pr.replace(f"#{o.pr.number}", f"[#{o.pr.number}]({o.pr.url})", 1)
     cells = [
         str(i),
-        f"`{_md(o.name)}`<br>{_md(o.subject)}",
+        f"`{_md(o.name)}`<br>{_unlinked_pr(o, _md(o.subject))}",
         f"**{o.verdict.value}**" if o.verdict else NOT_JUDGED,
         _md(recommendation_words(o)),
         _md(evidence_words(o).partition(": ")[2]),

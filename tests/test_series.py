@@ -201,6 +201,10 @@ def test_a_subjects_pr_number_is_upstreams_only_where_the_stack_knows_upstream(w
     assert "- Original PR: PR number `#1234` (its repository is not recorded)" in body and f"{SLUG}#" not in body
     # Nor does the subject link it to the PR of that number where the PR is opened: a code span, no link.
     assert "1. **this PR**: Fix the parser upstream (`#1234`)" in body and "(#1234)" not in body.split("PR body")[1]
+    run = world.tmp / "run.json"
+    run.write_text(world.gg("check", "s", "--onto", "up", "--json").stdout)
+    markdown = world.ok("report", str(run), "--format", "markdown").stdout
+    assert "Fix the parser upstream (`#1234`)" in markdown and "(#1234)" not in markdown
     # With target.fork (init --fork), target.repo is upstream (where the fork's PRs go): the number is its PR.
     world.ok("init", "u", "--repo-slug", SLUG, "--fork", "me/mine", "--base", "main")
     assert 'fork = "me/mine"' in (world.patches / "u" / "stack.toml").read_text()
