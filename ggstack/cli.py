@@ -95,8 +95,12 @@ class Ctx:
 
 def _complete_stacks(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Shell completion of a STACK argument: the stacks where the command would look for them."""
-    root = ctx.find_root().params
-    patches = Ctx(root.get("repo") or ".", root.get("patches")).patches_dir
+    root, meta = ctx.find_root().params, ctx.meta  # meta: a --repo/--patches after the command's name
+    repo, where = (
+        meta.get("ggstack.repo") or root.get("repo") or ".",
+        meta.get("ggstack.patches") or root.get("patches"),
+    )
+    patches = Ctx(repo, where).patches_dir
     return [name for name in series.list_stacks(patches) if name.startswith(incomplete)]
 
 
@@ -171,9 +175,12 @@ _PATCHES_HELP = "Directory holding the stacks [default: $GGSTACK_PATCHES, else p
 
 
 def _set_where(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    """A subcommand's --repo/--patches: the same setting as before the subcommand."""
-    if value is not None and isinstance(ctx.obj, Ctx):
-        ctx.obj.point_at(**{str(param.name): value})
+    """A subcommand's --repo/--patches: the same setting as before the subcommand
+    (kept in ``ctx.meta`` too, for shell completion, which runs no command)."""
+    if value is not None:
+        ctx.meta[f"ggstack.{param.name}"] = value
+        if isinstance(ctx.obj, Ctx):
+            ctx.obj.point_at(**{str(param.name): value})
 
 
 class _Main(click.Group):

@@ -7,6 +7,7 @@ user's would be; ggstack run as a user runs it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -151,15 +152,20 @@ def test_shell_completion_script_and_stack_names(fork: Fork) -> None:
         [ggstack], env={"_GGSTACK_COMPLETE": "bash_source", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True
     )
     assert "_ggstack_completion()" in script.stdout and "complete " in script.stdout
-    words = subprocess.run(
-        [ggstack],
-        env={
-            "_GGSTACK_COMPLETE": "bash_complete",
-            "COMP_WORDS": f"ggstack --patches {fork.patches} drop ",
-            "COMP_CWORD": "4",
-            "PATH": "/usr/bin:/bin",
-        },
-        capture_output=True,
-        text=True,
-    )
-    assert "plain,s" in words.stdout.split()
+    for words, cword in (
+        (f"ggstack --patches {fork.patches} drop ", "4"),
+        (f"ggstack drop --patches {fork.patches} ", "4"),
+    ):
+        said = subprocess.run(
+            [ggstack],
+            env={
+                "_GGSTACK_COMPLETE": "bash_complete",
+                "COMP_WORDS": words,
+                "COMP_CWORD": cword,
+                "PATH": "/usr/bin:/bin",
+                "PYTHONPATH": os.environ.get("PYTHONPATH", ""),  # the ggstack under test, not the installed one
+            },
+            capture_output=True,
+            text=True,
+        )
+        assert "plain,s" in said.stdout.split(), (words, said.stdout, said.stderr)
