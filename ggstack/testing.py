@@ -33,7 +33,20 @@ from typing import Any
 
 from ggstack import cache, git, replay, state, testresult
 from ggstack.errors import UserError
-from ggstack.model import Applied, Evidence, Outcome, Patch, Progress, Recommendation, Run, Stack, TestResult, Verdict
+from ggstack.model import (
+    Applied,
+    Evidence,
+    Outcome,
+    Patch,
+    Progress,
+    Recommendation,
+    Run,
+    Says,
+    Signal,
+    Stack,
+    TestResult,
+    Verdict,
+)
 
 GPU_MODES = ("auto", "require", "off")
 CPU_RUNNER = "ubuntu-latest"  # runs-on of CPU matrix entries
@@ -1186,16 +1199,25 @@ def _needed(o: Outcome, detail: str) -> _Decision:
 def _represented(repo: git.Repository, o: Outcome, job: Job, detail: str) -> _Decision:
     text = o.verdict
     agrees = (text is Verdict.REPRESENTED) if text else None
-    commits = list(o.represented_by) or _candidates(repo, job)
+    brought = list(o.represented_by) or _brought(o)
+    commits = brought or _candidates(repo, job)
     rec = o.recommendation if agrees and o.recommendation else _default_recommendation(o, Verdict.REPRESENTED)
     said = "agrees with the text evidence" if agrees else f"the text evidence says {text.value}" if text else ""
     found = (
         f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
-        if commits and not o.represented_by
+        if commits and not brought
         else ""
     )
     detail = "represented by behaviour: " + detail + (f"; {said}" if said else "") + found
     return _Decision(Verdict.REPRESENTED, rec, detail, commits, agrees)
+
+
+def _brought(o: Outcome) -> list[str]:
+    """The base commits blame found bringing the patch's lines, where the text evidence named
+    none as representing it: a base that redid a change its own way (a reverted pick done
+    again by a consolidating commit) is represented by that commit once its tests say so."""
+    found = (e.commits for e in o.evidence if e.kind is Signal.BLAME and e.says is Says.PRESENT)
+    return list(dict.fromkeys(c for commits in found for c in commits))
 
 
 def _candidates(repo: git.Repository, job: Job, limit: int = 5) -> list[str]:
