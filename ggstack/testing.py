@@ -54,7 +54,9 @@ WHERE = ("base", "patched", "old-base")
 LABELS = {"base": "base + tests", "patched": "base + patch", "old-base": "old base + tests"}
 RESULTS_FORMAT = "ggstack-test-results"
 
-_CACHE_VERSION = "tests-3"  # 2: harness errors classified (testresult.py); 3: the shared cache key
+_CACHE_VERSION = (
+    "tests-4"  # 2: harness errors classified (testresult.py); 3: the shared cache key; 4: code-not-under-test
+)
 _TAIL_LINES = 80
 _TAIL_CHARS = 8000
 _KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a timed-out group
@@ -696,6 +698,7 @@ def _run_in_worktree(
             " --collect-only" if collect_only else ""
         )
         env["PYTEST_ADDOPTS"] = f"{env['PYTEST_ADDOPTS']} {extra}" if env.get("PYTEST_ADDOPTS") else extra
+        imports = _watch_imports(wt, tmp, env)
         env.update(_own_git_config(tmp))
         marker = f"{os.getpid()}-{os.path.basename(wt)}"
         env[_MARKER] = marker
@@ -710,6 +713,7 @@ def _run_in_worktree(
             output = f.read().decode("utf-8", "replace")
         cases = read_junit(junit)
         in_src = os.listdir(os.path.join(wt, "src")) if os.path.isdir(os.path.join(wt, "src")) else []
+        outside = _imported_outside(imports, wt)
     if collect_only:  # nothing ran: pytest's exit code 5 is "none collected"
         cases = None if rc in (0, 5) else cases
         said = testresult.classify(
@@ -719,7 +723,15 @@ def _run_in_worktree(
         said = dataclasses.replace(said, status=status)
     else:
         said = testresult.classify(
-            rc, timed_out, cases, output, timeout=timeout, worktree=wt, code_paths=job.code_paths, in_src=in_src
+            rc,
+            timed_out,
+            cases,
+            output,
+            timeout=timeout,
+            worktree=wt,
+            code_paths=job.code_paths,
+            in_src=in_src,
+            outside=outside,
         )
     result = TestResult(job.kind, tt.where, said.status, tree=tt.tree or "", command=job.command, seconds=seconds)
     if cases:
@@ -734,6 +746,57 @@ def _run_in_worktree(
     result.reason, result.harness_error, result.explanation = said.reason, said.harness_error, said.explanation
     result.left_processes = left
     return result
+
+
+# A pytest plugin put on the path of a src layout's test runs: at the session's end it writes
+# where each of the tree's own src/ packages was imported from. An installed copy (``pip install
+# -e`` of the user's checkout) shadows the checkout under test, and then base and patched runs
+# test the same code: what they say is no evidence about the tree.
+_IMPORTS_PLUGIN = """\
+import json, os, sys
+
+
+def pytest_sessionfinish(session):
+    found = {}
+    for name in os.environ["GGSTACK_SRC_PACKAGES"].split(","):
+        module = sys.modules.get(name)
+        where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or []), None)
+        if where:
+            found[name] = where
+    with open(os.environ["GGSTACK_IMPORTS"], "w") as f:
+        json.dump(found, f)
+"""
+
+
+def _watch_imports(wt: str, tmp: str, env: dict[str, str]) -> str | None:
+    """Where the plugin will say where the tree's src/ packages came from (None: no src layout)."""
+    src = os.path.join(wt, "src")
+    names = sorted(
+        name.removesuffix(".py")
+        for name in (os.listdir(src) if os.path.isdir(src) else [])
+        if name.removesuffix(".py").isidentifier() and (name.endswith(".py") or os.path.isdir(os.path.join(src, name)))
+    )
+    if not names:
+        return None
+    plugin_dir = os.path.join(tmp, "plugin")
+    os.makedirs(plugin_dir)
+    state.write_atomic(os.path.join(plugin_dir, "_ggstack_imports.py"), _IMPORTS_PLUGIN.encode())
+    env["PYTHONPATH"] += os.pathsep + plugin_dir  # last: it shadows nothing of the tests'
+    env["PYTEST_ADDOPTS"] += " -p _ggstack_imports"
+    env["GGSTACK_SRC_PACKAGES"] = ",".join(names)
+    env["GGSTACK_IMPORTS"] = os.path.join(tmp, "imports.json")
+    return env["GGSTACK_IMPORTS"]
+
+
+def _imported_outside(imports: str | None, wt: str) -> list[tuple[str, str]]:
+    """(package, where) of each src/ package the tests imported from outside the tree under test."""
+    try:
+        with open(imports or "", encoding="utf-8") as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        return []  # no src layout, not pytest, or it died before the end: nothing observed
+    inside = os.path.realpath(wt) + os.sep
+    return [(n, w) for n, w in sorted(found.items()) if not os.path.realpath(w).startswith(inside)]
 
 
 _MARKER = "GGSTACK_TEST_RUN"  # in the environment of every process a test run starts: "<ggstack pid>-<tree dir>"

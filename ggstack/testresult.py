@@ -25,6 +25,8 @@ SETTLE = {
     "to run them with ggstack's own interpreter)",
     "module-not-on-path": 'put src/ on the tests\' import path: `env = {{ PYTHONPATH = "src" }}` under [tests] '
     "in stack.toml",
+    "code-not-under-test": 'put src/ first on the tests\' import path: `env = {{ PYTHONPATH = "src" }}` under '
+    "[tests] in stack.toml (the tests imported an installed copy of the tree's own package)",
     "collection-error": "fix what stops the tests from being collected",
     "usage-error": "fix the test command's options in stack.toml",
     "internal-error": "fix the test runner's internal error (a plugin or conftest.py)",
@@ -100,12 +102,18 @@ def classify(
     worktree: str = "",
     code_paths: Sequence[str] = (),
     in_src: Sequence[str] = (),
+    outside: Sequence[tuple[str, str]] = (),
 ) -> Classified:
-    """The status of one run; a harness error names its kind and its first explaining lines."""
+    """The status of one run; a harness error names its kind and its first explaining lines.
+    ``outside``: the tree's own packages the tests imported from elsewhere (an installed copy):
+    whatever they said, they did not test this tree."""
     if timed_out:
         return Classified(
             "timeout", "timeout", f"timed out after {timeout:g} s (tests.timeout); its process group was killed"
         )
+    if outside:
+        where = "; ".join(f"{name} from {path}" for name, path in outside)
+        return _error("code-not-under-test", f"the tests imported the tree's own package from elsewhere: {where}", "")
     if cases is None:
         return _without_junit(rc, output, in_src)
     if rc in (3, 4):  # pytest's internal or usage error: whatever the XML says, the run did not happen

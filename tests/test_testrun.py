@@ -419,6 +419,31 @@ def test_a_src_layout_whose_tests_cannot_find_its_package_is_told_the_config_tha
     assert evidence_of(patch)["judgement"] == "needed"
 
 
+def test_tests_that_import_an_installed_copy_of_the_trees_package_could_not_run(world: World, tmp_path: Path) -> None:
+    """A src layout whose package is also installed elsewhere (here: fixed, on the tests' path):
+    the tests import that copy, so base and patched runs pass alike on code that is not the tree."""
+    installed = tmp_path / "site"
+    installed.mkdir()
+    (installed / "calc.py").write_text(FIXED)
+    layout = world.on(world.old, "src layout", {"calc.py": None, "src/calc.py": CALC})  # type: ignore[dict-item]
+    world.fork.git("branch", "base-inst", layout)
+    fix = world.on(layout, "fix add()", {"src/calc.py": FIXED, "tests/test_calc.py": TEST_ADD})
+    cpu = "{python} -m pytest -q -p no:cacheprovider {tests}"
+    world.stack("inst", [fix], cpu=cpu, env={"PYTHONPATH": str(installed)})
+
+    patch = world.test_json("inst", "inst")["patches"][0]
+    runs = results(patch)
+    assert {r["harness_error"] for r in runs.values()} == {"code-not-under-test"}, runs
+    assert f"calc from {installed / 'calc.py'}" in runs["base"]["reason"]
+    assert evidence_of(patch)["judgement"] == "could-not-run" and patch["verdict"] != "represented"
+    assert 'PYTHONPATH = "src"' in evidence_of(patch)["settle"]
+    # src/ first on the path: the tree's own code is tested, and the runs are evidence again.
+    toml = world.patches / "inst" / "stack.toml"
+    toml.write_text(toml.read_text().replace(f'PYTHONPATH = "{installed}"', f'PYTHONPATH = "src:{installed}"'))
+    runs = results(world.test_json("inst", "inst")["patches"][0])
+    assert (runs["base"]["status"], runs["patched"]["status"]) == ("failed", "passed"), runs
+
+
 # -- timeouts and crashes -------------------------------------------------------------------
 
 
