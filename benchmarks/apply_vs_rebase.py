@@ -190,6 +190,15 @@ def timed(fn, cpu: list[float] | None = None) -> float:
     return wall
 
 
+def real_history(repo: str, rev_range: str | None, onto: str | None) -> tuple[str, str, str, str]:
+    """(repository, old base, tip, new base) of ``--repo --range old..tip --onto``, as commit ids."""
+    if not (rev_range and onto):
+        raise SystemExit("--repo needs --range old..tip and --onto")
+    repo = os.path.abspath(repo)
+    old, _, tip = rev_range.partition("..")
+    return repo, git(repo, "rev-parse", old), git(repo, "rev-parse", tip), git(repo, "rev-parse", onto)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", help="an existing repository (default: build a synthetic one)")
@@ -211,11 +220,7 @@ def main() -> None:
     PYCACHE = os.path.join(work, "pycache")
     try:
         if args.repo:
-            if not (args.rev_range and args.onto):
-                raise SystemExit("--repo needs --range old..tip and --onto")
-            repo = os.path.abspath(args.repo)
-            old, _, tip = args.rev_range.partition("..")
-            old, tip, onto = git(repo, "rev-parse", old), git(repo, "rev-parse", tip), git(repo, "rev-parse", args.onto)
+            repo, old, tip, onto = real_history(args.repo, args.rev_range, args.onto)
         else:
             repo = os.path.join(work, "fork")
             start = time.perf_counter()

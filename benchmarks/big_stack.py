@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from apply_vs_rebase import STACK, _ggstack_env, build_synthetic, git
+from apply_vs_rebase import STACK, _ggstack_env, build_synthetic, git, real_history
 
 
 @dataclass
@@ -86,11 +86,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="ggstack-big-")
     try:
         if args.repo:
-            if not (args.rev_range and args.onto):
-                raise SystemExit("--repo needs --range old..tip and --onto")
-            repo = os.path.abspath(args.repo)
-            old, _, tip = args.rev_range.partition("..")
-            old, tip, onto = git(repo, "rev-parse", old), git(repo, "rev-parse", tip), git(repo, "rev-parse", args.onto)
+            repo, old, tip, onto = real_history(args.repo, args.rev_range, args.onto)
         else:
             repo = os.path.join(work, "fork")
             old, tip, onto = build_synthetic(repo, args.files, args.base_commits, args.patches)
