@@ -720,24 +720,34 @@ def test_an_adapted_backport_whose_rest_the_base_rewrote_is_represented_worth_a_
     assert "f.txt line 30" in kinds(o)["rule"][0].detail
 
 
+def _c_extension_gone_on_main(world: GitRepo) -> None:
+    """A release branch that keeps a file (its C extension) main deleted after the fork."""
+    world.commit("add the C extension", {"ext.c": text(LINES)})
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.git("checkout", "-q", "main")
+    world.commit("replace the C extension", {"ext.c": None})
+
+
+def _new_year_backport(world: GitRepo) -> str:
+    """The release branch's copyright bump: in the file both have, and in the one main deleted."""
+    return on(
+        world,
+        "release",
+        "happy new year",
+        {"f.txt": text(edited(LINES, l1="Copyright 2024")), "ext.c": text(edited(LINES, l1="Copyright 2024"))},
+    )
+
+
 def test_a_backport_whose_other_files_upstream_deleted_is_represented_by_the_same_subject(world: GitRepo) -> None:
     """Class (sqlalchemy's "happy new year, continued" on rel_1_4 checked onto main): the release
     branch makes the same change as a base commit of the same subject, and also in files the
     base deleted long before (its C extension). Those changes have no place in the base: the
     base commit's own tree holding every change in the files it has is the pick, modified since
     — not "superseded?" for the later change of the same lines."""
-    world.commit("add the C extension", {"ext.c": text(LINES)})
-    world.git("checkout", "-q", "-b", "release", "main")
-    world.git("checkout", "-q", "main")
-    world.commit("replace the C extension", {"ext.c": None})
+    _c_extension_gone_on_main(world)
     same = world.commit("happy new year", {"f.txt": text(edited(LINES, l1="Copyright 2024"))})
     later = world.commit("happy new year again", {"f.txt": text(edited(LINES, l1="Copyright 2025"))})
-    backport = on(
-        world,
-        "release",
-        "happy new year",
-        {"f.txt": text(edited(LINES, l1="Copyright 2024")), "ext.c": text(edited(LINES, l1="Copyright 2024"))},
-    )
+    backport = _new_year_backport(world)
     o = judge(world, backport)
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert o.represented_by == [same]
@@ -749,17 +759,9 @@ def test_a_backport_whose_other_files_upstream_deleted_is_represented_by_the_sam
 def test_a_same_subject_commit_in_the_files_it_has_still_needs_the_change_there(world: GitRepo) -> None:
     """The converse: the same subject, a file the base deleted, but the base commit's own tree
     lacks the change in the file it has: a hint, not the pick."""
-    world.commit("add the C extension", {"ext.c": text(LINES)})
-    world.git("checkout", "-q", "-b", "release", "main")
-    world.git("checkout", "-q", "main")
-    world.commit("replace the C extension", {"ext.c": None})
+    _c_extension_gone_on_main(world)
     world.commit("happy new year", {"other.txt": "Copyright 2024\n"})
-    backport = on(
-        world,
-        "release",
-        "happy new year",
-        {"f.txt": text(edited(LINES, l1="Copyright 2024")), "ext.c": text(edited(LINES, l1="Copyright 2024"))},
-    )
+    backport = _new_year_backport(world)
     o = judge(world, backport)
     assert o.verdict in (Verdict.UNIQUE, Verdict.CONFLICT), o.evidence
     assert o.recommendation is Recommendation.HUMAN_LOOK
@@ -768,18 +770,10 @@ def test_a_same_subject_commit_in_the_files_it_has_still_needs_the_change_there(
 def test_a_file_the_same_subject_commit_lacks_but_the_base_brought_back_still_counts(world: GitRepo) -> None:
     """The converse: the base deleted the file, took the change in the file it kept, then brought
     the file back without the change: that change is missing, not moot."""
-    world.commit("add the C extension", {"ext.c": text(LINES)})
-    world.git("checkout", "-q", "-b", "release", "main")
-    world.git("checkout", "-q", "main")
-    world.commit("replace the C extension", {"ext.c": None})
+    _c_extension_gone_on_main(world)
     world.commit("happy new year", {"f.txt": text(edited(LINES, l1="Copyright 2024"))})
     world.commit("bring the C extension back", {"ext.c": text(LINES)})
-    backport = on(
-        world,
-        "release",
-        "happy new year",
-        {"f.txt": text(edited(LINES, l1="Copyright 2024")), "ext.c": text(edited(LINES, l1="Copyright 2024"))},
-    )
+    backport = _new_year_backport(world)
     o = judge(world, backport)
     assert o.verdict is Verdict.PARTIAL, o.evidence
     assert "+Copyright 2024" in (o.remaining_diff or "")
