@@ -71,8 +71,10 @@ class Ctx:
         if self._patches is None:
             try:
                 top = self.repo.worktree  # found by the discovery the command needs anyway
-            except UserError:  # not in a repository: the stacks are where the command runs
-                top = None
+            except UserError:
+                if self.repo_path != ".":
+                    raise  # a --repo that is no repository is named, not read as "no stack here"
+                top = None  # run outside any repository: the stacks are where the command runs
             self._patches = os.path.join(top or os.getcwd(), "patches")
         return self._patches
 

@@ -352,6 +352,20 @@ def test_a_reference_transaction_hook_that_refuses_is_named(repo: GitRepo, tmp_p
     assert repo.refs() != before
 
 
+def test_a_repo_that_is_no_repository_is_named_not_read_as_no_stack_here(tmp_path: Path) -> None:
+    """--repo pointing at a path that is no repository said "no stack 's' in ./patches", naming
+    the wrong place; outside any repository, with no --repo, ./patches is still where stacks are."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for where in (str(plain), str(tmp_path / "missing")):
+        proc = run_ggstack("--repo", where, "check", "s", cwd=tmp_path)
+        assert proc.returncode == 2 and f"{where}: not a git repository" in proc.stderr, proc.stderr
+        assert "no stack" not in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["plain"]
+    outside = run_ggstack("list", cwd=plain)
+    assert outside.returncode == 0 and f"no stacks in {plain / 'patches'}" in outside.stdout, outside.stderr
+
+
 def test_repo_and_patches_work_after_the_subcommand_too(repo: GitRepo, tmp_path) -> None:
     """The probe: `ggstack check --repo X` was 'No such option: --repo'; only `ggstack --repo X check` worked."""
     patches = _stack(repo, tmp_path)
