@@ -266,7 +266,7 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str
 @click.option(
     "--original-pr",
     default=None,
-    help="owner/repo#N of the PR the commits came from [default: parsed from '(#N)' or a merge commit].",
+    help="owner/repo#N (or #N) of the PR the commits came from [default: parsed from '(#N)' or a merge commit].",
 )
 @click.option("--only", multiple=True, help="Import only these paths (repeatable; a directory or a glob).")
 @click.option("--exclude", multiple=True, help="Leave these paths out (repeatable).")

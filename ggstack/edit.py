@@ -21,7 +21,6 @@ from ggstack.model import Applied, Patch, Stack
 T_SQUASHED = "Squashed"
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): (.*)$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-_PR = re.compile(r"^(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#\d+$")  # "#N": a PR number, its repository not known
 
 EDIT_HELP = """
 # Edit the message of {name}. Lines starting with '#' are left out.
@@ -56,7 +55,7 @@ def check_message(message: str, patch: Patch, path: str) -> None:
         )
     for key, value in trailers:
         k = key.lower()
-        if k == series.T_ORIGINAL_PR.lower() and not _PR.match(value):
+        if k == series.T_ORIGINAL_PR.lower() and not series.PR_REF.match(value):
             raise UserError(f"{series.T_ORIGINAL_PR}: {value!r} is not owner/repo#N (or #N)", path=path)
         if k == series.T_CHERRY_PICKED.lower() and not _SHA.match(value):
             raise UserError(f"{series.T_CHERRY_PICKED}: {value!r} is not a full 40-hex sha", path=path)

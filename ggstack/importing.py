@@ -30,8 +30,6 @@ from ggstack.series import (
     renumbered,
 )
 
-_PR_REF = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$")
-
 
 @dataclass(frozen=True)
 class LeftOut:
@@ -100,8 +98,8 @@ def commits(
 
     Everything is read in a few batched git calls (not one per commit), and
     nothing is written: the caller saves the returned stack."""
-    if original_pr is not None and not _PR_REF.match(original_pr):
-        raise UserError(f"--original-pr must look like owner/repo#123, not {original_pr!r}")
+    if original_pr is not None and not series.PR_REF.match(original_pr):
+        raise UserError(f"--original-pr must look like owner/repo#123 (or #123), not {original_pr!r}")
     for flag, patterns in (("--only", only), ("--exclude", exclude)):
         for pattern in patterns:
             if os.path.isabs(pattern) or ".." in pattern.split("/"):

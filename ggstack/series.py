@@ -35,6 +35,8 @@ T_ORIGINAL_PR = "Original-PR"
 T_CHERRY_PICKED = "Cherry-picked-from"
 T_DROPPED = "Dropped"
 T_STACK_PATCH_ID = "Stack-Patch-Id"
+# An Original-PR value: owner/repo#N, or "#N" when the PR's repository is not known.
+PR_REF = re.compile(r"^(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#\d+$")
 
 _FROM_LINE = re.compile(rb"^From ([0-9a-f]{40}|[0-9a-f]{64}) ")
 _CHERRY_LINE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{40}|[0-9a-f]{64})\)$", re.M)

@@ -220,6 +220,14 @@ def test_original_pr_option_wins_over_the_subject(world: World) -> None:
     assert listed(world)[0]["original_pr"] == "up/stream#130"
 
 
+def test_original_pr_may_be_a_bare_number_as_in_the_patch_file(world: World) -> None:
+    # "#N" (repository not known) is what `edit` accepts in the trailer and what import keeps from a
+    # subject's "(#N)"; the option takes the same values.
+    sha = world.fork.commit("Something", {"f.txt": "x\n"})
+    world.ok("import", "s", sha, "--original-pr", "#130")
+    assert listed(world)[0]["original_pr"] == "#130"
+
+
 def test_no_original_pr_when_the_subject_does_not_say(world: World) -> None:
     sha = world.fork.commit("Plain subject", {"f.txt": "x\n"})
     world.ok("import", "s", sha)
