@@ -244,8 +244,8 @@ class TestResult:
     errors: list[str] = field(default_factory=list)  # tests that errored (setup, collection)
     reason: str = ""  # why it was not run or not conclusive, in words ("no GPU on this machine")
     # A run that could not run (status error or timeout) is a harness error, never evidence:
-    # command-not-found | missing-module | module-not-on-path | collection-error | usage-error | internal-error |
-    # interrupted | crash | exit-code | timeout; with the first lines of output that explain it.
+    # command-not-found | missing-module | module-not-on-path | module-not-built | collection-error | usage-error |
+    # internal-error | interrupted | crash | exit-code | timeout; with the first lines of output that explain it.
     harness_error: str = ""
     explanation: str = ""
     left_processes: list[str] = field(default_factory=list)  # "pid command" of what it left running, killed

@@ -25,6 +25,8 @@ SETTLE = {
     "to run them with ggstack's own interpreter)",
     "module-not-on-path": 'put src/ on the tests\' import path: `env = {{ PYTHONPATH = "src" }}` under [tests] '
     "in stack.toml",
+    "module-not-built": "make the module before the tests run, in the test command (it is generated when the "
+    "project is built or installed, e.g. setuptools-scm's _version.py), or check it in",
     "code-not-under-test": 'put src/ first on the tests\' import path: `env = {{ PYTHONPATH = "src" }}` under '
     "[tests] in stack.toml (the tests imported an installed copy of the tree's own package)",
     "collection-error": "fix what stops the tests from being collected",
@@ -187,8 +189,12 @@ def _conftest_error(output: str, in_src: Sequence[str]) -> Classified:
 def _missing_module(name: str, output: str, in_src: Sequence[str]) -> Classified:
     """Not installed — or the tree's own package in a src layout (``in_src``:
     the names in the tree's src/), which the tests find only with src/ on
-    their path (the worktree's top is on it)."""
-    top = name.partition(".")[0]
+    their path (the worktree's top is on it). A submodule of that package
+    missing means the package was found: the module is one the tree does not
+    hold, made when the project is built."""
+    top, dot, _ = name.partition(".")
+    if top in in_src and dot:
+        return _error("module-not-built", f"No module named {name}: the tree's {top} has no such module", output)
     if top in in_src or top + ".py" in in_src:
         return _error("module-not-on-path", f"No module named {name}: the tree has it in src/, not on the path", output)
     return _error("missing-module", f"No module named {name}", output)

@@ -419,6 +419,26 @@ def test_a_src_layout_whose_tests_cannot_find_its_package_is_told_the_config_tha
     assert evidence_of(patch)["judgement"] == "needed"
 
 
+def test_a_generated_module_the_tree_lacks_is_not_called_a_path_problem(world: World) -> None:
+    """The probe (pytest's own tree): `No module named _pytest._version` was called
+    module-not-on-path, settled by "put src/ on the path" — src/ was on it; the module is
+    written when the project is built (setuptools-scm) and no tree holds it."""
+    package = {"calc.py": None, "src/calc/__init__.py": "from calc._version import version\n" + CALC}
+    layout = world.on(world.old, "src layout, version generated", package)  # type: ignore[dict-item]
+    world.fork.git("branch", "base-gen", layout)
+    fixed = package["src/calc/__init__.py"].replace(CALC, FIXED)
+    fix = world.on(layout, "fix add()", {"src/calc/__init__.py": fixed, "tests/test_calc.py": TEST_ADD})
+    world.stack("gen", [fix], cpu="{python} -m pytest -q -p no:cacheprovider {tests}", env={"PYTHONPATH": "src"})
+
+    patch = world.test_json("gen", "gen")["patches"][0]
+    runs = results(patch)
+    assert {r["harness_error"] for r in runs.values()} == {"module-not-built"}, runs
+    assert "No module named calc._version: the tree's calc has no such module" in runs["patched"]["reason"]
+    settle = evidence_of(patch)["settle"]
+    assert "PYTHONPATH" not in settle and "built" in settle
+    assert patch["verdict"] == "inconclusive"
+
+
 def test_tests_that_import_an_installed_copy_of_the_trees_package_could_not_run(world: World, tmp_path: Path) -> None:
     """A src layout whose package is also installed elsewhere (here: fixed, on the tests' path):
     the tests import that copy, so base and patched runs pass alike on code that is not the tree."""
