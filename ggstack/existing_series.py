@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ggstack import git
 from ggstack.errors import UserError
-from ggstack.series import series_line
+from ggstack.series import mail_author, series_line
 
 SERIES = "series"
 
@@ -99,6 +99,8 @@ def _from_mail(repo: git.Repository, mail: bytes, path: str, line: int) -> Incom
     sha = m.group(0).split()[1].decode() if m else ""
     base = re.search(rb"^base-commit: ([0-9a-f]{40}|[0-9a-f]{64})$", diff, re.M)
     author = (info.get("Author", "").strip(), info.get("Email", "").strip())
+    if author[0] == author[1]:  # mailinfo's answer for a name it finds too long: the address twice
+        author = mail_author(mail) or author
     return Incoming(
         path=path,
         line=line,

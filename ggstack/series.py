@@ -385,6 +385,18 @@ def _headers(head: str) -> dict[str, str]:
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
+def mail_author(mail: bytes) -> tuple[str, str] | None:
+    """(name, email) of a mail's From: header, the way a stored patch's is read: for the names
+    ``git mailinfo`` gives up on (longer than 60 bytes, it keeps only the address)."""
+    head = mail.partition(b"\n\n")[0].decode("utf-8", "surrogateescape")
+    value = _headers(head.partition("\n")[2] + "\n" if head.startswith("From ") else head + "\n").get("From")
+    author = _author(value) if value else None
+    if author is None:
+        return None
+    name, _, email = author[:-1].rpartition(" <")
+    return name, email
+
+
 def _author(value: str) -> str | None:
     """A From: header as ``git mailinfo`` reads it: the address as it stands between the last
     ``<`` and ``>`` (the email package's address parser cuts ``a+b[bot]@x`` at the ``[``), the

@@ -296,6 +296,25 @@ def test_a_directory_of_format_patch_files_comes_in_with_stack_patch_ids(fork: F
     assert checkout.git("log", "-1", "--format=%B", "HEAD~1").startswith("carry: one\n\nThe first.\n\n")
 
 
+def test_an_author_name_git_mailinfo_gives_up_on_is_kept(fork: Fork) -> None:
+    """git mailinfo keeps only the address of a From: name over 60 bytes (a long name, or a
+    shorter one in a script of 3-byte characters); import kept "x@y <x@y>" and lost the name."""
+    name = "Jürgen Ölmüller-Übermannstraße van der Großenhausen-Ärzteschaft"
+    fork.repo.git("checkout", "-q", "-b", "carry")
+    fork.repo.commit("carry: one", {"one.py": "1\n"}, author=f"{name} <j@example.de>")
+    fork.on("main")
+    out = fork.tmp / "outgoing"
+    fork.repo.git("format-patch", "-q", "-o", str(out), "main..carry")
+    assert "\n =?UTF-8?q?" in next(out.iterdir()).read_text()  # format-patch folded the encoded name
+
+    fork.ok("import", "s", "--from", str(out))
+
+    assert fork.listed()[0]["author"] == f"{name} <j@example.de>"
+    fork.ok("apply", "s", "--onto", "main")
+    applied = fork.repo.git("for-each-ref", "--format=%(authorname)", "refs/heads/gg/")
+    assert applied == name
+
+
 def test_an_mbox_comes_in(fork: Fork) -> None:
     shas = _two_commits_on_a_branch(fork)
     mbox = fork.tmp / "series.mbox"
