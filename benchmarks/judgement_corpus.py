@@ -353,7 +353,10 @@ def squash_items(repo: str, main: str, pattern: str) -> list[dict]:
     out = []
     refs = git(repo, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{pattern}").split()
     for ref in refs:
-        fork = git(repo, "merge-base", main, ref).strip()
+        found = subprocess.run(["git", "-C", repo, "merge-base", main, ref], capture_output=True, text=True)
+        fork = found.stdout.strip()
+        if found.returncode != 0 or not fork:
+            continue  # an unrelated history (a docs site's orphan branch): nothing of main's to be squashed into
         commits = git(repo, "rev-list", "--reverse", "--first-parent", "--no-merges", f"{fork}..{ref}").split()
         if len(commits) < 2 or git(repo, "rev-list", "--merges", f"{fork}..{ref}").strip():
             continue
