@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
 import click
 
-from ggstack import git, model, replay, secrets, series, state
+from ggstack import git, model, replay, secrets, state
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Run, Stack, Verdict
 
@@ -85,10 +85,14 @@ class Ctx:
         return self._repo
 
     def stack(self, name: str) -> Stack:
+        from ggstack import series
+
         return series.load(self.patches_dir, name)
 
     def editing(self, name: str, command: str) -> contextlib.AbstractContextManager[state.LockInfo]:
         """The stack's lock, for a command that changes it: load, change and save under it."""
+        from ggstack import series
+
         series.stack_dir(self.patches_dir, name)  # a bad name is bad input before any lock file is made
         return state.locked(
             self.repo, name, command=f"ggstack {command} {name}", wait=state.edit_lock_wait(), warn=warn
@@ -97,6 +101,8 @@ class Ctx:
 
 def _complete_stacks(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Shell completion of a STACK argument: the stacks where the command would look for them."""
+    from ggstack import series
+
     root, meta = ctx.find_root().params, ctx.meta  # meta: a --repo/--patches after the command's name
     repo, where = (
         meta.get("ggstack.repo") or root.get("repo") or ".",
@@ -249,6 +255,8 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str
       ggstack init gg-clean --repo-slug voipmonitor/vllm --base dev/gilded-gnosis
       ggstack init fixes --repo-slug pydantic/pydantic --fork me/pydantic --base v2.12-fixes
     """
+    from ggstack import series
+
     path = series.init(obj.patches_dir, stack, repo_slug, base, remote, fork=fork)
     click.echo(f"created {path}")
 
@@ -308,7 +316,7 @@ def import_(
       ggstack import gg-clean origin/main..fix/x          # a branch, as git rebase replays it
       ggstack import gg-clean --from debian/patches       # a quilt series with DEP-3 headers
     """
-    from ggstack import importing
+    from ggstack import importing, series
 
     if bool(revs) == bool(from_path):
         raise UserError("give commits (a sha or a range A..B) or --from PATH")
@@ -347,6 +355,8 @@ def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
       ggstack list gg-clean
       ggstack list gg-clean --dropped      # what drop took out: represented by which commit, on which base
     """
+    from ggstack import series
+
     names = [stack] if stack else series.list_stacks(obj.patches_dir)
     stacks = [obj.stack(n) for n in names]
     if dropped:
@@ -567,6 +577,7 @@ def refresh(obj: Ctx, stack: str, patch: str, abort: bool) -> None:
       ggstack refresh gg-clean 2
     """
     from ggstack import resolve as resolving
+    from ggstack import series
 
     with obj.editing(stack, "refresh"):
         s = obj.stack(stack)
@@ -599,6 +610,7 @@ def edit_(obj: Ctx, stack: str, patch: str) -> None:
       EDITOR=vim ggstack edit gg-clean 2
     """
     from ggstack import edit as editing
+    from ggstack import series
 
     before = obj.stack(stack).find(patch)
     try:
@@ -642,6 +654,7 @@ def squash(obj: Ctx, stack: str, first: str, second: str) -> None:
       ggstack squash gg-clean 2 3
     """
     from ggstack import edit as editing
+    from ggstack import series
 
     with obj.editing(stack, "squash"):
         after, new, folded = editing.squash(obj.repo, obj.stack(stack), first, second)
@@ -688,6 +701,8 @@ def remove(obj: Ctx, stack: str, patch: str) -> None:
     Example:
       ggstack remove gg-clean 2
     """
+    from ggstack import series
+
     with obj.editing(stack, "remove"):
         after, victim = series.remove(obj.stack(stack), patch)
         series.save(after)
@@ -707,6 +722,8 @@ def move(obj: Ctx, stack: str, patch: str, to: int) -> None:
     Example:
       ggstack move gg-clean 3 --to 1
     """
+    from ggstack import series
+
     with obj.editing(stack, "move"):
         after = series.move(obj.stack(stack), patch, to)
         series.save(after)
@@ -1315,7 +1332,7 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
 
     from ggstack import demo as demo_
     from ggstack import pr as pr_stage
-    from ggstack import report
+    from ggstack import report, series
 
     if export_dir:
         with tempfile.TemporaryDirectory(prefix="ggstack-export-") as tmp:
@@ -1366,6 +1383,8 @@ def _patch_json(p, with_diff: bool = False) -> dict[str, Any]:
 
 
 def _diffstat(diff: str) -> str:
+    from ggstack import series
+
     counts: dict[str, list[int]] = {}
     current = None
     for line in diff.split("\n"):

@@ -24,7 +24,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ggstack import git, series, state
+from ggstack import git, state
 from ggstack.cache import Map
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
@@ -185,6 +185,8 @@ def patch_file(
     """The file ``format-patch`` writes for ``commit`` on ``parent`` (``number`` of ``total``),
     read back as ``patch``'s new file: its name, and the mbox "From " line naming its source
     commit as at import. Its provenance is the caller's to settle."""
+    from ggstack import series  # the stored series' parser: not for check, which reads commits
+
     _, data = repo.format_patch(commit, parent, number=number, total=total)
     if patch.source_commit:
         data = data.replace(commit.encode(), patch.source_commit.encode(), 1)
@@ -680,9 +682,11 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
                 stack=stack.name, index=i, slug=_ref_part(p.slug), name=_ref_part(p.name.removesuffix(".patch"))
             )
         except (KeyError, IndexError, ValueError) as e:
+            from ggstack.series import STACK_TOML
+
             raise UserError(
                 f"branches.template: {e} (fields: stack, index, slug, name)",
-                path=os.path.join(stack.path, series.STACK_TOML),
+                path=os.path.join(stack.path, STACK_TOML),
             ) from None
         refs.append(name if name.startswith("refs/") else "refs/heads/" + name)
     return refs

@@ -10,8 +10,6 @@ merge would say.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 from ggstack import diff, git, replay
 from ggstack.check import cache, remaining
 from ggstack.check import judge as judging
@@ -23,6 +21,7 @@ from ggstack.check.rules import SOME
 from ggstack.check.signals import Candidate
 from ggstack.errors import UserError
 from ggstack.model import Applied, Conflict, Outcome, Run, Verdict
+from ggstack.threads import Pending
 
 
 def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: bool = True) -> Run:
@@ -190,22 +189,21 @@ def _read(
     """The range scan and the base's files, side by side: the range is git's work
     (log, diff-tree | patch-id), reading the base's files is ours."""
     paths = sorted({p for c in cands for p in c.paths})
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(
-            scan,
-            repo,
-            base,
-            [c.commit for c in cands],
-            paths,
-            [(c.commit, c.parent) for c in cands],
-            [s for c in cands for s in c.sources],
-            {frozenset(c.paths) for c in cands},
-            diffs,  # the candidates' patch-ids from the diffs read already
-        )
-        files = Files(repo)
-        entries = files.entries(base_tree, paths)
-        files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
-        history = pending.result()
+    pending = Pending(
+        scan,
+        repo,
+        base,
+        [c.commit for c in cands],
+        paths,
+        [(c.commit, c.parent) for c in cands],
+        [s for c in cands for s in c.sources],
+        {frozenset(c.paths) for c in cands},
+        diffs,  # the candidates' patch-ids from the diffs read already
+    )
+    files = Files(repo)
+    entries = files.entries(base_tree, paths)
+    files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
+    history = pending.result()
     return Context(repo, history, files), entries
 
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ggstack import git
 from ggstack.cache import Map
+from ggstack.threads import Pending, side_by_side
 
 _PATHSPEC_LIMIT = 32
 _PIPELINES = 4  # at most this many diff-tree | patch-id pipelines side by side
@@ -279,25 +279,24 @@ def scan(
     not depend on each other (the files' log, the messages' log, which sources the base
     reaches) run side by side, each a git process of its own."""
     srcs = [s for s in dict.fromkeys(sources) if s]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        pending_log = pool.submit(repo.range_messages, [base], exclude)
-        pending_reach = pool.submit(repo.not_reachable, srcs, base)
-        # Past a few dozen paths git matches every pathspec against every changed file of every
-        # commit: reading the whole range once, and filtering it here for each set of paths, is faster.
-        whole = repo.log_raw([base], exclude, ()) if len(paths) > _PATHSPEC_LIMIT else None
-        commits = _touching(repo, base, exclude, paths, whole)
-        log = pending_log.result()
-        commits, moves = _follow_moves(
-            repo, base, exclude, paths, commits, {sha: i for i, (sha, _, _) in enumerate(log)}, whole
-        )
-        history = History(commits, {sha: message for sha, _, message in log}, moves=moves, tips=[base], whole=whole)
-        history.exclude, history._read = list(exclude), {*paths, *(to for to, _ in moves.values())}
-        history.authors = {sha: email for sha, email, _ in log}
-        wanted_sets = set(keysets)
-        same_files = [(sha, None) for sha, fs in commits if frozenset(p for p, _, _ in fs) in wanted_sets]
-        history.add_patch_id_sets(repo, [(same_files, True), (list(candidates), False)], diffs)
-        _read_messages(history)
-        history.reachable = set(srcs) - pending_reach.result()
+    pending_log = Pending(repo.range_messages, [base], exclude)
+    pending_reach = Pending(repo.not_reachable, srcs, base)
+    # Past a few dozen paths git matches every pathspec against every changed file of every
+    # commit: reading the whole range once, and filtering it here for each set of paths, is faster.
+    whole = repo.log_raw([base], exclude, ()) if len(paths) > _PATHSPEC_LIMIT else None
+    commits = _touching(repo, base, exclude, paths, whole)
+    log = pending_log.result()
+    commits, moves = _follow_moves(
+        repo, base, exclude, paths, commits, {sha: i for i, (sha, _, _) in enumerate(log)}, whole
+    )
+    history = History(commits, {sha: message for sha, _, message in log}, moves=moves, tips=[base], whole=whole)
+    history.exclude, history._read = list(exclude), {*paths, *(to for to, _ in moves.values())}
+    history.authors = {sha: email for sha, email, _ in log}
+    wanted_sets = set(keysets)
+    same_files = [(sha, None) for sha, fs in commits if frozenset(p for p, _, _ in fs) in wanted_sets]
+    history.add_patch_id_sets(repo, [(same_files, True), (list(candidates), False)], diffs)
+    _read_messages(history)
+    history.reachable = set(srcs) - pending_reach.result()
     history.undone = _undone_sources(repo, history.reverts, history.reachable)
     return history
 
@@ -368,10 +367,9 @@ def _patch_ids(
     chunks = [rest[k : k + size] for k in range(0, len(rest), size)]
     if len(chunks) + bool(known) <= 1:
         return repo.patch_ids_of_diffs(known) if known else repo.patch_ids_of_commits(rest)
-    with ThreadPoolExecutor(max_workers=len(chunks) + 1) as pool:
-        hashed = pool.submit(repo.patch_ids_of_diffs, known)
-        found = list(pool.map(repo.patch_ids_of_commits, chunks))
-        return {commit: pid for part in [*found, hashed.result()] for commit, pid in part.items()}
+    hashed = Pending(repo.patch_ids_of_diffs, known)
+    found = side_by_side(repo.patch_ids_of_commits, chunks, len(chunks))
+    return {commit: pid for part in [*found, hashed.result()] for commit, pid in part.items()}
 
 
 def _read_messages(history: History) -> None:

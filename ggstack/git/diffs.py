@@ -15,6 +15,7 @@ from typing import IO, cast
 
 from ggstack.git.objects import SCRATCH_IDENT, Objects
 from ggstack.git.runner import GitFailed, Persistent
+from ggstack.threads import side_by_side
 
 _SPLIT_PAIRS = 64  # from this many blob pairs on, two diff-tree processes share them
 _SPLIT_SOURCES = 16  # from this many commits on, two diff-tree processes make their patches
@@ -283,10 +284,7 @@ class Diffs(Objects):
         indexed = list(enumerate(pairs))
         if len(indexed) < _SPLIT_PAIRS:
             return self._diff_indexed_pairs(indexed)
-        from concurrent.futures import ThreadPoolExecutor  # with logging, a tenth of the start-up: only here
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            halves = list(pool.map(self._diff_indexed_pairs, (indexed[0::2], indexed[1::2])))
+        halves = side_by_side(self._diff_indexed_pairs, [indexed[0::2], indexed[1::2]], 2)
         return {**halves[0], **halves[1]}
 
     def _diff_indexed_pairs(self, indexed: Sequence[tuple[int, tuple[str, str]]]) -> dict[int, bytes]:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 
 from ggstack.git.objects import CommitInfo, Objects
+from ggstack.threads import side_by_side
 
 
 class History(Objects):
@@ -30,13 +31,11 @@ class History(Objects):
         a few side by side, since each is a process that mostly waits."""
         if not merges:
             return {}
-        from concurrent.futures import ThreadPoolExecutor  # with logging, a tenth of the start-up: only here
 
         def one(m: CommitInfo) -> list[str]:
             return self.rev_list(*m.parents[1:], "^" + m.parents[0])
 
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            return {m.sha: branch for m, branch in zip(merges, pool.map(one, merges), strict=True)}
+        return {m.sha: branch for m, branch in zip(merges, side_by_side(one, merges, 4), strict=True)}
 
     def first_parents(self, shas: Sequence[str], exclude: str) -> dict[str, str]:
         """commit -> its first parent, for every commit on the first-parent lines of

@@ -1,0 +1,70 @@
+"""Work side by side on threads, without ``concurrent.futures``.
+
+Importing ``concurrent.futures`` brings ``logging`` with it, a few milliseconds of every
+command's start-up; a check that judges one commit is a few dozen milliseconds of work. What
+check and git's wrappers need is this little: start a call on a thread of its own and wait
+for its value (or its exception), and map a call over items on a few threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+class Pending(Generic[T]):
+    """``fn(*args)`` running on a thread of its own; ``result()`` waits for it and returns its
+    value, or raises what it raised."""
+
+    def __init__(self, fn: Callable[..., T], *args: Any) -> None:
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args))  # waited for at exit, as a pool is
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., T], args: tuple[Any, ...]) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as e:  # handed to whoever waits for the value
+            self._error = e
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+def side_by_side(fn: Callable[[U], T], items: Sequence[U], workers: int) -> list[T]:
+    """``[fn(x) for x in items]``, on at most ``workers`` threads; the first item's exception
+    (in the order of ``items``) is raised once all have run."""
+    if len(items) <= 1 or workers <= 1:
+        return [fn(x) for x in items]
+    out: list[Any] = [None] * len(items)
+    errors: list[BaseException | None] = [None] * len(items)
+    lock, todo = threading.Lock(), iter(range(len(items)))
+
+    def work() -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                out[i] = fn(items[i])
+            except BaseException as e:  # raised below, in the items order
+                errors[i] = e
+
+    threads = [threading.Thread(target=work) for _ in range(min(workers, len(items)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+    return out
