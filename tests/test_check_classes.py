@@ -1084,6 +1084,55 @@ def test_a_stack_patch_whose_code_upstream_moved_into_another_file_is_represente
     assert o.represented_by == [taken]
 
 
+# -- code the candidate's own side moved into a new file ----------------------------------------
+
+
+def _split_on_the_fork(world: GitRepo) -> None:
+    """The fork (the candidates' side) moves lines 8-17 of f.txt into a new file g.txt after
+    the merge base; the base keeps them in f.txt."""
+    world.git("checkout", "-q", "fork")
+    world.commit(
+        "move the middle of f.txt into g.txt", {"f.txt": text(LINES[:7] + LINES[17:]), "g.txt": text(LINES[7:17])}
+    )
+    world.git("checkout", "-q", "main")
+
+
+def test_a_fix_to_a_file_its_own_side_split_out_is_judged_where_the_base_has_that_code(world: GitRepo) -> None:
+    """Class: a candidate-side file split. The fix changes g.txt, a file its side made after the
+    merge base by moving code out of f.txt; the base never split it, and took the same fix in
+    f.txt. Its lines are looked for in the file they came from, with its base history."""
+    _split_on_the_fork(world)
+    c = on(world, "fork", "Fix ten", {"g.txt": text(edited(LINES[7:17], l3="line ten fixed"))})
+    taken = world.commit("Fix ten (backport)", {"f.txt": text(edited(LINES, l10="line ten fixed"))}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert o.represented_by == [taken]
+    content = kinds(o)["content"][0]
+    assert "g.txt's code in f.txt" in content.detail, content.detail
+
+
+def test_a_fix_to_a_split_out_file_the_base_lacks_is_not_represented(world: GitRepo) -> None:
+    _split_on_the_fork(world)
+    c = on(world, "fork", "Fix ten", {"g.txt": text(edited(LINES[7:17], l3="line ten fixed"))})
+    world.commit("upstream elsewhere", {"f.txt": text(edited(LINES, l30="line 30 upstream"))}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict not in (Verdict.REPRESENTED, Verdict.PARTIAL), o.evidence
+    assert o.represented_by == []
+
+
+def test_lines_of_a_split_out_file_the_base_had_before_the_range_earn_nothing(world: GitRepo) -> None:
+    """A trap: the fork's new file says what f.txt said at the merge base (a fix of the fork's
+    made on both sides before the split is no evidence of this one)."""
+    _split_on_the_fork(world)
+    world.git("checkout", "-q", "fork")
+    world.commit("g.txt drops a line", {"g.txt": text(edited(LINES[7:17], l5=None))})
+    c = world.commit("g.txt has it back", {"g.txt": text(LINES[7:17])})
+    world.git("checkout", "-q", "main")
+    world.commit("upstream elsewhere", {"f.txt": text(edited(LINES, l30="line 30 upstream"))}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict not in (Verdict.REPRESENTED, Verdict.PARTIAL), o.evidence
+
+
 # -- check --commits: each commit against its own range ---------------------------------------
 
 

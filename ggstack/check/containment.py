@@ -71,6 +71,7 @@ class Containment:
     pre_blobs: dict[str, str] = field(default_factory=dict)  # the patch's file -> its pre-image blob
     renamed: set[str] = field(default_factory=set)  # the patch's files it adds, deletes or renames itself
     elsewhere: dict[str, str] = field(default_factory=dict)  # the patch's file -> another the base moved code into
+    came_from: dict[str, str] = field(default_factory=dict)  # the patch's new file -> where the base has its code
 
     @property
     def counted(self) -> list[Unit]:

@@ -19,7 +19,7 @@ from ggstack.check.containment import NO_FILE, Containment, Unit, contain, conta
 from ggstack.check.files import Files, is_zero
 from ggstack.check.groups import Group
 from ggstack.check.history import History, normal_subject
-from ggstack.check.moved import look_elsewhere
+from ggstack.check.moved import look_elsewhere, look_where_it_came_from
 from ggstack.check.rules import Decision, Match, decide
 from ggstack.check.signals import Candidate
 from ggstack.model import Applied, Evidence, Outcome, Recommendation, Run, Says, Signal, Verdict
@@ -166,6 +166,7 @@ def measure_content(
     ]
     attribute(contents, ctx.history, ctx.files, likely)
     look_elsewhere(ctx.repo, ctx.history, ctx.files, cands, contents, tree)
+    look_where_it_came_from(ctx.repo, ctx.history, ctx.files, cands, contents, tree)
     return contents
 
 

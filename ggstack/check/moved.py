@@ -7,6 +7,11 @@ that a range commit changed together with it, and judged there; the history of i
 followed back through that commit into the file it left (as ``git blame -C`` follows lines
 between the files of one commit). Such a block counts only when that history names the base
 commit that brought it: the same lines merely somewhere else are no evidence.
+
+The converse, code the candidate's own side moved: a fix to a file its side made after the
+merge base by taking code out of another (a module split the base never made) changes a file
+the base lacks. Its blocks are judged in the file that commit took their place from, where
+the base still has that code, and count by that file's base history alike.
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import Containment, Unit, carries, contain, informative
+from ggstack.check.containment import NO_FILE, Containment, Unit, carries, contain, informative
 from ggstack.check.files import Files, is_text, is_zero
-from ggstack.check.history import History
+from ggstack.check.history import FileVersions, History
 from ggstack.check.signals import Candidate
 from ggstack.diff import Block, FileChange
 from ggstack.git import Repository
@@ -207,3 +212,92 @@ def _take(x: _Lost, q: str, mover: str, there: Containment) -> None:
         v.reason = f"{v.reason} of {q} (the base moved it there from {x.fc.path} in {mover[:10]})"
         units[k] = v
         x.content.elsewhere[x.fc.path] = q
+
+
+# -- code the candidate's side moved into a new file ------------------------------------------
+
+
+def look_where_it_came_from(
+    repo: Repository,
+    history: History,
+    files: Files,
+    cands: Sequence[Candidate],
+    contents: Sequence[Containment],
+    tree: str,
+) -> None:
+    """For each candidate's blocks in a file neither ``tree`` nor the range ever had: judged
+    again in the file the candidate's side took that file's code from (one ``git log`` of the
+    candidates' side for all such files); a block found there, and brought by a base commit,
+    takes the missing one's place in its containment."""
+    lost = [(c, x) for c, content in zip(cands, contents, strict=True) for x in _lost_split(history, c, content)]
+    if not lost or not history.tips:
+        return
+    froms = _split_sources(repo, history, files, lost)
+    entries = files.entries(tree, list(dict.fromkeys(q for qs in froms.values() for q in qs)))
+    files.prefetch([b for _, b in entries.values()])
+    todo = [(x, q) for _, x in lost for q in froms[id(x)] if q in entries and _holds(x, entries[q][1], files)]
+    history.read_paths(repo, list(dict.fromkeys(q for _, q in todo)))
+    judged: dict[tuple[int, str, str], Containment] = {}
+    for x, q in todo:
+        k = (id(x.content), x.fc.path, q)
+        if k not in judged:
+            judged[k] = contain([x.fc], {q: entries[q]}, files, moved={x.fc.path: q})
+    attribute(list(judged.values()), history, files)
+    for x, q in todo:
+        _take_from(x, q, judged[(id(x.content), x.fc.path, q)])
+
+
+def _split_sources(
+    repo: Repository, history: History, files: Files, lost: Sequence[tuple[Candidate, _Lost]]
+) -> dict[int, list[str]]:
+    """For each lost block: the files the commit of its candidate's side that added its file
+    took the block's place from (read in one ``git log`` of ``parents ^base`` for all)."""
+    wanted = list(dict.fromkeys(c.parent for c, _ in lost if c.parent))
+    parents = [p for p, ok in repo.has_objects(wanted).items() if ok]
+    paths = list(dict.fromkeys(x.fc.path for _, x in lost))
+    log = repo.log_raw(parents, history.tips[:1], paths) if parents else []
+    adders = {p: fs for p in paths if (fs := _added_by(log, p)) is not None}
+    files.prefetch([old for fs in adders.values() for _, old, _ in fs])
+    return {id(x): _came_from(files, x, adders.get(x.fc.path, [])) for _, x in lost}
+
+
+def _take_from(x: _Lost, q: str, there: Containment) -> None:
+    """The block, found in ``q`` and brought by a base commit, replaces the missing one."""
+    v = next((u for u in there.units if u.block is x.block and u.earned), None)
+    k = next((k for k, u in enumerate(x.content.units) if u is x.unit), None)
+    if v is not None and k is not None:
+        v.reason = f"{v.reason} of {q} (its own side moved that code from {q} into {x.fc.path})"
+        x.content.units[k] = v
+        x.content.came_from[x.fc.path] = q
+
+
+def _lost_split(history: History, cand: Candidate, content: Containment) -> list[_Lost]:
+    """The candidate's blocks in a file changed in place that the tree lacks and the range never
+    touched (so the merge base lacked it too: the candidate's side made it), not moved by the range."""
+    out = []
+    for fc in cand.changes:
+        if fc.old_path != fc.new_path or fc.path in content.base_paths or history.versions(fc.path):
+            continue
+        if history.moved_to(fc.path):
+            continue
+        out += [
+            _Lost(content, fc, u, u.block)
+            for u in content.units
+            if u.path == fc.path and not u.present and u.block is not None and u.reason == NO_FILE
+        ]
+    return [x for x in out if informative(x.block.added)]
+
+
+def _added_by(log: list[tuple[str, FileVersions]], path: str) -> FileVersions | None:
+    """The files of the oldest commit of ``log`` that added ``path``."""
+    return next((fs for _, fs in reversed(log) if any(p == path and is_zero(old) for p, old, _ in fs)), None)
+
+
+def _came_from(files: Files, x: _Lost, adder: FileVersions) -> list[str]:
+    """The files the adding commit changed (or deleted) whose old version had the block's place."""
+    places = _places(x, files)
+    return [
+        q
+        for q, old, _ in adder
+        if q != x.fc.path and not is_zero(old) and any(files.holds(old, run, strip=True) for run in places)
+    ]

@@ -208,6 +208,9 @@ def content(c: Containment) -> Evidence:
     moved += [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
     if moved:
         detail += f" (judged where the base moved them: {', '.join(moved)})"
+    if c.came_from:
+        split = ", ".join(f"{p}'s code in {q}" for p, q in c.came_from.items())
+        detail += f" (judged where the base has what its own side moved: {split})"
     return Evidence(Signal.CONTENT, detail, fraction=round(c.fraction, 4), data={"units": _units(c)}, says=says)
 
 
