@@ -26,7 +26,8 @@ class Files:
         self._aligned: dict[tuple[str, str], list[int | None]] = {}
         self._stripped: dict[str, set[str]] = {}
         self._stripped_lines: dict[str, list[str]] = {}
-        self._needles: dict[tuple[tuple[str, ...], bool], tuple[list[bytes], int] | None] = {}
+        # a run's lines as bytes, the index of its first not blank, its longest line (see _needle)
+        self._needles: dict[tuple[tuple[str, ...], bool], tuple[list[bytes], int, bytes] | None] = {}
 
     def entries(self, tree: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
         """path -> (mode, blob) in ``tree``, for the paths that are there."""
@@ -111,12 +112,13 @@ class Files:
             return False
         key = (tuple(run), strip)
         if key not in self._needles:  # a search asks about one run in many versions: encoded once
-            self._needles[key] = _needle(run, strip)
+            found = _needle(run, strip)
+            self._needles[key] = (*found, max(found[0], key=len)) if found else None
         needle = self._needles[key]
         if needle is not None:
-            data = self.blob(blob) or b""
-            want, anchor = needle
-            if max(want, key=len) not in data:
+            data = (self._blobs[blob] if blob in self._blobs else self.blob(blob)) or b""
+            want, anchor, longest = needle
+            if longest not in data:
                 return False  # not even its longest line is there: no search for each line start
             return _in_bytes(data, want, anchor, strip)
         if strip:

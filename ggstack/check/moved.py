@@ -133,8 +133,12 @@ def _mover(history: History, files: Files, x: _Lost) -> str | None:
     if not places or not versions:
         return None
 
+    known: dict[str, bool] = {}  # a version's old blob is often the next one's new: asked once
+
     def had(blob: str) -> bool:
-        return any(files.holds(blob, run, strip=True) for run in places)
+        if blob not in known:
+            known[blob] = any(files.holds(blob, run, strip=True) for run in places)
+        return known[blob]
 
     if had(versions[0][2]):
         return None

@@ -180,7 +180,8 @@ def _still_parses(path: str, before: list[str], after: list[str]) -> bool:
     file, or one this Python cannot parse as it is, is not asked.)"""
     if not path.endswith((".py", ".pyi")):
         return True
-    return not _parses("\n".join(before) + "\n", path) or _parses("\n".join(after) + "\n", path)
+    # The splice first: where it parses (most do), the base's version need not be parsed at all.
+    return _parses("\n".join(after) + "\n", path) or not _parses("\n".join(before) + "\n", path)
 
 
 _PARSED: dict[bytes, bool] = {}  # a text's digest -> whether it parses (by content: true for the process)
