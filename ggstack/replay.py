@@ -17,11 +17,12 @@ every ref as it was.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import re
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ggstack import git, state
@@ -97,7 +98,10 @@ class Materializer:
         self._cached = [self._cache.get(_materialize_key(p)) for p in stack.patches]
         wanted = [p.base_commit for p in stack.patches if p.base_commit]
         wanted += [p.source_commit for p in stack.patches if p.source_commit] + [c for c in self._cached if c]
-        self._present = repo.has_objects(wanted)
+        # Read, not only looked up: the persistent reader answers, and the source commits' trees
+        # (``_source_trees``) and the merge base's question (``apply``) are then read already.
+        found = repo.read_commits(wanted)
+        self._present = {sha: sha in found for sha in wanted}
         self._todo = _to_make(repo, stack, self._cached, self._present)
         self._sourced = [
             (p, parent) for p, parent in self._todo if p.source_commit and self._present.get(p.source_commit)
@@ -268,9 +272,10 @@ class Replayer:
     def __init__(self, repo: git.Repository, onto: str, *, chain: bool = False) -> None:
         self.repo = repo
         self.tip = onto
-        self.tip_tree = repo.resolve(onto, "tree")
+        read = repo.read_commits([onto]).get(onto)  # a commit's id, as apply gives it: no rev-parse
+        self.tip_tree = read.tree if read else repo.resolve(onto, "tree")
         self._results = Map(repo, "replayed")
-        self._committer: str | None = None
+        self._committer: Callable[[], str] | None = None  # git var, started once a commit is to be made
         self._changes: dict[str, list[git.TreeChange]] = {}
         self._trees = Trees(repo)
         self._cached: dict[str, git.CommitInfo] = {}  # the replayed commits the cache names, read ahead
@@ -292,6 +297,8 @@ class Replayer:
             for p in picks
             if p.commit and p.parent and p.commit not in self._changes and p.commit not in self._deferred
         ]
+        if pairs and self._committer is None:  # commits will be made: their committer asked meanwhile
+            self._committer = functools.cache(self.repo.start_committer_ident())
         for (commit, _), changes in zip(pairs, self.repo.tree_changes(pairs)):
             self._changes[commit] = changes
 
@@ -461,8 +468,8 @@ class Replayer:
 
     def _committer_ident(self) -> str:
         if self._committer is None:
-            self._committer = self.repo.committer_ident()
-        return self._committer
+            self._committer = functools.cache(self.repo.start_committer_ident())
+        return self._committer()
 
     def _apply_fallback(self, pick: Pick) -> Step:
         """The recorded parent is not here: ``git apply --3way`` from the
@@ -735,6 +742,26 @@ def _read_record(repo: git.Repository, sha: str | None) -> dict[str, str]:
     return {ref: value for value, _, ref in (line.partition(" ") for line in lines if line)}
 
 
+class BranchReads:
+    """What ``write_branches`` asks git before it writes: the refs' values and the branches
+    that worktrees have checked out. ``apply`` starts both before it replays (``early``), so
+    they are answered by the time the branches are written, not a process after another then;
+    a ref moved in between makes the transaction fail as it would have (compare-and-swap)."""
+
+    def __init__(self, repo: git.Repository, stack: Stack, refs: Sequence[str], *, early: bool = True) -> None:
+        self._values = repo.start_ref_values([*refs, _record_ref(stack)])
+        self._worktrees = repo.start_checked_out_branches() if early else repo.checked_out_branches
+        self._checked_out: dict[str, str] | None = None
+
+    def values(self) -> dict[str, str]:
+        return self._values()
+
+    def checked_out(self) -> dict[str, str]:
+        if self._checked_out is None:
+            self._checked_out = self._worktrees()
+        return self._checked_out
+
+
 def write_branches(
     repo: git.Repository,
     stack: Stack,
@@ -743,16 +770,19 @@ def write_branches(
     *,
     force: bool = False,
     namespace: str | None = None,
+    reads: BranchReads | None = None,
 ) -> list[str | None]:
     """Point each applied patch's ref at its commit, in one transaction.
 
     A ref that someone else moved since ggstack last wrote it is not
     overwritten (unless ``force``); refs of patches that no longer apply
     are removed, if ggstack wrote them, and so are those under ``namespace``
-    of patches that left the series (squashed, removed).
+    of patches that left the series (squashed, removed). ``reads``: what
+    ``BranchReads`` started for these ``refs`` earlier.
     """
     record_ref = _record_ref(stack)
-    values = repo.ref_values([*refs, record_ref])
+    reads = reads or BranchReads(repo, stack, refs, early=False)
+    values = reads.values()
     last_written = _read_record(repo, values.get(record_ref))
     record = dict(last_written)
     updates: list[tuple[str, str | None, str | None]] = []
@@ -776,8 +806,8 @@ def write_branches(
         raise UserError(
             "someone else moved these branches since ggstack wrote them (use --force to overwrite): " + ", ".join(moved)
         )
-    _refuse_checked_out(repo, [ref for ref, _, _ in updates])
-    updates += _orphans(repo, refs, last_written, record, namespace)
+    _refuse_checked_out([ref for ref, _, _ in updates], reads.checked_out)
+    updates += _orphans(repo, refs, last_written, record, namespace, reads.checked_out)
     if record != last_written:
         blob = repo.hash_blob(
             "".join(f"{sha} {ref}\n" for ref, sha in sorted(record.items())).encode("utf-8", "surrogateescape")
@@ -793,6 +823,7 @@ def _orphans(
     last_written: dict[str, str],
     record: dict[str, str],
     namespace: str | None,
+    worktrees: Callable[[], dict[str, str]],
 ) -> list[tuple[str, str | None, str | None]]:
     """Deletions of the branches ggstack wrote under ``namespace`` for patches no longer in the
     series, where they still are what it wrote and no worktree has them checked out (``record``
@@ -801,7 +832,7 @@ def _orphans(
     if not stale:
         return []
     values = repo.ref_values(stale)
-    checked_out = repo.checked_out_branches()
+    checked_out = worktrees()
     out: list[tuple[str, str | None, str | None]] = []
     for ref in stale:
         if values.get(ref) is None:
@@ -846,10 +877,10 @@ def remove_branches(repo: git.Repository, stack: Stack, refs: Sequence[str]) -> 
     return [ref for ref, new, _ in updates if ref != record_ref], kept
 
 
-def _refuse_checked_out(repo: git.Repository, refs: Sequence[str]) -> None:
+def _refuse_checked_out(refs: Sequence[str], worktrees: Callable[[], dict[str, str]]) -> None:
     """As ``git branch -f``: a branch checked out in a worktree is never moved or deleted
     under it (its HEAD would move and its index show a phantom change); not even with --force."""
-    checked_out = repo.checked_out_branches() if refs else {}
+    checked_out = worktrees() if refs else {}
     busy = [
         f"{ref.removeprefix('refs/heads/')} (checked out in {checked_out[ref]})" for ref in refs if ref in checked_out
     ]
@@ -875,18 +906,21 @@ def apply(
 ) -> Run:
     """``ggstack apply``: replay the stack onto ``base_ref``; one Outcome a patch."""
     base = resolve_base(repo, stack, base_ref)
+    refs = branch_refs(stack, prefix)
+    reads = BranchReads(repo, stack, refs) if write else None  # answered while the stack replays
     made = Materializer(repo, stack)
+    merge_base = _start_merge_base(repo, stack, base)
     steps = replay(repo, made.picks, base, progress)
     remade = made.confirm()
     if remade is not None:  # a stored diff is not its source commit's (edited by hand): replay what it is
         steps = replay(repo, remade, base, progress)
-    refs = branch_refs(stack, prefix)
-    if write:
-        branches = write_branches(repo, stack, steps, refs, force=force, namespace=branch_namespace(stack, prefix))
+    if reads:
+        namespace = branch_namespace(stack, prefix)
+        branches = write_branches(repo, stack, steps, refs, force=force, namespace=namespace, reads=reads)
     else:
         branches = [None] * len(steps)
     run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
-    run.merge_base = _merge_base(repo, stack, base)
+    run.merge_base = merge_base()
     for patch, step, branch in zip(stack.patches, steps, branches):
         run.outcomes.append(outcome_of(patch, step, branch))
     run.stages["apply"] = "ok"
@@ -922,8 +956,11 @@ def resolve_base(repo: git.Repository, stack: Stack | None, base_ref: str) -> st
     return sha
 
 
-def _merge_base(repo: git.Repository, stack: Stack, base: str) -> str | None:
+def _start_merge_base(repo: git.Repository, stack: Stack, base: str) -> Callable[[], str | None]:
+    """The merge base of ``base`` and the first recorded parent that is here, started now;
+    calling what this returns waits for it. The parents were read by ``Materializer``."""
+    present = repo.read_commits(p.base_commit for p in stack.patches if p.base_commit)
     for patch in stack.patches:
-        if patch.base_commit and repo.try_resolve(patch.base_commit):
-            return repo.merge_base(base, patch.base_commit)
-    return None
+        if patch.base_commit in present:
+            return repo.start_merge_base(base, patch.base_commit)
+    return lambda: None

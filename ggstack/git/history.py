@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ggstack.git.objects import CommitInfo, Objects
 from ggstack.threads import side_by_side
@@ -13,8 +13,13 @@ class History(Objects):
     """Walks over commits, each question one ``rev-list``/``log`` process."""
 
     def merge_base(self, a: str, b: str) -> str | None:
-        proc = self.run("merge-base", "--end-of-options", a, b, check=False)
-        return proc.stdout.decode().strip() or None
+        return self.start_merge_base(a, b)()
+
+    def start_merge_base(self, a: str, b: str) -> Callable[[], str | None]:
+        """``merge_base``, started now and run while the caller works; calling what this
+        returns waits for it."""
+        job = self.start("merge-base", "--end-of-options", a, b)
+        return lambda: job.ended()[1].decode().strip() or None
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         return self.run("merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode == 0

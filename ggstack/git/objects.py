@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
@@ -327,13 +327,23 @@ class Objects(Refs):
     def committer_ident(self) -> str:
         """``Name <email> <epoch> <tz>`` for new commits, from the environment
         and config as ``commit-tree`` would take it (``git var``, once a run)."""
-        proc = self.run("var", "GIT_COMMITTER_IDENT", check=False)
-        if proc.returncode != 0:
-            raise UserError(
-                "git has no committer identity: set user.name and user.email (git config) "
-                "or GIT_COMMITTER_NAME / GIT_COMMITTER_EMAIL"
-            )
-        return proc.stdout.decode("utf-8", "surrogateescape").strip()
+        return self.start_committer_ident()()
+
+    def start_committer_ident(self) -> Callable[[], str]:
+        """``committer_ident``, its ``git var`` started now and run while the caller works;
+        calling what this returns waits for it."""
+        job = self.start("var", "GIT_COMMITTER_IDENT")
+
+        def wait() -> str:
+            returncode, out = job.ended()
+            if returncode != 0:
+                raise UserError(
+                    "git has no committer identity: set user.name and user.email (git config) "
+                    "or GIT_COMMITTER_NAME / GIT_COMMITTER_EMAIL"
+                )
+            return out.decode("utf-8", "surrogateescape").strip()
+
+        return wait
 
     def ident(self, name: str, email: str, date: str) -> str | None:
         """The ident line ``commit-tree`` would write for this author, or None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ggstack.errors import UserError
 from ggstack.git.runner import Runner
@@ -42,12 +42,22 @@ class Refs(Runner):
 
     def ref_values(self, refs: Sequence[str]) -> dict[str, str]:
         """refname -> sha for those of the full ``refs`` that exist: one for-each-ref."""
+        return self.start_ref_values(refs)()
+
+    def start_ref_values(self, refs: Sequence[str]) -> Callable[[], dict[str, str]]:
+        """``ref_values``, its for-each-ref started now and run while the caller works;
+        calling what this returns waits for it."""
         if not refs:
-            return {}
+            return dict
         wanted = set(refs)
-        out = self.out("for-each-ref", "--format=%(objectname) %(refname)", "--end-of-options", *refs)
-        found = (line.split(" ", 1) for line in out.splitlines() if line)
-        return {name: sha for sha, name in found if name in wanted}
+        job = self.start("for-each-ref", "--format=%(objectname) %(refname)", "--end-of-options", *refs)
+
+        def wait() -> dict[str, str]:
+            out = job.wait().decode("utf-8", "surrogateescape")
+            found = (line.split(" ", 1) for line in out.splitlines() if line)
+            return {name: sha for sha, name in found if name in wanted}
+
+        return wait
 
     def update_refs(self, updates: Sequence[tuple[str, str | None, str | None]], message: str) -> None:
         """Write refs in one ``update-ref --stdin`` transaction, compare-and-swap.

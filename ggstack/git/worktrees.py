@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ggstack.git.runner import GitFailed, Runner, plain_git, rev_parse_at
 
@@ -62,7 +62,15 @@ class Worktrees(Runner):
     def checked_out_branches(self) -> dict[str, str]:
         """Branch ref → the worktree that has it checked out (or is rebasing it):
         the branches ``git branch -f`` refuses to move. A bare repository's HEAD is none."""
-        out = self.run("worktree", "list", "--porcelain", "-z").stdout.decode("utf-8", "surrogateescape")
+        return self.start_checked_out_branches()()
+
+    def start_checked_out_branches(self) -> Callable[[], dict[str, str]]:
+        """``checked_out_branches``, its ``worktree list`` started now and run while the caller
+        works; calling what this returns waits for it (and reads the rebases under way then)."""
+        job = self.start("worktree", "list", "--porcelain", "-z")
+        return lambda: self._checked_out(job.wait().decode("utf-8", "surrogateescape"))
+
+    def _checked_out(self, out: str) -> dict[str, str]:
         found: dict[str, str] = {}
         for record in out.split("\0\0"):
             fields = dict(f.partition(" ")[::2] for f in record.split("\0") if f)
