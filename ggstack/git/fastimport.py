@@ -75,14 +75,8 @@ class FastImport(Runner):
     def _fast_import(self, stream: bytes, answers: int) -> list[str]:
         # It writes no ref, yet asks the reference-transaction hook about its empty transaction:
         # the repository's hooks have nothing to judge here (ggstack's ref writes still meet them).
-        # Its pack is kept as it is, however few objects it holds (``unpackLimit=0``): by default
-        # fast-import hands a pack of 100 objects or fewer to ``unpack-objects``, which writes each
-        # as a loose object, three times the cost of the whole import (a pack is what ``git
-        # fetch`` keeps too; ``gc --auto`` counts packs as it counts loose objects).
         pid, proc = self.run_as(
-            *("-c", "core.hooksPath=/dev/null", "-c", "fastimport.unpackLimit=0"),
-            *("fast-import", "--quiet", "--done", "--date-format=raw"),
-            input=stream,
+            "-c", "core.hooksPath=/dev/null", "fast-import", "--quiet", "--done", "--date-format=raw", input=stream
         )
         if proc.returncode != 0:
             with contextlib.suppress(OSError):  # its report is for git's developers, not left in the user's git dir
