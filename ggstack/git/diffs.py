@@ -343,6 +343,8 @@ class Diffs(Objects):
         return wait
 
 
+_SOURCE_HEADER = b"\nggstack-commit "  # each commit's diff is headed "ggstack-commit <commit> <tree>"
+_OBJECT_ID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 _SOURCE_DIFF = (  # the diff settings ``format_patches`` pins, so equal bytes mean an equal change
     *PINNED_DIFF_CONFIG,
     "diff-tree",
@@ -355,14 +357,18 @@ _SOURCE_DIFF = (  # the diff settings ``format_patches`` pins, so equal bytes me
 
 
 def _source_diffs(raw: bytes, count: int) -> list[tuple[str, bytes]]:
-    """``_SOURCE_DIFF``'s output: (tree, diff) of each commit asked about."""
-    chunks = re.split(
-        rb"^ggstack-commit (?:[0-9a-f]{40}|[0-9a-f]{64}) (?=(?:[0-9a-f]{40}|[0-9a-f]{64})\n)", raw, flags=re.M
-    )[1:]
+    """``_SOURCE_DIFF``'s output: (tree, diff) of each commit asked about. Cut where a line
+    starts with the header (no line of a diff can: each starts with a diff's own marker, and
+    a binary patch's base85 has no space), by ``bytes.split``: a ``re.M`` regex tried at
+    every byte of a stack's diffs cost more than the rest of reading them."""
+    chunks = (b"\n" + raw).split(_SOURCE_HEADER)[1:]
     out = []
-    for chunk in chunks:
-        tree, _, diff = chunk.partition(b"\n")
-        out.append((tree.decode(), diff.lstrip(b"\n")))
+    for n, chunk in enumerate(chunks, 1):
+        head, _, diff = chunk.partition(b"\n")
+        commit, _, tree = head.partition(b" ")
+        if not (_OBJECT_ID.fullmatch(commit) and _OBJECT_ID.fullmatch(tree)):
+            raise GitFailed(("diff-tree", "--stdin"), 0, f"unexpected header {head[:100]!r}")
+        out.append((tree.decode(), diff.lstrip(b"\n") + (b"\n" if n < len(chunks) else b"")))
     if len(out) != count:
         raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {count} diffs, read {len(out)}")
     return out
