@@ -209,12 +209,15 @@ def accuracy(corpus: dict, args: argparse.Namespace) -> int:
         changed = sum(read.get(id(it), bool(it["truth"])) != bool(it["truth"]) for it in items)
         print(f"\nwith the {len(read)} labels read by hand in {args.adjudicated} ({changed} changed or unscored):")
         scores([k for k, _ in scored], [bool(t) for _, t in scored], verdicts, cherry, pid)
-    print(
-        f"time: check {t_check:.1f}s, git cherry {t_cherry:.1f}s, ratio {t_check / max(t_cherry, 1e-9):.1f}x "
-        f"({'warm cache' if args.cache else 'cold: --no-cache'}); cpu: check {CPU['check']:.1f}s, git cherry "
-        f"{CPU['cherry']:.1f}s, ratio {CPU['check'] / max(CPU['cherry'], 1e-9):.1f}x; "
-        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
-    )
+    if not t_cherry:
+        print("time: not measured (every base's verdicts came from --reuse)")
+    else:
+        print(
+            f"time: check {t_check:.1f}s, git cherry {t_cherry:.1f}s, ratio {t_check / max(t_cherry, 1e-9):.1f}x "
+            f"({'warm cache' if args.cache else 'cold: --no-cache'}); cpu: check {CPU['check']:.1f}s, git cherry "
+            f"{CPU['cherry']:.1f}s, ratio {CPU['check'] / max(CPU['cherry'], 1e-9):.1f}x; "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
     table: dict[str, Counter[str]] = defaultdict(Counter)
     for it in everything:
         t = "unscored" if it["truth"] is None else "rep" if it["truth"] else "not"

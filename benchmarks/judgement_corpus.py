@@ -12,7 +12,9 @@ commit reverted (``This reverts commit X``) is not represented.
 Items, each ``(commit, base, truth)``:
 
 - ``rel->main``: every release-branch commit checked onto the main tip
-  (picked: represented; release-only: not; picked-then-reverted: not);
+  (picked: represented; release-only: not; picked-then-reverted: not; a
+  "hand-port", whose message says it ports the other branch's work without
+  naming it, is reported, not scored);
 - ``main->rel``: every pick source checked onto the release tip (represented
   unless the pick was reverted there), and a sample of main commits that
   were not picked (not represented);
@@ -47,6 +49,13 @@ REVERTS = re.compile(r"This reverts commit ([0-9a-f]{7,40})")
 PR_IN_SUBJECT = re.compile(r"\(#(\d+)\)")
 BACKPORT = re.compile(r"(?i)\bbackport(?:ed)?(?: of)?(?: PR)? #(\d+)")
 MERGE_PR = re.compile(r"^Merge pull request #(\d+)")
+# A release commit whose message says it carries work of the other branch without naming it
+# ("backport the mypy fix", "this was already in 2.0"): the maintainers say it is a port, the
+# labeller cannot say of what, nor whether all of it is there; reported, not scored.
+HAND_PORT = re.compile(
+    r"(?i)\bback-?port(?:ed|ing|s)?\b|\balready (?:in|applied|on|there)\b|\bfrom (?:main|master)\b"
+    r"|\bcoming to (?:main|master)\b|\bforward-?port"
+)
 CHANGE_ID = re.compile(r"^Change-Id:\s*(I[0-9a-f]{40})\s*$", re.M)
 # Release notes: a release branch's own notes reach main by a forward-port of the notes (a commit
 # "cherry-pick changelog from 1.4.54", a merge of the release branch), which the labeller cannot
@@ -232,6 +241,8 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
         }
         if src is None:
             kind = unscored(b.repo, r.sha)
+            if kind is None and HAND_PORT.search(r.message):
+                kind = ("hand-port", "says it ports the other branch's work, names no commit or PR")
             if kind:
                 items.append(item | {"truth": None, "class": kind[0], "why": kind[1]})
             else:
