@@ -1,5 +1,8 @@
 """Allows ``python -m ggstack``."""
 
-from ggstack.cli import main
+from ggstack.gcpause import paused
+
+with paused():  # start-up builds thousands of objects, none of them garbage
+    from ggstack.cli import main
 
 main()

@@ -20,6 +20,7 @@ from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.rules import SOME
 from ggstack.check.signals import Candidate
 from ggstack.errors import UserError
+from ggstack.gcpause import paused
 from ggstack.model import Applied, Conflict, Outcome, Run, Verdict
 from ggstack.threads import Pending
 
@@ -35,13 +36,13 @@ def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: 
         return run
     k = cache.key(["commits", base, *(i.sha for i in infos)])
     if not cache.load(repo, k, run, read=use_cache):
-        lines = _lines(repo, base, infos)
-        for line in lines:
-            part = Run(stack=None, base_ref=base_ref, base=base)
-            _judge(repo, base, line, part)
-            run.merge_base = run.merge_base or part.merge_base
-            run.outcomes += part.outcomes
-            run.subjects.update(part.subjects)
+        with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
+            for line in _lines(repo, base, infos):
+                part = Run(stack=None, base_ref=base_ref, base=base)
+                _judge(repo, base, line, part)
+                run.merge_base = run.merge_base or part.merge_base
+                run.outcomes += part.outcomes
+                run.subjects.update(part.subjects)
         order = {i.sha: n for n, i in enumerate(infos)}
         run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
         if cache.worth_keeping(run):

@@ -22,6 +22,7 @@ from ggstack.check.history import CHANGE_ID, PICKED_FROM, History, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.rules import Match
 from ggstack.check.signals import Candidate
+from ggstack.gcpause import paused
 from ggstack.model import Applied, Outcome, Patch, Progress, Run, Stack, Verdict
 
 
@@ -57,7 +58,8 @@ def stack(
         run.stages["check"] = "ok"
         return run
     if not cache.carry_over(repo, stack, candidates, run, read=use_cache):
-        _judge(repo, stack, base, run, outcomes, progress)
+        with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
+            _judge(repo, stack, base, run, outcomes, progress)
     if cache.worth_keeping(run):
         cache.save(repo, k, run, candidates=candidates)
     run.stages["check"] = "ok"
