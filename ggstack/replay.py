@@ -22,7 +22,7 @@ import hashlib
 import os
 import re
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ggstack import git, state
@@ -108,9 +108,21 @@ class Materializer:
         ]
         self._diffs = repo.start_source_diffs([(p.source_commit or "", parent) for p, parent in self._sourced])
         self._trusted = _source_trees(repo, [p for p, _ in self._sourced if _unchanged_since_import(p)])
-        commits = _commit_patches(repo, stack, self._todo, self._trusted)
-        self._made = {patch.name: commit for (patch, _), commit in zip(self._todo, commits)}
+        self._made: dict[str, str] = {}
+        self.changes = self._make()
+        """pick commit -> what it changes, for the picks made from their source commit's tree
+        (``Replayer.prepare`` takes them); none for a pick ``confirm`` makes again."""
         self.picks = self._picks()
+
+    def _make(self) -> dict[str, list[git.TreeChange]]:
+        """Write the commits to make; what the trusted ones change. That is what the source commit
+        changes from the recorded parent (the same tree on the same parent): read while the commits
+        are written, not after."""
+        trusted = [(p, parent) for p, parent in self._sourced if p.name in self._trusted]
+        changes = self._repo.start_tree_changes([(p.source_commit or "", parent) for p, parent in trusted])
+        commits = _commit_patches(self._repo, self._stack, self._todo, self._trusted)
+        self._made = {patch.name: commit for (patch, _), commit in zip(self._todo, commits)}
+        return {self._made[p.name]: c for (p, _), c in zip(trusted, changes())}
 
     def confirm(self) -> list[Pick] | None:
         """Wait for the comparison; cache what it bears out. None when it bore out every pick,
@@ -287,18 +299,18 @@ class Replayer:
         self._settled: dict[str, tuple[str, str]] = {}  # placeholder commit -> (commit, tree)
         self._empty: list[tuple[str, str]] = []  # (tip, pick) of the empty picks a flush is to record
 
-    def prepare(self, picks: Sequence[Pick]) -> None:
+    def prepare(self, picks: Sequence[Pick], known: Mapping[str, list[git.TreeChange]] | None = None) -> None:
         """Read what every pick changes, in one process, so that picks whose
         merge is trivial need no merge-tree (see ``trivial_merge``); not for
-        the picks the result cache answers (a rerun reads none)."""
+        the picks the result cache answers (a rerun reads none), nor for those
+        ``known`` already says (pick commit -> its changes)."""
         self._deferred |= self._read_ahead(picks)
-        pairs = [
-            (p.commit, p.parent)
-            for p in picks
-            if p.commit and p.parent and p.commit not in self._changes and p.commit not in self._deferred
-        ]
-        if pairs and self._committer is None:  # commits will be made: their committer asked meanwhile
+        todo = [p for p in picks if p.commit and p.parent and p.commit not in self._deferred]
+        if todo and self._committer is None:  # commits will be made: their committer asked meanwhile
             self._committer = functools.cache(self.repo.start_committer_ident())
+        known = known or {}
+        self._changes.update((p.commit, known[p.commit]) for p in todo if p.commit and p.commit in known)
+        pairs = [(p.commit or "", p.parent or "") for p in todo if p.commit not in self._changes]
         for (commit, _), changes in zip(pairs, self.repo.tree_changes(pairs)):
             self._changes[commit] = changes
 
@@ -646,11 +658,18 @@ def conflict_regions(text: str) -> str:
     return "\n".join(out)
 
 
-def replay(repo: git.Repository, picks: Sequence[Pick], onto: str, progress: Progress | None = None) -> list[Step]:
-    """Every pick in order onto ``onto``; a conflict is recorded and skipped."""
+def replay(
+    repo: git.Repository,
+    picks: Sequence[Pick],
+    onto: str,
+    progress: Progress | None = None,
+    changes: Mapping[str, list[git.TreeChange]] | None = None,
+) -> list[Step]:
+    """Every pick in order onto ``onto``; a conflict is recorded and skipped. ``changes``: what
+    some picks change, known already (``Materializer.changes``)."""
     kill_after = state.env_count("GGSTACK_DEBUG_KILL_AFTER")  # a bad value is refused before anything is made
     replayer = Replayer(repo, onto, chain=True)
-    replayer.prepare(picks)
+    replayer.prepare(picks, changes)
     steps = []
     try:
         for i, pick in enumerate(picks, 1):
@@ -910,10 +929,10 @@ def apply(
     reads = BranchReads(repo, stack, refs) if write else None  # answered while the stack replays
     made = Materializer(repo, stack)
     merge_base = _start_merge_base(repo, stack, base)
-    steps = replay(repo, made.picks, base, progress)
+    steps = replay(repo, made.picks, base, progress, made.changes)
     remade = made.confirm()
     if remade is not None:  # a stored diff is not its source commit's (edited by hand): replay what it is
-        steps = replay(repo, remade, base, progress)
+        steps = replay(repo, remade, base, progress, made.changes)
     if reads:
         namespace = branch_namespace(stack, prefix)
         branches = write_branches(repo, stack, steps, refs, force=force, namespace=namespace, reads=reads)

@@ -247,34 +247,16 @@ class Diffs(Objects):
     def tree_changes(self, pairs: Sequence[tuple[str, str]]) -> list[list[TreeChange]]:
         """The file-level changes (no rename detection) of each (commit,
         parent): one ``diff-tree --stdin -r --raw``."""
+        return self.start_tree_changes(pairs)()
+
+    def start_tree_changes(self, pairs: Sequence[tuple[str, str]]) -> Callable[[], list[list[TreeChange]]]:
+        """``tree_changes``, its diff-tree started now and run while the caller works; calling
+        what this returns waits for it."""
         if not pairs:
-            return []
-        raw = self.run(
-            "diff-tree",
-            "--stdin",
-            "-r",
-            "--raw",
-            "-z",
-            "--no-renames",
-            "--always",
-            input="".join(f"{c} {p}\n" for c, p in pairs).encode(),
-        ).stdout
-        fields = raw.decode("utf-8", "surrogateescape").split("\0")
-        out: list[list[TreeChange]] = []
-        i = 0
-        while i < len(fields):
-            field_ = fields[i]
-            if field_.startswith(":") and out:
-                old_mode, new_mode, old_sha, new_sha, status = field_[1:].split(" ")
-                out[-1].append(TreeChange(fields[i + 1], old_mode, old_sha, new_mode, new_sha, status[:1]))
-                i += 2
-                continue
-            if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", field_):
-                out.append([])
-            i += 1
-        if len(out) != len(pairs):
-            raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} commits, read {len(out)}")
-        return out
+            return list
+        feed = "".join(f"{c} {p}\n" for c, p in pairs).encode()
+        job = self.start("diff-tree", "--stdin", "-r", "--raw", "-z", "--no-renames", "--always", input=feed)
+        return lambda: _tree_changes(job.wait(), len(pairs))
 
     def diff_blob_pairs(self, pairs: Sequence[tuple[str, str]]) -> dict[int, bytes]:
         """index -> the ``-U0`` histogram diff of each (old blob, new blob) pair that differs:
@@ -354,6 +336,26 @@ _SOURCE_DIFF = (  # the diff settings ``format_patches`` pins, so equal bytes me
     *PINNED_DIFF_OPTIONS,
     "--format=ggstack-commit %H %T",
 )
+
+
+def _tree_changes(raw: bytes, count: int) -> list[list[TreeChange]]:
+    """``tree_changes``'s diff-tree output: the changes of each commit asked about."""
+    fields = raw.decode("utf-8", "surrogateescape").split("\0")
+    out: list[list[TreeChange]] = []
+    i = 0
+    while i < len(fields):
+        field_ = fields[i]
+        if field_.startswith(":") and out:
+            old_mode, new_mode, old_sha, new_sha, status = field_[1:].split(" ")
+            out[-1].append(TreeChange(fields[i + 1], old_mode, old_sha, new_mode, new_sha, status[:1]))
+            i += 2
+            continue
+        if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", field_):
+            out.append([])
+        i += 1
+    if len(out) != count:
+        raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {count} commits, read {len(out)}")
+    return out
 
 
 def _source_diffs(raw: bytes, count: int) -> list[tuple[str, bytes]]:
