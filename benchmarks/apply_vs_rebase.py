@@ -286,12 +286,11 @@ def main() -> None:
         tips = bool(ours and rebased) and tree(ours[-1]) == tree(rebased[-1])
         same = tips and (alike == len(ours) == len(rebased) or bool(args.repo))
         git(repo, "worktree", "remove", "--force", wt)
+        shutil.rmtree(cache, ignore_errors=True)
+        split = breakdown(repo, patches, onto, prefix)  # it writes the branches too: before they go
         if args.repo:  # leave the user's repository as it was: no benchmark refs
             names = git(repo, "for-each-ref", "--format=%(refname)", prefix + "/", f"refs/ggstack/{STACK}/").split()
             git(repo, "update-ref", "--stdin", input="".join(f"delete {n}\n" for n in names).encode())
-
-        shutil.rmtree(cache, ignore_errors=True)
-        split = breakdown(repo, patches, onto, prefix)
 
         rebase_median = statistics.median(times["git rebase --onto"])
         rebase_cpu = statistics.median(cpus["git rebase --onto"])
