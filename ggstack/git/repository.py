@@ -48,22 +48,24 @@ Found = tuple[str, str, str | None, str]  # git dir, common dir, work tree (None
 
 
 def _discover(path: str) -> Found | None:
-    """The common cases, a path in a work tree or a bare repository itself, in one or two
+    """The common cases, a path in a work tree or a bare repository itself, in one
     ``rev-parse`` (no GitPython to import); NotARepository where git finds none there or
     above; None for anything else (a path inside a git dir, a path through a symbolic link,
     which git resolves and GitPython keeps as given), which GitPython's discovery settles as
     it always has."""
     if not os.path.isdir(path) or os.path.realpath(path) != os.path.abspath(path):
         return None
-    out = rev_parse_at(path, "--git-dir", "--git-common-dir", "--show-object-format", "--show-toplevel")
-    if out is None:  # no work tree: a bare repository is one when git names this very directory
-        bare = rev_parse_at(path, "--is-bare-repository", "--git-dir", "--git-common-dir", "--show-object-format")
-        if bare is None or len(bare) != 4 or bare[0] != "true" or bare[1] != os.path.abspath(path):
+    # One rev-parse for both kinds: where there is no work tree, git answers the first four
+    # and then says no to --show-toplevel.
+    args = ("--is-bare-repository", "--git-dir", "--git-common-dir", "--show-object-format", "--show-toplevel")
+    out = rev_parse_at(path, *args, answered=True) or []
+    if len(out) == 4 and out[0] == "true":  # a bare repository is one when git names this very directory
+        if out[1] != os.path.abspath(path):
             return None
-        return (bare[1], bare[2], None, bare[3]) if bare[3] in ("sha1", "sha256") else None
-    if len(out) != 4 or out[2] not in ("sha1", "sha256"):
+        return (out[1], out[2], None, out[3]) if out[3] in ("sha1", "sha256") else None
+    if len(out) != 5 or out[0] != "false" or out[3] not in ("sha1", "sha256"):
         return None
-    git_dir, common_dir, object_format, top = out
+    _, git_dir, common_dir, object_format, top = out
     dotgit = os.path.join(top, ".git")
     if git_dir != dotgit and not (os.path.isfile(dotgit) and not os.path.islink(dotgit)):
         return None  # .git is a link, or the work tree is configured elsewhere (core.worktree)

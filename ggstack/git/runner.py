@@ -114,17 +114,19 @@ class NotARepository(Exception):
 _NOT_A_REPOSITORY = b"not a git repository (or any of the parent directories)"
 
 
-def rev_parse_at(path: str, *args: str) -> list[str] | None:
+def rev_parse_at(path: str, *args: str, answered: bool = False) -> list[str] | None:
     """``git rev-parse --path-format=absolute ARGS`` run in ``path`` (discovery: no repository
-    is named yet), its output lines; None where git says no; NotARepository where git
-    says there is no repository there or above."""
+    is named yet), its output lines; None where git says no (``answered``: the lines it printed
+    before it said no, one an answer, in order); NotARepository where git says there is no
+    repository there or above."""
     proc = subprocess.run(
         ["git", "rev-parse", "--path-format=absolute", *args], cwd=path, env=environment(), capture_output=True
     )
     if proc.returncode != 0:
         if _NOT_A_REPOSITORY in proc.stderr:
             raise NotARepository(path)
-        return None
+        if not answered:
+            return None
     return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
 
 
