@@ -467,7 +467,7 @@ def drop(
     for name, why in result.looks:
         click.echo(f"kept {name}: represented, but human look ({why}); --include-human-look drops it too")
     for line in result.branches_kept:
-        warn(f"branch kept: {line}")
+        warn(f"branch {'would be ' if result.dry_run else ''}kept: {line}")
 
 
 @main.command()
@@ -987,7 +987,8 @@ def test_(
         print_json(run.to_json())
     else:
         out = console()
-        out.print(report.test_table(run))
+        chosen = {s.find(key).name for key in only}
+        out.print(report.test_table(run, [p.name for p in s.patches if only and p.name not in chosen]))
         failures = report.test_failures(run)
         if failures:
             out.print(failures, markup=False)

@@ -242,11 +242,11 @@ def drop(
     candidates = list(dict.fromkeys(e.branch for e in [*earlier, *entries] if e.branch and e.branch not in kept_refs))
     if close_redundant and victims:
         result.run = _close_prs(repo, stack, run, [o for _, o in victims], dry_run=dry_run, env=env, client=client)
-    if dry_run:
-        return result
-    # Saved even when nothing goes: the save is what tidies up after a killed change.
-    series.save(after, also={DROPPED: render_record(stack.name, [*earlier, *entries])} if entries else None)
-    result.branches_deleted, result.branches_kept = replay.remove_branches(repo, stack, candidates)
+    if not dry_run:
+        # Saved even when nothing goes: the save is what tidies up after a killed change.
+        series.save(after, also={DROPPED: render_record(stack.name, [*earlier, *entries])} if entries else None)
+    # A dry run says which branches would go and which would stay, as the real one would.
+    result.branches_deleted, result.branches_kept = replay.remove_branches(repo, stack, candidates, write=not dry_run)
     return result
 
 

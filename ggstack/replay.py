@@ -862,12 +862,15 @@ def _orphans(
     return out
 
 
-def remove_branches(repo: git.Repository, stack: Stack, refs: Sequence[str]) -> tuple[list[str], list[str]]:
+def remove_branches(
+    repo: git.Repository, stack: Stack, refs: Sequence[str], *, write: bool = True
+) -> tuple[list[str], list[str]]:
     """Delete those of ``refs`` that are ggstack's own, in one transaction; (deleted, kept with why).
 
     Own means: still where ``apply`` last put it (``last-apply``). A branch
     someone else moved, or one checked out in a worktree, is kept and said so;
     one that is not there is neither. The record forgets what was deleted.
+    ``write`` off: what it would delete and keep (``drop --dry-run``), nothing written.
     """
     record_ref = _record_ref(stack)
     values = repo.ref_values([*refs, record_ref])
@@ -892,7 +895,8 @@ def remove_branches(repo: git.Repository, stack: Stack, refs: Sequence[str]) -> 
         text = "".join(f"{sha} {ref}\n" for ref, sha in sorted(record.items()))
         blob = repo.hash_blob(text.encode("utf-8", "surrogateescape")) if record else None
         updates.append((record_ref, blob, values.get(record_ref)))
-    repo.update_refs(updates, f"ggstack drop {stack.name}")
+    if write:
+        repo.update_refs(updates, f"ggstack drop {stack.name}")
     return [ref for ref, new, _ in updates if ref != record_ref], kept
 
 

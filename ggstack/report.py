@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -468,7 +468,7 @@ def pr_plan_table(run: Run) -> Table:
                 Verdict.BROKEN: "no PR: needs rework (broken)",
                 Verdict.INCONCLUSIVE: "no PR: held (inconclusive)",
             }
-            table.add_row(escape(o.name), verdict, "", "", "", why.get(o.verdict, "") if o.verdict else "")
+            table.add_row(escape(o.name), verdict, "", "", "", why.get(o.verdict) or _no_pr_why(o) if o.verdict else "")
             continue
         number = f"#{pr.number}" if pr.number else ("new" if pr.state == "planned" else "")
         if pr.number and pr.state and pr.state != "open":
@@ -479,6 +479,14 @@ def pr_plan_table(run: Run) -> Table:
             actions += f"\n({pr.note})"
         table.add_row(escape(o.name), verdict, number, escape(pr.base or ""), escape(gate), escape(actions))
     return table
+
+
+def _no_pr_why(o: Outcome) -> str:
+    """Why a patch the plan has no PR for got none, where its verdict alone does not say."""
+    if o.verdict in (Verdict.UNIQUE, Verdict.PARTIAL) and o.commit is None:
+        # ``pr`` opens a PR from the replayed commit: a patch that did not replay has none.
+        return f"no PR: {o.verdict.value}, but it does not replay onto the base (rework)"
+    return ""
 
 
 def writes_body(pr: PRState) -> bool:
@@ -521,8 +529,10 @@ def _test_cells(o: Outcome, kind: str) -> str:
     return " / ".join(cells)
 
 
-def test_table(run: Run) -> Table:
-    """One row a patch: the verdict, each kind's base / base + patch / old base, and what the tests said."""
+def test_table(run: Run, left_out: Collection[str] = ()) -> Table:
+    """One row a patch: the verdict, each kind's base / base + patch / old base, and what the tests said.
+
+    ``left_out``: the patches ``test --only`` did not select (not "no test files": they were not looked at)."""
     gpu = f", GPU {run.gpu}" if run.gpu else ""
     table = Table(
         title=Text(f"{run.stack} tests on {run.base_ref} ({short(run.base)}{gpu})"),
@@ -534,11 +544,17 @@ def test_table(run: Run) -> Table:
         table.add_column(col, overflow="fold")
     for o in run.outcomes:
         evidence = next((e for e in o.evidence if e.kind == "tests"), None)
-        said = evidence.detail if evidence else ("no test files" if o.applied is not Applied.SKIPPED else "")
+        said = evidence.detail if evidence else _untested_words(o, left_out)
         # Text, not markup: names, reasons and output may hold "[...]".
         cells = [o.name, o.verdict.value if o.verdict else "", recommendation_words(o)]
         table.add_row(*(Text(c) for c in [*cells, _test_cells(o, "cpu"), _test_cells(o, "gpu"), said]))
     return table
+
+
+def _untested_words(o: Outcome, left_out: Collection[str]) -> str:
+    if o.name in left_out:
+        return "not tested (not chosen by --only)"
+    return "no test files" if o.applied is not Applied.SKIPPED else ""
 
 
 def test_failures(run: Run) -> str:
@@ -930,9 +946,15 @@ def _longest_backtick_run(text: str) -> int:
 
 
 def _md(text: str) -> str:
-    """Text safe inside a Markdown table cell: no HTML, no cell breaks, no line breaks."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("|", "\\|").replace("\r", "").replace("\n", "<br>")
+    """Text safe inside a Markdown table cell: no HTML, no cell breaks, no line breaks.
+
+    Each line as ``md_text`` makes it (its ``<`` made text, a code span holding
+    one written as ``<code>`` with entities): entities are not read inside a
+    code span, so escaping the whole text would show a subject's
+    `` `>=2.10.6` `` as ``&gt;=2.10.6``. A ``|`` is escaped even in a span, as
+    GitHub's tables ask."""
+    lines = text.replace("\r", "").split("\n")
+    return "<br>".join(_escape_line(line) for line in lines).replace("|", "\\|")
 
 
 def run_json(run: Run) -> str:
@@ -963,7 +985,7 @@ def drop_table(result: drop.Result) -> Table:
         pr = f"#{pull.number} {pull.action or ''}".strip() if pull and pull.number else ""
         branch = e.branch.removeprefix("refs/heads/")
         if e.branch in result.branches_deleted:
-            branch += " (deleted)"
+            branch += " (would be deleted)" if result.dry_run else " (deleted)"
         cells = [f"{e.name}\n{e.subject}", _represented_words(e.represented_by, e.represented_subjects), e.reason]
         table.add_row(*(Text(c) for c in [*cells, pr, branch]))
     if not result.dropped:

@@ -231,3 +231,21 @@ def test_a_represented_patch_that_asks_for_a_human_look_is_kept_unless_asked(for
         fork.ok("drop", "s", "--represented", "--run", "run.json", "--include-human-look", "--json").stdout
     )
     assert [d["name"] for d in out["dropped"]] == ["0002-fix-b-change-b.patch"] and out["kept_human_look"] == []
+
+
+def test_a_dry_run_names_the_branches_the_drop_would_delete_and_keep_and_deletes_none(fork: Fork) -> None:
+    fork.ok("apply", "s", "--onto", "main~1")  # before the base had b: three branches
+    refs_before = fork.repo.refs()
+    dry = json.loads(fork.ok("drop", "s", "--represented", "--onto", "main", "--dry-run", "--json").stdout)
+    assert dry["dry_run"] and dry["branches_deleted"] == ["refs/heads/gg/s/02-fix-b-change-b"]
+    table = fork.ok("drop", "s", "--represented", "--onto", "main", "--dry-run").stdout
+    assert "gg/s/02-fix-b-change-b (would be deleted)" in table
+    assert fork.repo.refs() == refs_before  # nothing written, not even ggstack's own record
+    # One someone moved would be kept, and the dry run says so as the real one would.
+    fork.repo.git("branch", "-f", "gg/s/02-fix-b-change-b", "main")
+    proc = fork.ok("drop", "s", "--represented", "--onto", "main", "--dry-run")
+    assert "branch would be kept: refs/heads/gg/s/02-fix-b-change-b (moved since ggstack wrote it)" in proc.stderr
+    real = json.loads(fork.ok("drop", "s", "--represented", "--onto", "main", "--json").stdout)
+    assert real["branches_deleted"] == [] and real["branches_kept"] == dry["branches_kept"] + [
+        "refs/heads/gg/s/02-fix-b-change-b (moved since ggstack wrote it)"
+    ]

@@ -9,6 +9,7 @@ real stages are in test_sync.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -151,6 +152,14 @@ def every_verdict_run() -> Run:
     )
 
 
+def plain(table: object, width: int) -> str:
+    from rich.console import Console
+
+    console = Console(width=width, record=True, color_system=None)
+    console.print(table)
+    return console.export_text()
+
+
 def parse(md: str) -> tuple[list, str]:
     parser = MarkdownIt("commonmark").enable("table")
     return parser.parse(md), parser.render(md)
@@ -252,7 +261,13 @@ def test_raw_html_from_the_users_text_is_text_in_the_markdown_report() -> None:
     run.outcomes[3].conflict.hunks += f"\n{EVIL}"
     run.errors.append(EVIL)
     md = report.markdown(run)
-    allowed = {"<br>", "<details>", "</details>"}
+    allowed = {
+        "<br>",
+        "<details>",
+        "</details>",
+        "<code>",
+        "</code>",
+    }  # <code>: a span holding "<", as md_text writes it
     html_found = _raw_html(md)
     assert all(h in allowed or h.startswith("<summary>") for h in html_found), html_found
     assert "<script>" not in parse(md)[1]
@@ -454,3 +469,41 @@ def test_json_text_is_json_dumps_indented_for_every_plain_value() -> None:
     for value in values:
         assert model.json_text(value) == json.dumps(value, indent=2, ensure_ascii=False), value
     assert model.json_text({"b": "\udcff"}) == '{\n  "b": "\\udcff"\n}'
+
+
+def test_a_needed_patch_that_did_not_replay_says_why_it_gets_no_pr() -> None:
+    run = Run(
+        stack="s",
+        base=BASE,
+        base_ref="main",
+        outcomes=[
+            outcome(1, Verdict.PARTIAL, applied=Applied.CONFLICT, recommendation=Recommendation.REWORK),
+            outcome(2, Verdict.UNIQUE, commit="c" * 40, recommendation=Recommendation.OPEN_PR),
+        ],
+        stages={"pr": "dry-run (offline: no forge was read)"},
+    )
+    shown = plain(report.pr_plan_table(run), width=200)
+    (row,) = [line for line in shown.splitlines() if "0001-partial" in line]
+    assert "no PR: partial, but it does not replay onto the base (rework)" in row
+    (row,) = [line for line in shown.splitlines() if "0002-unique" in line]
+    assert "no PR" not in row  # it has a commit: the plan's own words (here none yet) are its
+
+
+def test_markdown_cells_show_code_spans_as_written_and_still_no_html() -> None:
+    run = every_verdict_run()
+    run.outcomes[0] = dataclasses.replace(
+        run.outcomes[0], subject="Bump `dep` to `>=2.10.6` & `a|b`; not <b>bold</b>, `<i>` shown"
+    )
+    _, html = parse(report.markdown(run))
+    assert "<code>&gt;=2.10.6</code>" in html and "&amp;gt;" not in html  # not "&gt;" shown in the code
+    assert "<code>a|b</code>" in html  # the pipe stays in its cell
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<b>" not in html and "<i>" not in html
+    assert "<code>&lt;i&gt;</code>" in html
+
+
+def test_the_test_table_says_which_patches_only_left_out_rather_than_no_test_files() -> None:
+    run = every_verdict_run()
+    shown = plain(report.test_table(run, [run.outcomes[2].name]), width=250)
+    (row,) = [line for line in shown.splitlines() if run.outcomes[2].name in line]
+    assert "not tested (not chosen by --only)" in row
+    assert "no test files" in shown  # the others without tests still say so
