@@ -1047,7 +1047,8 @@ def judge(kind: str, runs: dict[str, TestResult]) -> Judgement:
             return early
         passing = set(patched.passed)
     if base.status == "failed":
-        failing = [t for t in sorted(passing) if t not in base.passed] if passing else base.failed
+        # Only tests seen failing: one that did not run on the base (``-x`` stopped it) is no evidence.
+        failing = [t for t in base.failed if passing is None or t in passing] or base.failed
         how = "and pass with it" if passing is not None else "(the patch does not apply, so they were not run with it)"
         return Judgement(
             "needed", tuple(failing), f"{kind} tests fail on the base without the patch {how}: {_names(failing)}"
@@ -1105,7 +1106,7 @@ def _judge_control(kind: str, base: TestResult, old: TestResult | None) -> Judge
         return Judgement(
             "none", (), f"{kind} tests pass on the base without the patch, but {why}: no behaviour evidence"
         )
-    shown = [t for t in base.passed if t not in old.passed] or old.failed
+    shown = [t for t in base.passed if t in old.failed] or old.failed  # seen failing, not merely not run
     return Judgement(
         "represented",
         tuple(shown),

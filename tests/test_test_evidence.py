@@ -1,0 +1,40 @@
+"""The tests evidence names only tests that were seen failing.
+
+A suite run with ``-x`` (or one whose run stopped early) leaves tests that
+did not run: they are neither passed nor failed, and the evidence sentence
+must not list them as failing. ``testing.judge`` reads results only (no git).
+"""
+
+from __future__ import annotations
+
+from ggstack import testing
+from ggstack.model import TestResult as Result
+
+TESTS = [f"t.test_{i}" for i in range(5)]
+
+
+def result(where: str, status: str, passed: list[str], failed: list[str]) -> Result:
+    return Result("cpu", where, status, passed=passed, failed=failed)
+
+
+def test_the_control_names_only_the_tests_that_failed_on_the_old_base() -> None:
+    # The old base stopped at its first failure (-x): test_1.. did not run there.
+    runs = {
+        "base": result("base", "passed", TESTS, []),
+        "patched": result("patched", "not-run", [], []),
+        "old-base": result("old-base", "failed", [], ["t.test_0"]),
+    }
+    j = testing.judge("cpu", runs)
+    assert j.kind == "represented" and j.tests == ("t.test_0",)
+    assert "test_1" not in j.detail
+
+
+def test_needed_names_only_the_tests_that_failed_on_the_base() -> None:
+    runs = {
+        "base": result("base", "failed", [], ["t.test_2"]),  # -x: the others did not run
+        "patched": result("patched", "passed", TESTS, []),
+        "old-base": result("old-base", "failed", [], ["t.test_2"]),
+    }
+    j = testing.judge("cpu", runs)
+    assert j.kind == "needed" and j.tests == ("t.test_2",)
+    assert "test_3" not in j.detail
