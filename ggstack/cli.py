@@ -992,6 +992,8 @@ def test_(
         failures = report.test_failures(run)
         if failures:
             out.print(failures, markup=False)
+        if run.stages.get("test", "").startswith("ok: "):
+            warn(run.stages["test"].removeprefix("ok: "))
     sys.exit(1 if any(o.verdict is Verdict.BROKEN for o in run.outcomes) else 0)
 
 

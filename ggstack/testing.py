@@ -293,7 +293,16 @@ def test(
     everything (and stores the new results)."""
     planned = plan(repo, stack, run, gpu=gpu, only=only)
     results, gpu_state = execute(repo, stack, planned, gpu=gpu, progress=progress, parallel=jobs, use_cache=use_cache)
-    return fold(repo, run, planned, results, gpu_state, require_tests=stack.config.pr.require_tests)
+    tested = fold(repo, run, planned, results, gpu_state, require_tests=stack.config.pr.require_tests)
+    if not planned and not only and stack.patches:
+        # Not a silent "ok": a tests.paths that matches nothing here (pytest's own tests are
+        # under testing/, not tests/) is the likeliest reason, and the user can fix it.
+        paths = ", ".join(stack.config.tests.paths)
+        tested.stages["test"] = (
+            f"ok: nothing ran — no patch changes a test file matching tests.paths ({paths}); "
+            f"set [tests] paths in {stack.path}/stack.toml if its tests live elsewhere"
+        )
+    return tested
 
 
 def matrix(

@@ -119,4 +119,4 @@ def test_each_stage_leaves_the_run_it_is_given_as_it_was(upstream: GitRepo) -> N
     assert [o.verdict for o in checked.outcomes] == [Verdict.UNIQUE, Verdict.REPRESENTED]
     judged = checked.to_json()
     tested = testing.test(repo, stack, checked)
-    assert checked.to_json() == judged and tested.stages["test"] == "ok"
+    assert checked.to_json() == judged and tested.stages["test"].startswith("ok: nothing ran")  # no test files

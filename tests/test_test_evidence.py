@@ -7,6 +7,8 @@ must not list them as failing. ``testing.judge`` reads results only (no git).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ggstack import testing
 from ggstack.model import TestResult as Result
 
@@ -38,3 +40,20 @@ def test_needed_names_only_the_tests_that_failed_on_the_base() -> None:
     j = testing.judge("cpu", runs)
     assert j.kind == "needed" and j.tests == ("t.test_2",)
     assert "test_3" not in j.detail
+
+
+def test_a_stack_whose_patches_have_no_test_file_says_nothing_ran_and_why(tmp_path: Path) -> None:
+    """pytest keeps its tests under testing/: the default tests.paths matches none of them."""
+    from gitrepo import GitRepo, run_ggstack
+
+    repo = GitRepo.init(tmp_path / "fork")
+    repo.commit("base", {"src/a.py": "x = 1\n", "testing/test_a.py": "def test_a():\n    pass\n"})
+    repo.git("checkout", "-q", "-b", "fork")
+    repo.commit("fix a", {"src/a.py": "x = 2\n", "testing/test_a.py": "def test_a():\n    assert 1\n"})
+    gg = ["--repo", str(repo.path), "--patches", str(tmp_path / "patches")]
+    for args in (["init", "s", "--repo-slug", "o/r", "--base", "main"], ["import", "s", "main..fork"]):
+        assert run_ggstack(*gg, *args, cwd=tmp_path).returncode == 0
+    proc = run_ggstack(*gg, "test", "s", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing ran — no patch changes a test file matching tests.paths (tests/**/test_*.py)" in proc.stderr
+    assert "stack.toml" in proc.stderr
