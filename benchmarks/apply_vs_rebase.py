@@ -179,7 +179,11 @@ def breakdown(repo: str, patches: str, onto: str, prefix: str) -> dict[str, floa
 
 
 def timed(fn, cpu: list[float] | None = None) -> float:
-    """Wall time of ``fn``; with ``cpu``, the user+sys CPU of the processes it ran is appended there."""
+    """Wall time of ``fn``; with ``cpu``, the user+sys CPU of the processes it ran is appended there.
+    The disk's queue is emptied first (``sync``, not timed): else what the previous step wrote
+    (rebase's worktree, the checkout that resets it) is flushed during the next one's run, and
+    whichever tool comes next pays for the other's writes."""
+    os.sync()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     fn()
