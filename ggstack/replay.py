@@ -972,10 +972,15 @@ def outcome_of(patch: Patch, step: Step, branch: str | None = None) -> Outcome:
 def resolve_base(repo: git.Repository, stack: Stack | None, base_ref: str) -> str:
     """The base commit: the ref as given, else the stack's remote-tracking branch."""
     sha = repo.try_resolve(base_ref)
+    also = f" nor {stack.config.target.remote}/{base_ref}" if stack is not None else ""
     if sha is None and stack is not None:
         sha = repo.try_resolve(f"{stack.config.target.remote}/{base_ref}")
     if sha is None:
-        raise UserError(f"unknown base ref {base_ref!r} (not a commit here; fetch it, or pass --onto)")
+        # Given with --onto or taken from target.base: say both ways out, not "pass --onto" to one who did.
+        raise UserError(
+            f"unknown base ref {base_ref!r}: not a commit here{also} "
+            "(fetch it, or name another with --onto; the default is target.base in stack.toml)"
+        )
     return sha
 
 

@@ -408,3 +408,11 @@ def test_a_token_reexec_does_not_import_the_working_directorys_modules(repo: Git
     )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert [p["subject"] for p in json.loads(proc.stdout)["s"]] == ["second"]
+
+
+def test_an_unknown_base_names_what_was_tried_and_both_ways_out(repo: GitRepo, tmp_path) -> None:
+    patches = _stack(repo, tmp_path)
+    for command in ("apply", "check"):
+        proc = run_ggstack("--patches", patches, command, "s", "--onto", "nosuch", cwd=repo.path)
+        _fails_cleanly(proc, 2, "unknown base ref 'nosuch': not a commit here nor origin/nosuch", "target.base")
+        assert "pass --onto)" not in proc.stderr  # it was given with --onto
