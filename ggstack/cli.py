@@ -259,6 +259,13 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str
 
     path = series.init(obj.patches_dir, stack, repo_slug, base, remote, fork=fork)
     click.echo(f"created {path}")
+    try:
+        _ = obj.repo.worktree
+    except UserError:  # made where it was asked for; but import, apply and check need the fork's checkout
+        warn(
+            f"{os.path.abspath(obj.repo_path)} is not a git repository: the stack was created there, "
+            "but import, apply and check need the fork checkout (run them inside it, or with --repo)"
+        )
 
 
 @main.command("import")

@@ -416,3 +416,11 @@ def test_an_unknown_base_names_what_was_tried_and_both_ways_out(repo: GitRepo, t
         proc = run_ggstack("--patches", patches, command, "s", "--onto", "nosuch", cwd=repo.path)
         _fails_cleanly(proc, 2, "unknown base ref 'nosuch': not a commit here nor origin/nosuch", "target.base")
         assert "pass --onto)" not in proc.stderr  # it was given with --onto
+
+
+def test_init_outside_a_repository_warns_that_the_other_commands_need_the_fork(tmp_path) -> None:
+    elsewhere = tmp_path / "not-a-checkout"
+    elsewhere.mkdir()
+    made = run_ggstack("init", "s", "--repo-slug", "o/r", "--base", "main", cwd=elsewhere)
+    assert made.returncode == 0 and (elsewhere / "patches" / "s" / "stack.toml").is_file()
+    assert "is not a git repository" in made.stderr and "--repo" in made.stderr
