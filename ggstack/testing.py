@@ -1090,7 +1090,7 @@ def _could_not_run(kind: str, r: TestResult) -> Judgement:
         "could-not-run",
         tuple(r.errors),
         f"{kind} tests could not run: {why} (in tests.{kind}, {_WHERE_WORDS.get(r.where, r.where)})",
-        testresult.settle(r.harness_error or r.status, why),
+        testresult.settle(r.harness_error or r.status, why, r.command),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -225,7 +226,12 @@ def explain(output: str) -> str:
     return "\n".join((explaining or lines[-_MAX_EXPLAIN:])[:_MAX_EXPLAIN])
 
 
-def settle(kind: str, reason: str) -> str:
-    """What would let the tests decide, for a harness error of ``kind``."""
+def settle(kind: str, reason: str, command: str = "") -> str:
+    """What would let the tests decide, for a harness error of ``kind``.
+
+    ``command``: the test command as run; when it already runs ggstack's own
+    interpreter (``{python}``), "use {python}" is no advice: install into that one."""
     what = reason.removeprefix("No module named ").strip() if kind == "missing-module" else ""
+    if kind == "missing-module" and sys.executable in command.split():
+        return f"install {what or 'it'} where the tests run ({sys.executable}, which the test command runs)"
     return SETTLE.get(kind, "fix what stops the tests and rerun `ggstack test`").format(what=what or "it")

@@ -57,3 +57,14 @@ def test_a_stack_whose_patches_have_no_test_file_says_nothing_ran_and_why(tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert "nothing ran — no patch changes a test file matching tests.paths (tests/**/test_*.py)" in proc.stderr
     assert "stack.toml" in proc.stderr
+
+
+def test_a_missing_module_under_pythons_own_interpreter_is_not_told_to_use_python() -> None:
+    import sys
+
+    from ggstack import testresult
+
+    own = testresult.settle("missing-module", "No module named pydantic_core", f"{sys.executable} -m pytest -q t.py")
+    assert "use {python}" not in own and sys.executable in own and "pydantic_core" in own
+    other = testresult.settle("missing-module", "No module named pydantic_core", "python -m pytest -q t.py")
+    assert "use {python} in the test command" in other
