@@ -309,7 +309,10 @@ def _refuse_duplicates(stack: Stack, added: Sequence[Patch], labels: Sequence[st
     for patch, label in zip(added, labels):
         spid = patch.provenance.stack_patch_id
         if spid in existing:
-            raise UserError(f"{label} is already in the stack as {existing[spid]} (same {T_STACK_PATCH_ID})")
+            raise UserError(
+                f"{label} is already in the stack as {existing[spid]} "
+                f"(same {T_STACK_PATCH_ID}: imported before, or made from that patch); nothing was imported"
+            )
         if spid in first:
             raise UserError(f"{first[spid]} and {label} carry the same {T_STACK_PATCH_ID} {spid}; import one of them")
         first[spid] = label

@@ -46,7 +46,7 @@ def branches_line(run: Run) -> str | None:
     if not names:
         return None
     shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} … {names[-1]}"
-    return f"{len(names)} branch{'es' if len(names) > 1 else ''}, one an applied patch: {shown}"
+    return f"{len(names)} branch{'es' if len(names) > 1 else ''}, one per applied patch: {shown}"
 
 
 # -- check: the verdicts in words --------------------------------------------------

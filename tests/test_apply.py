@@ -210,7 +210,7 @@ def test_conflict_in_patch_2_of_4_is_recorded_and_the_rest_carry_on(tmp_path: Pa
     assert "conflict" in table.stdout and "f1.txt" in table.stdout
     # Where the patches went, said (the probe: a new user looked for them).
     names = ", ".join(p["branch"].removeprefix("refs/heads/") for p in (p1, p3, p4))
-    assert f"3 branches, one an applied patch: {names}\n" in table.stdout
+    assert f"3 branches, one per applied patch: {names}\n" in table.stdout
 
 
 def test_empty_patch_is_recorded_and_a_second_apply_is_a_no_op(tmp_path: Path) -> None:

@@ -470,7 +470,11 @@ def test_a_commit_made_from_a_stored_patch_gets_a_new_stack_patch_id_and_says_wh
     # The same commits into s itself: its own patches again, refused (exit 2), s unchanged.
     before = (fork.stack / "series").read_text()
     bad = fork.gg("import", "s", f"main..{amfork.sha('HEAD')}")
-    assert bad.returncode == 2 and "is already in the stack as 0001-fix-first.patch" in bad.stderr
+    assert (
+        bad.returncode == 2
+        and "is already in the stack as 0001-fix-first.patch (same Stack-Patch-Id: imported before, or made from that patch); nothing was imported"
+        in bad.stderr
+    )
     assert [p["stack_patch_id"] for p in fork.listed()] == ids and (fork.stack / "series").read_text() == before
 
 
