@@ -110,7 +110,7 @@ def commits(
     if not selection.commits:
         left = ": it holds only merges (left out, as git rebase does)" if selection.left_out else ""
         raise UserError(f"{' '.join(revs)}: no commits to import{left}")
-    infos, changes, empty = _changing(repo, repo.commit_infos(selection.commits))
+    infos, changes, empty = _changing(repo, repo.commit_infos(selection.commits), _range_hint(stack, revs, selection))
     if not infos:
         raise UserError(f"{' '.join(revs)}: no commits to import: the ones it has change nothing (an empty commit)")
     new, reassigned = _patches(repo, stack, infos, changes, original_pr, only, exclude, dropped)
@@ -122,14 +122,28 @@ def commits(
     return Imported(after, added, left_out, tuple(selection.upstream), on_base, tuple(reassigned))
 
 
+def _range_hint(stack: Stack, revs: Sequence[str], selection: _Selection) -> str:
+    """For a root commit met in a range: the likely mistake, a lower end that is not the base
+    (a branch that merged the base, given as ``fork..branch``, reaches all of the base's history)."""
+    ranges = [r for r in revs if ".." in r and "..." not in r]
+    if len(ranges) != 1:
+        return ""
+    tip = ranges[0].split("..", 1)[1] or "HEAD"
+    return (
+        f"; {ranges[0]} takes {len(selection.commits)} commit{'s' if len(selection.commits) != 1 else ''}, "
+        "down to a root: "
+        f"is its lower end the base ({stack.config.target.base}..{tip})?"
+    )
+
+
 def _changing(
-    repo: git.Repository, infos: Sequence[git.CommitInfo]
+    repo: git.Repository, infos: Sequence[git.CommitInfo], hint: str = ""
 ) -> tuple[list[git.CommitInfo], list[list[git.TreeChange]], list[LeftOut]]:
     """The commits that change something, their changes, and the empty ones
     left out (as git rebase drops them; --only/--exclude emptying one stays an error)."""
     for info in infos:
         if not info.parents:
-            raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto")
+            raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto{hint}")
     changes = repo.tree_changes([(i.sha, i.parents[0]) for i in infos])
     empty = [LeftOut(i.sha, i.message.split("\n", 1)[0], EMPTY) for i, c in zip(infos, changes) if not c]
     kept = [(i, c) for i, c in zip(infos, changes) if c]

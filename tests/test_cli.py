@@ -424,3 +424,20 @@ def test_init_outside_a_repository_warns_that_the_other_commands_need_the_fork(t
     made = run_ggstack("init", "s", "--repo-slug", "o/r", "--base", "main", cwd=elsewhere)
     assert made.returncode == 0 and (elsewhere / "patches" / "s" / "stack.toml").is_file()
     assert "is not a git repository" in made.stderr and "--repo" in made.stderr
+
+
+def test_a_range_down_to_a_root_commit_asks_whether_its_lower_end_is_the_base(tmp_path) -> None:
+    """A branch that merged the base, imported from the fork's tip: the range reaches an unrelated root."""
+    repo = GitRepo.init(tmp_path / "fork")
+    repo.commit("base", {"f.txt": "a\n"})
+    repo.git("checkout", "-q", "-b", "fork")
+    repo.commit("fork work", {"g.txt": "g\n"})
+    repo.git("checkout", "-q", "--orphan", "other")
+    repo.commit("other root", {"h.txt": "h\n"})
+    repo.git("checkout", "-q", "-b", "topic", "fork")
+    repo.git("merge", "-q", "--allow-unrelated-histories", "--no-edit", "other")
+    patches = str(tmp_path / "patches")
+    gg = ["--repo", str(repo.path), "--patches", patches]
+    assert run_ggstack(*gg, "init", "s", "--repo-slug", "o/r", "--base", "main", cwd=tmp_path).returncode == 0
+    proc = run_ggstack(*gg, "import", "s", "fork..topic", cwd=tmp_path)
+    _fails_cleanly(proc, 2, "is a root commit", "fork..topic takes 1 commit, down to a root", "(main..topic)?")
