@@ -857,6 +857,12 @@ def check(
             raise UserError("--commits needs at least one commit")
         if not onto:
             raise UserError("--commits needs --onto <base ref>")
+        ranges = [r for r in revs if ".." in r]
+        if ranges:  # git cherry's habit; each commit is judged on its own, so name them
+            raise UserError(
+                f"--commits takes commits, not a range: {ranges[0]} (give its commits, e.g. "
+                f"$(git rev-list --no-merges --reverse {ranges[0]}), or import the range into a stack)"
+            )
         run = checking.commits(obj.repo, revs, onto, use_cache=not no_cache)
     else:
         if not stack:

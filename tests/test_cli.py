@@ -441,3 +441,10 @@ def test_a_range_down_to_a_root_commit_asks_whether_its_lower_end_is_the_base(tm
     assert run_ggstack(*gg, "init", "s", "--repo-slug", "o/r", "--base", "main", cwd=tmp_path).returncode == 0
     proc = run_ggstack(*gg, "import", "s", "fork..topic", cwd=tmp_path)
     _fails_cleanly(proc, 2, "is a root commit", "fork..topic takes 1 commit, down to a root", "(main..topic)?")
+
+
+def test_check_commits_given_a_range_says_it_takes_commits(repo: GitRepo, tmp_path) -> None:
+    repo.commit("one", {"f.txt": "a\n"})
+    repo.commit("two", {"f.txt": "b\n"})
+    proc = run_ggstack("check", "--onto", "HEAD", "--commits", "HEAD~1..HEAD", cwd=repo.path)
+    _fails_cleanly(proc, 2, "--commits takes commits, not a range: HEAD~1..HEAD", "git rev-list")
