@@ -407,7 +407,7 @@ def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
 
 @main.command()
 @click.argument("stack", shell_complete=_complete_stacks)
-@click.option("--represented", is_flag=True, required=True, help="Drop the patches judged represented (required).")
+@click.option("--represented", is_flag=True, required=True, help="Drop the patches judged represented.")
 @click.option(
     "--run",
     "run_path",
@@ -1080,7 +1080,8 @@ def pr(
 ) -> None:
     """Open or update stacked PRs for the patches the base still needs.
 
-    Only unique and partial patches get PRs; represented ones never do
+    Only unique and partial patches that replay onto the base get PRs
+    (one that conflicts needs rework first); represented ones never do
     (with --close-redundant their open PRs are closed, with a comment naming
     the representing commits). New PRs carry the approval gate of stack.toml
     (draft and/or label) until a maintainer approves. The PRs go onto the
