@@ -179,8 +179,12 @@ def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | No
     tree = repo.resolve(parent, "tree")
     me = repo.committer_ident()
     sources = []
+    # Where the series started, unless the user said: a series made on an older commit of the fork
+    # (format-patch without --base) meets the base's own copy of a change and does not apply or is empty.
+    started_as_recorded = onto or (incoming[0].base and parent == incoming[0].base)
+    hint = "" if started_as_recorded else "; give --onto the commit the series was made on"
     for item in incoming:
-        new_tree = _applied(repo, tree, item, parent)
+        new_tree = _applied(repo, tree, item, parent, hint)
         author = _author_ident(repo, item, me)
         commit = repo.write_commit(new_tree, [parent], item.message, author, me)
         trailers = [(T_ORIGINAL_PR, item.original_pr)] if item.original_pr else []
@@ -216,18 +220,23 @@ def _series_base(
     )
 
 
-def _applied(repo: git.Repository, tree: str, item: existing_series.Incoming, parent: str) -> str:
+def _applied(repo: git.Repository, tree: str, item: existing_series.Incoming, parent: str, hint: str = "") -> str:
     new_tree, why = repo.apply_to_tree(tree, item.diff)
     if new_tree is None:
         new_tree, _ = repo.apply_to_tree(tree, item.diff, three_way=True)
     if new_tree is None:
         raise UserError(
-            f"does not apply onto {parent[:12]} (the base, then the patches before it): {why.strip()}",
+            f"does not apply onto {parent[:12]} (the base, then the patches before it): {why.strip()}{hint}",
             path=item.path,
             line=item.line,
         )
     if new_tree == tree:
-        raise UserError("changes nothing (an empty patch)", path=item.path, line=item.line)
+        raise UserError(
+            f"changes nothing on {parent[:12]} (the base, then the patches before it): an empty patch, "
+            f"or one that commit already has{hint}",
+            path=item.path,
+            line=item.line,
+        )
     return new_tree
 
 

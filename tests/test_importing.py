@@ -553,3 +553,24 @@ def test_a_patch_to_a_latin1_file_keeps_its_bytes_through_import_check_and_apply
     )
     assert shown.returncode == 0 and b'first = "\xe0"' in shown.stdout, shown.stderr
     assert json.loads(fork.ok("report", str(run), "--format", "json").stdout) == json.loads(run.read_text())
+
+
+def test_a_series_made_on_an_older_commit_that_the_base_took_a_patch_of_asks_for_onto(tmp_path: Path) -> None:
+    """format-patch without --base, imported onto a base that cherry-picked its first patch."""
+    repo = GitRepo.init(tmp_path / "fork")
+    repo.commit("base", {"a.txt": "a\n", "b.txt": "b\n"})
+    start = repo.sha("HEAD")
+    repo.git("checkout", "-q", "-b", "fork")
+    first = repo.commit("fix a", {"a.txt": "A\n"})
+    repo.commit("fix b", {"b.txt": "B\n"})
+    repo.git("checkout", "-q", "main")
+    repo.git("cherry-pick", first)
+    series_dir = tmp_path / "series"
+    repo.git("format-patch", "-q", "-o", str(series_dir), f"{start}..fork")
+    gg = ["--repo", str(repo.path), "--patches", str(tmp_path / "patches")]
+    assert run_ggstack(*gg, "init", "s", "--repo-slug", SLUG, "--base", "main", cwd=tmp_path).returncode == 0
+    bad = run_ggstack(*gg, "import", "s", "--from", str(series_dir), cwd=tmp_path)
+    assert bad.returncode == 2 and "0001-fix-a.patch:1: changes nothing on" in bad.stderr, bad.stderr
+    assert "one that commit already has; give --onto the commit the series was made on" in bad.stderr
+    good = run_ggstack(*gg, "import", "s", "--from", str(series_dir), "--onto", start, cwd=tmp_path)
+    assert good.returncode == 0, good.stderr
