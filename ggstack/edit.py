@@ -103,19 +103,27 @@ def edit(repo: git.Repository, stack: Stack, key: str, text: str) -> tuple[Stack
 # -- squash ----------------------------------------------------------------------------------
 
 
+def _is_trailer(line: str) -> bool:
+    return bool(_TRAILER.match(line)) or line.startswith("(cherry picked from commit ")
+
+
 def split_trailers(message: str) -> tuple[str, list[tuple[str, str]]]:
-    """(the message without its trailer block, the trailers): the block is the last paragraph
-    when every line of it is ``Key: value`` or git's ``(cherry picked from commit …)``."""
+    """(the message without its trailer block, the trailers): the block is the run of
+    ``Key: value`` (or git's ``(cherry picked from commit …)``) lines that ends the last
+    paragraph — all of it, or its end after text ("Body.\nSigned-off-by: …", which git
+    takes for a trailer block too, so import appended its trailers there)."""
     text = message.rstrip("\n")
     head, sep, last = text.rpartition("\n\n")
     lines = last.split("\n")
-    if sep and all(_TRAILER.match(line) or line.startswith("(cherry picked from commit ") for line in lines):
-        trailers = [(m.group(1), m.group(2)) for m in map(_TRAILER.match, lines) if m]
-        cherry = [
-            ("Cherry-picked-from", line[27:-1]) for line in lines if line.startswith("(cherry picked from commit ")
-        ]
-        return head, trailers + cherry
-    return text, []
+    start = len(lines)
+    while start > 0 and _is_trailer(lines[start - 1]):
+        start -= 1
+    if not sep or start == len(lines):
+        return text, []
+    block, prose = lines[start:], lines[:start]
+    trailers = [(m.group(1), m.group(2)) for m in map(_TRAILER.match, block) if m]
+    cherry = [("Cherry-picked-from", line[27:-1]) for line in block if line.startswith("(cherry picked from commit ")]
+    return ("\n\n".join([head, "\n".join(prose)]) if prose else head), trailers + cherry
 
 
 def squashed_message(first: Patch, second: Patch) -> str:

@@ -169,3 +169,25 @@ def test_shell_completion_script_and_stack_names(fork: Fork) -> None:
             text=True,
         )
         assert "plain,s" in said.stdout.split(), (words, said.stdout, said.stderr)
+
+
+def test_squash_finds_trailers_that_end_a_paragraph_of_text(tmp_path: Path) -> None:
+    """ "Body.\\nSigned-off-by: …" is a trailer block to git, so import appended its trailers there;
+    squash took the whole paragraph for text and wrote the first's Stack-Patch-Id twice."""
+    repo = GitRepo.init(tmp_path / "fork")
+    repo.commit("base", {"r.txt": "0\n"})
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit("first r\n\nBody one.\nSigned-off-by: A <a@example.com>", {"r.txt": "1\n"})
+    repo.commit("second r", {"r.txt": "2\n"})
+    gg = ["--repo", str(repo.path), "--patches", str(tmp_path / "patches")]
+    for args in (["init", "s", "--repo-slug", SLUG, "--base", "main"], ["import", "s", "main..feature"]):
+        assert run_ggstack(*gg, *args, cwd=tmp_path).returncode == 0
+    before = series.load(str(tmp_path / "patches"), "s")
+    assert run_ggstack(*gg, "squash", "s", "1", "2", cwd=tmp_path).returncode == 0
+    (one,) = series.load(str(tmp_path / "patches"), "s").patches
+    assert one.message.count("Stack-Patch-Id:") == 1
+    assert one.message.startswith("first r\n\nBody one.\n\nsecond r\n\n")
+    trailers = git.parse_trailers([one.message])[0]
+    picked = [v for k, v in trailers if k == "Cherry-picked-from"]
+    assert picked == [p.provenance.cherry_picked_from for p in before.patches]
+    assert ("Signed-off-by", "A <a@example.com>") in trailers
