@@ -282,20 +282,24 @@ def notes(done: Imported) -> list[str]:
     out += _reassigned_notes(done)
     names = {p.source_commit: p.name for p in done.added}
     if done.on_base:
-        listed = ", ".join(f"{names.get(c, c[:12])}" for c in done.on_base[:10])
-        more = f" and {len(done.on_base) - 10} more" if len(done.on_base) > 10 else ""
         out.append(
             f"{len(done.on_base)} imported commit(s) are already on the stack's base "
             f"{done.stack.config.target.base!r} (the range reaches them through a merge of it; a range from the "
-            f"base, BASE..BRANCH, leaves them out; `ggstack check` calls them represented): {listed}{more}"
+            f"base, BASE..BRANCH, leaves them out; `ggstack check` calls them represented): "
+            f"{_first_ten(names, done.on_base)}"
         )
     if done.upstream:
-        listed = ", ".join(f"{names.get(c, c[:12])}" for c in done.upstream)
         out.append(
             f"kept {len(done.upstream)} already upstream by patch-id (git rebase would skip them; "
-            f"`ggstack check` judges them): {listed}"
+            f"`ggstack check` judges them): {_first_ten(names, done.upstream)}"
         )
     return out
+
+
+def _first_ten(names: Mapping[str | None, str], commits: Sequence[str]) -> str:
+    """The patch files of the first ten commits, and how many more (a list, not a 4,000-character line)."""
+    listed = ", ".join(names.get(c, c[:12]) for c in commits[:10])
+    return listed + (f" and {len(commits) - 10} more" if len(commits) > 10 else "")
 
 
 def _empty_notes(done: Imported) -> list[str]:

@@ -574,3 +574,14 @@ def test_a_series_made_on_an_older_commit_that_the_base_took_a_patch_of_asks_for
     assert "one that commit already has; give --onto the commit the series was made on" in bad.stderr
     good = run_ggstack(*gg, "import", "s", "--from", str(series_dir), "--onto", start, cwd=tmp_path)
     assert good.returncode == 0, good.stderr
+
+
+def test_many_commits_already_upstream_are_counted_and_the_first_ten_named(fork: Fork) -> None:
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "fix/many")
+    picks = [repo.commit(f"fix {i}", {f"f{i}.py": f"x = {i}\n"}) for i in range(12)]
+    fork.on("main")
+    repo.git("cherry-pick", *picks)
+    out = fork.ok("import", "s", "main..fix/many").stdout
+    (line,) = [line for line in out.splitlines() if line.startswith("kept 12 already upstream")]
+    assert line.endswith("0010-fix-9.patch and 2 more") and "0011-fix-10" not in line
