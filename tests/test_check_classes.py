@@ -1321,3 +1321,19 @@ def test_a_revert_whose_change_the_base_landed_again_is_not_represented(world: G
     assert o.verdict is not Verdict.REPRESENTED and o.recommendation is not Recommendation.DO_NOT_OPEN, o.evidence
     undone = kinds(o)["revert"][0]
     assert back in undone.commits and revert[:10] in undone.detail and fix not in o.represented_by
+
+
+def test_an_exact_pick_is_represented_by_the_pick_not_by_a_commit_that_wrote_its_lines_elsewhere(
+    world: GitRepo,
+) -> None:
+    """Class (pydantic's lockfile bumps): an exact pick whose post-image is there was represented
+    by the pick and by an unrelated base commit that had written the same lines in the same file
+    before (blame's answer for them); a maintainer read "represented by <that commit>"."""
+    c = on(world, "fork", "pin x", {"f.txt": text(edited(LINES, l10=["line 10", "pin = 'x==1.2'", "pin_y = 2"]))})
+    other = world.commit("pin x for the docs", {"f.txt": text([*LINES, "pin = 'x==1.2'", "pin_y = 2"])}, author=OTHER)
+    world.git("cherry-pick", c)
+    pick = world.sha("HEAD")
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert rule(o) == "picked"
+    assert o.represented_by == [pick], (other, o.evidence)

@@ -103,7 +103,9 @@ def _picked_whole(f: Facts) -> bool:
 
 
 def _picked(f: Facts) -> Decision:
-    by = _commits([m.commit for m in f.live], f.content.commits)
+    # The picks brought it whole; another commit blame names for a few of its lines (one that
+    # wrote the same line earlier) stays in the content evidence, not among what represents it.
+    by = _commits([m.commit for m in f.live])
     how = "; ".join(dict.fromkeys(f"{m.how} {m.commit[:10]}" for m in f.live))
     return Decision("picked", Verdict.REPRESENTED, Recommendation.DO_NOT_OPEN, by, f"git finds it: {how}")
 
