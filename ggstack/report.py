@@ -884,8 +884,18 @@ def markdown(run: Run) -> str:
     lines += ["| # | patch | verdict | recommendation | evidence | provenance | PR |", "|---|---|---|---|---|---|---|"]
     lines += [_markdown_row(i, o) for i, o in enumerate(run.outcomes, 1)]
     lines.append("")
+    budget, left_out = MD_DETAILS_BUDGET, 0
     for o in run.outcomes:
-        lines += _markdown_details(run, o)
+        details = _markdown_details(run, o)
+        size = sum(len(line) + 1 for line in details)
+        if size > budget:
+            left_out += sum(line == "<details>" for line in details)
+            continue
+        budget -= size
+        lines += details
+    if left_out:
+        lines += [f"_{left_out} more collapsed section(s) left out to keep the report under GitHub's size limits;_", ""]
+        lines += ["_The Run's JSON has them (`ggstack report RUN.json --format json`)._", ""]
     if run.errors:
         lines += ["### Errors", ""] + [f"- {_md(e)}" for e in run.errors] + [""]
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -916,7 +926,8 @@ def _markdown_details(run: Run, o: Outcome) -> list[str]:
             o.remaining_diff,
             "diff",
         )
-    if o.conflict and o.conflict.hunks:
+    if o.conflict and o.conflict.hunks and o.verdict is not Verdict.REPRESENTED:
+        # A represented patch's conflict is the base having the change already: nothing to read there.
         lines += _details(f"{o.name}: conflict in {', '.join(o.conflict.paths)}", o.conflict.hunks, "diff")
     if o.verdict is Verdict.REPRESENTED and o.pr is not None and o.pr.number is not None:
         comment = o.pr.comment or closing_comment(run, o)
@@ -925,12 +936,25 @@ def _markdown_details(run: Run, o: Outcome) -> list[str]:
     return lines
 
 
+# GitHub takes 65,536 characters in a comment and 1 MiB in a step summary; one lock file's
+# conflict hunks were 287 kB (pydantic's uv.lock). Each section is cut to MD_DETAILS_LINES
+# lines, and sections that would pass MD_DETAILS_BUDGET in all are left out and counted.
+MD_DETAILS_LINES = 400
+MD_DETAILS_BUDGET = 600_000
+
+
 def _details(summary: str, body: str, lang: str) -> list[str]:
+    shown = body.split("\n")
+    cut = ""
+    if len(shown) > MD_DETAILS_LINES:
+        cut = f"_{len(shown) - MD_DETAILS_LINES} more lines not shown (the Run's JSON has them all)._"
+        body = "\n".join(shown[:MD_DETAILS_LINES])
     return [
         "<details>",
         f"<summary>{html.escape(summary, quote=False)}</summary>",
         "",
         md_fence(body, lang),
+        *(["", cut] if cut else []),
         "",
         "</details>",
         "",

@@ -507,3 +507,24 @@ def test_the_test_table_says_which_patches_only_left_out_rather_than_no_test_fil
     (row,) = [line for line in shown.splitlines() if run.outcomes[2].name in line]
     assert "not tested (not chosen by --only)" in row
     assert "no test files" in shown  # the others without tests still say so
+
+
+def test_markdown_leaves_out_a_represented_patchs_conflict_and_cuts_long_sections() -> None:
+    """pydantic's uv.lock: 287 kB of conflict hunks of a patch the base already has, in a 675 kB step summary."""
+    run = every_verdict_run()
+    big = "\n".join(f"+line {i}" for i in range(report.MD_DETAILS_LINES + 50))
+    represented = run.outcomes[1]
+    represented.conflict = Conflict(["uv.lock"], big, "CONFLICT (content)")
+    run.outcomes[3].conflict = Conflict(["vllm/a.py"], big, "CONFLICT (content)")
+    md = report.markdown(run)
+    assert f"{represented.name}: conflict in uv.lock" not in md  # the change is in the base: nothing to read
+    assert f"+line {report.MD_DETAILS_LINES - 1}\n" in md and f"+line {report.MD_DETAILS_LINES}\n" not in md
+    assert "_50 more lines not shown (the Run's JSON has them all)._" in md
+    _, html = parse(md)
+    assert html.count("<details>") == html.count("</details>") == 3
+
+
+def test_markdown_sections_past_the_budget_are_counted_not_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "MD_DETAILS_BUDGET", 10)
+    md = report.markdown(every_verdict_run())
+    assert "<details>" not in md and "_3 more collapsed section(s) left out" in md
