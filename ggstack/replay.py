@@ -891,12 +891,13 @@ def remove_branches(
         else:
             updates.append((ref, None, value))
             record.pop(ref, None)
+    if not write:  # a dry run: not even the record's blob is written
+        return [ref for ref, _, _ in updates], kept
     if record != last_written:
         text = "".join(f"{sha} {ref}\n" for ref, sha in sorted(record.items()))
         blob = repo.hash_blob(text.encode("utf-8", "surrogateescape")) if record else None
         updates.append((record_ref, blob, values.get(record_ref)))
-    if write:
-        repo.update_refs(updates, f"ggstack drop {stack.name}")
+    repo.update_refs(updates, f"ggstack drop {stack.name}")
     return [ref for ref, new, _ in updates if ref != record_ref], kept
 
 

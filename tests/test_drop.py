@@ -236,6 +236,10 @@ def test_a_represented_patch_that_asks_for_a_human_look_is_kept_unless_asked(for
 def test_a_dry_run_names_the_branches_the_drop_would_delete_and_keep_and_deletes_none(fork: Fork) -> None:
     fork.ok("apply", "s", "--onto", "main~1")  # before the base had b: three branches
     refs_before = fork.repo.refs()
+    (fork.tmp / "run.json").write_text(fork.ok("check", "s", "--onto", "main", "--json").stdout)
+    objects = fork.repo.git("count-objects", "-v")
+    fork.ok("drop", "s", "--represented", "--run", "run.json", "--dry-run", "--json")
+    assert fork.repo.git("count-objects", "-v") == objects  # nor an object (the record's blob)
     dry = json.loads(fork.ok("drop", "s", "--represented", "--onto", "main", "--dry-run", "--json").stdout)
     assert dry["dry_run"] and dry["branches_deleted"] == ["refs/heads/gg/s/02-fix-b-change-b"]
     table = fork.ok("drop", "s", "--represented", "--onto", "main", "--dry-run").stdout
