@@ -350,6 +350,23 @@ def test_a_pick_reverted_then_picked_again_is_represented_by_the_second_pick(wor
     assert rule(o) == "picked"
 
 
+def test_a_reverted_pick_whose_subject_a_later_commit_reuses_says_the_revert_in_its_reason(world: GitRepo) -> None:
+    """The probe (pytest 9.0.x onto main): picked, reverted, and a later base commit under the same
+    subject with other lines; the one-line reason said only "has its subject ... but not its lines"
+    and left the pick and the revert — the real story — to the evidence below it."""
+    c = on(world, "fork", "raise the default limit", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 10"]))})
+    world.git("cherry-pick", c)
+    pick = world.sha("HEAD")
+    world.git("revert", "--no-edit", "HEAD")
+    revert = world.sha("HEAD")
+    world.commit("raise the default limit", {"g.txt": "limit = 10\n"}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE and rule(o) == "signals disagree", o.evidence
+    assert kinds(o)["rule"][0].detail.startswith(
+        f"signals disagree: picked as {pick[:10]}, reverted by {revert[:10]}; "
+    )
+
+
 def test_a_pick_whose_news_fragment_the_release_deleted_is_represented(world: GitRepo) -> None:
     """Class: picked, then modified — towncrier removes changelog/<N>.*.rst at each release."""
     c = on(

@@ -291,10 +291,16 @@ def _git_disagrees(f: Facts) -> bool:
 
 def _look(f: Facts) -> Decision:
     why = []
+    if f.undone:  # the story that explains the disagreement, first
+        why.append(
+            f"picked as {short_ids([m.commit for m in f.undone])}, "
+            f"reverted by {short_ids(_commits(*(m.undone_by for m in f.undone)))}"
+        )
     if f.reverse:
         why.append("its reverse applies (git apply -R finds its post-image), but its lines are not at their place")
     if f.hints:
-        why.append(f"{short_ids(f.hints)} has its subject or PR number, but not its lines")
+        verb = "has" if len(set(f.hints)) == 1 else "have"
+        why.append(f"{short_ids(f.hints)} {verb} its subject or PR number, but not its lines")
     return Decision(
         "signals disagree",
         Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE,

@@ -293,9 +293,9 @@ def hints(history: History, cand: Candidate, known: set[str]) -> tuple[list[str]
         return [], None
     words = []
     if same:
-        words.append(f"{short_ids(same)} has the same subject")
+        words.append(f"{short_ids(same)} {'has' if len(set(same)) == 1 else 'have'} the same subject")
     if by_pr:
-        words.append(f"{short_ids(by_pr)} names PR #{', #'.join(numbers)}")
+        words.append(f"{short_ids(by_pr)} {'names' if len(set(by_pr)) == 1 else 'name'} PR #{', #'.join(numbers)}")
     return found, Evidence(Signal.HINT, "; ".join(words), found, data={"hint": "subject-or-pr"})
 
 
