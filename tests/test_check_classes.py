@@ -1354,3 +1354,23 @@ def test_an_exact_pick_is_represented_by_the_pick_not_by_a_commit_that_wrote_its
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert rule(o) == "picked"
     assert o.represented_by == [pick], (other, o.evidence)
+
+
+def test_a_users_suppress_blank_empty_does_not_change_a_verdict(
+    world: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Class (any fork, a user's gitconfig): ``diff.suppressBlankEmpty = true`` makes diff-tree
+    write a blank context line as an empty line; on pytest's 9.0.x base 32 of 208 verdicts
+    changed with it (conflicts read as "changes nothing", represented)."""
+    spaced = [line if i % 4 else "" for i, line in enumerate(LINES, 1)]
+    world.commit("blank lines", {"f.txt": text(spaced)})
+    world.git("branch", "-f", "fork")
+    c = on(world, "fork", "a change beside blank lines", {"f.txt": text(edited(spaced, l10="line ten"))})
+    world.commit(
+        "the base changes that line its own way", {"f.txt": text(edited(spaced, l10="line 10!"))}, author=OTHER
+    )
+    config = tmp_path / "user.gitconfig"
+    config.write_text("[diff]\n\tsuppressBlankEmpty = true\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    o = judge(world, c)  # first: what one run reads, the next may take from the cache
+    assert o.verdict is Verdict.CONFLICT and rule(o) == "needed", o.evidence

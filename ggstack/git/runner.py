@@ -77,8 +77,10 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-# Settings every git ggstack starts runs with, over the user's own (as ``git -c`` would).
-PLUMBING_CONFIG = {"log.showSignature": "false"}
+# Settings every git ggstack starts runs with, over the user's own (as ``git -c`` would):
+# ``log`` printing gpg's verdict before a signed commit; ``diff-tree -p`` writing a blank
+# context line as an empty line, which is no hunk line to the diffs ggstack reads and compares.
+PLUMBING_CONFIG = {"log.showSignature": "false", "diff.suppressBlankEmpty": "false"}
 
 
 def _configure(env: dict[str, str], settings: dict[str, str]) -> None:
