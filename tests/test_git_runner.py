@@ -262,3 +262,18 @@ def test_outside_any_repository_git_says_so_and_gitpython_is_not_imported(tmp_pa
     assert said == ".: not a git repository (use --repo to point at the fork checkout)"
     assert patches == str(outside / "patches")
     assert imported == "False"
+
+
+def test_a_bad_line_in_the_users_config_is_said_not_read_as_an_unknown_ref(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``core.commentChar = ;`` (an empty value: ';' starts a comment) makes every git that reads
+    it fail; `check --onto main` said "unknown base ref 'main'", git's message went unseen."""
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n"})
+    config = tmp_path / "broken.gitconfig"
+    config.write_text("[core]\n\tcommentChar = ;\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    repo = git.Repository(str(fork.path))
+    with pytest.raises(git.GitFailed, match=r"bad config variable 'core.commentchar' in file .*broken.gitconfig"):
+        repo.try_resolve("main")
