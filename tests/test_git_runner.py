@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gitrepo import GitRepo
+from gitrepo import GitRepo, run_ggstack
 
 from ggstack import git
 
@@ -272,8 +272,18 @@ def test_a_bad_line_in_the_users_config_is_said_not_read_as_an_unknown_ref(
     fork = GitRepo.init(tmp_path / "fork")
     fork.commit("root", {"a.txt": "a\n"})
     config = tmp_path / "broken.gitconfig"
-    config.write_text("[core]\n\tcommentChar = ;\n")
+    config.write_text("")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
-    repo = git.Repository(str(fork.path))
+    repo = git.Repository(str(fork.path))  # made before the config broke: every later git reads it
+    config.write_text("[core]\n\tcommentChar = ;\n")
     with pytest.raises(git.GitFailed, match=r"bad config variable 'core.commentchar' in file .*broken.gitconfig"):
         repo.try_resolve("main")
+    with pytest.raises(git.GitFailed, match=r"bad config variable"):  # not "no": any check=False caller
+        repo.is_ancestor("main", "main")
+    with pytest.raises(git.GitFailed, match=r"bad config variable"):  # nor a repository
+        git.Repository(str(fork.path))
+    # A config git cannot parse at all failed in GitPython's import, with a traceback.
+    config.write_text("[core\n\tbare = x\n")
+    proc = run_ggstack("--repo", str(fork.path), "check", "--onto", "main", "--commits", "main", cwd=tmp_path)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"bad config line 1 in file {config}" in proc.stderr

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from ggstack.errors import UserError
-from ggstack.git.runner import GitFailed, Runner
+from ggstack.git.runner import Runner
 
 
 class Refs(Runner):
@@ -26,9 +26,6 @@ class Refs(Runner):
 
     def try_resolve(self, ref: str, what: str = "commit") -> str | None:
         proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{{what}}}", check=False)
-        said = proc.stderr.decode("utf-8", "replace")
-        if proc.returncode != 0 and "bad config" in said:  # git cannot read the user's config: not "no such ref"
-            raise GitFailed(("rev-parse", "--verify", ref), proc.returncode, said)
         sha = proc.stdout.decode().strip() if proc.returncode == 0 else ""
         # "^X" passes --verify and prints "^<sha>": a negated range end, not one object.
         return sha if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) else None

@@ -114,6 +114,9 @@ class NotARepository(Exception):
 # What git says then (the C locale); "(or any parent up to mount point …)" is a filesystem
 # boundary git would not cross, and GIT_DISCOVERY_ACROSS_FILESYSTEM could, so not this.
 _NOT_A_REPOSITORY = b"not a git repository (or any of the parent directories)"
+# git could not read the user's config (``core.commentChar = ;``): no caller's "it failed, so
+# the answer is no" (no such ref, not an ancestor) holds then; said with git's message instead.
+_BAD_CONFIG = b"bad config"
 
 
 def rev_parse_at(path: str, *args: str, answered: bool = False) -> list[str] | None:
@@ -127,6 +130,8 @@ def rev_parse_at(path: str, *args: str, answered: bool = False) -> list[str] | N
     if proc.returncode != 0:
         if _NOT_A_REPOSITORY in proc.stderr:
             raise NotARepository(path)
+        if _BAD_CONFIG in proc.stderr:
+            raise GitFailed(("rev-parse", *args), proc.returncode, proc.stderr.decode("utf-8", "replace"))
         if not answered:
             return None
     return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
@@ -155,7 +160,7 @@ class Runner:
             cwd=cwd or self.worktree or self.git_dir,
             capture_output=True,
         )
-        if check and proc.returncode != 0:
+        if proc.returncode != 0 and (check or _BAD_CONFIG in proc.stderr):
             raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
 
@@ -257,7 +262,10 @@ class Started:
         try:
             out.seek(0)
             err.seek(0)
-            self._error = err.read().decode("utf-8", "replace")
+            error = err.read()
+            self._error = error.decode("utf-8", "replace")
+            if returncode != 0 and _BAD_CONFIG in error:
+                raise GitFailed(self._args, returncode, self._error)
             return returncode, out.read()
         finally:
             out.close()
