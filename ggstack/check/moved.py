@@ -59,21 +59,36 @@ def look_elsewhere(
         return
     _read_what_movers_wrote(history, files, movers.values())
     into = {id(x): _into(history, files, x, movers[id(x)]) for x in lost if id(x) in movers}
-    entries = files.entries(tree, list(dict.fromkeys(q for qs in into.values() for q in qs)))
-    files.prefetch([b for _, b in entries.values()])
-    todo = [(x, q) for x in lost for q in into.get(id(x), []) if q in entries and _holds(x, entries[q][1], files)]
-    history.read_paths(repo, list(dict.fromkeys(q for _, q in todo)))
-    judged: dict[tuple[int, str, str], Containment] = {}  # each file judged in q once, for all its blocks
+    todo, judged = _judge_in(repo, history, files, tree, lost, into)
     for x, q in todo:
         history.moved_code.setdefault((x.fc.path, q), movers[id(x)])
-        k = (id(x.content), x.fc.path, q)
-        if k not in judged:
-            judged[k] = contain([x.fc], {q: entries[q]}, files, moved={x.fc.path: q})
-            for u in judged[k].units:
-                u.moved = (x.fc.path, q)
+    for (_, path, q), there in judged.items():
+        for u in there.units:
+            u.moved = (path, q)  # its lines' history runs through the move
     attribute(list(judged.values()), history, files)
     for x, q in todo:
         _take(x, q, history.moved_code[(x.fc.path, q)], judged[(id(x.content), x.fc.path, q)])
+
+
+Judged = dict[tuple[int, str, str], Containment]  # (containment, patch's file, other file) -> judged there
+
+
+def _judge_in(
+    repo: Repository, history: History, files: Files, tree: str, lost: Sequence[_Lost], places: dict[int, list[str]]
+) -> tuple[list[tuple[_Lost, str]], Judged]:
+    """Each lost block judged again in the files ``places`` names for it (by ``id``), as
+    ``tree`` has them: the (block, file) pairs whose file holds the block's place, and each
+    patch's file judged once in each such file, for all its blocks; not yet attributed."""
+    entries = files.entries(tree, list(dict.fromkeys(q for qs in places.values() for q in qs)))
+    files.prefetch([b for _, b in entries.values()])
+    todo = [(x, q) for x in lost for q in places.get(id(x), []) if q in entries and _holds(x, entries[q][1], files)]
+    history.read_paths(repo, list(dict.fromkeys(q for _, q in todo)))
+    judged: Judged = {}
+    for x, q in todo:
+        k = (id(x.content), x.fc.path, q)
+        if k not in judged:
+            judged[k] = contain([x.fc], {q: entries[q]}, files, moved={x.fc.path: q})
+    return todo, judged
 
 
 def _read_what_movers_wrote(history: History, files: Files, movers: Iterable[str]) -> None:
@@ -237,15 +252,7 @@ def look_where_it_came_from(
     if not lost or not history.tips:
         return
     froms = _split_sources(repo, history, files, lost)
-    entries = files.entries(tree, list(dict.fromkeys(q for qs in froms.values() for q in qs)))
-    files.prefetch([b for _, b in entries.values()])
-    todo = [(x, q) for _, x in lost for q in froms[id(x)] if q in entries and _holds(x, entries[q][1], files)]
-    history.read_paths(repo, list(dict.fromkeys(q for _, q in todo)))
-    judged: dict[tuple[int, str, str], Containment] = {}
-    for x, q in todo:
-        k = (id(x.content), x.fc.path, q)
-        if k not in judged:
-            judged[k] = contain([x.fc], {q: entries[q]}, files, moved={x.fc.path: q})
+    todo, judged = _judge_in(repo, history, files, tree, [x for _, x in lost], froms)
     attribute(list(judged.values()), history, files)
     for x, q in todo:
         _take_from(x, q, judged[(id(x.content), x.fc.path, q)])
