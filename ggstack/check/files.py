@@ -26,8 +26,8 @@ class Files:
         self._aligned: dict[tuple[str, str], list[int | None]] = {}
         self._stripped: dict[str, set[str]] = {}
         self._stripped_lines: dict[str, list[str]] = {}
-        # a run's lines as bytes, the index of its first not blank, its longest line (see _needle)
-        self._needles: dict[tuple[tuple[str, ...], bool], tuple[list[bytes], int, bytes] | None] = {}
+        # a run's lines as bytes and the index of its longest line (see _needle)
+        self._needles: dict[tuple[tuple[str, ...], bool], tuple[list[bytes], int] | None] = {}
 
     def entries(self, tree: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
         """path -> (mode, blob) in ``tree``, for the paths that are there."""
@@ -112,15 +112,11 @@ class Files:
             return False
         key = (tuple(run), strip)
         if key not in self._needles:  # a search asks about one run in many versions: encoded once
-            found = _needle(run, strip)
-            self._needles[key] = (*found, max(found[0], key=len)) if found else None
+            self._needles[key] = _needle(run, strip)
         needle = self._needles[key]
         if needle is not None:
             data = (self._blobs[blob] if blob in self._blobs else self.blob(blob)) or b""
-            want, anchor, longest = needle
-            if longest not in data:
-                return False  # not even its longest line is there: no search for each line start
-            return _in_bytes(data, want, anchor, strip)
+            return _in_bytes(data, *needle, strip)
         if strip:
             return find_run(self.stripped_lines(blob), [s.rstrip() for s in run], strip=False) is not None
         return find_run(self.lines(blob), list(run), strip=False) is not None
@@ -194,8 +190,8 @@ def split_lines(data: bytes | None) -> list[str]:
 
 def run_in_bytes(data: bytes, run: Sequence[str], *, strip: bool) -> bool | None:
     """``find_run`` of ``run`` in the blob's ``split_lines``, answered on its bytes: the run's
-    first line that is not blank found by ``bytes.find`` at a line start, the run's lines from
-    as many lines before it compared in place. A line of the blob is the bytes of the run's line
+    longest line found by ``bytes.find`` at a line start, the run's lines from as many lines
+    before it compared in place. A line of the blob is the bytes of the run's line
     and then (``strip``) whitespace only, exactly where its decoded line less trailing
     whitespace is the run's. None where the bytes cannot say: a run of blank lines only, a line
     holding a line end, or one no bytes decode to."""
@@ -204,26 +200,29 @@ def run_in_bytes(data: bytes, run: Sequence[str], *, strip: bool) -> bool | None
 
 
 def _needle(run: Sequence[str], strip: bool) -> tuple[list[bytes], int] | None:
-    """The run's lines as bytes (``strip``: less trailing whitespace) and the index of the first
-    that is not blank; None where the bytes cannot say (see ``run_in_bytes``)."""
+    """The run's lines as bytes (``strip``: less trailing whitespace) and the index of the
+    longest (the rarest, most likely: where a search starts); None where the bytes cannot say
+    (see ``run_in_bytes``)."""
     try:
         want = [(s.rstrip() if strip else s).encode("utf-8", "surrogateescape") for s in run]
     except UnicodeEncodeError:
         return None
-    anchor = next((i for i, w in enumerate(want) if w), None)
-    if anchor is None or any(b"\n" in w for w in want):
+    anchor = max(range(len(want)), key=lambda i: len(want[i]), default=None)
+    if anchor is None or not want[anchor] or any(b"\n" in w for w in want):
         return None
     return want, anchor
 
 
 def _in_bytes(data: bytes, want: list[bytes], anchor: int, strip: bool) -> bool:
-    at = data.find(want[anchor])
+    """Is the run there: each line start that begins with the anchor line (found as a line end
+    and it, so no hit inside a line is looked at), the run compared from ``anchor`` lines before."""
+    line = want[anchor]
+    at = 0 if data.startswith(line) else data.find(b"\n" + line) + 1 or -1
     while at >= 0:
-        if at == 0 or data[at - 1] == 0x0A:
-            start = _lines_back(data, at, anchor)
-            if start is not None and _lines_at(data, start, want, strip):
-                return True
-        at = data.find(want[anchor], at + 1)
+        start = _lines_back(data, at, anchor)
+        if start is not None and _lines_at(data, start, want, strip):
+            return True
+        at = data.find(b"\n" + line, at) + 1 or -1
     return False
 
 
