@@ -46,6 +46,12 @@ class Pick:
     diff: bytes  # the patch's diff, for the plain-apply fallback
     name: str
     subject: str
+    key: str | None = None  # what the result cache knows it by, where that is not ``commit`` (``stand_in``)
+
+    @property
+    def known_as(self) -> str:
+        """The pick in the result cache's keys."""
+        return self.key or self.commit or ""
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ class _Pending:
     """A trivial pick kept back: its commit is written with the others of its run."""
 
     parent: str  # the tip it goes on: a written commit or the placeholder before it
-    pick: str  # the materialised commit (the result cache's key)
+    pick: str  # the pick as the result cache knows it (``Pick.known_as``)
     commit: str  # its placeholder id
     chained: git.ChainCommit
 
@@ -90,18 +96,27 @@ class Materializer:
     ``Dropped:``/``Adapted:`` trailer says the diff was changed), and ``confirm`` waits for
     the comparison; a pick it does not bear out is made again and the caller replays again.
     Nothing is cached before ``confirm``.
+
+    With ``stand_in`` (apply, which reads a pick's tree and parent, never its message), a
+    trusted pick whose source commit has the recorded parent as its only parent is that commit
+    itself: it has the tree and the parent the patch's commit would have, so there is no commit
+    to write, and the result cache knows it by that commit and the patch file (``Pick.key``).
     """
 
-    def __init__(self, repo: git.Repository, stack: Stack) -> None:
-        self._repo, self._stack = repo, stack
+    def __init__(self, repo: git.Repository, stack: Stack, *, stand_in: bool = False) -> None:
+        self._repo, self._stack, self._stand_in = repo, stack, stand_in
         self._cache = Map(repo, "materialized")
-        self._cached = [self._cache.get(_materialize_key(p)) for p in stack.patches]
+        self._cached = [
+            (stand_in and self._cache.get(_stand_in_key(p))) or self._cache.get(_materialize_key(p))
+            for p in stack.patches
+        ]
         wanted = [p.base_commit for p in stack.patches if p.base_commit]
         wanted += [p.source_commit for p in stack.patches if p.source_commit] + [c for c in self._cached if c]
         # Read, not only looked up: the persistent reader answers, and the source commits' trees
         # (``_source_trees``) and the merge base's question (``apply``) are then read already.
         found = repo.read_commits(wanted)
         self._present = {sha: sha in found for sha in wanted}
+        self._parents = {sha: info.parents for sha, info in found.items()}
         self._todo = _to_make(repo, stack, self._cached, self._present)
         self._sourced = [
             (p, parent) for p, parent in self._todo if p.source_commit and self._present.get(p.source_commit)
@@ -109,6 +124,7 @@ class Materializer:
         self._diffs = repo.start_source_diffs([(p.source_commit or "", parent) for p, parent in self._sourced])
         self._trusted = _source_trees(repo, [p for p, _ in self._sourced if _unchanged_since_import(p)])
         self._made: dict[str, str] = {}
+        self._standing: dict[str, str] = {}  # patch name -> the source commit standing in for it
         self.changes = self._make()
         """pick commit -> what it changes, for the picks made from their source commit's tree
         (``Replayer.prepare`` takes them); none for a pick ``confirm`` makes again."""
@@ -120,8 +136,15 @@ class Materializer:
         are written, not after."""
         trusted = [(p, parent) for p, parent in self._sourced if p.name in self._trusted]
         changes = self._repo.start_tree_changes([(p.source_commit or "", parent) for p, parent in trusted])
-        commits = _commit_patches(self._repo, self._stack, self._todo, self._trusted)
-        self._made = {patch.name: commit for (patch, _), commit in zip(self._todo, commits)}
+        self._standing = {
+            p.name: p.source_commit or ""
+            for p, parent in trusted
+            if self._stand_in and self._parents.get(p.source_commit or "") == (parent,)
+        }
+        todo = [(p, parent) for p, parent in self._todo if p.name not in self._standing]
+        self._repo.prepare_idents(split_author(p.author) for p, _ in self._todo)  # the replay's commits need them too
+        commits = _commit_patches(self._repo, self._stack, todo, self._trusted)
+        self._made = {**self._standing, **{patch.name: commit for (patch, _), commit in zip(todo, commits)}}
         return {self._made[p.name]: c for (p, _), c in zip(trusted, changes())}
 
     def confirm(self) -> list[Pick] | None:
@@ -135,8 +158,10 @@ class Materializer:
         ]
         for (patch, _), commit in zip(wrong, _commit_patches(self._repo, self._stack, wrong, exact)):
             self._made[patch.name] = commit
+            self._standing.pop(patch.name, None)
         for patch, _ in self._todo:
-            self._cache.put(_materialize_key(patch), self._made[patch.name])
+            key = _stand_in_key(patch) if patch.name in self._standing else _materialize_key(patch)
+            self._cache.put(key, self._made[patch.name])
         self._cache.save()
         return self._picks() if wrong else None
 
@@ -147,8 +172,13 @@ class Materializer:
             recorded = patch.base_commit if patch.base_commit and self._present.get(patch.base_commit) else None
             cached = hit if hit and self._present.get(hit) else None
             commit = (self._made.get(patch.name) or cached) if recorded else None
-            picks.append(Pick(patch, commit, recorded, diff, patch.name, patch.subject))
+            key = f"{commit}+{_materialize_key(patch)}" if commit and commit == self._stood_in(patch) else None
+            picks.append(Pick(patch, commit, recorded, diff, patch.name, patch.subject, key))
         return picks
+
+    def _stood_in(self, patch: Patch) -> str | None:
+        """The source commit standing in for ``patch`` (see ``stand_in``), if one does."""
+        return patch.source_commit if self._stand_in and patch.source_commit else None
 
 
 def _to_make(
@@ -181,6 +211,11 @@ def remember_materialized(repo: git.Repository, made: Sequence[tuple[Patch, str]
 
 def _materialize_key(patch: Patch) -> str:
     return hashlib.sha1(patch.raw).hexdigest()
+
+
+def _stand_in_key(patch: Patch) -> str:
+    """The cache's record that ``patch``'s source commit stands in for it (``Materializer``)."""
+    return "stand-in:" + _materialize_key(patch)
 
 
 def authored_commit(repo: git.Repository, patch: Patch, tree: str, parent: str, message: str) -> str:
@@ -326,7 +361,7 @@ class Replayer:
         """
         tip, chain = self.tip, []
         for pick in picks:
-            hit = self._results.get(f"{tip}:{pick.commit}") if pick.commit else None
+            hit = self._results.get(f"{tip}:{pick.known_as}") if pick.commit else None
             if not hit:
                 break
             chain.append((pick.commit or "", hit, tip))
@@ -350,7 +385,7 @@ class Replayer:
         if pick.commit is None:
             self.flush()
             return self._apply_fallback(pick)
-        hit = self._results.get(f"{self.tip}:{pick.commit}")  # a placeholder tip is in no key
+        hit = self._results.get(f"{self.tip}:{pick.known_as}")  # a placeholder tip is in no key
         if hit:
             step = self._from_cache(hit)
             if step is not None:
@@ -364,7 +399,7 @@ class Replayer:
             if kept is not None:
                 return kept
         self.flush()
-        key = f"{self.tip}:{pick.commit}"
+        key = f"{self.tip}:{pick.known_as}"
         if edits is not None:
             tree = self._trees.edit(self.tip_tree, edits)
             commit = self._commit(pick, tree, who)
@@ -410,7 +445,7 @@ class Replayer:
         if not merged.clean:
             return Step(Applied.CONFLICT, merged.tree, conflict=self._conflict(merged))
         if merged.tree == tip_tree:
-            self._empty.append((self.tip, pick.commit or ""))
+            self._empty.append((self.tip, pick.known_as))
             return Step(Applied.EMPTY, merged.tree)
         root: dict[str, tuple[str, str] | None] = {"": (_FAST_IMPORT_TREE, merged.tree)}
         return Step(Applied.APPLIED, merged.tree, self._pend(pick, root, idents))
@@ -427,7 +462,7 @@ class Replayer:
     def _pend(self, pick: Pick, edits: dict[str, tuple[str, str] | None], idents: tuple[str, str, str]) -> str:
         """A pick's commit kept back for ``flush``, named by a placeholder until it is written."""
         commit = f"pending-commit:{len(self._settled) + len(self._pending)}"
-        self._pending.append(_Pending(self.tip, pick.commit or "", commit, git.ChainCommit(edits, *idents)))
+        self._pending.append(_Pending(self.tip, pick.known_as, commit, git.ChainCommit(edits, *idents)))
         return commit
 
     def flush(self) -> None:
@@ -932,7 +967,7 @@ def apply(
     base = resolve_base(repo, stack, base_ref)
     refs = branch_refs(stack, prefix)
     reads = BranchReads(repo, stack, refs) if write else None  # answered while the stack replays
-    made = Materializer(repo, stack)
+    made = Materializer(repo, stack, stand_in=True)
     merge_base = _start_merge_base(repo, stack, base)
     steps = replay(repo, made.picks, base, progress, made.changes)
     remade = made.confirm()

@@ -276,6 +276,33 @@ def test_a_diff_edited_by_hand_is_replayed_as_stored_not_as_its_source_commit(tm
     assert [p["applied"] for p in run["patches"]] == ["applied"] * 3
 
 
+def test_a_message_edited_in_the_patch_file_is_the_replayed_commits_after_a_run_it_was_not(tmp_path: Path) -> None:
+    """A patch file whose diff is its source commit's is replayed from that commit's tree, yet the
+    commit apply writes carries the file's message: a rerun after the message alone was edited
+    writes a new commit (the result cache knows the pick by its file too), and the stack's own
+    commits that edit and resolve start from still carry the file's message, not the source's."""
+    patches = [{f"f{i}.txt": lines(f"f{i}", l1=f"patch {i}")} for i in range(3)]
+    fork = Fork(tmp_path, patches, [{"f9.txt": "up\n"}])
+    proc, first = fork.apply(env=FIXED_DATE)
+    assert proc.returncode == 0, proc.stderr
+    second = fork.patch_files()[1]
+    second.write_text(second.read_text().replace("patch number 2", "patch number 2, retitled", 1))
+    proc, again = fork.apply(env=FIXED_DATE)
+    assert proc.returncode == 0, proc.stderr
+    g = fork.g
+    made = [p["commit"] for p in again["patches"]]
+    assert made[0] == first["patches"][0]["commit"] and made[1] != first["patches"][1]["commit"]
+    assert g.git("log", "-1", "--format=%s", made[1]) == "patch number 2, retitled"
+    assert g.git("log", "-1", "--format=%s", made[2]) == "patch number 3"
+    assert g.git("rev-parse", f"{made[2]}^{{tree}}") == g.git("rev-parse", f"{first['patches'][2]['commit']}^{{tree}}")
+    from ggstack import git, replay, series  # in-process: the picks the other commands start from
+
+    stack = series.load(str(fork.patches), STACK)
+    picks = replay.materialize(git.Repository(str(g.path)), stack)
+    assert g.git("log", "-1", "--format=%s", picks[1].commit or "") == "patch number 2, retitled"
+    assert not {p.commit for p in picks} & set(g.git("rev-list", "topic").split())
+
+
 def test_json_prints_the_run(tmp_path: Path) -> None:
     fork = Fork(tmp_path, [{"f1.txt": lines("f1", l1="p1")}], [{"f2.txt": lines("f2", l2="up")}])
     proc, run = fork.apply()
