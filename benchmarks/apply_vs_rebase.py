@@ -144,13 +144,13 @@ t1 = time.perf_counter()
 repo = git.Repository(sys.argv[1])
 stack = series.load(sys.argv[2], sys.argv[3])
 t2 = time.perf_counter()
-made = replay.Materializer(repo, stack)
+made = replay.Materializer(repo, stack, stand_in=True)  # as replay.apply makes them
 t3 = time.perf_counter()
-steps = replay.replay(repo, made.picks, sys.argv[4])
+steps = replay.replay(repo, made.picks, sys.argv[4], None, made.changes)
 t4 = time.perf_counter()
 remade = made.confirm()  # the stored-diff check, run meanwhile: what is left of it
 if remade is not None:
-    steps = replay.replay(repo, remade, sys.argv[4])
+    steps = replay.replay(repo, remade, sys.argv[4], None, made.changes)
 t5 = time.perf_counter()
 replay.write_branches(repo, stack, steps, replay.branch_refs(stack, sys.argv[5]), force=True)
 t6 = time.perf_counter()
