@@ -7,6 +7,7 @@ verdict table.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from pathlib import Path
 
@@ -1354,6 +1355,27 @@ def test_an_exact_pick_is_represented_by_the_pick_not_by_a_commit_that_wrote_its
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert rule(o) == "picked"
     assert o.represented_by == [pick], (other, o.evidence)
+
+
+def test_a_users_merge_renormalize_is_no_crash_in_a_bare_repository(
+    world: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Class (a CI bot's bare mirror, a user's gitconfig): git cannot renormalize without an
+    index, and ``merge.renormalize = true`` aborted every merge-tree of a bare repository
+    ("BUG: attr.c"), so check said "infrastructure failure" (exit 3) for any patch it replays."""
+    from gitrepo import run_ggstack
+
+    c = on(world, "fork", "a change of its own", {"f.txt": text(edited(LINES, l10="line ten"))})
+    both = edited(LINES, l10="line ten", l11="eleven, its own way")  # c's lines, its context changed
+    world.commit("the base's own take", {"f.txt": text(both)}, author=OTHER)
+    bare = tmp_path / "mirror.git"
+    world.git("clone", "-q", "--bare", str(world.path), str(bare))
+    config = tmp_path / "user.gitconfig"
+    config.write_text("[merge]\n\trenormalize = true\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    proc = run_ggstack("--repo", str(bare), "check", "--onto", "main", "--commits", c, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [p["verdict"] for p in json.loads(proc.stdout)["patches"]] == ["represented"]
 
 
 def test_a_users_suppress_blank_empty_does_not_change_a_verdict(

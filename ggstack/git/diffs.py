@@ -126,6 +126,9 @@ def apply_failures(message: str) -> list[ApplyFailure]:
 
 
 _MERGE = ("merge-tree", "--write-tree", "-z", "--name-only", "--messages")
+# git cannot renormalize in a bare repository (no index to read attributes from): a user's
+# ``merge.renormalize = true`` aborts merge-tree there ("BUG: attr.c: non-INDEX attr direction").
+_BARE_MERGE = ("-c", "merge.renormalize=false", *_MERGE)
 
 
 class Diffs(Objects):
@@ -135,7 +138,12 @@ class Diffs(Objects):
 
     def _start_object_processes(self) -> None:
         super()._start_object_processes()
-        self._merger = _Merger(Persistent(self.git_dir, self.worktree or self.git_dir, [*_MERGE, "--stdin"]))
+        self._merger = _Merger(Persistent(self.git_dir, self.worktree or self.git_dir, [*self._merge, "--stdin"]))
+
+    @property
+    def _merge(self) -> tuple[str, ...]:
+        """merge-tree's command line, as this repository allows it."""
+        return _MERGE if self.worktree else _BARE_MERGE
 
     def object_processes(self) -> list[Persistent]:
         return super().object_processes() + ([self._merger.process] if self._merger else [])
@@ -154,17 +162,7 @@ class Diffs(Objects):
         return self._merge_once(ours, theirs)
 
     def _merge_once(self, ours: str, theirs: str) -> MergeResult:
-        proc = self.run(
-            "merge-tree",
-            "--write-tree",
-            "-z",
-            "--name-only",
-            "--messages",
-            "--end-of-options",
-            ours,
-            theirs,
-            check=False,
-        )
+        proc = self.run(*self._merge, "--end-of-options", ours, theirs, check=False)
         if proc.returncode not in (0, 1):
             raise GitFailed(("merge-tree", ours, theirs), proc.returncode, proc.stderr.decode("utf-8", "replace"))
         out = proc.stdout.decode("utf-8", "surrogateescape")
@@ -181,7 +179,7 @@ class Diffs(Objects):
         if not pairs:
             return []
         feed = "".join(f"{ours} {theirs}\n" for ours, theirs in pairs).encode()
-        args = ("merge-tree", "--write-tree", "-z", "--name-only", "--messages", "--stdin")
+        args = (*self._merge, "--stdin")
         proc = self.run(*args, input=feed, check=False)
         if proc.returncode == 129:
             return [self.merge_trees(ours, theirs) for ours, theirs in pairs]
