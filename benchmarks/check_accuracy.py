@@ -103,7 +103,7 @@ def pr_table(label: str, pred: list[bool], truth: list[bool]) -> str:
     tn = sum(not p and not t for p, t in zip(pred, truth))
     prec = tp / (tp + fp) if tp + fp else float("nan")
     rec = tp / (tp + fn) if tp + fn else float("nan")
-    return f"{label:<34} P {prec:.3f}  R {rec:.3f}   (tp {tp} fp {fp} fn {fn} tn {tn})"
+    return f"{label:<34} P {prec:.4f}  R {rec:.4f}   (tp {tp} fp {fp} fn {fn} tn {tn})"
 
 
 def scores(keys: list, truth: list[bool], verdicts: dict, cherry: dict, pid: dict) -> None:
@@ -115,7 +115,8 @@ def scores(keys: list, truth: list[bool], verdicts: dict, cherry: dict, pid: dic
 
 def adjudicated(items: list[dict], path: str) -> dict[int, bool | None]:
     """The labels a person settled by reading the commits (``[[item]]`` tables of ``commit``,
-    ``base_ref``, ``truth`` — true, false or "unscored" — and ``why``): id(item) -> truth."""
+    ``base_ref``, ``truth`` — true, false or "unscored" — and ``why``): id(item) -> truth, for every
+    item of the corpus, those the labeller leaves unscored too."""
     with open(path, "rb") as fh:
         entries = tomllib.load(fh).get("item", [])
     out: dict[int, bool | None] = {}
@@ -126,6 +127,22 @@ def adjudicated(items: list[dict], path: str) -> dict[int, bool | None]:
         for it in hits:
             out[id(it)] = None if e["truth"] == "unscored" else bool(e["truth"])
     return out
+
+
+def by_hand(everything: list[dict], path: str, verdicts: dict, cherry: dict, pid: dict) -> None:
+    """The scores again with the labels read by hand, which win over the labeller's, an unscored one too."""
+    read = adjudicated(everything, path)
+    settled = [(it, read.get(id(it), it["truth"])) for it in everything]
+    scored = [((it["commit"], it["base"]), bool(t)) for it, t in settled if t is not None]
+    changed = sum(id(it) in read and it["truth"] is not None and read[id(it)] != it["truth"] for it in everything)
+    unscoring = sum(id(it) in read and it["truth"] is not None and read[id(it)] is None for it in everything)
+    scoring = sum(id(it) in read and it["truth"] is None and read[id(it)] is not None for it in everything)
+    same = sum(id(it) in read and read[id(it)] == it["truth"] for it in everything)
+    print(
+        f"\nwith the {len(read)} labels read by hand in {path} ({changed - unscoring} flip the labeller's, "
+        f"{unscoring} unscore one, {scoring} score an item it leaves unscored, {same} agree with it):"
+    )
+    scores([k for k, _ in scored], [t for _, t in scored], verdicts, cherry, pid)
 
 
 def rule_of(p: dict) -> str:
@@ -201,14 +218,14 @@ def accuracy(corpus: dict, args: argparse.Namespace) -> int:
     keys = [(it["commit"], it["base"]) for it in items]
     truth = [bool(it["truth"]) for it in items]
     print(f"\n{corpus['repo']}: {len(items)} items, {sum(truth)} represented, {len(bases)} bases")
+    unscored = Counter(it["class"] for it in everything if it["truth"] is None)
+    print(
+        f"unscored (reported, not scored): {sum(unscored.values())} items: "
+        + ", ".join(f"{cls} {n}" for cls, n in sorted(unscored.items()))
+    )
     scores(keys, truth, verdicts, cherry, pid)
     if args.adjudicated:
-        read = adjudicated(items, args.adjudicated)
-        settled = [(k, read.get(id(it), bool(it["truth"]))) for it, k in zip(items, keys, strict=True)]
-        scored = [(k, t) for k, t in settled if t is not None]
-        changed = sum(read.get(id(it), bool(it["truth"])) != bool(it["truth"]) for it in items)
-        print(f"\nwith the {len(read)} labels read by hand in {args.adjudicated} ({changed} changed or unscored):")
-        scores([k for k, _ in scored], [bool(t) for _, t in scored], verdicts, cherry, pid)
+        by_hand(everything, args.adjudicated, verdicts, cherry, pid)
     if not t_cherry:
         print("time: not measured (every base's verdicts came from --reuse)")
     else:
