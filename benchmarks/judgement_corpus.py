@@ -7,17 +7,44 @@ on a release branch is a pick of a main commit when its message says
 with the PR number of a main commit (a squash, or a merge ``Merge pull
 request #N``, whose branch commits are then all picked), or has the same
 ``git patch-id --stable`` as a main commit. A pick whose source a later
-commit reverted (``This reverts commit X``) is not represented.
+commit reverted (``This reverts commit X``) is not represented; picked,
+reverted and picked again, it is.
+
+A commit that no pick names is then read for the other truth sources, in this
+order (first that applies; each labels an item, none draws new items):
+
+- ``forward-picked`` (represented): a main commit says ``(cherry picked from
+  commit R)`` of this release commit;
+- ``same-pull-request`` (represented): a commit of the other side carries the
+  same Gerrit ``Pull-request:`` URL (each branch lands the PR under its own
+  Change-Id);
+- reported, not scored: ``pick-of-unknown`` (a pick line naming a commit not
+  on main), ``names-commit`` (its message, or its PR's merge on the branch,
+  names a commit of the other side by hash: a port of it, whole or part),
+  ``hand-port`` (its PR's merge on the branch says it ports the other
+  branch's work and names no PR it backports);
+- reported: ``release-notes`` / ``version-bump`` / ``release`` (a release's
+  own notes, version and docs, by its paths or its subject);
+- ``same-post-image`` (represented): the other side left every file it
+  touches with the same blob (git's identity of content, as a patch-id is of
+  a diff; the base may have changed the file again since, not deleted it);
+  ``post-image-at-base`` (reported): the base has its result, partly since
+  before the fork (it undoes its own side's change); ``empty`` (reported): it
+  changes no file;
+- reported: ``reverts-unreceived`` (a revert of a commit of its own side that
+  no pick brought to the base), ``hand-port`` (a release commit whose message
+  says it ports the other branch's work, names no commit or PR),
+  ``shared-notes`` (it adds a release-note file the other side added too: the
+  change is there, or only its note).
 
 Items, each ``(commit, base, truth)``:
 
 - ``rel->main``: every release-branch commit checked onto the main tip
-  (picked: represented; release-only: not; picked-then-reverted: not; a
-  "hand-port", whose message says it ports the other branch's work without
-  naming it, is reported, not scored);
+  (picked: represented; picked-then-reverted: not; else a class above, or
+  release-only: not);
 - ``main->rel``: every pick source checked onto the release tip (represented
-  unless the pick was reverted there), and a sample of main commits that
-  were not picked (not represented);
+  unless every pick was reverted there), and a sample of main commits that
+  were not picked (a class above, or unpicked: not represented);
 - ``before`` / ``after``: a few picks checked onto main just before and just
   after their source landed (not / represented).
 
@@ -42,6 +69,7 @@ import random
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 PICKED = re.compile(r"\(cherry picked from commit ([0-9a-f]{7,40})\)")
@@ -56,6 +84,9 @@ HAND_PORT = re.compile(
     r"(?i)\bback-?port(?:ed|ing|s)?\b|\balready (?:in|applied|on|there)\b|\bfrom (?:main|master)\b"
     r"|\bcoming to (?:main|master)\b|\bforward-?port"
 )
+# Gerrit's record of the GitHub pull request a change came from (sqlalchemy): each branch lands the same PR
+# under its own Change-Id, and a pick line is not always there.
+PULL_REQUEST = re.compile(r"(?m)^Pull-request:\s*(\S+/pull/\d+)\s*$")
 CHANGE_ID = re.compile(r"^Change-Id:\s*(I[0-9a-f]{40})\s*$", re.M)
 # Release notes: a release branch's own notes reach main by a forward-port of the notes (a commit
 # "cherry-pick changelog from 1.4.54", a merge of the release branch), which the labeller cannot
@@ -66,6 +97,12 @@ VERSION_FILE = re.compile(
     r"|CITATION\.cff|Cargo\.(toml|lock)|package(-lock)?\.json)$"
 )
 BUMP_FILE = re.compile(r"(^|/)(_?version\.py|release\.py)$")
+# A release commit by its subject ("Prepare release version 8.3.0", "release 7.29.0"): the branch's own
+# notes, version and regenerated docs; reported, not scored, like release-notes.
+RELEASE = re.compile(r"(?i)^(?:prepare |cut )?release (?:version )?v?\d+(?:\.\d+)+\S*(?:\s*\(#\d+\))?$")
+# The PR a backport bot's merge names: meeseeksdev's "auto-backport-of-pr-N" branch, patchback's
+# "[PR #N/abcdef12 backport]" title and "patchback/backports/8.2.x/<sha>/pr-N" branch.
+BOT_BACKPORT = re.compile(r"(?i)backport-of-pr-\d+|\bPR #\d+/[0-9a-f]{7,} backport|backports/\S+/pr-\d+")
 NOTES = re.compile(r"(^|/)(changelog|changes|history|whatsnew|release[-_]?notes|news)([/._-]|$)", re.I)
 
 
@@ -99,6 +136,30 @@ def log(repo: str, *rev: str) -> list[Commit]:
     return commits
 
 
+DELETED = "-"
+
+
+def post_images(repo: str, *rev: str) -> dict[str, dict[str, tuple[str, str]]]:
+    """commit → {path: (status, the blob it leaves there or DELETED)}: non-merge commits of the range, no renames."""
+    out = git(repo, "log", "--no-merges", "--raw", "--no-abbrev", "--no-renames", "--format=%x00%H", *rev)
+    images: dict[str, dict[str, tuple[str, str]]] = {}
+    for rec in out.split("\x00")[1:]:
+        sha, *lines = rec.split("\n")
+        files = images.setdefault(sha.strip(), {})
+        for line in lines:
+            if line.startswith(":"):
+                meta, path = line.split("\t", 1)
+                _, _, _, blob, status = meta.split()
+                files[path] = (status, DELETED if set(blob) == {"0"} else blob)
+    return images
+
+
+def tree(repo: str, rev: str) -> dict[str, str]:
+    """path → blob of every file of rev."""
+    out = git(repo, "ls-tree", "-r", "--full-tree", "-z", rev)
+    return {rec.split("\t", 1)[1]: rec.split()[2] for rec in out.split("\x00") if rec}
+
+
 def patch_ids(repo: str, *rev: str) -> dict[str, str]:
     """commit → patch-id (non-merge commits of the range)."""
     raw = subprocess.run(
@@ -108,6 +169,33 @@ def patch_ids(repo: str, *rev: str) -> dict[str, str]:
         ["git", "-C", repo, "patch-id", "--stable"], input=raw, capture_output=True, check=True
     ).stdout.decode()
     return {c: p for p, c in (line.split() for line in out.splitlines())}
+
+
+@dataclass
+class Side:
+    """One side of the fork: its commits since, the files each left, and its tip's tree."""
+
+    ref: str
+    commits: dict[str, Commit]
+    images: dict[str, dict[str, tuple[str, str]]]  # commit → {path: (status, blob left)}
+    tip: dict[str, str]
+    wrote: dict[tuple[str, str], str] = field(default_factory=dict)  # (path, blob) → a commit that left it
+    added_notes: dict[str, str] = field(default_factory=dict)  # release-notes file → the commit that added it
+    pull_requests: dict[str, str] = field(default_factory=dict)  # a Pull-request: trailer's URL → a commit of it
+
+    def __post_init__(self) -> None:
+        for sha, files in self.images.items():
+            for path, (status, blob) in files.items():
+                self.wrote.setdefault((path, blob), sha)
+                if status == "A" and NOTES.search(path):
+                    self.added_notes.setdefault(path, sha)
+        for c in self.commits.values():
+            for url in PULL_REQUEST.findall(c.message):
+                self.pull_requests.setdefault(url, c.sha)
+
+
+def side(repo: str, ref: str, since: str, commits: list[Commit]) -> Side:
+    return Side(ref, {c.sha: c for c in commits}, post_images(repo, f"{since}..{ref}"), tree(repo, ref))
 
 
 def own_pr(c: Commit) -> str | None:
@@ -157,17 +245,87 @@ class Branch:
             if title(c):
                 self.by_title.setdefault(title(c), []).append(c)
         self.by_change_id = {cid: c.sha for c in self.main_side for cid in CHANGE_ID.findall(c.message)}
-        self.pid_main = {}
+        self.pid_main: dict[str, str] = {}
         for sha, pid in self.main_pid.items():
             self.pid_main.setdefault(pid, sha)
         self.reverted_main = {m: c.sha for c in self.main_side for m in REVERTS.findall(c.message)}
         self.reverted_rel = {m: c.sha for c in self.rel for m in REVERTS.findall(c.message)}
+        self.sides = {
+            "rel->main": (side(repo, name, main, self.rel), side(repo, main, name, self.main_side)),
+            "main->rel": (side(repo, main, name, self.main_side), side(repo, name, main, self.rel)),
+        }
+        rel_shas = {c.sha for c in self.rel}
+        # release commits a main commit says it cherry-picked ("forward port" by pick line)
+        self.forward_picks = {
+            sha: c.sha
+            for c in self.main_side
+            for short in PICKED.findall(c.message)
+            for sha in rel_shas
+            if sha.startswith(short)
+        }
+        # the merge that brought each release commit onto the branch (its PR's merge), first-parent merges only
+        self.merge_of: dict[str, Commit] = {}
+        for m in log(repo, "--merges", "--first-parent", f"{main}..{name}"):
+            for sha in git(repo, "rev-list", "--no-merges", f"{m.parents[0]}..{m.sha}").split():
+                if sha in rel_shas:
+                    self.merge_of.setdefault(sha, m)
 
     def resolve(self, short: str) -> str | None:
         for sha in self.by_sha:
             if sha.startswith(short):
                 return sha
         return None
+
+    def marked(self, c: Commit, direction: str) -> Label | None:
+        """What the maintainers wrote about a commit that no pick names: the other side's pick line naming
+        it, the same pull request landed on both sides (Gerrit's Pull-request: trailer), a pick line naming
+        a commit the labeller cannot find, a commit of the other side named in its message or its PR's
+        merge, a hand backport PR (a merge that says it ports work and names no PR)."""
+        other = self.sides[direction][1]
+        if direction == "rel->main" and c.sha in self.forward_picks:
+            return (
+                True,
+                "forward-picked",
+                f"{self.main}'s {self.forward_picks[c.sha][:10]} says it is cherry-picked from it",
+            )
+        for url in PULL_REQUEST.findall(c.message):
+            if url in other.pull_requests:
+                return True, "same-pull-request", f"{other.ref}'s {other.pull_requests[url][:10]} landed {url} too"
+        shorts = PICKED.findall(c.message)
+        if direction == "rel->main" and shorts:
+            return (
+                None,
+                "pick-of-unknown",
+                f"says it is cherry-picked from {shorts[0][:10]}, not a commit of {self.main}",
+            )
+        merge = self.merge_of.get(c.sha) if direction == "rel->main" else None
+        for text, where in ((c.message, "its message"), (merge.message if merge else "", "its PR's merge")):
+            named = names_commit(text, other)
+            if named:
+                return None, "names-commit", f"{where} names {other.ref}'s {named[:10]}: a port of it, whole or part"
+        if merge and HAND_PORT.search(merge.message) and not hands_named(merge):
+            return None, "hand-port", f"a commit of {merge.subject[:70]!r}, whose merge says it ports work"
+        return None
+
+    def unnamed(self, c: Commit, direction: str, received: Callable[[str], bool]) -> Label | None:
+        """A label for a commit that no pick names, from the other truth sources, in this order: the other
+        side's pick lines and hand-port merges, a release's notes or version, the files it leaves, a revert
+        of what the base never received, a port by message, a release note both sides added."""
+        own, base = self.sides[direction]
+        kind = unscored(self.repo, c.sha)
+        if kind is None and RELEASE.match(c.subject):
+            kind = ("release", "its subject says it is a release: the branch's own notes, version and docs")
+        port = None
+        if direction == "rel->main" and HAND_PORT.search(c.message):
+            port = (None, "hand-port", "says it ports the other branch's work, names no commit or PR")
+        return (
+            self.marked(c, direction)
+            or ((None, *kind) if kind else None)
+            or same_files(c, own, base)
+            or reverts_unreceived(c, own, received)
+            or port
+            or shared_notes(c, own, base)
+        )
 
     def members(self, merge: Commit) -> list[str]:
         """A merge's branch commits (those on main's side of the fork)."""
@@ -208,6 +366,68 @@ class Branch:
         return None
 
 
+Label = tuple[bool | None, str, str]  # truth (None: reported, not scored), class, why
+
+
+def same_files(c: Commit, own: Side, base: Side) -> Label | None:
+    """What the commit leaves in the files it touches, against what the base's side left there (blob ids:
+    git's own identity of content, as a patch-id is of a diff)."""
+    files = own.images.get(c.sha, {})
+    if not files:
+        return None, "empty", "changes no file"
+    if any(blob != DELETED and path not in base.tip for path, (_, blob) in files.items()):
+        return None  # a file the base no longer has: moot or moved elsewhere, not for this rule to say
+    by = {base.wrote.get((path, blob)) for path, (_, blob) in files.items()}
+    if None not in by:
+        names = ", ".join(sorted(b[:10] for b in by if b)[:3])
+        return True, "same-post-image", f"{base.ref}'s {names} left every file it touches as it does (same blobs)"
+    if all(base.tip.get(path, DELETED) == blob or (path, blob) in base.wrote for path, (_, blob) in files.items()):
+        return (
+            None,
+            "post-image-at-base",
+            (
+                f"{base.ref} has what it leaves in every file it touches, some since before the fork: it undoes its own "
+                "side's change there"
+            ),
+        )
+    return None
+
+
+def hands_named(merge: Commit) -> bool:
+    """A merge that names the PR it backports (a bot's backport PR: its commits past the pick are adaptations)."""
+    return bool(BOT_BACKPORT.search(merge.message) or named_prs(merge) - {own_pr(merge)})
+
+
+HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
+
+
+def names_commit(text: str, other: Side) -> str | None:
+    """A commit of the other side that the text names by its hash (not in a pick or revert line)."""
+    text = REVERTS.sub("", PICKED.sub("", text))
+    for word in HEX.findall(text):
+        for sha in other.commits:
+            if sha.startswith(word):
+                return sha
+    return None
+
+
+def reverts_unreceived(c: Commit, own: Side, received: Callable[[str], bool]) -> Label | None:
+    """A revert of its own side's commit that the base never received: nothing of it to undo there."""
+    for short in REVERTS.findall(c.message):
+        hits = [sha for sha in own.commits if sha.startswith(short)]
+        if hits and not received(hits[0]):
+            return None, "reverts-unreceived", f"reverts {hits[0][:10]}, which no pick brought to the base"
+    return None
+
+
+def shared_notes(c: Commit, own: Side, base: Side) -> Label | None:
+    """It adds a release-note file that the base's side added too: the base has the change, or only its note."""
+    for path, (status, _) in own.images.get(c.sha, {}).items():
+        if status == "A" and path in base.added_notes:
+            return None, "shared-notes", f"{base.ref}'s {base.added_notes[path][:10]} adds its note {path} too"
+    return None
+
+
 def unscored(repo: str, sha: str) -> tuple[str, str] | None:
     """A commit the labeller cannot call: a release's notes (they reach the other branch by a
     forward-port of the notes, "cherry-pick changelog from 1.4.54"), or only a version bump
@@ -228,10 +448,16 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
     rel_tip = git(b.repo, "rev-parse", b.name).strip()
     picked_main: dict[str, str] = {}  # main commit → the release commit that picked it
     members: dict[str, str] = {}  # commits of a merged PR whose merge was picked (the pick squashes them)
+    picks: dict[str, list[str]] = {}  # main commit → every release commit that picked it, newest first
     pairs = []
+    sources = {r.sha: b.source(r) for r in b.rel}
+
+    def received_rel(sha: str) -> bool:
+        return sources.get(sha) is not None or sha in b.forward_picks
+
     for r in b.rel:
-        src = b.source(r)
-        item = {
+        src = sources[r.sha]
+        item: dict[str, object] = {
             "commit": r.sha,
             "subject": r.subject,
             "base": main_tip,
@@ -240,13 +466,12 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
             "direction": "rel->main",
         }
         if src is None:
-            kind = unscored(b.repo, r.sha)
-            if kind is None and HAND_PORT.search(r.message):
-                kind = ("hand-port", "says it ports the other branch's work, names no commit or PR")
-            if kind:
-                items.append(item | {"truth": None, "class": kind[0], "why": kind[1]})
-            else:
-                items.append(item | {"truth": False, "class": "release-only", "why": "no pick marker, PR or patch-id"})
+            truth, cls, why = b.unnamed(r, "rel->main", received_rel) or (
+                False,
+                "release-only",
+                "no pick marker, PR or patch-id",
+            )
+            items.append(item | {"truth": truth, "class": cls, "why": why})
             continue
         shas, why = src
         reverted = [b.reverted_main[s] for s in shas if s in b.reverted_main]
@@ -266,14 +491,18 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
         for s in shas:
             c = b.by_sha.get(s)
             picked_main[s] = r.sha
+            picks.setdefault(s, []).append(r.sha)
             if c is not None and c.merge:
                 for m in b.members(c):
                     members.setdefault(m, r.sha)
-    for s, r_sha in picked_main.items():
+    for s in picked_main:
         c = b.by_sha.get(s)
         if c is None:
             continue
-        reverted = b.reverted_rel.get(r_sha)
+        # picked, reverted, picked again: the branch has it if any of its picks stands
+        standing = [p for p in picks[s] if p not in b.reverted_rel]
+        r_sha = standing[0] if standing else picks[s][0]
+        undone = None if standing else b.reverted_rel[r_sha]
         item = {
             "commit": s,
             "subject": c.subject,
@@ -283,13 +512,13 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
             "direction": "main->rel",
             "pair": [r_sha],
         }
-        if reverted:
+        if undone:
             items.append(
                 item
                 | {
                     "truth": False,
                     "class": "picked-then-reverted",
-                    "why": f"pick {r_sha[:10]} reverted on {b.name} by {reverted[:10]}",
+                    "why": f"pick {r_sha[:10]} reverted on {b.name} by {undone[:10]}",
                 }
             )
         else:
@@ -317,7 +546,11 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
     rest = [c for c in b.main_side if not c.merge and c.sha not in picked_main and c.sha not in members]
     k = min(len(rest), round(unpicked * max(1, len(picked_main))))
     for c in rng.sample(rest, k):
-        kind = unscored(b.repo, c.sha) or ("unpicked", "not named by any release commit")
+        truth, cls, why = b.unnamed(c, "main->rel", lambda sha: sha in picked_main or sha in members) or (
+            False,
+            "unpicked",
+            "not named by any release commit",
+        )
         items.append(
             {
                 "commit": c.sha,
@@ -326,9 +559,9 @@ def branch_items(b: Branch, rng: random.Random, unpicked: float, before: int) ->
                 "base_ref": b.name,
                 "head": b.main,
                 "direction": "main->rel",
-                "truth": False if kind[0] == "unpicked" else None,
-                "class": kind[0],
-                "why": kind[1],
+                "truth": truth,
+                "class": cls,
+                "why": why,
             }
         )
     singles = [(r, shas[0]) for r, shas in pairs if len(shas) == 1 and shas[0] in b.by_sha]
