@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from ggstack import git
 from ggstack.diff import HUNK_HEADER
@@ -130,46 +130,41 @@ class Files:
         return self._lines[sha]
 
 
-_HUNKS = re.compile(HUNK_HEADER.pattern, re.M)
-
-
-def _hunk_headers(diff: str) -> Iterator[re.Match[str]]:
-    """The diff's hunk headers in order: each line that starts with ``@@ -``, found by ``str.find``
-    (a multi-line regex tries every offset of the text, and a far-moved base's diffs are megabytes)."""
-    at = 0 if diff.startswith("@@ -") else diff.find("\n@@ -") + 1 or -1
-    while at >= 0:
-        m = _HUNKS.match(diff, at)
-        if m:
-            yield m
-        at = diff.find("\n@@ -", at) + 1 or -1
+# A hunk header after a line end (the first one too, its diff given a line end before it): found
+# by the regex's literal prefix search, all of a diff's in one call (a far-moved base's diffs
+# are megabytes, of thousands of hunks each).
+_HUNKS = re.compile("\n" + HUNK_HEADER.pattern.removeprefix("^"))
 
 
 _NUMBERS: list[int] = []
 
 
-def _numbers(start: int, stop: int) -> list[int]:
-    """``list(range(start, stop))`` made of one shared int object per number: a check keeps
-    thousands of alignments of long files, and an int of its own per line of each (28 bytes
-    past 256) was most of their memory."""
+def _numbers(stop: int) -> list[int]:
+    """The shared list whose item ``k`` is ``k``, up to ``stop`` at least: one shared int object
+    per number. A check keeps thousands of alignments of long files, and an int of its own per
+    line of each (28 bytes past 256) was most of their memory."""
     if stop > len(_NUMBERS):
         _NUMBERS.extend(range(len(_NUMBERS), max(stop, 2 * len(_NUMBERS))))
-    return _NUMBERS[start:stop]
+    return _NUMBERS
 
 
 def pmap_of(diff: str, n_old: int) -> list[int | None]:
     """For each old line, the new line it is, from a ``-U0`` diff: what lies between hunks is unchanged."""
     pmap: list[int | None] = [None] * n_old
+    heads = _HUNKS.findall(diff if not diff.startswith("@@ -") else "\n" + diff)
+    # no line number past the last hunk's new end and the old lines after it
+    numbers = _numbers(n_old + max((int(h[2]) + int(h[3] or 1) for h in heads), default=0))
     pi = bi = 0
-    for m in _hunk_headers(diff):
-        old_count, new_count = int(m.group(2) or 1), int(m.group(4) or 1)
-        old_start = int(m.group(1)) - (1 if old_count else 0)
-        new_start = int(m.group(3)) - (1 if new_count else 0)
+    for old_at, old_n, new_at, new_n in heads:
+        old_count, new_count = int(old_n or 1), int(new_n or 1)
+        old_start = int(old_at) - (1 if old_count else 0)
+        new_start = int(new_at) - (1 if new_count else 0)
         end = min(old_start, n_old)
         if pi < end:  # a slice, not a loop per line: a changelog has thousands of them
-            pmap[pi:end] = _numbers(bi, bi + end - pi)
+            pmap[pi:end] = numbers[bi : bi + end - pi]
         pi, bi = old_start + old_count, new_start + new_count
     if pi < n_old:
-        pmap[pi:] = _numbers(bi, bi + n_old - pi)
+        pmap[pi:] = numbers[bi : bi + n_old - pi]
     return pmap
 
 
