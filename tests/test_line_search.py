@@ -89,3 +89,17 @@ def test_stripped_lines_are_the_lines_less_trailing_whitespace_kept_once_where_t
     assert files.stripped_lines(spaced) == ["one", "two", "three"]
     assert files.lines(spaced) == ["one  ", "two\t", "three"]
     assert files.stripped(spaced) == {"one", "two", "three"}
+
+
+def test_a_blob_is_counted_on_its_bytes_and_split_only_when_a_line_is_read(tmp_path: Path) -> None:
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n"})
+    repo = git.Repository(str(fork.path))
+    files = Files(repo)
+    for data in BLOBS:
+        blob = repo.hash_blob(data)
+        assert files.count_lines(blob) == len(split_lines(data)), data
+        later = files.lines_when_read(blob)
+        assert len(later) == len(split_lines(data)) and blob not in files._lines  # counted, not split
+        assert list(later) == split_lines(data) and later[-1:] == split_lines(data)[-1:]
+    assert files.count_lines(repo.null_oid) == 0 and len(files.lines_when_read(None)) == 0

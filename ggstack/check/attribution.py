@@ -74,7 +74,7 @@ def _places(content: Containment, files: Files) -> Containment:
         base = files.lines(base_blob)
         if u.window is None:  # judged without aligning (its lines are nowhere): align now
             pre_blob = content.pre_blobs.get(u.path)
-            pre = files.lines(pre_blob)
+            pre = files.lines_when_read(pre_blob)
             pmap = files.alignment(pre_blob, base_blob)
             u.window = window(u.block, pre, base, pmap)
         start, end = u.window

@@ -156,14 +156,16 @@ def contained_at(files: Files, todo: Sequence[tuple[list[FileChange], str]]) -> 
     if not todo:
         return []
     blobs = files.at_commits([(at, p) for changes, at in todo for p in paths_of(changes)])
+    # Only the pairs whose blocks will be placed: a pick's file that lacks every block's added
+    # lines is judged without an alignment (a diff of two big files, the pre-image split for it).
     files.prepare_alignments(
         [
             (fc.old_blob, blobs[(at, p)])
             for changes, at in todo
             for fc in changes
-            if fc.old_blob
+            if fc.old_blob and not fc.binary
             for p in fc.paths
-            if (at, p) in blobs
+            if (at, p) in blobs and is_text(files.blob(blobs[(at, p)])) and needs_alignment(fc, blobs[(at, p)], files)
         ]
     )
     out = []
@@ -264,9 +266,10 @@ def needs_alignment(fc: FileChange, base_blob: str, files: Files) -> bool:
 
 
 def _block_units(fc: FileChange, base_blob: str, files: Files) -> list[Unit]:
-    pre, base = files.lines(fc.old_blob), files.lines(base_blob)
+    base = files.lines(base_blob)
     units: list[Unit] = []
     pmap: list[int | None] | None = None
+    pre: Sequence[str] = []
     anywhere = files.stripped(base_blob)
     # Lines the patch takes out at one place and puts in at another (a sort, a move):
     # that they are still in the file says nothing; their new place is judged with the added lines.
@@ -280,6 +283,7 @@ def _block_units(fc: FileChange, base_blob: str, files: Files) -> list[Unit]:
                 continue
             if pmap is None:
                 pmap = files.alignment(fc.old_blob, base_blob)
+                pre = files.lines_when_read(fc.old_blob)
             units.append(judge_block(fc.path, hunk, i, block, pre, base, pmap, moved))
     return units
 
@@ -287,7 +291,7 @@ def _block_units(fc: FileChange, base_blob: str, files: Files) -> list[Unit]:
 # -- the place of a block ----------------------------------------------------------------------
 
 
-def window(block: Block, pre: list[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:
+def window(block: Block, pre: Sequence[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:
     """The block's place in the base file: between the nearest lines around
     it that the pre-image and the base still share."""
     lo = next((pmap[i] for i in range(min(block.p0, len(pre)) - 1, -1, -1) if pmap[i] is not None), -1)
@@ -301,7 +305,7 @@ def judge_block(
     hunk: Hunk,
     index: int,
     block: Block,
-    pre: list[str],
+    pre: Sequence[str],
     base: list[str],
     pmap: list[int | None],
     moved: AbstractSet[str] = frozenset(),

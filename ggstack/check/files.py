@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
+from typing import overload
 
 from ggstack import git
 from ggstack.diff import HUNK_HEADER
@@ -73,15 +74,15 @@ class Files:
         diffs = self.repo.diff_blob_pairs(todo)
         for i, pair in enumerate(todo):
             raw = diffs.get(i, b"").decode("utf-8", "surrogateescape")
-            self._aligned[pair] = pmap_of(raw, len(self.lines(pair[0])))
+            self._aligned[pair] = pmap_of(raw, self.count_lines(pair[0]))
 
     def alignment(self, old: str | None, new: str | None) -> list[int | None]:
         """For each line of blob ``old``, the line of blob ``new`` it is (unchanged lines), or None;
         from the batch prepared, else git's diff of the pair now."""
         if not old or not new:
-            return [None] * len(self.lines(old))
+            return [None] * self.count_lines(old)
         if old == new:
-            return list(range(len(self.lines(old))))
+            return list(range(self.count_lines(old)))
         if (old, new) not in self._aligned:
             self.prepare_alignments([(old, new)])
         return self._aligned[(old, new)]
@@ -121,6 +122,22 @@ class Files:
             return find_run(self.stripped_lines(blob), [s.rstrip() for s in run], strip=False) is not None
         return find_run(self.lines(blob), list(run), strip=False) is not None
 
+    def count_lines(self, sha: str | None) -> int:
+        """``len(lines(sha))``, without splitting a blob not split yet: its line ends counted
+        (a last line without one counts too), as ``split_lines`` has them."""
+        if not sha or is_zero(sha) or sha in self._lines:
+            return len(self.lines(sha))
+        data = self.blob(sha)
+        return data.count(b"\n") + (not data.endswith(b"\n")) if data else 0
+
+    def lines_when_read(self, sha: str | None) -> Sequence[str]:
+        """``lines``, split only when a line is read (``len`` is counted on the bytes): a
+        pre-image is asked for its length by every block placed in it, for a line only where
+        the alignment kept one of the block's removed lines."""
+        if not sha or is_zero(sha) or sha in self._lines:
+            return self.lines(sha)
+        return _LinesWhenRead(self, sha)
+
     def lines(self, sha: str | None) -> list[str]:
         """The blob as lines (no line ends); [] for none."""
         if not sha or is_zero(sha):
@@ -128,6 +145,23 @@ class Files:
         if sha not in self._lines:
             self._lines[sha] = split_lines(self.blob(sha))
         return self._lines[sha]
+
+
+class _LinesWhenRead(Sequence[str]):
+    """A blob's ``Files.lines`` that splits it on the first line read (see ``lines_when_read``)."""
+
+    def __init__(self, files: Files, sha: str) -> None:
+        self._files, self._sha, self._len = files, sha, files.count_lines(sha)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        return self._files.lines(self._sha)[i]
 
 
 # A hunk header after a line end (the first one too, its diff given a line end before it): found

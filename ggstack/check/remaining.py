@@ -207,7 +207,7 @@ def _place(fc: FileChange, gone: list[Unit], blob: str, files: Files) -> None:
     """The place in the base's file of each missing block not judged at one (not even in the file)."""
     if not any(u.block is not None and u.window is None for u in gone):
         return
-    pre, lines = files.lines(fc.old_blob), files.lines(blob)
+    pre, lines = files.lines_when_read(fc.old_blob), files.lines(blob)
     pmap = files.alignment(fc.old_blob, blob)
     for u in gone:
         if u.block is not None and u.window is None:
