@@ -103,3 +103,17 @@ def test_a_blob_is_counted_on_its_bytes_and_split_only_when_a_line_is_read(tmp_p
         assert len(later) == len(split_lines(data)) and blob not in files._lines  # counted, not split
         assert list(later) == split_lines(data) and later[-1:] == split_lines(data)[-1:]
     assert files.count_lines(repo.null_oid) == 0 and len(files.lines_when_read(None)) == 0
+
+
+def test_one_line_asked_often_of_a_blob_is_answered_by_its_set_as_by_its_bytes(tmp_path: Path) -> None:
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n"})
+    repo = git.Repository(str(fork.path))
+    ones = [run for run in RUNS if len(run) == 1] + [[""], ["b\t"], ["\xa0"]]
+    for data in BLOBS:
+        blob = repo.hash_blob(data)
+        files = Files(repo)
+        expected = [find_run(split_lines(data), run, strip=True) is not None for run in ones]
+        for _ in range(3):  # on the bytes first, then (asked often enough) on the set of its lines
+            assert [files.holds(blob, run, strip=True) for run in ones * 3] == expected * 3, data
+        assert blob in files._stripped

@@ -28,6 +28,7 @@ class Files:
         self._stripped: dict[str, set[str]] = {}
         self._stripped_lines: dict[str, list[str]] = {}
         # a run's lines as bytes and the index of its longest line (see _needle)
+        self._asked: dict[str, int] = {}  # one-line searches of a blob's bytes so far (see _as_set)
         self._needles: dict[tuple[tuple[str, ...], bool], tuple[list[bytes], int] | None] = {}
 
     def entries(self, tree: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -111,6 +112,8 @@ class Files:
         run's longest line is in the bytes, the file is not split into lines."""
         if not run or is_zero(blob):
             return False
+        if strip and len(run) == 1 and self._as_set(blob):
+            return run[0].rstrip() in self._stripped[blob]
         key = (tuple(run), strip)
         if key not in self._needles:  # a search asks about one run in many versions: encoded once
             self._needles[key] = _needle(run, strip)
@@ -121,6 +124,19 @@ class Files:
         if strip:
             return find_run(self.stripped_lines(blob), [s.rstrip() for s in run], strip=False) is not None
         return find_run(self.lines(blob), list(run), strip=False) is not None
+
+    def _as_set(self, blob: str) -> bool:
+        """Is one line asked of ``blob`` answered by its set of stripped lines (``stripped``)?
+        Where the set is there, or the lines are (it costs a pass over them), or the blob was
+        searched often enough that a set of it is cheaper than searching its bytes again: a
+        moved-code search asks a file's versions for each of a block's lines in turn."""
+        if blob in self._stripped:
+            return True
+        asked = self._asked[blob] = self._asked.get(blob, 0) + 1
+        if blob in self._lines or asked > _SEARCHES_BEFORE_A_SET:
+            self.stripped(blob)
+            return True
+        return False
 
     def count_lines(self, sha: str | None) -> int:
         """``len(lines(sha))``, without splitting a blob not split yet: its line ends counted
@@ -162,6 +178,9 @@ class _LinesWhenRead(Sequence[str]):
     def __getitem__(self, i: slice) -> list[str]: ...
     def __getitem__(self, i: int | slice) -> str | list[str]:
         return self._files.lines(self._sha)[i]
+
+
+_SEARCHES_BEFORE_A_SET = 16  # a big file's split and set cost about as much as this many searches of it
 
 
 # A hunk header after a line end (the first one too, its diff given a line end before it): found

@@ -193,7 +193,8 @@ def _into(history: History, files: Files, x: _Lost, mover: str) -> list[str]:
     mine = next(((old, new) for sha, old, new in history.versions(x.fc.path) if sha == mover), None)
     if mine is None:
         return []
-    took = (wanted & _lines(files, mine[0])) - _lines(files, mine[1])
+    # Asked of the bytes, a line at a time: a mover's files are mostly read for these few lines only.
+    took = {w for w in wanted if files.holds(mine[0], [w], strip=True) and not files.holds(mine[1], [w], strip=True)}
     changed = history.files_changed(mover)
     if len(changed) > _SWEEP:
         return []  # a sweep over the tree (a reformat, a rename of an API), not a move
@@ -216,10 +217,6 @@ def _holds(x: _Lost, blob: str, files: Files) -> bool:
         return False
     have = files.stripped(blob)
     return all(a.rstrip() in have for a in x.block.added)
-
-
-def _lines(files: Files, blob: str) -> set[str]:
-    return files.stripped(blob) if not is_zero(blob) else set()
 
 
 def _take(x: _Lost, q: str, mover: str, there: Containment) -> None:
