@@ -564,16 +564,22 @@ def _indented(value: object, indent: str, out: list[str]) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise _NotPlain
-            out.append(sep + encode_basestring(key) + ": ")
+            if isinstance(item, str):  # most values: no call of their own
+                out.append(sep + encode_basestring(key) + ": " + encode_basestring(item))
+            else:
+                out.append(sep + encode_basestring(key) + ": ")
+                _indented(item, inner, out)
             sep = ",\n" + inner
-            _indented(item, inner, out)
         out.append("\n" + indent + "}")
     elif isinstance(value, list | tuple):
         inner, sep = indent + "  ", "[\n" + indent + "  "
         for item in value:
-            out.append(sep)
+            if isinstance(item, str):
+                out.append(sep + encode_basestring(item))
+            else:
+                out.append(sep)
+                _indented(item, inner, out)
             sep = ",\n" + inner
-            _indented(item, inner, out)
         out.append("\n" + indent + "]")
     else:
         raise _NotPlain
