@@ -7,6 +7,11 @@ what a check drops is freed by its reference counts as it goes. On sqlalchemy's 
 onto main a third of the CPU was those walks; start-up (dozens of dataclasses and the
 command table built) is a tenth faster without them. Paused, not off: the collector is back
 on, as it was, when the block ends.
+
+Start-up's objects (modules, classes, the command table) live as long as the process, and
+each of them would be walked by the first collection after the pause, since all of them are
+the young generation then: ``keep`` moves what the block made out of the collector's sight
+(``gc.freeze``), as a process that is to live with them would.
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def paused() -> Iterator[None]:
-    """No cyclic collection inside the block (reference counting frees as always)."""
+def paused(*, keep: bool = False) -> Iterator[None]:
+    """No cyclic collection inside the block (reference counting frees as always); with
+    ``keep``, what exists when it ends is never walked again (only for what lives to the end)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if keep:
+            gc.freeze()
         if was:
             gc.enable()

@@ -448,3 +448,20 @@ def test_check_commits_given_a_range_says_it_takes_commits(repo: GitRepo, tmp_pa
     repo.commit("two", {"f.txt": "b\n"})
     proc = run_ggstack("check", "--onto", "HEAD", "--commits", "HEAD~1..HEAD", cwd=repo.path)
     _fails_cleanly(proc, 2, "--commits takes commits, not a range: HEAD~1..HEAD", "git rev-list")
+
+
+def test_the_ggstack_command_starts_as_python_m_ggstack_does(tmp_path: Path) -> None:
+    """The console script's entry (pyproject's ``[project.scripts]``) is ``python -m ggstack``'s
+    start-up: the collector paused while the modules load, and what they made frozen (gcpause),
+    not ``cli.main`` called bare."""
+    import tomllib
+
+    with open(Path(__file__).parents[1] / "pyproject.toml", "rb") as fh:
+        module, _, func = tomllib.load(fh)["project"]["scripts"]["ggstack"].partition(":")
+    code = (
+        f"import gc, sys\nfrom {module} import {func}\nsys.argv = ['ggstack', '--version']\n"
+        f"try:\n    {func}()\nexcept SystemExit as e:\n    print(e.code, gc.get_freeze_count())"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    version, status, frozen = proc.stdout.rsplit("\n", 2)[0], *proc.stdout.split()[-2:]
+    assert "ggstack" in version and status in ("0", "None") and int(frozen) > 1000, proc.stdout + proc.stderr
