@@ -117,3 +117,17 @@ def test_one_line_asked_often_of_a_blob_is_answered_by_its_set_as_by_its_bytes(t
         for _ in range(3):  # on the bytes first, then (asked often enough) on the set of its lines
             assert [files.holds(blob, run, strip=True) for run in ones * 3] == expected * 3, data
         assert blob in files._stripped
+
+
+def test_a_few_lines_of_a_blob_are_its_lines_there_whether_it_was_split_or_not(tmp_path: Path) -> None:
+    fork = GitRepo.init(tmp_path / "fork")
+    fork.commit("root", {"a.txt": "a\n"})
+    repo = git.Repository(str(fork.path))
+    for data in BLOBS:
+        blob, n = repo.hash_blob(data), len(split_lines(data))
+        for start, stop in itertools.product(range(n + 2), repeat=2):
+            files = Files(repo)
+            assert files.line_slice(blob, start, stop) == split_lines(data)[start:stop], (data, start, stop)
+            assert blob not in files._lines  # the first ask reads as far as it goes: no split
+            assert files.line_slice(blob, start, stop) == split_lines(data)[start:stop], (data, start, stop)
+            assert blob in files._lines or not data  # asked again: split whole, once

@@ -23,6 +23,7 @@ class Files:
         self.repo = repo
         self._blobs: dict[str, bytes | None] = {}
         self._lines: dict[str, list[str]] = {}
+        self._sliced: set[str] = set()  # blobs a few lines were read of (see line_slice)
         self._entries: dict[str, dict[str, tuple[str, str]]] = {}
         self._aligned: dict[tuple[str, str], list[int | None]] = {}
         self._stripped: dict[str, set[str]] = {}
@@ -153,6 +154,20 @@ class Files:
         if not sha or is_zero(sha) or sha in self._lines:
             return self.lines(sha)
         return _LinesWhenRead(self, sha)
+
+    def line_slice(self, sha: str | None, start: int, stop: int) -> list[str]:
+        """``lines(sha)[start:stop]``; the first time a blob not split yet is asked, its bytes are
+        split only as far as ``stop`` (a line end is never part of a UTF-8 sequence, so each line
+        decodes alone as it does in the whole); asked again, it is split whole, once."""
+        if not sha or is_zero(sha) or sha in self._lines or sha in self._sliced or min(start, stop) < 0:
+            return self.lines(sha)[start:stop]
+        self._sliced.add(sha)
+        if start >= stop:
+            return []
+        pieces = (self.blob(sha) or b"").split(b"\n", stop)
+        if len(pieces) <= stop and pieces[-1] == b"":
+            pieces.pop()  # the whole blob, which ends with a line end: no line after it
+        return [p.decode("utf-8", "surrogateescape") for p in pieces[start:stop]]
 
     def lines(self, sha: str | None) -> list[str]:
         """The blob as lines (no line ends); [] for none."""

@@ -121,17 +121,16 @@ def _lost(cand: Candidate, content: Containment) -> list[_Lost]:
 def _wanted(x: _Lost, files: Files) -> set[str]:
     """The informative lines that say where ``x``'s block was: its added lines and the pre-image
     lines around it."""
-    pre = files.lines(x.fc.old_blob)
-    around = pre[max(0, x.block.p0 - _CONTEXT) : x.block.p1 + _CONTEXT]
+    around = files.line_slice(x.fc.old_blob, max(0, x.block.p0 - _CONTEXT), x.block.p1 + _CONTEXT)
     return {s.rstrip() for s in [*x.block.added, *around] if carries(s)}
 
 
 def _places(x: _Lost, files: Files) -> list[list[str]]:
     """The block's place as runs of lines: the pre-image around it with its removed lines, and
     with its added ones (upstream may have taken the change before it moved the code)."""
-    pre = files.lines(x.fc.old_blob)
-    before = pre[max(0, x.block.p0 - _CONTEXT) : x.block.p0]
-    after = pre[x.block.p1 : x.block.p1 + _CONTEXT]
+    lo = max(0, x.block.p0 - _CONTEXT)
+    span = files.line_slice(x.fc.old_blob, lo, x.block.p1 + _CONTEXT)  # a few lines of a file of any size
+    before, after = span[: x.block.p0 - lo], span[x.block.p1 - lo :]
     runs = [[*before, *x.block.removed, *after], [*before, *x.block.added, *after]]
     return [run for run in runs if informative(run) >= 2]
 
