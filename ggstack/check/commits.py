@@ -157,7 +157,7 @@ def _merges_below(walks: list[list[str]], parents: dict[str, str], merges: set[s
 
 
 def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run) -> None:
-    run.merge_base = repo.merge_base(base, infos[0].sha)
+    merge_base = repo.start_merge_base(base, infos[0].sha)  # only reported: answered while the rest runs
     diffs = repo.diffs_of_commits([(i.sha, i.parents[0]) for i in infos])
     branches = repo.branches([i for i in infos if len(i.parents) > 1])
     cands = [_candidate(i, diffs[i.sha], branches.get(i.sha, [])) for i in infos]
@@ -182,6 +182,7 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     for (cand, m), o in zip(partial, [o for o in run.outcomes if o.verdict is Verdict.PARTIAL], strict=True):
         judging.still_needed(o, remaining.remaining_diff(repo, base_tree, cand.changes, m.content, ctx.files))
     judging.name_commits(repo, run)
+    run.merge_base = merge_base()
 
 
 def _read(
