@@ -98,9 +98,11 @@ class Materializer:
     Nothing is cached before ``confirm``.
 
     With ``stand_in`` (apply, which reads a pick's tree and parent, never its message), a
-    trusted pick whose source commit has the recorded parent as its only parent is that commit
-    itself: it has the tree and the parent the patch's commit would have, so there is no commit
-    to write, and the result cache knows it by that commit and the patch file (``Pick.key``).
+    trusted pick whose source commit has the recorded parent as its first parent is that commit
+    itself: it has the tree the patch's commit would have, on that parent, and a merge of it
+    onto a commit of that parent has that parent as its one merge base whatever the source's
+    other parents (a PR's merge) are. So there is no commit to write, and the result cache
+    knows it by that commit and the patch file (``Pick.key``).
     """
 
     def __init__(self, repo: git.Repository, stack: Stack, *, stand_in: bool = False) -> None:
@@ -139,7 +141,7 @@ class Materializer:
         self._standing = {
             p.name: p.source_commit or ""
             for p, parent in trusted
-            if self._stand_in and self._parents.get(p.source_commit or "") == (parent,)
+            if self._stand_in and self._parents.get(p.source_commit or "", ())[:1] == (parent,)
         }
         todo = [(p, parent) for p, parent in self._todo if p.name not in self._standing]
         self._repo.prepare_idents(split_author(p.author) for p, _ in self._todo)  # the replay's commits need them too

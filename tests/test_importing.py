@@ -153,6 +153,35 @@ def test_a_pr_merge_in_a_range_is_the_prs_combined_change(fork: Fork) -> None:
     assert fork.am("main").tree("HEAD") == repo.tree("release")
 
 
+def test_a_pr_merge_is_applied_from_the_merge_itself_as_git_am_of_its_file_would(fork: Fork) -> None:
+    """apply picks a PR merge's patch from the merge commit itself, its first parent the
+    recorded one (merged with that as the base, whatever its other parent, it is the patch's
+    change): no commit is written for any patch, and the replayed stack on a moved base, one
+    that changes the lines the PR's file sits beside, is what ``git am`` of the files gives."""
+    repo = fork.repo
+    repo.git("checkout", "-q", "-b", "release")
+    repo.commit("release: prep", {"rel.txt": "1\n", "f.txt": "a\nb\nc\nrelease\n"})
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit("feature: part one", {"feat.py": "a = 1\n"})
+    repo.commit("feature: part two", {"feat.py": "a = 2\n", "f.txt": "feature\na\nb\nc\nrelease\n"})
+    fork.on("release")
+    fork.merge("feature", "Merge pull request #7 from someone/feature\n\nAdd the feature")
+    repo.commit("release: after", {"rel.txt": "2\n"})
+    fork.ok("import", "s", "main..release")
+    fork.on("main")
+    repo.commit("upstream moves", {"up.txt": "u1\n", "f.txt": "a\nb, upstream\nc\n"})
+    trace = fork.tmp / "apply.trace"
+    proc = run_ggstack(
+        "--repo", str(repo.path), "--patches", str(fork.patches), "apply", "s", "--onto", "main", "--json",
+        cwd=fork.tmp, env={"GIT_TRACE": str(trace)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)
+    assert [p["applied"] for p in run["patches"]] == ["applied"] * 3
+    assert trace.read_text().count("built-in: git fast-import") == 1  # the replayed chain's only
+    assert repo.tree(run["patches"][-1]["commit"]) == fork.am("main").tree("HEAD")
+
+
 def test_a_merged_sub_branch_is_replayed_commit_by_commit(fork: Fork) -> None:
     repo = fork.repo
     repo.git("checkout", "-q", "-b", "fix/x")
