@@ -368,6 +368,27 @@ def test_a_reverted_pick_whose_subject_a_later_commit_reuses_says_the_revert_in_
     )
 
 
+def test_a_pick_reverted_by_its_reverse_is_told_apart_from_a_commit_with_the_same_parent(world: GitRepo) -> None:
+    """Class (ipython's 7.x onto main, 719 commits at once): a PR's merge and its branch's first
+    commit share their parent; a pick of the merge was reverted by a commit that names nothing
+    (only its patch-id, the pick's reversed, says so). The reversed patch-ids were kept by parent,
+    so the other commit's stood in for the merge's and the revert went unseen — the verdict of a
+    commit hung on which others were checked with it."""
+    c = on(world, "fork", "set a limit", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 10"]))})
+    world.git("checkout", "-q", "-b", "sibling", "fork~0")
+    world.git("reset", "-q", "--hard", f"{c}^")
+    sibling = world.commit("tidy the other file", {"other.txt": "tidied\n"})
+    world.git("checkout", "-q", "main")
+    world.git("cherry-pick", c, sibling)
+    world.commit("Revert the limit (a bad idea)", {"f.txt": text(LINES)}, author=OTHER)  # no "This reverts" line
+    alone = judge(world, c)
+    together = judge(world, c, sibling)[0]
+    for o in (alone, together):
+        assert o.verdict is Verdict.UNIQUE, o.evidence
+        assert kinds(o)["revert"], o.evidence
+    assert together == alone
+
+
 def test_a_pick_whose_news_fragment_the_release_deleted_is_represented(world: GitRepo) -> None:
     """Class: picked, then modified — towncrier removes changelog/<N>.*.rst at each release."""
     c = on(

@@ -77,16 +77,23 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
         out[cand.name] = Identified(found + same, [ev_id, ev_pid])
     _named_and_whole(ctx, [c for c in cands if not out[c.name].matches], out)
     matched = [c for c in cands if out[c.name].matches]
-    # "<parent> <commit>" makes diff-tree diff the commit back to its parent: the patch reversed.
-    reversed_ids = ctx.repo.patch_ids_of_commits([(c.parent, c.commit) for c in matched if c.commit])
+    reversed_ids = _reversed_patch_ids(ctx.repo, [c for c in matched if c.commit])
     for cand in matched:
         ident = out[cand.name]
-        revert = signals.undo(ctx.history, ident.matches, reversed_ids.get(cand.parent, "") if cand.commit else "")
+        revert = signals.undo(ctx.history, ident.matches, reversed_ids.get(cand.commit, ""))
         again = signals.relanded(ctx.history, cand, ident.matches)
         since = signals.modified(ctx.history, cand, ident.matches)
         ident.evidence += [e for e in (revert, again, since) if e is not None]
     _completeness(ctx, matched, out)
     return out
+
+
+def _reversed_patch_ids(repo: git.Repository, cands: Sequence[Candidate]) -> dict[str, str]:
+    """commit -> the patch-id of its change reversed (a revert's own), kept by the commit: commits
+    checked together often share a parent (a PR's merge and its branch's first commit)."""
+    # "<parent> <commit>" makes diff-tree diff the commit back to its parent: the patch reversed.
+    backwards = repo.diffs_of_pairs([(c.parent, c.commit) for c in cands])
+    return repo.patch_ids_of_diffs({c.commit: d for c, d in zip(cands, backwards, strict=True) if d})
 
 
 HINTED = "named by its PR or subject, with all its lines,"
