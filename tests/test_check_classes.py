@@ -389,6 +389,23 @@ def test_a_pick_reverted_by_its_reverse_is_told_apart_from_a_commit_with_the_sam
     assert together == alone
 
 
+def test_a_picked_new_file_the_base_reverted_is_needed_again(world: GitRepo) -> None:
+    """Class: picked, then reverted — for a patch that adds a file. The revert deletes the file,
+    which read as a file "added, then deleted" (a release consuming its news fragment): every
+    change in the base, represented. A revert's deletion takes the file out; it consumes nothing."""
+    c = on(world, "fork", "add the limits module", {"limits.py": "LIMIT = 10\n"})
+    world.git("cherry-pick", c)
+    pick = world.sha("HEAD")
+    world.git("revert", "--no-edit", "HEAD")
+    revert = world.sha("HEAD")
+    world.commit("upstream moves on", {"f.txt": text(edited(LINES, l1="moved on"))}, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE, o.evidence
+    assert rule(o) == "needed"
+    assert kinds(o)["rule"][0].detail.endswith(f"needed again: picked as {pick[:10]}, reverted by {revert[:10]}")
+    assert o.represented_by == [] and o.recommendation is Recommendation.OPEN_PR
+
+
 def test_a_pick_whose_news_fragment_the_release_deleted_is_represented(world: GitRepo) -> None:
     """Class: picked, then modified — towncrier removes changelog/<N>.*.rst at each release."""
     c = on(

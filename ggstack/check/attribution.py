@@ -26,11 +26,16 @@ Search = Generator[tuple[str, list[str]], bool, None]
 
 
 def attribute(
-    contents: Sequence[Containment], history: History, files: Files, likely: Sequence[AbstractSet[str]] = ()
+    contents: Sequence[Containment],
+    history: History,
+    files: Files,
+    likely: Sequence[AbstractSet[str]] = (),
+    undone: Sequence[AbstractSet[str]] = (),
 ) -> None:
     """Set ``by``/``older`` on every present unit of every containment. ``likely``: for
     each containment, commits known to carry the change (a pick): asked first, so an exact
-    pick costs two reads, not a bisection."""
+    pick costs two reads, not a bisection. ``undone``: for each, the commits known to have
+    reverted a pick of it."""
     searches: list[tuple[Search, bool]] = []
     for k, content in enumerate(contents):
         for u in content.units:
@@ -48,9 +53,10 @@ def attribute(
     _drive(searches, files)
     for k, content in enumerate(contents):
         tied = set(likely[k] if k < len(likely) else ()) | {c for u in content.units for c in u.by}
+        reverts = undone[k] if k < len(undone) else frozenset()
         for u in content.units:
             if not u.present:
-                _consumed(u, history, tied)
+                _consumed(u, history, tied, reverts)
 
 
 def changed_places(contents: Sequence[Containment], history: History, files: Files) -> list[list[str]]:
@@ -131,11 +137,13 @@ def _removed(u: Unit, run: list[str], versions: list[tuple[str, str, str]]) -> S
     u.by = [versions[lo][0]]
 
 
-def _consumed(u: Unit, history: History, tied: AbstractSet[str]) -> None:
+def _consumed(u: Unit, history: History, tied: AbstractSet[str], reverts: AbstractSet[str]) -> None:
     """A file the patch adds that a range commit added — with the same content, or being the
     commit that brought the rest of the patch — and a later one deleted again: there, then
     consumed (a release folding its news fragments into the changelog), as a pick the base
-    changed since, not a file the base still lacks."""
+    changed since, not a file the base still lacks. Unless the deletion is a revert (of a
+    pick of the patch, ``reverts``, or one that names the commit that added it): that takes
+    the file out, it consumes nothing."""
     if u.what != "add" or not u.blob:
         return
     versions = history.versions(u.path)  # newest first
@@ -144,7 +152,9 @@ def _consumed(u: Unit, history: History, tied: AbstractSet[str]) -> None:
             continue
         older = versions[d + 1 :]
         adder = next((c for c, old, _ in older if is_zero(old)), None)
-        if adder is not None and (adder in tied or any(u.blob == b for _, _, b in older)):
+        if adder is None or deleter in reverts or deleter in history.reverted(adder):
+            return
+        if adder in tied or any(u.blob == b for _, _, b in older):
             u.present, u.consumed, u.by = True, True, [adder]
             u.reason = f"the same file was added by {adder[:10]}, then deleted by {deleter[:10]}"
         return

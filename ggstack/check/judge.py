@@ -167,11 +167,9 @@ def measure_content(
         for c in cands
     ]
     # Only live picks: a reverted one did bring the lines once, but not the ones the base has now.
-    likely = [
-        {m.commit for m in idents[c.name].matches if not m.undone_by} if idents and c.name in idents else set()
-        for c in cands
-    ]
-    attribute(contents, ctx.history, ctx.files, likely)
+    matches = [idents[c.name].matches if idents and c.name in idents else [] for c in cands]
+    likely = [{m.commit for m in ms if not m.undone_by} for ms in matches]
+    attribute(contents, ctx.history, ctx.files, likely, [{r for m in ms for r in m.undone_by} for ms in matches])
     look_elsewhere(ctx.repo, ctx.history, ctx.files, cands, contents, tree)
     look_where_it_came_from(ctx.repo, ctx.history, ctx.files, cands, contents, tree)
     return contents
