@@ -351,6 +351,34 @@ def test_a_pick_reverted_then_picked_again_is_represented_by_the_second_pick(wor
     assert rule(o) == "picked"
 
 
+def test_a_reverted_pick_made_again_by_hand_under_its_pr_number_is_the_new_pick(world: GitRepo) -> None:
+    """Class (ipython 7.x: the bot's "Backport PR #12207" reverted, then "Backport PR #12207 on 7.x"
+    by hand, one line adapted to the branch): the second pick names the PR and has most of its
+    changes, but it was never read as a pick, since the patch already had one — the reverted one.
+    Once the revert is known, a hint newer than it is read as a pick made again."""
+    fix = {"f.txt": text(edited(LINES, l5="parse(strict=True)", l10="check(x)", l20='version = ">=2"'))}
+    c = on(world, "fork", "Fix the parser (#77)", fix)
+    world.git("cherry-pick", c)
+    pick = world.sha("HEAD")
+    world.git("revert", "--no-edit", "HEAD")
+    adapted = {"f.txt": text(edited(LINES, l5="parse(strict=True)", l10="check(x)", l20="version = '>=2'"))}
+    again = world.commit("Backport PR #77 on the release branch", adapted, author=OTHER)
+    o = judge(world, c)
+    assert o.verdict in (Verdict.REPRESENTED, Verdict.PARTIAL), o.evidence
+    assert again in o.represented_by and pick not in o.represented_by
+    assert any(e.detail.startswith(f"picked again after the revert: {again[:10]}") for e in kinds(o)["identity"])
+
+
+def test_a_hint_older_than_the_revert_is_no_pick_made_again(world: GitRepo) -> None:
+    fix = {"f.txt": text(edited(LINES, l5="parse(strict=True)", l10="check(x)", l20='version = ">=2"'))}
+    c = on(world, "fork", "Fix the parser (#77)", fix)
+    world.commit("Backport PR #77 on the release branch", fix, author=OTHER)
+    world.git("revert", "--no-edit", "HEAD")
+    o = judge(world, c)
+    assert o.verdict is Verdict.UNIQUE, o.evidence
+    assert not any(e.detail.startswith("picked again") for e in kinds(o)["identity"])
+
+
 def test_a_reverted_pick_whose_subject_a_later_commit_reuses_says_the_revert_in_its_reason(world: GitRepo) -> None:
     """The probe (pytest 9.0.x onto main): picked, reverted, and a later base commit under the same
     subject with other lines; the one-line reason said only "has its subject ... but not its lines"

@@ -8,7 +8,7 @@ become a verdict, is this module's, once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
@@ -79,13 +79,28 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
     matched = [c for c in cands if out[c.name].matches]
     reversed_ids = _reversed_patch_ids(ctx.repo, [c for c in matched if c.commit])
     for cand in matched:
-        ident = out[cand.name]
-        revert = signals.undo(ctx.history, ident.matches, reversed_ids.get(cand.commit, ""))
-        again = signals.relanded(ctx.history, cand, ident.matches)
-        since = signals.modified(ctx.history, cand, ident.matches)
-        ident.evidence += [e for e in (revert, again, since) if e is not None]
+        _undone_or_since(ctx, cand, out[cand.name], out[cand.name].matches, reversed_ids.get(cand.commit, ""))
+    # A pick the base took out again may have been made again by hand, under the patch's PR
+    # number or subject ("Backport PR #12207 on 7.x" after the bot's backport was reverted).
+    reverted = [c for c in matched if all(m.undone_by for m in out[c.name].matches)]
+    before = {c.name: len(out[c.name].matches) for c in reverted}
+    _named_and_whole(
+        ctx, reverted, out, {c.name: [r for m in out[c.name].matches for r in m.undone_by] for c in reverted}
+    )
+    for cand in reverted:
+        again = out[cand.name].matches[before[cand.name] :]
+        if again:
+            _undone_or_since(ctx, cand, out[cand.name], again, reversed_ids.get(cand.commit, ""))
     _completeness(ctx, matched, out)
     return out
+
+
+def _undone_or_since(ctx: Context, cand: Candidate, ident: Identified, matches: list[Match], reversed_id: str) -> None:
+    """Which of ``matches`` the base took out again, and what it changed of them since."""
+    revert = signals.undo(ctx.history, matches, reversed_id)
+    again = signals.relanded(ctx.history, cand, matches)
+    since = signals.modified(ctx.history, cand, matches)
+    ident.evidence += [e for e in (revert, again, since) if e is not None]
 
 
 def _reversed_patch_ids(repo: git.Repository, cands: Sequence[Candidate]) -> dict[str, str]:
@@ -99,13 +114,22 @@ def _reversed_patch_ids(repo: git.Repository, cands: Sequence[Candidate]) -> dic
 HINTED = "named by its PR or subject, with all its lines,"
 
 
-def _named_and_whole(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
+def _named_and_whole(
+    ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified], reverts: Mapping[str, list[str]] | None = None
+) -> None:
     """A base commit with the patch's PR number or subject (a backport bot's "Backport PR #12: …"
     of a PR merged by a merge commit; "[8.3.x] <PR title> (#backport)") is only a hint; but when
     that commit's own tree holds every change of the patch, the two together are the pick — and
     the base may have changed those lines since, as after any pick; when it holds most of them,
-    an adapted pick."""
-    todo = [(c, h) for c in cands for h in signals.hints(ctx.history, c, set())[0][:3]]
+    an adapted pick. ``reverts``: for a candidate whose picks the base took out, the commits
+    that did; only a hint newer than all of them is read (the pick made again)."""
+    after = reverts or {}
+    todo = [
+        (c, h)
+        for c in cands
+        for h in signals.hints(ctx.history, c, set())[0][:3]
+        if all(ctx.history.newer(h, r) for r in after.get(c.name, ()))
+    ]
     for (cand, h), there in zip(todo, contained_at(ctx.files, [(c.changes, at) for c, at in todo]), strict=True):
         placed, moot = _placed(ctx.history, there)
         present = sum(u.present for u in placed)
@@ -117,6 +141,8 @@ def _named_and_whole(ctx: Context, cands: Sequence[Candidate], out: dict[str, Id
         detail = f"{h[:10]} has its PR number or subject, and its own tree has " + (
             "every change of the patch" if whole else f"{present} of its {len(placed)} changes"
         )
+        if cand.name in after:
+            detail = f"picked again after the revert: {detail}"
         if moot:
             detail += f" in the files it has (not {', '.join(moot)}, which it does not have)"
         ident.evidence.append(
