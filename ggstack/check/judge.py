@@ -192,13 +192,20 @@ def measure_content(
         contain(c.changes, {p: entries[p] for p in [*c.paths, *_at(c, moved)] if p in entries}, ctx.files, moved)
         for c in cands
     ]
-    # Only live picks: a reverted one did bring the lines once, but not the ones the base has now.
-    matches = [idents[c.name].matches if idents and c.name in idents else [] for c in cands]
-    likely = [{m.commit for m in ms if not m.undone_by} for ms in matches]
-    attribute(contents, ctx.history, ctx.files, likely, [{r for m in ms for r in m.undone_by} for ms in matches])
+    likely, undone = _picks(cands, idents or {})
+    attribute(contents, ctx.history, ctx.files, likely, undone)
     look_elsewhere(ctx.repo, ctx.history, ctx.files, cands, contents, tree)
     look_where_it_came_from(ctx.repo, ctx.history, ctx.files, cands, contents, tree)
     return contents
+
+
+def _picks(cands: Sequence[Candidate], idents: dict[str, Identified]) -> tuple[list[set[str]], list[set[str]]]:
+    """For each candidate, its live picks (a reverted one did bring the lines once, but not the
+    ones the base has now), and the commits that reverted a pick of it."""
+    matches = [idents[c.name].matches if c.name in idents else [] for c in cands]
+    return [{m.commit for m in ms if not m.undone_by} for ms in matches], [
+        {r for m in ms for r in m.undone_by} for ms in matches
+    ]
 
 
 def _at(cand: Candidate, moved: dict[str, str]) -> list[str]:
