@@ -830,11 +830,26 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     is_flag=True,
     help="Judge again even where verdicts for this base and these patches are kept under the git dir.",
 )
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(1, 1024),
+    envvar="GGSTACK_JOBS",
+    help="With --commits: judge in at most this many processes (a few dozen commits or more are split "
+    "over them) [default: $GGSTACK_JOBS, else one a core].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON (the documented shape).")
 @click.pass_obj
 @handled
 def check(
-    obj: Ctx, stack: str | None, onto: str | None, commits: bool, more: tuple[str, ...], no_cache: bool, as_json: bool
+    obj: Ctx,
+    stack: str | None,
+    onto: str | None,
+    commits: bool,
+    more: tuple[str, ...],
+    no_cache: bool,
+    jobs: int | None,
+    as_json: bool,
 ) -> None:
     """Is each patch already represented in the base — by which commits, on what evidence?
 
@@ -863,7 +878,7 @@ def check(
                 f"--commits takes commits, not a range: {ranges[0]} (give its commits, e.g. "
                 f"$(git rev-list --no-merges --reverse {ranges[0]}), or import the range into a stack)"
             )
-        run = checking.commits(obj.repo, revs, onto, use_cache=not no_cache)
+        run = checking.commits(obj.repo, revs, onto, use_cache=not no_cache, jobs=jobs)
     else:
         if not stack:
             raise UserError("name a stack (see `ggstack list`), or judge commits with --commits")

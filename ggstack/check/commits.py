@@ -10,7 +10,9 @@ merge would say.
 
 from __future__ import annotations
 
-from ggstack import diff, git, replay
+import functools
+
+from ggstack import diff, forked, git, replay
 from ggstack.check import cache, remaining
 from ggstack.check import judge as judging
 from ggstack.check.containment import applies, reverse_applies, surely_conflicts
@@ -25,7 +27,11 @@ from ggstack.model import Applied, Conflict, Outcome, Run, Verdict
 from ggstack.threads import Pending
 
 
-def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: bool = True) -> Run:
+def commits(
+    repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: bool = True, jobs: int | None = None
+) -> Run:
+    """Each commit judged on its own against the base; ``jobs``: how many processes the
+    judging may take (default: one a core), for a few dozen commits or more."""
     base = replay.resolve_base(repo, None, base_ref)
     infos = list({i.sha: i for i in repo.commit_infos(shas)}.values())
     for info in infos:
@@ -37,18 +43,56 @@ def commits(repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: 
     k = cache.key(["commits", base, *(i.sha for i in infos)])
     if not cache.load(repo, k, run, read=use_cache):
         with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
-            for line in _lines(repo, base, infos):
-                part = Run(stack=None, base_ref=base_ref, base=base)
-                _judge(repo, base, line, part)
-                run.merge_base = run.merge_base or part.merge_base
-                run.outcomes += part.outcomes
-                run.subjects.update(part.subjects)
+            parts = _parts(_lines(repo, base, infos), jobs or forked.cores())
+            for part in forked.side_by_side(functools.partial(_judge_lines, repo, base), parts, repo.after_fork):
+                _add(run, part)
         order = {i.sha: n for n, i in enumerate(infos)}
         run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
         if cache.worth_keeping(run):
             cache.save(repo, k, run)
     run.stages["check"] = "ok"
     return run
+
+
+# Commits a forked part is worth: its fork, and its own read of the range, cost about as much as
+# judging a few commits.
+_PART = 16
+
+
+def _parts(lines: list[list[git.CommitInfo]], jobs: int) -> list[list[list[git.CommitInfo]]]:
+    """The lines dealt into at most ``jobs`` parts of about as many commits each, a long line
+    cut where a part's share ends. Each commit is judged on its own against its line's range,
+    so a line's commits judged in two parts are judged as they are together."""
+    total = sum(len(line) for line in lines)
+    n = max(1, min(jobs, total // _PART))
+    share = -(-total // n)
+    parts: list[list[list[git.CommitInfo]]] = [[]]
+    room = share
+    for line in lines:
+        while line:
+            if room == 0:
+                parts.append([])
+                room = share
+            piece, line = line[:room], line[room:]
+            parts[-1].append(piece)
+            room -= len(piece)
+    return parts
+
+
+def _judge_lines(repo: git.Repository, base: str, lines: list[list[git.CommitInfo]]) -> Run:
+    """One part of the commits, each line against its own range (a forked part's whole work)."""
+    run = Run(stack=None, base_ref="", base=base)
+    for line in lines:
+        part = Run(stack=None, base_ref="", base=base)
+        _judge(repo, base, line, part)
+        _add(run, part)
+    return run
+
+
+def _add(run: Run, part: Run) -> None:
+    run.merge_base = run.merge_base or part.merge_base
+    run.outcomes += part.outcomes
+    run.subjects.update(part.subjects)
 
 
 def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> list[list[git.CommitInfo]]:

@@ -353,6 +353,16 @@ class Persistent:
         with self._lock:
             self.close_locked()
 
+    def forget(self) -> None:
+        """In a process forked from the one that started it: let go of its pipes (the parent
+        still asks it) without ending it; the next question starts a process of this one's own."""
+        proc, self._proc = self._proc, None
+        self._lock = threading.Lock()  # a lock the parent held at the fork would stay held here
+        for pipe in (proc.stdin, proc.stdout) if proc is not None else ():
+            if pipe is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    pipe.close()  # this process's copy: the parent's git does not see it close
+
     def close_locked(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:

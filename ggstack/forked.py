@@ -1,0 +1,113 @@
+"""Work split over processes forked from this one, for the cores that threads cannot use.
+
+A check of hundreds of commits is mostly Python (aligning and searching lines) with git
+processes to wait for in between: on threads, the interpreter's lock lets one core do the
+Python. Forked, each part starts with everything read so far (modules, the commits, the
+base) at no cost, and only its value travels back, pickled, through a pipe. A part that
+fails raises here what it raised there: the message a user reads (``UserError``,
+``InfraError``), or for a bug an error carrying the part's traceback.
+
+A fork copies the process, not its threads, and shares its open pipes: nothing is forked
+while another thread is at work (the parts then run here, one after another), and
+``in_child`` gives a child long-lived processes of its own where it would otherwise share
+the parent's (git's ``cat-file --batch``).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ggstack.errors import InfraError, UserError
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def side_by_side(fn: Callable[[U], T], parts: Sequence[U], in_child: Callable[[], None]) -> list[T]:
+    """``[fn(p) for p in parts]``: every part but the first in a process forked for it, the first
+    here meanwhile; the values in the order of ``parts``."""
+    if len(parts) <= 1 or not hasattr(os, "fork") or threading.active_count() > 1:
+        return [fn(p) for p in parts]
+    children: list[tuple[int, int]] = []  # (pid, the read end of its pipe)
+    done = False
+    try:
+        for part in parts[1:]:
+            children.append(_fork(fn, part, in_child))
+        values = [fn(parts[0]), *(_collect(pid, fd) for pid, fd in children)]
+        done = True
+        return values
+    finally:
+        for pid, fd in children:
+            _end(pid, fd, kill=not done)
+
+
+def _fork(fn: Callable[[U], T], part: U, in_child: Callable[[], None]) -> tuple[int, int]:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(w)
+        return pid, r
+    os.close(r)  # the child, from here to os._exit: nothing it does returns to the caller's code
+    try:
+        in_child()
+        reply: tuple[str, object] = ("value", fn(part))
+    except UserError as e:
+        reply = ("user", str(e))
+    except InfraError as e:
+        reply = ("infra", str(e))
+    except BaseException:  # a bug (or an interrupt): its traceback goes with it
+        reply = ("bug", traceback.format_exc())
+    status = 0
+    try:
+        with os.fdopen(w, "wb") as out:
+            pickle.dump(reply, out, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:  # the parent is gone: nobody to tell
+        status = 1
+    os._exit(status)  # no exit handlers: they are the parent's (its git processes, its temporary files)
+
+
+def _collect(pid: int, fd: int) -> Any:
+    with os.fdopen(os.dup(fd), "rb") as f:
+        data = f.read()
+    if not data:
+        _, status = os.waitpid(pid, 0)
+        raise InfraError(f"a forked part of this run ended without an answer ({_how(status)})")
+    kind, value = pickle.loads(data)
+    if kind == "value":
+        return value
+    if kind == "user":
+        raise UserError(str(value))
+    if kind == "infra":
+        raise InfraError(str(value))
+    raise RuntimeError(f"in a forked part of this run:\n{value}")
+
+
+def _end(pid: int, fd: int, *, kill: bool) -> None:
+    """Close the child's pipe and reap it (``kill``: end it first, the caller is failing)."""
+    os.close(fd)
+    try:
+        if kill:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ChildProcessError, ProcessLookupError):  # reaped already (it ended without an answer)
+        pass
+
+
+def _how(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
