@@ -107,6 +107,18 @@ class Files:
             self._stripped_lines[sha] = lines if stripped == lines else stripped
         return self._stripped_lines[sha]
 
+    def among_lines(self, sha: str, wanted: set[str]) -> set[str]:
+        """Which of ``wanted`` (lines without trailing whitespace) are lines of the blob, less its
+        trailing whitespace: asked of many files for a few lines, so an ASCII file (most are)
+        is split as bytes, neither decoded nor kept."""
+        data = self.blob(sha)
+        if not data:
+            return set()
+        if sha in self._stripped or not data.isascii():
+            return wanted & self.stripped(sha)
+        want = {w.encode("ascii"): w for w in wanted if w.isascii()}
+        return {want[line] for line in _ascii_stripped(data) & want.keys()}
+
     def holds(self, blob: str, run: Sequence[str], *, strip: bool) -> bool:
         """Does the blob hold the run of lines (``strip``: ignoring trailing whitespace on both
         sides)? Most versions a search asks about are big files that lack it: where not even the
@@ -249,6 +261,15 @@ def split_lines(data: bytes | None) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+# What str.rstrip strips off an ASCII line: the ASCII characters Python counts as whitespace.
+_ASCII_SPACE = bytes(c for c in range(128) if chr(c).isspace())
+
+
+def _ascii_stripped(data: bytes) -> set[bytes]:
+    """The lines of ASCII bytes less trailing whitespace, as ``stripped`` has them decoded."""
+    return {line.rstrip(_ASCII_SPACE) for line in data.split(b"\n")}
 
 
 def run_in_bytes(data: bytes, run: Sequence[str], *, strip: bool) -> bool | None:

@@ -53,7 +53,7 @@ def look_elsewhere(
     """For each candidate's blocks missing from their file in ``tree``: judged again in a file a
     range commit moved that file's code into; a block found there, and brought by a base
     commit, takes the missing one's place in its containment."""
-    lost = [x for cand, content in zip(cands, contents, strict=True) for x in _lost(cand, content)]
+    lost = _held_elsewhere(history, files, tree, [x for c, k in zip(cands, contents, strict=True) for x in _lost(c, k)])
     movers = {id(x): m for x in lost if (m := _mover(history, files, x)) is not None}
     if not movers:
         return
@@ -89,6 +89,40 @@ def _judge_in(
         if k not in judged:
             judged[k] = contain([x.fc], {q: entries[q]}, files, moved={x.fc.path: q})
     return todo, judged
+
+
+def _held_elsewhere(history: History, files: Files, tree: str, lost: list[_Lost]) -> list[_Lost]:
+    """The lost blocks that another file of ``tree`` holds whole, of the files the range changed
+    together with the block's own: only those can be judged elsewhere (``_judge_in`` keeps no
+    other), so the search for who moved them, a bisection of the file's history each, is spent
+    on them alone. (On sqlalchemy's rel_1_4 onto main, 297 of 3,401 lost blocks.)"""
+    if not lost:
+        return []
+    near = {path: _changed_with(history, path) for path in dict.fromkeys(x.fc.path for x in lost)}
+    entries = files.entries(tree, sorted(set().union(*near.values())))
+    anchors = {id(x): max((a.rstrip() for a in x.block.added), key=len) for x in lost}
+    files.prefetch([b for _, b in entries.values()])
+    have = {b: files.among_lines(b, set(anchors.values())) for _, b in entries.values()}
+    return [
+        x
+        for x in lost
+        if any(
+            q in entries and anchors[id(x)] in have[entries[q][1]] and _holds(x, entries[q][1], files)
+            for q in near[x.fc.path]
+        )
+    ]
+
+
+def _changed_with(history: History, path: str) -> set[str]:
+    """The other files of the range commits that changed ``path`` and few enough files to have
+    moved code (``_into`` reads no other)."""
+    out: set[str] = set()
+    for sha, _, _ in history.versions(path):
+        changed = history.files_changed(sha)
+        if 1 < len(changed) <= _SWEEP:
+            out.update(q for q, _, _ in changed)
+    out.discard(path)
+    return out
 
 
 def _read_what_movers_wrote(history: History, files: Files, movers: Iterable[str]) -> None:
