@@ -44,7 +44,8 @@ def commits(
     if not cache.load(repo, k, run, read=use_cache):
         with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
             parts = _parts(_lines(repo, base, infos), jobs or forked.cores())
-            for part in forked.side_by_side(functools.partial(_judge_lines, repo, base), parts, repo.after_fork):
+            judged = forked.side_by_side(functools.partial(_judge_pieces, repo, base), parts, repo.after_fork)
+            for _, part in sorted(p for ps in judged for p in ps):  # the lines' order, as one process has it
                 _add(run, part)
         order = {i.sha: n for n, i in enumerate(infos)}
         run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
@@ -54,39 +55,58 @@ def commits(
     return run
 
 
-# Commits a forked part is worth: its fork, and its own read of the range, cost about as much as
-# judging a few commits.
+# Commits a forked part is worth at least, and what judging a line costs besides its commits (its
+# own read of the range, its own merges' start), in commits' worth.
 _PART = 16
+_LINE = 16
+
+Piece = tuple[tuple[int, int], list[git.CommitInfo]]  # ((line, first commit's index in it), commits)
 
 
-def _parts(lines: list[list[git.CommitInfo]], jobs: int) -> list[list[list[git.CommitInfo]]]:
-    """The lines dealt into at most ``jobs`` parts of about as many commits each, a long line
-    cut where a part's share ends. Each commit is judged on its own against its line's range,
-    so a line's commits judged in two parts are judged as they are together."""
-    total = sum(len(line) for line in lines)
-    n = max(1, min(jobs, total // _PART))
-    share = -(-total // n)
-    parts: list[list[list[git.CommitInfo]]] = [[]]
-    room = share
-    for line in lines:
-        while line:
-            if room == 0:
-                parts.append([])
-                room = share
-            piece, line = line[:room], line[room:]
-            parts[-1].append(piece)
-            room -= len(piece)
-    return parts
+def _parts(lines: list[list[git.CommitInfo]], jobs: int) -> list[list[Piece]]:
+    """The lines dealt into at most ``jobs`` parts that take about as long: whole lines, the
+    longest first each to the part with the least to do; a line is cut in two while that
+    shortens the longest part (a piece of a line costs a read of its range again). Each commit
+    is judged on its own against its line's range, so a line's commits judged in two parts
+    are judged as they are together."""
+    n = max(1, min(jobs, sum(len(line) for line in lines) // _PART))
+    pieces: list[Piece] = [((k, 0), line) for k, line in enumerate(lines)]
+    best = _deal(pieces, n)
+    while True:
+        (k, at), big = max(pieces, key=lambda p: len(p[1]))
+        half = len(big) // 2
+        if half < _PART // 2:
+            return best
+        cut = [p for p in pieces if p[0] != (k, at)] + [((k, at), big[:half]), ((k, at + half), big[half:])]
+        dealt = _deal(cut, n)
+        if _span(dealt) >= _span(best):
+            return best
+        pieces, best = cut, dealt
 
 
-def _judge_lines(repo: git.Repository, base: str, lines: list[list[git.CommitInfo]]) -> Run:
-    """One part of the commits, each line against its own range (a forked part's whole work)."""
-    run = Run(stack=None, base_ref="", base=base)
-    for line in lines:
-        part = Run(stack=None, base_ref="", base=base)
-        _judge(repo, base, line, part)
-        _add(run, part)
-    return run
+def _deal(pieces: list[Piece], n: int) -> list[list[Piece]]:
+    parts: list[list[Piece]] = [[] for _ in range(n)]
+    for piece in sorted(pieces, key=lambda p: (-len(p[1]), p[0])):
+        min(parts, key=_cost).append(piece)
+    return [sorted(part) for part in parts if part]
+
+
+def _cost(part: list[Piece]) -> int:
+    return sum(_LINE + len(commits) for _, commits in part)
+
+
+def _span(parts: list[list[Piece]]) -> int:
+    return max(_cost(part) for part in parts)
+
+
+def _judge_pieces(repo: git.Repository, base: str, pieces: list[Piece]) -> list[tuple[tuple[int, int], Run]]:
+    """One part of the commits, each piece against its line's range (a forked part's whole work)."""
+    out = []
+    for key, commits in pieces:
+        run = Run(stack=None, base_ref="", base=base)
+        _judge(repo, base, commits, run)
+        out.append((key, run))
+    return out
 
 
 def _add(run: Run, part: Run) -> None:
