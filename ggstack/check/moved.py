@@ -53,7 +53,8 @@ def look_elsewhere(
     """For each candidate's blocks missing from their file in ``tree``: judged again in a file a
     range commit moved that file's code into; a block found there, and brought by a base
     commit, takes the missing one's place in its containment."""
-    lost = _held_elsewhere(history, files, tree, [x for c, k in zip(cands, contents, strict=True) for x in _lost(c, k)])
+    lost = [x for c, k in zip(cands, contents, strict=True) for x in _lost(c, k)]
+    lost = _held_elsewhere(files, tree, lost, {p: _changed_with(history, p) for p in {x.fc.path for x in lost}})
     movers = {id(x): m for x in lost if (m := _mover(history, files, x)) is not None}
     if not movers:
         return
@@ -91,14 +92,14 @@ def _judge_in(
     return todo, judged
 
 
-def _held_elsewhere(history: History, files: Files, tree: str, lost: list[_Lost]) -> list[_Lost]:
-    """The lost blocks that another file of ``tree`` holds whole, of the files the range changed
-    together with the block's own: only those can be judged elsewhere (``_judge_in`` keeps no
-    other), so the search for who moved them, a bisection of the file's history each, is spent
-    on them alone. (On sqlalchemy's rel_1_4 onto main, 297 of 3,401 lost blocks.)"""
+def _held_elsewhere(files: Files, tree: str, lost: list[_Lost], near: dict[str, set[str]]) -> list[_Lost]:
+    """The lost blocks that a file of ``tree`` holds whole, of the files ``near`` names for the
+    block's own (those the code can have gone to or come from): only those can be judged
+    elsewhere (``_judge_in`` keeps no other), so the search for where their code went, a
+    bisection of a file's history each, is spent on them alone. (On sqlalchemy's rel_1_4 onto
+    main, 297 of 3,401 lost blocks.)"""
     if not lost:
         return []
-    near = {path: _changed_with(history, path) for path in dict.fromkeys(x.fc.path for x in lost)}
     entries = files.entries(tree, sorted(set().union(*near.values())))
     anchors = {id(x): max((a.rstrip() for a in x.block.added), key=len) for x in lost}
     files.prefetch([b for _, b in entries.values()])
@@ -281,25 +282,25 @@ def look_where_it_came_from(
     lost = [(c, x) for c, content in zip(cands, contents, strict=True) for x in _lost_split(history, c, content)]
     if not lost or not history.tips:
         return
-    froms = _split_sources(repo, history, files, lost)
-    todo, judged = _judge_in(repo, history, files, tree, [x for _, x in lost], froms)
+    adders = _adders(repo, history, lost)
+    near = {p: {q for q, old, _ in fs if q != p and not is_zero(old)} for p, fs in adders.items()}
+    held = _held_elsewhere(files, tree, [x for _, x in lost if x.fc.path in adders], near)
+    files.prefetch([old for x in held for _, old, _ in adders[x.fc.path]])
+    froms = {id(x): _came_from(files, x, adders[x.fc.path]) for x in held}
+    todo, judged = _judge_in(repo, history, files, tree, held, froms)
     attribute(list(judged.values()), history, files)
     for x, q in todo:
         _take_from(x, q, judged[(id(x.content), x.fc.path, q)])
 
 
-def _split_sources(
-    repo: Repository, history: History, files: Files, lost: Sequence[tuple[Candidate, _Lost]]
-) -> dict[int, list[str]]:
-    """For each lost block: the files the commit of its candidate's side that added its file
-    took the block's place from (read in one ``git log`` of ``parents ^base`` for all)."""
+def _adders(repo: Repository, history: History, lost: Sequence[tuple[Candidate, _Lost]]) -> dict[str, FileVersions]:
+    """For each lost block's file: the files of the commit of its candidate's side that added it
+    (read in one ``git log`` of ``parents ^base`` for all)."""
     wanted = list(dict.fromkeys(c.parent for c, _ in lost if c.parent))
     parents = [p for p, ok in repo.has_objects(wanted).items() if ok]
     paths = list(dict.fromkeys(x.fc.path for _, x in lost))
     log = repo.log_raw(parents, history.tips[:1], paths) if parents else []
-    adders = {p: fs for p in paths if (fs := _added_by(log, p)) is not None}
-    files.prefetch([old for fs in adders.values() for _, old, _ in fs])
-    return {id(x): _came_from(files, x, adders.get(x.fc.path, [])) for _, x in lost}
+    return {p: fs for p in paths if (fs := _added_by(log, p)) is not None}
 
 
 def _take_from(x: _Lost, q: str, there: Containment) -> None:
