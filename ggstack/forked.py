@@ -10,7 +10,7 @@ fails raises here what it raised there: the message a user reads (``UserError``,
 A fork copies the process, not its threads, and shares its open pipes: nothing is forked
 while another thread is at work (the parts then run here, one after another), and
 ``in_child`` gives a child long-lived processes of its own where it would otherwise share
-the parent's (git's ``cat-file --batch``).
+the parent's (git's ``cat-file --batch``). A child ends when the parent does, killed or not.
 """
 
 from __future__ import annotations
@@ -43,25 +43,30 @@ def side_by_side(fn: Callable[[U], T], parts: Sequence[U], in_child: Callable[[]
     if len(parts) <= 1 or not hasattr(os, "fork") or threading.active_count() > 1:
         return [fn(p) for p in parts]
     children: list[tuple[int, int]] = []  # (pid, the read end of its pipe)
+    lifeline = os.pipe()  # written by nobody: its end, when this process ends, ends the children
     done = False
     try:
         for part in parts[1:]:
-            children.append(_fork(fn, part, in_child))
+            children.append(_fork(fn, part, in_child, lifeline))
         values = [fn(parts[0]), *(_collect(pid, fd) for pid, fd in children)]
         done = True
         return values
     finally:
         for pid, fd in children:
             _end(pid, fd, kill=not done)
+        for fd in lifeline:
+            os.close(fd)
 
 
-def _fork(fn: Callable[[U], T], part: U, in_child: Callable[[], None]) -> tuple[int, int]:
+def _fork(fn: Callable[[U], T], part: U, in_child: Callable[[], None], lifeline: tuple[int, int]) -> tuple[int, int]:
     r, w = os.pipe()
     pid = os.fork()
     if pid:
         os.close(w)
         return pid, r
     os.close(r)  # the child, from here to os._exit: nothing it does returns to the caller's code
+    os.close(lifeline[1])
+    threading.Thread(target=_end_with_the_parent, args=(lifeline[0],), daemon=True).start()
     try:
         in_child()
         reply: tuple[str, object] = ("value", fn(part))
@@ -78,6 +83,14 @@ def _fork(fn: Callable[[U], T], part: U, in_child: Callable[[], None]) -> tuple[
     except BaseException:  # the parent is gone: nobody to tell
         status = 1
     os._exit(status)  # no exit handlers: they are the parent's (its git processes, its temporary files)
+
+
+def _end_with_the_parent(lifeline: int) -> None:
+    """A child's watch: the parent killed (a CI job cancelled, ``timeout``), nothing is left
+    computing for nobody. The pipe's write end is the parent's alone: its end is end of file here."""
+    while os.read(lifeline, 1):
+        pass
+    os._exit(1)
 
 
 def _collect(pid: int, fd: int) -> Any:

@@ -6,13 +6,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 from gitrepo import GitRepo, run_ggstack
 from test_check import LINES, OTHER, edited, text
 
 from ggstack import check, forked, git
+from ggstack.check.commits import _parts
 from ggstack.errors import InfraError, UserError
 
 
@@ -65,6 +69,45 @@ def test_a_part_that_dies_without_an_answer_is_an_infrastructure_failure() -> No
         forked.side_by_side(dies, [0, 1], lambda: None)
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads a process's state in /proc")
+def test_a_part_ends_when_the_process_that_forked_it_is_killed(tmp_path) -> None:
+    """A CI job cancelled (SIGKILL or SIGTERM to ggstack alone): no forked part keeps computing."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from ggstack import forked\n"
+        "def part(n):\n"
+        "    if n:\n"
+        "        open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+        "    time.sleep(60)\n"
+        "forked.side_by_side(part, [0, 1], lambda: None)\n"
+    )
+    pidfile = tmp_path / "child.pid"
+    parent = subprocess.Popen([sys.executable, str(script), str(pidfile)])
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline, "the part never started"
+            time.sleep(0.05)
+        child = int(pidfile.read_text())
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while _running(child):
+            assert time.monotonic() < deadline, "the part outlived the process that forked it"
+            time.sleep(0.05)
+    finally:
+        parent.kill()
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
 def test_nothing_is_forked_while_another_thread_is_at_work() -> None:
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
@@ -83,6 +126,20 @@ def test_a_jobs_count_that_is_not_a_whole_number_is_refused_with_nothing_judged(
         proc = run_ggstack("check", "--onto", "main", "--commits", c, *args, cwd=repo.path, env=env)
         assert proc.returncode == 2 and "--jobs" in proc.stderr, proc.stderr
     assert not (repo.path / ".git" / "ggstack" / "cache" / "check").exists()
+
+
+def test_lines_go_whole_to_the_parts_and_only_a_long_one_is_cut() -> None:
+    """Two lines (a branch's commits and another history's, each with a range of its own): one a
+    part, not a part and a half each. One long line: cut in two. A short one: one part."""
+
+    def shape(*lengths: int) -> list[list[tuple[tuple[int, int], int]]]:
+        lines = [[object()] * n for n in lengths]
+        return [[(key, len(c)) for key, c in part] for part in _parts(lines, 2)]  # type: ignore[arg-type]
+
+    assert shape(73, 29) == [[((0, 0), 73)], [((1, 0), 29)]]
+    assert shape(66) == [[((0, 0), 33)], [((0, 33), 33)]]
+    assert shape(300, 10) == [[((0, 0), 150), ((1, 0), 10)], [((0, 150), 150)]]
+    assert shape(20) == [[((0, 0), 20)]]
 
 
 @pytest.fixture
