@@ -142,3 +142,26 @@ def test_the_branch_of_a_patch_that_left_the_series_is_removed_if_ggstack_wrote_
     proc, _ = fork.apply()
     assert proc.returncode == 0, proc.stderr
     assert fork.g.git("rev-parse", mine) == fork.g.git("rev-parse", "main")
+
+
+def test_apply_starts_no_reflog_but_keeps_the_one_a_users_commit_started(tmp_path: Path) -> None:
+    """A branch only ggstack writes is rebuilt from the patches at every apply: no reflog is
+    started for it (74 branches' logs were half of the refs apply writes). One the user moved
+    has a reflog git started then; apply --force moving it again is written there, so what the
+    user had stays recoverable."""
+    fork = _fork(tmp_path)
+    _, run = fork.apply()
+    first, second = [p["branch"] for p in run["patches"]]
+    assert not _has_reflog(fork, first) and not _has_reflog(fork, second)
+    fork.g.git("branch", "-f", first.removeprefix("refs/heads/"), "main")  # the user's move starts its log
+    users = fork.g.git("rev-parse", "main")
+    _move_main(fork, tmp_path, {"f3.txt": lines("f3", l3="up again")})
+    proc, _ = fork.apply("--force")
+    assert proc.returncode == 0, proc.stderr
+    log = fork.g.git("reflog", "show", "--format=%H %gs", first).splitlines()
+    assert log[0].endswith("ggstack apply s") and any(line.startswith(users) for line in log[1:])
+    assert not _has_reflog(fork, second)
+
+
+def _has_reflog(fork: Fork, branch: str) -> bool:
+    return (fork.g.path / ".git" / "logs" / branch).exists()

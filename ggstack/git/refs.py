@@ -75,7 +75,19 @@ class Refs(Runner):
             else:
                 lines.append(f"update {ref} {new} {old_v}")
         lines += ["prepare", "commit", ""]
-        proc = self.run("update-ref", "--stdin", "-m", message, input="\n".join(lines).encode(), check=False)
+        # No reflog is started for a ref only ggstack writes (it is rebuilt from the patches at
+        # every apply; 74 branches' logs were half of apply's ref writing); git still appends to
+        # one that exists, such as the log a user's own commit on the branch started.
+        proc = self.run(
+            "-c",
+            "core.logAllRefUpdates=false",
+            "update-ref",
+            "--stdin",
+            "-m",
+            message,
+            input="\n".join(lines).encode(),
+            check=False,
+        )
         if proc.returncode != 0:
             err = proc.stderr.decode("utf-8", "replace").strip()
             if (
