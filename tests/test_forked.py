@@ -176,5 +176,30 @@ def test_check_commits_split_over_processes_says_what_one_process_says(
     assert verdicts.count("represented") == 13 and verdicts[33] == "unique"
 
 
+def test_a_part_merges_through_a_merge_tree_of_its_own_after_the_parent_merged(
+    forty_commits: tuple[GitRepo, list[str]], monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """The long-lived ``merge-tree --stdin`` keeps the end of its last answer to read with the
+    next one: a child forked after the parent merged starts a process of its own with nothing
+    left to read, not a reader out of step (which would give the process up and start one
+    merge-tree a merge)."""
+    world, commits = forty_commits
+    repo = git.Repository(str(world.path))
+    ours, theirs = world.git("rev-parse", "main"), commits[1]
+    before = repo.merge_trees(ours, theirs)
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+
+    def merge(n: int) -> tuple[str, bool]:
+        merged = repo.merge_trees(ours, commits[n])
+        return merged.tree, merged.clean
+
+    got = forked.side_by_side(merge, [1, 2, 3], repo.after_fork)
+    assert got[0] == (before.tree, before.clean)
+    assert got[1:] == [(repo.merge_trees(ours, commits[n]).tree, True) for n in (2, 3)]
+    merges = [e["argv"] for e in _events(trace) if e.get("event") == "start" and "merge-tree" in e.get("argv", [])]
+    assert merges and all("--stdin" in argv for argv in merges), merges
+
+
 def _events(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]

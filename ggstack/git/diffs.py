@@ -148,6 +148,11 @@ class Diffs(Objects):
     def object_processes(self) -> list[Persistent]:
         return super().object_processes() + ([self._merger.process] if self._merger else [])
 
+    def after_fork(self) -> None:
+        super().after_fork()
+        if self._merger is not None:  # nothing of the parent's last answer is left to read
+            self._merger = _Merger(self._merger.process)
+
     def merge_trees(self, ours: str, theirs: str) -> MergeResult:
         """``git merge-tree --write-tree`` of two commits (merge-ort, as rebase uses), asked of
         one long-lived ``merge-tree --stdin``: in a big repository a process a merge costs more

@@ -76,6 +76,12 @@ class Objects(Refs):
     def object_processes(self) -> list[Persistent]:
         return [self._reader, self._tree_writer, self._commit_writer, self._blob_writer]
 
+    def after_fork(self) -> None:
+        """In a process forked from this one's: long-lived git processes of its own (the
+        parent's stay the parent's), started when first asked."""
+        for proc in self.object_processes():
+            proc.forget()
+
     def has_objects(self, shas: Iterable[str]) -> dict[str, bool]:
         shas = list(dict.fromkeys(shas))
         if not shas:

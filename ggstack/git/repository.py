@@ -35,12 +35,6 @@ class Repository(History, Diffs, FastImport, Patches, Worktrees, Remotes):
         # The long-lived git processes end with the Repository (or the program).
         weakref.finalize(self, close_all, self.object_processes())
 
-    def after_fork(self) -> None:
-        """In a process forked from this one's: long-lived git processes of its own (the
-        parent's stay the parent's), started when first asked."""
-        for proc in self.object_processes():
-            proc.forget()
-
     @classmethod
     def init(cls, path: str, *, bare: bool = False) -> Repository:
         """A new repository at ``path`` (for the demo's miniature fork)."""
