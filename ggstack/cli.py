@@ -812,6 +812,25 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     sys.exit(1 if any(o.conflict for o in run.outcomes) else 0)
 
 
+class _JobsType(click.ParamType):
+    """A number of processes, 1 to 1024; a bad ``GGSTACK_JOBS`` is named as such, not as ``--jobs``."""
+
+    name = "N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) or (str(value).isascii() and str(value).isdigit() and 1 <= int(value) <= 1024):
+            return int(value)
+        from click.core import ParameterSource
+
+        if (
+            ctx is not None
+            and param is not None
+            and ctx.get_parameter_source(param.name or "") is ParameterSource.ENVIRONMENT
+        ):
+            self.fail(f"GGSTACK_JOBS={value!r}: expected a whole number of processes from 1 to 1024", param, ctx)
+        self.fail(f"{value!r}: expected a whole number of processes from 1 to 1024", param, ctx)
+
+
 @main.command()
 @click.argument("stack", required=False)
 @click.option(
@@ -833,7 +852,7 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
 @click.option(
     "--jobs",
     "-j",
-    type=click.IntRange(1, 1024),
+    type=_JobsType(),
     envvar="GGSTACK_JOBS",
     help="With --commits: judge in at most this many processes (a few dozen commits or more are split "
     "over them) [default: $GGSTACK_JOBS, else one a core].",

@@ -122,9 +122,9 @@ def test_nothing_is_forked_while_another_thread_is_at_work() -> None:
 def test_a_jobs_count_that_is_not_a_whole_number_is_refused_with_nothing_judged(repo: GitRepo) -> None:
     repo.commit("root", {"f.txt": "a\n"})
     c = repo.commit("change", {"f.txt": "b\n"})
-    for args, env in (([], {"GGSTACK_JOBS": "two"}), (["--jobs", "0"], {})):
+    for args, env, named in (([], {"GGSTACK_JOBS": "two"}, "GGSTACK_JOBS='two'"), (["--jobs", "0"], {}, "--jobs")):
         proc = run_ggstack("check", "--onto", "main", "--commits", c, *args, cwd=repo.path, env=env)
-        assert proc.returncode == 2 and "--jobs" in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and named in proc.stderr and "whole number" in proc.stderr, proc.stderr
     assert not (repo.path / ".git" / "ggstack" / "cache" / "check").exists()
 
 
