@@ -818,8 +818,9 @@ class _JobsType(click.ParamType):
     name = "N"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int) or (str(value).isascii() and str(value).isdigit() and 1 <= int(value) <= 1024):
-            return int(value)
+        text = str(value)
+        if text.isascii() and text.isdigit() and 1 <= int(text) <= 1024:
+            return int(text)
         from click.core import ParameterSource
 
         if (

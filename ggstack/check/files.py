@@ -107,17 +107,24 @@ class Files:
             self._stripped_lines[sha] = lines if stripped == lines else stripped
         return self._stripped_lines[sha]
 
-    def among_lines(self, sha: str, wanted: set[str]) -> set[str]:
-        """Which of ``wanted`` (lines without trailing whitespace) are lines of the blob, less its
-        trailing whitespace: asked of many files for a few lines, so an ASCII file (most are)
-        is split as bytes, neither decoded nor kept."""
-        data = self.blob(sha)
-        if not data:
-            return set()
-        if sha in self._stripped or not data.isascii():
-            return wanted & self.stripped(sha)
-        want = {w.encode("ascii"): w for w in wanted if w.isascii()}
-        return {want[line] for line in _ascii_stripped(data) & want.keys()}
+    def holders(self, shas: Sequence[str], wanted: set[str]) -> dict[str, set[str]]:
+        """For each of ``wanted`` (lines without trailing whitespace), the blobs of ``shas`` that
+        have it as a line, less its trailing whitespace: asked of many files for a few lines, so
+        an ASCII file (most are) is split as bytes, neither decoded nor kept."""
+        encoded = {w.encode("ascii"): w for w in wanted if w.isascii()}
+        out: dict[str, set[str]] = {}
+        self.prefetch(shas)
+        for sha in dict.fromkeys(shas):
+            data = self.blob(sha)
+            if not data:
+                continue
+            if sha in self._stripped or not data.isascii():
+                found = wanted & self.stripped(sha)
+            else:
+                found = {encoded[line] for line in _ascii_stripped(data) & encoded.keys()}
+            for line in found:
+                out.setdefault(line, set()).add(sha)
+        return out
 
     def holds(self, blob: str, run: Sequence[str], *, strip: bool) -> bool:
         """Does the blob hold the run of lines (``strip``: ignoring trailing whitespace on both

@@ -101,16 +101,16 @@ def _held_elsewhere(files: Files, tree: str, lost: list[_Lost], near: dict[str, 
     if not lost:
         return []
     entries = files.entries(tree, sorted(set().union(*near.values())))
-    anchors = {id(x): max((a.rstrip() for a in x.block.added), key=len) for x in lost}
-    files.prefetch([b for _, b in entries.values()])
-    have = {b: files.among_lines(b, set(anchors.values())) for _, b in entries.values()}
+    anchors = {id(x): max((a.rstrip() for a in x.block.added), key=len) for x in lost}  # its rarest line
+    paths_of: dict[str, set[str]] = {}
+    for q, (_, blob) in entries.items():
+        paths_of.setdefault(blob, set()).add(q)
+    blobs = files.holders(list(paths_of), set(anchors.values()))
+    holding = {line: set().union(*(paths_of[b] for b in bs)) for line, bs in blobs.items()}
     return [
         x
         for x in lost
-        if any(
-            q in entries and anchors[id(x)] in have[entries[q][1]] and _holds(x, entries[q][1], files)
-            for q in near[x.fc.path]
-        )
+        if any(_holds(x, entries[q][1], files) for q in holding.get(anchors[id(x)], set()) & near[x.fc.path])
     ]
 
 
