@@ -403,8 +403,7 @@ def test_a_pick_reverted_by_its_reverse_is_told_apart_from_a_commit_with_the_sam
     so the other commit's stood in for the merge's and the revert went unseen — the verdict of a
     commit hung on which others were checked with it."""
     c = on(world, "fork", "set a limit", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 10"]))})
-    world.git("checkout", "-q", "-b", "sibling", "fork~0")
-    world.git("reset", "-q", "--hard", f"{c}^")
+    world.git("checkout", "-q", "-b", "sibling", f"{c}^")  # the same parent as c
     sibling = world.commit("tidy the other file", {"other.txt": "tidied\n"})
     world.git("checkout", "-q", "main")
     world.git("cherry-pick", c, sibling)
