@@ -20,6 +20,7 @@ from ggstack import git, importing, series, state
 from ggstack.demofork import history
 from ggstack.errors import UserError
 from ggstack.model import Progress, Run, Stack
+from ggstack.threads import cores
 
 STACK = "gg-clean"
 REPO_SLUG = "voipmonitor/vllm"
@@ -124,8 +125,6 @@ def run(
     result = replay.apply(fork.repo, stack, base_ref, progress=progress)
     result = check.stack(fork.repo, stack, base_ref, run=result, progress=progress)
     # The demo's tests are known to run side by side (file rendezvous, no fixed ports).
-    result = testing.test(
-        fork.repo, stack, result, gpu=gpu, progress=progress, jobs=max(1, min(4, os.cpu_count() or 1))
-    )
+    result = testing.test(fork.repo, stack, result, gpu=gpu, progress=progress, jobs=min(4, cores()))
     result = pr.pr(fork.repo, stack, result, dry_run=True, client=NoForge())
     return result, workdir

@@ -29,14 +29,6 @@ T = TypeVar("T")
 U = TypeVar("U")
 
 
-def cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def side_by_side(fn: Callable[[U], T], parts: Sequence[U], in_child: Callable[[], None]) -> list[T]:
     """``[fn(p) for p in parts]``: every part but the first in a process forked for it, the first
     here meanwhile; the values in the order of ``parts``."""

@@ -8,6 +8,7 @@ for its value (or its exception), and map a call over items on a few threads.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
@@ -37,6 +38,14 @@ class Pending(Generic[T]):
         if self._error is not None:
             raise self._error
         return self._value  # type: ignore[return-value]
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity, where a job runner limits it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def side_by_side(fn: Callable[[U], T], items: Sequence[U], workers: int) -> list[T]:

@@ -24,7 +24,7 @@ from ggstack.check.signals import Candidate
 from ggstack.errors import UserError
 from ggstack.gcpause import paused
 from ggstack.model import Applied, Conflict, Outcome, Run, Verdict
-from ggstack.threads import Pending
+from ggstack.threads import Pending, cores
 
 
 def commits(
@@ -43,7 +43,7 @@ def commits(
     k = cache.key(["commits", base, *(i.sha for i in infos)])
     if not cache.load(repo, k, run, read=use_cache):
         with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
-            parts = _parts(_lines(repo, base, infos), jobs or forked.cores())
+            parts = _parts(_lines(repo, base, infos), jobs or cores())
             judged = forked.side_by_side(functools.partial(_judge_pieces, repo, base), parts, repo.after_fork)
             for _, part in sorted(p for ps in judged for p in ps):  # the lines' order, as one process has it
                 _add(run, part)

@@ -12,14 +12,13 @@ commit under the git dir, so a base that moved by k commits costs k diffs.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git
 from ggstack.cache import Map
-from ggstack.threads import Pending, side_by_side
+from ggstack.threads import Pending, cores, side_by_side
 
 _PATHSPEC_LIMIT = 32
 _PIPELINES = 4  # at most this many diff-tree | patch-id pipelines side by side
@@ -362,7 +361,7 @@ def _patch_ids(
     diffs already read go to a ``patch-id`` of their own beside them."""
     known = {c: diffs[c] for c, _ in pairs if c in diffs}
     rest = [pair for pair in pairs if pair[0] not in known]
-    parts = max(1, min(_PIPELINES, os.cpu_count() or 1, len(rest) // _PER_PIPELINE))
+    parts = max(1, min(_PIPELINES, cores(), len(rest) // _PER_PIPELINE))
     size = max(1, -(-len(rest) // parts))
     chunks = [rest[k : k + size] for k in range(0, len(rest), size)]
     if len(chunks) + bool(known) <= 1:
