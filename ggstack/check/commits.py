@@ -238,7 +238,9 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     ]
     for m in done:
         m.tree = base_tree
-    judging.find_changed(ctx, cands, done, [authors[c.name] for c in cands])
+    judging.read_picks(ctx, [(c, idents[c.name], m) for c, m in zip(cands, done, strict=True)])
+    superseded = [judging.may_be_superseded(ctx, c, idents[c.name], m, authors[c.name]) for c, m in zip(cands, done)]
+    judging.find_changed(ctx, [(c, m.content) for c, m, s in zip(cands, done, superseded, strict=True) if s])
     for cand, m in zip(cands, done, strict=True):
         run.outcomes.append(_outcome(ctx, cand, idents[cand.name], m, authors[cand.name]))
     partial = [(c, m) for c, m, o in zip(cands, done, run.outcomes, strict=True) if o.verdict is Verdict.PARTIAL]

@@ -20,7 +20,7 @@ from ggstack.check.files import Files, is_zero
 from ggstack.check.groups import Group
 from ggstack.check.history import History, normal_subject
 from ggstack.check.moved import look_elsewhere, look_where_it_came_from
-from ggstack.check.rules import Decision, Match, decide
+from ggstack.check.rules import Decision, Facts, Match, decide
 from ggstack.check.signals import Candidate
 from ggstack.model import Applied, Evidence, Outcome, Recommendation, Run, Says, Signal, Verdict
 
@@ -33,17 +33,9 @@ class Context:
     changed: dict[str, list[str]] = field(default_factory=dict)  # candidate -> who changed its lines (see below)
 
 
-def find_changed(
-    ctx: Context, cands: Sequence[Candidate], measured: Sequence[Measured], authors: Sequence[str]
-) -> None:
-    """Who changed the lines of the candidates that could be superseded — they conflict (a
-    patch that merges cleanly changes no line the base changed), and a range commit on their
-    files is by their author or has their title — in one batch."""
-    todo = [
-        (c, m.content)
-        for c, m, a in zip(cands, measured, authors, strict=True)
-        if m.step is not None and m.step.applied is Applied.CONFLICT and _kin(ctx, c, a, frozenset())
-    ]
+def find_changed(ctx: Context, todo: Sequence[tuple[Candidate, Containment]]) -> None:
+    """Who changed the lines of each candidate's missing blocks (the base's own way), in one
+    batch: for those that may be superseded (``may_be_superseded``)."""
     for (c, _), found in zip(todo, changed_places([k for _, k in todo], ctx.history, ctx.files), strict=True):
         ctx.changed[c.name] = found
 
@@ -91,7 +83,7 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
         again = out[cand.name].matches[before[cand.name] :]
         if again:
             _undone_or_since(ctx, cand, out[cand.name], again, reversed_ids.get(cand.commit, ""))
-    _completeness(ctx, matched, out)
+    _unread(matched, out)
     return out
 
 
@@ -150,18 +142,39 @@ def _named_and_whole(
         )
 
 
-def _completeness(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
-    """Was the pick whole? For a commit that only names the patch (cherry-pick -x after
-    a conflict, a Stack-Patch-Id), read the patch's lines in that commit's own tree."""
-    todo = [
+NAMING = ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in")
+
+
+def _unread(cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
+    """A commit that only names the patch (cherry-pick -x after a conflict, a Stack-Patch-Id)
+    may have picked part of it: not known whole until ``read_picks`` reads it. One with the
+    patch's own patch-id is whole as it is (git's identity of a change; most backports)."""
+    for c in cands:
+        exact = {m.commit for m in out[c.name].matches if m.how == "same patch-id as"}
+        for m in out[c.name].matches:
+            if m.how in NAMING and m.commit not in exact:
+                m.complete = None
+
+
+def read_picks(ctx: Context, todo: Sequence[tuple[Candidate, Identified, Measured]]) -> None:
+    """Was each pick ``identify`` left unread whole? The patch's lines read in that commit's own
+    tree, in one batch; only where it decides something: a pick whose post-image the base has
+    is represented by it whatever the pick left out (the first rule), so it is not read."""
+    named = [
         (c, m)
-        for c in cands
-        for m in out[c.name].matches
-        if m.how in ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in")
+        for c, ident, measured in todo
+        if not signals.facts_of(measured.content, measured.step, measured.applies, measured.reverse).post_image
+        for m in ident.matches
+        if m.complete is None
     ]
-    for (_, m), there in zip(todo, contained_at(ctx.files, [(c.changes, m.commit) for c, m in todo]), strict=True):
+    unique = {(c.name, m.commit): c for c, m in named}  # a commit named twice (-x and Change-Id) read once
+    read = contained_at(ctx.files, [(c.changes, commit) for (_, commit), c in unique.items()])
+    whole = {}
+    for key, there in zip(unique, read, strict=True):
         placed, _ = _placed(ctx.history, there)
-        m.complete = there.judged and bool(placed) and all(u.present for u in placed)
+        whole[key] = there.judged and bool(placed) and all(u.present for u in placed)
+    for c, m in named:
+        m.complete = whole[(c.name, m.commit)]
 
 
 def _placed(history: History, there: Containment) -> tuple[list[Unit], list[str]]:
@@ -246,14 +259,7 @@ def judge(
     related: AbstractSet[str] = frozenset(),
 ) -> tuple[Decision, list[Evidence]]:
     """The facts of one candidate, its decision and the evidence in order."""
-    facts = signals.facts_of(m.content, m.step, m.applies, m.reverse)
-    facts.matches = ident.matches
-    facts.related = set(related)
-    facts.gone = _gone(ctx.history, m.content)
-    undoers = [c for x in ident.matches for c in x.undone_by]
-    known = {x.commit for x in ident.matches} | set(undoers)
-    known |= {c for r in undoers for c in ctx.history.undoes.get(r, [])}  # and what they undid (a PR's merge)
-    facts.hints, hint = signals.hints(ctx.history, cand, known)
+    facts, known, hint = _facts(ctx, cand, ident, m, group, related)
     evidence = list(ident.evidence)
     if group is not None:
         facts.group, facts.group_by = group.names, group.by
@@ -268,7 +274,7 @@ def judge(
         first = decide(facts) if facts.rewritten else first
     if first.verdict is Verdict.CONFLICT and _kin(ctx, cand, author, known):
         if cand.name not in ctx.changed:
-            find_changed(ctx, [cand], [m], [author])
+            find_changed(ctx, [(cand, m.content)])
         changed = ctx.changed.get(cand.name, [])
         facts.superseded, superseded = signals.superseded(ctx.repo, cand, author, changed, known)
         if superseded:
@@ -278,6 +284,36 @@ def judge(
         detail = "the conflict is only the change already being in the base"
         evidence.append(Evidence(Signal.CONFLICT, detail, data={"spurious": True}))
     return first, evidence
+
+
+def _facts(
+    ctx: Context, cand: Candidate, ident: Identified, m: Measured, group: Group | None, related: AbstractSet[str]
+) -> tuple[Facts, set[str], Evidence | None]:
+    """The facts the rules read, the base commits already tied to it (its picks, their reverts
+    and what those undid), and the evidence of a hint."""
+    read_picks(ctx, [(cand, ident, m)])  # where the front end has not read them in a batch
+    facts = signals.facts_of(m.content, m.step, m.applies, m.reverse)
+    facts.matches = ident.matches
+    facts.related = set(related)
+    facts.gone = _gone(ctx.history, m.content)
+    undoers = [c for x in ident.matches for c in x.undone_by]
+    known = {x.commit for x in ident.matches} | set(undoers)
+    known |= {c for r in undoers for c in ctx.history.undoes.get(r, [])}  # and what they undid (a PR's merge)
+    facts.hints, hint = signals.hints(ctx.history, cand, known)
+    if group is not None:
+        facts.group, facts.group_by = group.names, group.by
+    return facts, known, hint
+
+
+def may_be_superseded(ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str) -> bool:
+    """Will ``judge`` ask who changed its lines? Its verdict is a conflict (a patch that merges
+    cleanly changes no line the base changed; a pick the base changed since conflicts too, but
+    is represented), and a range commit on its files is by its author or has its title. (An
+    adapted pick, the one decision ``judge`` revisits first, is no conflict either way.)"""
+    if m.step is None or m.step.applied is not Applied.CONFLICT:
+        return False
+    facts, known, _ = _facts(ctx, cand, ident, m, None, frozenset())
+    return decide(facts).verdict is Verdict.CONFLICT and _kin(ctx, cand, author, known)
 
 
 def _rewritten(ctx: Context, cand: Candidate, m: Measured) -> list[str]:

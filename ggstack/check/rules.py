@@ -26,7 +26,7 @@ class Match:
     how: str  # "same patch-id as" | "cherry-picked as" | "merged as" | "Stack-Patch-Id in" | "Change-Id in"
     commit: str  # the base commit (for "reachable": the source commit itself)
     undone_by: list[str] = field(default_factory=list)  # base commits that took it out again
-    complete: bool = True  # that commit's own tree had every change of the patch
+    complete: bool | None = True  # that commit's own tree had every change of the patch (None: not read yet)
     modified_by: list[str] = field(default_factory=list)  # base commits since, changing its files
 
 
