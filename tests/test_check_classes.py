@@ -317,6 +317,27 @@ def test_an_exact_pick_modified_later_is_represented_since_modified(world: GitRe
     assert o.recommendation is Recommendation.DO_NOT_OPEN
 
 
+def test_an_exact_pick_partly_changed_since_is_represented_without_a_merge(world: GitRepo) -> None:
+    """Class (most backports checked onto a base that moved on): an exact pick of which the base
+    changed some lines since. Represented whatever a merge says (it could only tell an empty
+    replay), so none is spent on it, and the evidence says it was not replayed, and why."""
+    fix = {"f.txt": text(edited(LINES, l5="guard = True", l10=["line 10", "limit = 10"]))}
+    c = on(world, "fork", "add a guard and a limit", fix)
+    world.git("cherry-pick", c)
+    pick = world.sha("HEAD")
+    world.commit(
+        "raise the limit",
+        {"f.txt": text(edited(LINES, l5="guard = True", l10=["line 10", "limit = 99"]))},
+        author=OTHER,
+    )
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED and o.represented_by == [pick]
+    assert rule(o) == "picked, then modified"
+    assert o.applied is None and o.conflict is None
+    assert kinds(o)["empty"][0].detail.startswith("not replayed: an exact pick")
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+
+
 def test_a_pick_undone_by_hand_is_needed_and_worth_a_look(world: GitRepo) -> None:
     c = on(world, "fork", "set a limit", {"f.txt": text(edited(LINES, l10="limit = 10"))})
     world.git("cherry-pick", "-x", c)

@@ -238,9 +238,7 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     ]
     for m in done:
         m.tree = base_tree
-    judging.read_picks(ctx, [(c, idents[c.name], m) for c, m in zip(cands, done, strict=True)])
-    superseded = [judging.may_be_superseded(ctx, c, idents[c.name], m, authors[c.name]) for c, m in zip(cands, done)]
-    judging.find_changed(ctx, [(c, m.content) for c, m, s in zip(cands, done, superseded, strict=True) if s])
+    _read_for_all(ctx, cands, idents, done, authors)
     for cand, m in zip(cands, done, strict=True):
         run.outcomes.append(_outcome(ctx, cand, idents[cand.name], m, authors[cand.name]))
     partial = [(c, m) for c, m, o in zip(cands, done, run.outcomes, strict=True) if o.verdict is Verdict.PARTIAL]
@@ -249,6 +247,22 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
         judging.still_needed(o, remaining.remaining_diff(repo, base_tree, cand.changes, m.content, ctx.files))
     judging.name_commits(repo, run)
     run.merge_base = merge_base()
+
+
+def _read_for_all(
+    ctx: Context, cands: list[Candidate], idents: dict[str, Identified], done: list[Measured], authors: dict[str, str]
+) -> None:
+    """What the judging asks of some candidates, read in one batch each instead of one a
+    candidate: the picks' own trees, and who changed the lines of those that may be superseded."""
+    judging.read_picks(ctx, [(c, idents[c.name], m) for c, m in zip(cands, done, strict=True)])
+    judging.find_changed(
+        ctx,
+        [
+            (c, m.content)
+            for c, m in zip(cands, done, strict=True)
+            if judging.may_be_superseded(ctx, c, idents[c.name], m, authors[c.name])
+        ],
+    )
 
 
 def _read(
@@ -322,14 +336,29 @@ def _measure(
     if clash:
         why = "not replayed: lines it changes were changed in the base too, so the merge would conflict there"
         return Measured(content, replay.Step(Applied.CONFLICT, "", conflict=Conflict(clash, "", why)))
-    reverse = reverse_applies(cand.changes, mine, ctx.files)
+    return _settled(content, ident, live, reverse_applies(cand.changes, mine, ctx.files))
+
+
+def _settled(content: judging.Containment, ident: Identified, live: bool, reverse: bool) -> Measured | None:
+    """What its lines, its reverse and git's identity settle without a merge, where some of its
+    lines are there; None: replay it."""
     if content.all_present and (live or reverse):
         return Measured(content, reverse=reverse)  # every line there, and git's view (or the lines' history) agrees
+    if any(m.how in judging.EXACT and not m.undone_by for m in ident.matches) and any(u.present for u in content.units):
+        # An exact pick of which some lines are there: represented, picked (all there) or picked, then modified; a
+        # merge could only tell an empty replay, which its reverse or its lines already tell where they can.
+        return Measured(content, reverse=reverse, unreplayed=_EXACT_PICK)
     if content.any_earned and not content.all_present and not live and content.fraction >= SOME:
         # partial: its remaining diff applies by construction. (Below SOME, lines an unrelated commit
         # brought are a coincidence: no partial, so the replay must say whether it conflicts.)
         return Measured(content, reverse=reverse)
     return None
+
+
+_EXACT_PICK = (
+    "not replayed: an exact pick (identity or patch-id, not taken out since) of which some lines are there is "
+    "represented by it whatever a merge says"
+)
 
 
 def _replay_all(repo: git.Repository, base: str, base_tree: str, todo: list[Candidate]) -> dict[str, replay.Step]:

@@ -57,6 +57,7 @@ class Measured:
     applies: bool = False  # no replay: git apply's check (in-process) takes it
     reverse: bool | None = None
     reverse_later: list[str] = field(default_factory=list)  # reversed once these later patches were taken out
+    unreplayed: str = ""  # why no replay was spent where one could have been
     tree: str = ""  # the tree it was measured in (for an adapted pick's remaining diff)
 
 
@@ -143,6 +144,7 @@ def _named_and_whole(
 
 
 NAMING = ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in")
+EXACT = ("same patch-id as", "merged as")  # the patch's own change, whole: nothing to read of it
 
 
 def _unread(cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
@@ -150,7 +152,7 @@ def _unread(cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
     may have picked part of it: not known whole until ``read_picks`` reads it. One with the
     patch's own patch-id is whole as it is (git's identity of a change; most backports)."""
     for c in cands:
-        exact = {m.commit for m in out[c.name].matches if m.how == "same patch-id as"}
+        exact = {m.commit for m in out[c.name].matches if m.how in EXACT}
         for m in out[c.name].matches:
             if m.how in NAMING and m.commit not in exact:
                 m.complete = None
@@ -264,7 +266,8 @@ def judge(
     if group is not None:
         facts.group, facts.group_by = group.names, group.by
         evidence.append(signals.grouped(group.names, group.by, group.how))
-    evidence += [e for e in (signals.replayed(m.step, m.applies), signals.reversed_(m.reverse, m.reverse_later)) if e]
+    replayed = signals.replayed(m.step, m.applies, m.unreplayed)
+    evidence += [e for e in (replayed, signals.reversed_(m.reverse, m.reverse_later)) if e]
     evidence.append(signals.content(m.content))
     blame = signals.blame(m.content)
     evidence += [e for e in (blame, hint) if e]

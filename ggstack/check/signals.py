@@ -163,8 +163,11 @@ def modified(history: History, cand: Candidate, matches: list[Match]) -> Evidenc
     )
 
 
-def replayed(step: replay.Step | None, applies: bool) -> Evidence | None:
+def replayed(step: replay.Step | None, applies: bool, unreplayed: str = "") -> Evidence | None:
+    """What replaying it said; ``unreplayed``: why it was not replayed, where it could have been."""
     if step is None:
+        if unreplayed:
+            return Evidence(Signal.EMPTY, unreplayed, data={"replayed": False}, says=Says.NOTHING)
         if not applies:
             return None
         detail = "applies to the base: every hunk's lines are found there in order (git apply's check, in-process)"
