@@ -187,6 +187,8 @@ def test_many_merges_in_one_merge_tree_are_the_merges_one_by_one(tmp_path: Path)
     assert one_by_one[0].conflicted_paths == ("f.txt",) and "CONFLICT (content)" in one_by_one[0].messages
     assert set(one_by_one[2].conflicted_paths) == {"f.txt", "g.txt"}
     assert repo.merge_many([]) == []
+    # Many merges are dealt to two merge-tree processes: still in order, pair for pair.
+    assert repo.merge_many(pairs * 4) == one_by_one * 4
 
 
 def test_only_the_runner_starts_git() -> None:

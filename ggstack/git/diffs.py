@@ -18,6 +18,7 @@ from ggstack.git.runner import GitFailed, Persistent
 from ggstack.threads import side_by_side
 
 _SPLIT_PAIRS = 64  # from this many blob pairs on, two diff-tree processes share them
+_SPLIT_MERGES = 16  # from this many merges on, two merge-tree processes share them
 _SPLIT_SOURCES = 16  # from this many commits on, two diff-tree processes make their patches
 
 
@@ -179,8 +180,17 @@ class Diffs(Objects):
 
     def merge_many(self, pairs: Sequence[tuple[str, str]]) -> list[MergeResult]:
         """``merge_trees`` of each (ours, theirs) pair, all in one ``merge-tree --stdin`` (git
-        2.39): one process for a check's hundreds of merges, not one each. A git without
-        ``--stdin`` (2.38) says so with a usage error, and gets the merges one by one."""
+        2.39): one process for a check's hundreds of merges, not one each; many merges (a far
+        base's commits) are dealt to two such processes side by side, since one uses one core.
+        A git without ``--stdin`` (2.38) says so with a usage error, and gets the merges one by one."""
+        if len(pairs) < _SPLIT_MERGES:
+            return self._merge_batch(pairs)
+        halves = side_by_side(self._merge_batch, [pairs[0::2], pairs[1::2]], 2)
+        out = [*halves[0], *halves[1]]
+        out[0::2], out[1::2] = halves
+        return out
+
+    def _merge_batch(self, pairs: Sequence[tuple[str, str]]) -> list[MergeResult]:
         if not pairs:
             return []
         feed = "".join(f"{ours} {theirs}\n" for ours, theirs in pairs).encode()
