@@ -458,10 +458,36 @@ def test_the_ggstack_command_starts_as_python_m_ggstack_does(tmp_path: Path) -> 
 
     with open(Path(__file__).parents[1] / "pyproject.toml", "rb") as fh:
         module, _, func = tomllib.load(fh)["project"]["scripts"]["ggstack"].partition(":")
+    # Something asked to run at exit keeps the interpreter's own exit (a SystemExit to catch here).
     code = (
-        f"import gc, sys\nfrom {module} import {func}\nsys.argv = ['ggstack', '--version']\n"
+        f"import atexit, gc, sys\nfrom {module} import {func}\nsys.argv = ['ggstack', '--version']\n"
+        f"atexit.register(print, 'at exit')\n"
         f"try:\n    {func}()\nexcept SystemExit as e:\n    print(e.code, gc.get_freeze_count())"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
-    version, status, frozen = proc.stdout.rsplit("\n", 2)[0], *proc.stdout.split()[-2:]
+    assert proc.stdout.endswith("at exit\n"), proc.stdout + proc.stderr
+    lines = proc.stdout.removesuffix("at exit\n")
+    version, status, frozen = lines.rsplit("\n", 2)[0], *lines.split()[-2:]
     assert "ggstack" in version and status in ("0", "None") and int(frozen) > 1000, proc.stdout + proc.stderr
+
+
+def test_the_command_ends_without_teardown_its_output_and_status_intact(tmp_path: Path) -> None:
+    """Done, the command exits at once (no interpreter teardown: no thread at work, nothing asked
+    to run at exit): what it printed is all there, piped, and its exit status is the command's."""
+    ok = subprocess.run([sys.executable, "-m", "ggstack", "--version"], capture_output=True, text=True, cwd=tmp_path)
+    assert ok.returncode == 0 and ", version " in ok.stdout and ok.stdout.endswith("\n")
+    bad = subprocess.run(
+        [sys.executable, "-m", "ggstack", "--repo", str(tmp_path), "check", "--commits", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2 and "--commits needs --onto" in bad.stderr
+    # A finalizer (as the long-lived git processes have) is not run: there was no teardown.
+    code = (
+        "import sys, weakref, ggstack.__main__ as m\nclass T: ...\nt = T()\n"
+        "weakref.finalize(t, print, 'torn down')\nsys.argv = ['ggstack', '--version']\nm.run()"
+    )
+    fast = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert fast.returncode == 0 and fast.stdout.startswith("ggstack, version"), fast.stdout + fast.stderr
+    assert "torn down" not in fast.stdout
