@@ -125,13 +125,16 @@ def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> list
     else changes no range, and splits nothing)."""
     if len(infos) == 1:
         return [infos]  # one commit is one line: nothing to walk
-    parents = repo.first_parents([i.sha for i in infos], base)
+    lines_of = repo.first_parents([i.sha for i in infos], base)
+    parents = {c: ps[0] if ps else "" for c, ps in lines_of.items()}
     forks: dict[str, str] = {}  # commit -> its line's fork point ("in the base" for one the base has)
     for info in infos:
         _fork_of(info.sha, parents, forks)
     tips = [i.sha for i in infos if i.sha in parents]
     walks = _first_parent_lines(tips, parents)
-    below = _merges_below(walks, parents, _merges_of_the_base(repo, base, tips, walks, forks))
+    # Only a merge on the lines can bring commits of the base in: with none, no graph is read.
+    merges = any(len(ps) > 1 for ps in lines_of.values())
+    below = _merges_below(walks, parents, _merges_of_the_base(repo, base, tips, walks, forks) if merges else set())
     lines: dict[tuple[str, str], list[git.CommitInfo]] = {}
     for info in infos:
         lines.setdefault((forks[info.sha], below.get(info.sha, "")), []).append(info)

@@ -42,12 +42,12 @@ class History(Objects):
 
         return {m.sha: branch for m, branch in zip(merges, side_by_side(one, merges, 4), strict=True)}
 
-    def first_parents(self, shas: Sequence[str], exclude: str) -> dict[str, str]:
-        """commit -> its first parent, for every commit on the first-parent lines of
-        ``shas`` that ``exclude`` does not reach (one rev-list for all)."""
+    def first_parents(self, shas: Sequence[str], exclude: str) -> dict[str, list[str]]:
+        """commit -> its parents, the first first, for every commit on the first-parent lines
+        of ``shas`` that ``exclude`` does not reach (one rev-list for all)."""
         feed = "".join(s + "\n" for s in shas) + f"^{exclude}\n"
         out = self.out("rev-list", "--first-parent", "--parents", "--stdin", input=feed.encode())
-        return {f[0]: (f[1] if len(f) > 1 else "") for f in (line.split() for line in out.splitlines())}
+        return {f[0]: f[1:] for f in (line.split() for line in out.splitlines()) if f}
 
     def graph(self, tips: Sequence[str], exclude: Sequence[str]) -> dict[str, list[str]]:
         """commit -> its parents, for every commit ``tips`` reach and ``exclude`` do not (one rev-list)."""
