@@ -160,13 +160,14 @@ def _merges_of_the_base(
 ) -> set[str]:
     """The merges on the candidates' first-parent lines that brought commits of the base in
     (after the line's fork point): the only ones below which a candidate's range is smaller.
-    Two rev-lists: what the lines reach past their fork points, and what of that the base has
-    not; then one walk of each line, oldest first, marking what each merge brings."""
+    Two rev-lists, side by side: what the lines reach past their fork points, and what of that
+    the base has not; then one walk of each line, oldest first, marking what each merge brings."""
     points = sorted({f for f in forks.values() if f != "in the base" and f})
     if not tips:
         return set()
+    ours = Pending(repo.graph, tips, [*points, base])  # the two walks side by side
     graph = repo.graph(tips, points)
-    brought = set(graph) - set(repo.graph(tips, [*points, base]))  # commits of the base the lines merged in
+    brought = set(graph) - set(ours.result())  # commits of the base the lines merged in
     if not brought:
         return set()
     out: set[str] = set()
