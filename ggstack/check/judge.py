@@ -382,6 +382,5 @@ def name_commits(repo: git.Repository, run: Run) -> None:
         dict.fromkeys(c for o in run.outcomes for c in [*o.represented_by, *(x for e in o.evidence for x in e.commits)])
     )
     known = [c for c in named if c not in run.subjects and len(c) >= 40]
-    present = [c for c, ok in repo.has_objects(known).items() if ok] if known else []
-    for info in repo.commit_infos(present) if present else []:
-        run.subjects[info.sha] = info.message.split("\n", 1)[0]
+    for sha, info in repo.read_commits(known).items():  # the long-lived reader: no process to start
+        run.subjects[sha] = info.message.split("\n", 1)[0]
