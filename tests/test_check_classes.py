@@ -1388,8 +1388,15 @@ def test_only_a_merge_that_brought_base_commits_in_splits_a_line(world: GitRepo)
     c = world.commit("c", {"c.txt": "c\n"})
     world.git("checkout", "-q", "main")
     repo = git.Repository(str(world.path))
-    groups = by_commits._lines(repo, repo.resolve("main"), repo.commit_infos([a, b, c]))
+    groups, merge_base = by_commits._lines(repo, repo.resolve("main"), repo.commit_infos([a, b, c]))
     assert sorted(sorted(i.sha for i in g) for g in groups) == sorted([sorted([a, b]), [c]])
+    assert merge_base == world.git("merge-base", "main", a).strip()  # a's line has no merge: its fork point
+    # The merge base check reports: from the walk where no merge is on the first commit's line,
+    # else git's (c's line merged main in); git's own answer either way.
+    for first, rest in ((a, [b, c]), (c, [a, b])):
+        run = check.commits(repo, [first, *rest], "main")
+        assert run.merge_base == world.git("merge-base", "main", first).strip()
+    assert by_commits._lines(repo, repo.resolve("main"), repo.commit_infos([c, a]))[1] == ""
 
 
 def test_a_change_to_a_file_the_base_deleted_is_a_human_look_naming_the_deletion(world: GitRepo) -> None:

@@ -43,10 +43,13 @@ def commits(
     k = cache.key(["commits", base, *(i.sha for i in infos)])
     if not cache.load(repo, k, run, read=use_cache):
         with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
-            parts = _parts(_lines(repo, base, infos), jobs or cores())
+            lines, merge_base = _lines(repo, base, infos)
+            asked = None if merge_base else repo.start_merge_base(base, infos[0].sha)  # answered meanwhile
+            parts = _parts(lines, jobs or cores())
             judged = forked.side_by_side(functools.partial(_judge_pieces, repo, base), parts, repo.after_fork)
             for _, part in sorted(p for ps in judged for p in ps):  # the lines' order, as one process has it
                 _add(run, part)
+            run.merge_base = merge_base or (asked() if asked else None)
         order = {i.sha: n for n, i in enumerate(infos)}
         run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
         if cache.worth_keeping(run):
@@ -110,21 +113,21 @@ def _judge_pieces(repo: git.Repository, base: str, pieces: list[Piece]) -> list[
 
 
 def _add(run: Run, part: Run) -> None:
-    run.merge_base = run.merge_base or part.merge_base
     run.outcomes += part.outcomes
     run.subjects.update(part.subjects)
 
 
-def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> list[list[git.CommitInfo]]:
+def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> tuple[list[list[git.CommitInfo]], str]:
     """The commits by the line of history they are on (where their first-parent line leaves
     the base, and the newest merge below them on it that brought base commits in): each
     line's range is the base minus that line's own history, as ``git cherry BASE COMMIT`` has
     it. Judged all in one range, a pick the base made before a newer line forked would be
     outside the range of an older line's commit it represents; and a commit after its branch
     merged the base in has a smaller range than one before that merge (a merge of anything
-    else changes no range, and splits nothing)."""
+    else changes no range, and splits nothing). And the merge base of the base and the first
+    commit, where the walk says it (see ``_known_merge_base``), else ""."""
     if len(infos) == 1:
-        return [infos]  # one commit is one line: nothing to walk
+        return [infos], ""  # one commit is one line: nothing to walk
     lines_of = repo.first_parents([i.sha for i in infos], base)
     parents = {c: ps[0] if ps else "" for c, ps in lines_of.items()}
     forks: dict[str, str] = {}  # commit -> its line's fork point ("in the base" for one the base has)
@@ -138,7 +141,22 @@ def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> list
     lines: dict[tuple[str, str], list[git.CommitInfo]] = {}
     for info in infos:
         lines.setdefault((forks[info.sha], below.get(info.sha, "")), []).append(info)
-    return list(lines.values())
+    return list(lines.values()), _known_merge_base(infos[0].sha, lines_of, forks)
+
+
+def _known_merge_base(sha: str, lines_of: dict[str, list[str]], forks: dict[str, str]) -> str:
+    """The merge base of the base and ``sha``, where its first-parent walk says it: ``sha``
+    itself if the base has it; else where its line leaves the base, if no merge is on the line
+    (then every commit the base lacks is on the line, and its fork point is the newest commit
+    the two share). Else "": git's merge-base answers."""
+    if forks.get(sha) == "in the base":
+        return sha
+    at = sha
+    while at in lines_of:
+        if len(lines_of[at]) != 1:
+            return ""  # a merge (or a root) on the line
+        at = lines_of[at][0]
+    return forks.get(sha, "")
 
 
 def _fork_of(sha: str, parents: dict[str, str], known: dict[str, str]) -> str:
@@ -225,7 +243,6 @@ def _merges_below(walks: list[list[str]], parents: dict[str, str], merges: set[s
 
 
 def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run) -> None:
-    merge_base = repo.start_merge_base(base, infos[0].sha)  # only reported: answered while the rest runs
     diffs = repo.diffs_of_commits([(i.sha, i.parents[0]) for i in infos])
     branches = repo.branches([i for i in infos if len(i.parents) > 1])
     cands = [_candidate(i, diffs[i.sha], branches.get(i.sha, [])) for i in infos]
@@ -250,7 +267,6 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     for (cand, m), o in zip(partial, [o for o in run.outcomes if o.verdict is Verdict.PARTIAL], strict=True):
         judging.still_needed(o, remaining.remaining_diff(repo, base_tree, cand.changes, m.content, ctx.files))
     judging.name_commits(repo, run)
-    run.merge_base = merge_base()
 
 
 def _read_for_all(
