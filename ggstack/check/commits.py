@@ -61,6 +61,7 @@ def commits(
 # Commits a forked part is worth at least, and what judging a line costs besides its commits (its
 # own read of the range, its own merges' start), in commits' worth.
 _PART = 16
+_EARLY = 8  # commits whose reversed patch-ids are read beside the range, all, matched by the base or not
 _LINE = 16
 
 Piece = tuple[tuple[int, int], list[git.CommitInfo]]  # ((line, first commit's index in it), commits)
@@ -248,8 +249,7 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     cands = [_candidate(i, diffs[i.sha], branches.get(i.sha, [])) for i in infos]
     authors = {i.sha[:12]: i.author_email for i in infos}
     base_tree = repo.commit_infos([base])[0].tree  # through the long-lived reader, no rev-parse
-    ctx, entries = _read(repo, base, base_tree, cands, diffs)
-    idents = judging.identify(ctx, cands)
+    ctx, entries, idents = _read_and_identify(repo, base, base_tree, cands, diffs)
     contents = judging.measure_content(ctx, cands, base_tree, idents)
     measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
     steps = _replay_all(repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
@@ -283,6 +283,16 @@ def _read_for_all(
             if judging.may_be_superseded(ctx, c, idents[c.name], m, authors[c.name])
         ],
     )
+
+
+def _read_and_identify(
+    repo: git.Repository, base: str, base_tree: str, cands: list[Candidate], diffs: dict[str, bytes]
+) -> tuple[Context, dict[str, tuple[str, str]], dict[str, Identified]]:
+    """``_read``, then git's identity of each candidate; a few commits' reversed patch-ids (a
+    revert's, asked of those the base has) read meanwhile, not after."""
+    early = Pending(judging.reversed_patch_ids, repo, cands) if len(cands) <= _EARLY else None
+    ctx, entries = _read(repo, base, base_tree, cands, diffs)
+    return ctx, entries, judging.identify(ctx, cands, early.result() if early else None)
 
 
 def _read(

@@ -61,8 +61,11 @@ class Measured:
     tree: str = ""  # the tree it was measured in (for an adapted pick's remaining diff)
 
 
-def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
-    """Identity, patch-id, reverts and later changes of every candidate, in a few batched calls."""
+def identify(
+    ctx: Context, cands: Sequence[Candidate], reversed_ids: Mapping[str, str] | None = None
+) -> dict[str, Identified]:
+    """Identity, patch-id, reverts and later changes of every candidate, in a few batched calls
+    (``reversed_ids``: ``reversed_patch_ids`` of all of them, where it was read already)."""
     out: dict[str, Identified] = {}
     for cand in cands:
         found, ev_id = signals.identity(ctx.history, cand)
@@ -70,7 +73,8 @@ def identify(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Identified]:
         out[cand.name] = Identified(found + same, [ev_id, ev_pid])
     _named_and_whole(ctx, [c for c in cands if not out[c.name].matches], out)
     matched = [c for c in cands if out[c.name].matches]
-    reversed_ids = _reversed_patch_ids(ctx.repo, [c for c in matched if c.commit])
+    if reversed_ids is None:
+        reversed_ids = reversed_patch_ids(ctx.repo, [c for c in matched if c.commit])
     for cand in matched:
         _undone_or_since(ctx, cand, out[cand.name], out[cand.name].matches, reversed_ids.get(cand.commit, ""))
     # A pick the base took out again may have been made again by hand, under the patch's PR
@@ -96,7 +100,7 @@ def _undone_or_since(ctx: Context, cand: Candidate, ident: Identified, matches: 
     ident.evidence += [e for e in (revert, again, since) if e is not None]
 
 
-def _reversed_patch_ids(repo: git.Repository, cands: Sequence[Candidate]) -> dict[str, str]:
+def reversed_patch_ids(repo: git.Repository, cands: Sequence[Candidate]) -> dict[str, str]:
     """commit -> the patch-id of its change reversed (a revert's own), kept by the commit: commits
     checked together often share a parent (a PR's merge and its branch's first commit)."""
     # "<parent> <commit>" makes diff-tree diff the commit back to its parent: the patch reversed.
