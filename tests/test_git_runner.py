@@ -266,6 +266,25 @@ def test_outside_any_repository_git_says_so_and_gitpython_is_not_imported(tmp_pa
     assert imported == "False"
 
 
+def test_a_commit_resolved_through_the_long_lived_reader_is_rev_parses_commit(tmp_path: Path) -> None:
+    """A base is resolved through the persistent cat-file (no process of its own), as ``rev-parse
+    --verify NAME^{commit}`` resolves it: branches, tags peeled, short ids, ancestry, reflogs;
+    and what names no one commit (a range, a negation, a path, nothing) resolves to nothing."""
+    from ggstack.git.refs import Refs
+
+    fork = GitRepo.init(tmp_path / "fork")
+    first = fork.commit("root", {"a.txt": "a\n"})
+    fork.git("tag", "-a", "-m", "annotated", "v1")
+    fork.git("tag", "light")
+    fork.commit("second", {"a.txt": "b\n"})
+    repo = git.Repository(str(fork.path))
+    names = ["main", "HEAD", "HEAD~1", "main^", "v1", "light", "v1^{}", first[:7], "main@{0}", ":/root"]
+    names += ["nosuch", "main..HEAD", "^main", "HEAD:a.txt", "HEAD^{tree}", "-x", "a b", "", "main\nHEAD"]
+    for name in names:
+        assert repo.try_resolve(name) == Refs.try_resolve(repo, name), name
+    assert repo.try_resolve("v1") == first and repo.try_resolve("nosuch") is None
+
+
 def test_a_bad_line_in_the_users_config_is_said_not_read_as_an_unknown_ref(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -105,6 +105,15 @@ class Objects(Refs):
         self._reader.ask(name.encode("utf-8", "surrogateescape") + b"\n", answer)
         return got[0]
 
+    def try_resolve(self, ref: str, what: str = "commit") -> str | None:
+        """``Refs.try_resolve``; a commit through the long-lived ``cat-file`` (git's own reading
+        of the name, as ``rev-parse`` has it), not a process of its own: every command resolves
+        its base first."""
+        if what != "commit" or not ref or ref.startswith("^") or "\n" in ref:
+            return super().try_resolve(ref, what)
+        found = self._read(f"{ref}^{{commit}}")
+        return found[0] if found is not None and found[1] == "commit" else None
+
     def _read_known(self, sha: str, kind: str) -> bytes:
         found = self._read(sha)
         if found is None or found[1] != kind:
