@@ -162,14 +162,16 @@ def _unread(cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
                 m.complete = None
 
 
-def read_picks(ctx: Context, todo: Sequence[tuple[Candidate, Identified, Measured]]) -> None:
+def read_picks(ctx: Context, todo: Sequence[tuple[Candidate, Identified, Measured | None]]) -> None:
     """Was each pick ``identify`` left unread whole? The patch's lines read in that commit's own
     tree, in one batch; only where it decides something: a pick whose post-image the base has
-    is represented by it whatever the pick left out (the first rule), so it is not read."""
+    is represented by it whatever the pick left out (the first rule), so it is not read. (No
+    measure yet, as a stack's patches before their walk: read.)"""
     named = [
         (c, m)
         for c, ident, measured in todo
-        if not signals.facts_of(measured.content, measured.step, measured.applies, measured.reverse).post_image
+        if measured is None
+        or not signals.facts_of(measured.content, measured.step, measured.applies, measured.reverse).post_image
         for m in ident.matches
         if m.complete is None
     ]
