@@ -330,7 +330,7 @@ def _readable_date(date: str) -> bool:
     import email.utils
 
     parsed = email.utils.parsedate_tz(date)
-    return bool(_RAW_DATE.match(date)) or (parsed is not None and parsed[9] is not None)
+    return parsed is not None and parsed[9] is not None
 
 
 def _refuse_identity(author: str, date: str, head: str, path: str) -> None:

@@ -84,9 +84,8 @@ def _judge(
     for (cand, _), pid in zip(loose, repo.patch_ids_of_texts([p.diff for _, p in loose]), strict=True):
         history.patch_ids[cand.name] = pid
     idents = judging.identify(ctx, [*whole, *(c for c, _ in loose)])
-    judging.read_picks(
-        ctx, [(c, idents[c.name], None) for c in cands if c.name in idents]
-    )  # one batch, not one a patch
+    # The picks' own trees in one batch, not one a patch as the walk judges them.
+    judging.read_picks(ctx, [(c, idents[c.name], None) for c in cands if c.name in idents])
     picked = {k for k, c in enumerate(cands) if any(_exact(m) for m in idents.get(c.name, _NONE).matches)}
     squashed = _index(
         groups.combined(

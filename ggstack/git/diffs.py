@@ -186,7 +186,7 @@ class Diffs(Objects):
         if len(pairs) < _SPLIT_MERGES:
             return self._merge_batch(pairs)
         halves = side_by_side(self._merge_batch, [pairs[0::2], pairs[1::2]], 2)
-        out = [*halves[0], *halves[1]]
+        out = [*halves[0], *halves[1]]  # as long as pairs; then each half into its own places
         out[0::2], out[1::2] = halves
         return out
 
