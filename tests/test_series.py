@@ -1040,6 +1040,23 @@ def test_mail_headers_read_directly_are_the_email_packages(head: str) -> None:
     assert direct == {k.lower(): v for k, v in package.items()}
 
 
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "=?UTF-8?q?=F0=9F=A7=AA=20Run?=\n =?UTF-8?q?=20tests?=",  # adjacent encoded words: joined
+        "[PATCH 3/9] =?UTF-8?q?Fix=20na=C3=AFve?= handling",  # plain text around them: spaced
+        "=?UTF-8?b?UMWZaWRhdCDEjWVzayDDqSB6bmFreQ==?=",
+    ],
+)
+def test_an_encoded_subject_is_decoded_as_the_email_packages_default_policy(subject: str) -> None:
+    import email.parser
+    import email.policy
+
+    head = f"From: Ann <a@x>\nSubject: {subject}\n"
+    want = email.parser.Parser(policy=email.policy.default).parsestr(head, headersonly=True)["Subject"]
+    assert series._headers(head)["Subject"] == " ".join(str(want).split())
+
+
 def test_a_plain_series_is_read_without_the_email_package(world: World) -> None:
     """format-patch's plain headers (no quoting, no RFC 2047 words) need no email package: a
     few milliseconds of every command that reads the stack."""
