@@ -78,13 +78,14 @@ class History:
     _subjects: dict[str, list[str]] | None = None
     _prs: dict[str, list[str]] | None = None
     _relands: dict[str, list[str]] | None = None
+    _exactly: dict[frozenset[str], list[str]] | None = None
 
     def __post_init__(self) -> None:
         self._order = {sha: i for i, sha in enumerate(self.messages)}
         self._index_commits()
 
     def _index_commits(self) -> None:
-        self._touching, self._versions, self._at = {}, {}, None
+        self._touching, self._versions, self._at, self._exactly = {}, {}, None, None
         for i, (_, files) in enumerate(self.commits):
             for path, old, new in files:
                 self._touching.setdefault(path, []).append(i)
@@ -156,6 +157,15 @@ class History:
 
     def files_of(self, sha: str) -> frozenset[str]:
         return frozenset(p for p, _, _ in self.files_changed(sha))
+
+    def changing_exactly(self, paths: frozenset[str]) -> list[str]:
+        """Range commits that change exactly ``paths``, newest first (what a revert of a patch
+        changing them changes), indexed once."""
+        if self._exactly is None:
+            self._exactly = {}
+            for sha, files in self.commits:
+                self._exactly.setdefault(frozenset(p for p, _, _ in files), []).append(sha)
+        return self._exactly.get(paths, [])
 
     def newer(self, a: str, b: str) -> bool:
         """Is range commit ``a`` newer than ``b``? (A commit outside the range is older than all of it.)"""

@@ -74,7 +74,7 @@ def identify(
     _named_and_whole(ctx, [c for c in cands if not out[c.name].matches], out)
     matched = [c for c in cands if out[c.name].matches]
     if reversed_ids is None:
-        reversed_ids = reversed_patch_ids(ctx.repo, [c for c in matched if c.commit])
+        reversed_ids = reversed_patch_ids(ctx.repo, [c for c in matched if c.commit and _revertible(ctx, c, out)])
     for cand in matched:
         _undone_or_since(ctx, cand, out[cand.name], out[cand.name].matches, reversed_ids.get(cand.commit, ""))
     # A pick the base took out again may have been made again by hand, under the patch's PR
@@ -98,6 +98,13 @@ def _undone_or_since(ctx: Context, cand: Candidate, ident: Identified, matches: 
     again = signals.relanded(ctx.history, cand, matches)
     since = signals.modified(ctx.history, cand, matches)
     ident.evidence += [e for e in (revert, again, since) if e is not None]
+
+
+def _revertible(ctx: Context, cand: Candidate, out: dict[str, Identified]) -> bool:
+    """Could a range commit have the patch's reversed patch-id? Only one that changes exactly its
+    files, and none of its picks (a pick has its own): where none does, it is not computed."""
+    picks = {m.commit for m in out[cand.name].matches}
+    return any(c not in picks for c in ctx.history.changing_exactly(frozenset(cand.paths)))
 
 
 def reversed_patch_ids(repo: git.Repository, cands: Sequence[Candidate]) -> dict[str, str]:
