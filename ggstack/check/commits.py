@@ -11,13 +11,14 @@ merge would say.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 
 from ggstack import diff, forked, git, replay
 from ggstack.check import cache, remaining
 from ggstack.check import judge as judging
 from ggstack.check.containment import applies, reverse_applies, surely_conflicts
 from ggstack.check.files import Files
-from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, scan
+from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, RangeRead, read_range, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.rules import SOME
 from ggstack.check.signals import Candidate
@@ -46,7 +47,8 @@ def commits(
             lines, merge_base = _lines(repo, base, infos)
             asked = None if merge_base else repo.start_merge_base(base, infos[0].sha)  # answered meanwhile
             parts = _parts(lines, jobs or cores())
-            judged = forked.side_by_side(functools.partial(_judge_pieces, repo, base), parts, repo.after_fork)
+            shared = _shared_ranges(repo, base, lines, parts)
+            judged = forked.side_by_side(functools.partial(_judge_pieces, repo, base, shared), parts, repo.after_fork)
             for _, part in sorted(p for ps in judged for p in ps):  # the lines' order, as one process has it
                 _add(run, part)
             run.merge_base = merge_base or (asked() if asked else None)
@@ -103,12 +105,24 @@ def _span(parts: list[list[Piece]]) -> int:
     return max(_cost(part) for part in parts)
 
 
-def _judge_pieces(repo: git.Repository, base: str, pieces: list[Piece]) -> list[tuple[tuple[int, int], Run]]:
+def _shared_ranges(
+    repo: git.Repository, base: str, lines: list[list[git.CommitInfo]], parts: list[list[Piece]]
+) -> dict[int, RangeRead]:
+    """The range of each line cut over more than one part, read here once before they fork:
+    each piece's range is the line's (the base less the line's own history), which every part
+    would otherwise read again, side by side, on the same cores."""
+    spread = Counter(k for part in parts for k in {key[0] for key, _ in part})
+    return {k: read_range(repo, base, [i.sha for i in lines[k]]) for k, n in spread.items() if n > 1}
+
+
+def _judge_pieces(
+    repo: git.Repository, base: str, shared: dict[int, RangeRead], pieces: list[Piece]
+) -> list[tuple[tuple[int, int], Run]]:
     """One part of the commits, each piece against its line's range (a forked part's whole work)."""
     out = []
     for key, commits in pieces:
         run = Run(stack=None, base_ref="", base=base)
-        _judge(repo, base, commits, run)
+        _judge(repo, base, commits, run, shared.get(key[0]))
         out.append((key, run))
     return out
 
@@ -243,13 +257,13 @@ def _merges_below(walks: list[list[str]], parents: dict[str, str], merges: set[s
     return below
 
 
-def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run) -> None:
+def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run, read: RangeRead | None) -> None:
     diffs = repo.diffs_of_commits([(i.sha, i.parents[0]) for i in infos])
     branches = repo.branches([i for i in infos if len(i.parents) > 1])
     cands = [_candidate(i, diffs[i.sha], branches.get(i.sha, [])) for i in infos]
     authors = {i.sha[:12]: i.author_email for i in infos}
     base_tree = repo.commit_infos([base])[0].tree  # through the long-lived reader, no rev-parse
-    ctx, entries, idents = _read_and_identify(repo, base, base_tree, cands, diffs)
+    ctx, entries, idents = _read_and_identify(repo, base, base_tree, cands, diffs, read)
     contents = judging.measure_content(ctx, cands, base_tree, idents)
     measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
     steps = _replay_all(repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
@@ -286,17 +300,27 @@ def _read_for_all(
 
 
 def _read_and_identify(
-    repo: git.Repository, base: str, base_tree: str, cands: list[Candidate], diffs: dict[str, bytes]
+    repo: git.Repository,
+    base: str,
+    base_tree: str,
+    cands: list[Candidate],
+    diffs: dict[str, bytes],
+    read: RangeRead | None,
 ) -> tuple[Context, dict[str, tuple[str, str]], dict[str, Identified]]:
     """``_read``, then git's identity of each candidate; a few commits' reversed patch-ids (a
     revert's, asked of those the base has) read meanwhile, not after."""
     early = Pending(judging.reversed_patch_ids, repo, cands) if len(cands) <= _EARLY else None
-    ctx, entries = _read(repo, base, base_tree, cands, diffs)
+    ctx, entries = _read(repo, base, base_tree, cands, diffs, read)
     return ctx, entries, judging.identify(ctx, cands, early.result() if early else None)
 
 
 def _read(
-    repo: git.Repository, base: str, base_tree: str, cands: list[Candidate], diffs: dict[str, bytes]
+    repo: git.Repository,
+    base: str,
+    base_tree: str,
+    cands: list[Candidate],
+    diffs: dict[str, bytes],
+    read: RangeRead | None = None,
 ) -> tuple[Context, dict[str, tuple[str, str]]]:
     """The range scan and the base's files, side by side: the range is git's work
     (log, diff-tree | patch-id), reading the base's files is ours."""
@@ -311,6 +335,7 @@ def _read(
         [s for c in cands for s in c.sources],
         {frozenset(c.paths) for c in cands},
         diffs,  # the candidates' patch-ids from the diffs read already
+        read,  # the range's logs, where the line's parts share them
     )
     files = Files(repo)
     entries = files.entries(base_tree, paths)

@@ -273,6 +273,22 @@ def pr_numbers(message: str) -> list[str]:
     return list(dict.fromkeys(n for m in _PR_NAMED.finditer(head) for n in m.groups() if n))
 
 
+@dataclass
+class RangeRead:
+    """What ``scan`` reads of a range whatever the candidates: every commit's message, and every
+    commit with every file it changes (``read_range``)."""
+
+    messages: list[tuple[str, str, str]]
+    whole: RangeLog
+
+
+def read_range(repo: git.Repository, base: str, exclude: Sequence[str]) -> RangeRead:
+    """The messages' log and the whole files' log of ``base ^exclude``, side by side."""
+    messages = Pending(repo.range_messages, [base], exclude)
+    whole = repo.log_raw([base], exclude, ())
+    return RangeRead(messages.result(), whole)
+
+
 def scan(
     repo: git.Repository,
     base: str,
@@ -282,19 +298,25 @@ def scan(
     sources: Sequence[str],
     keysets: Iterable[frozenset[str]] = (),
     diffs: Mapping[str, bytes] | None = None,
+    read: RangeRead | None = None,
 ) -> History:
     """Read the range ``base ^exclude`` once for all the candidates (``diffs``: the candidates'
-    diffs where they were read already, as ``diffs_of_commits`` gives them). The walks that do
-    not depend on each other (the files' log, the messages' log, which sources the base
-    reaches) run side by side, each a git process of its own."""
+    diffs where they were read already, as ``diffs_of_commits`` gives them; ``read``: the
+    range's logs, where they were read already). The walks that do not depend on each other
+    (the files' log, the messages' log, which sources the base reaches) run side by side, each
+    a git process of its own."""
     srcs = [s for s in dict.fromkeys(sources) if s]
-    pending_log = Pending(repo.range_messages, [base], exclude)
     pending_reach = Pending(repo.not_reachable, srcs, base)
-    # Past a few dozen paths git matches every pathspec against every changed file of every
-    # commit: reading the whole range once, and filtering it here for each set of paths, is faster.
-    whole = repo.log_raw([base], exclude, ()) if len(paths) > _PATHSPEC_LIMIT else None
-    commits = _touching(repo, base, exclude, paths, whole)
-    log = pending_log.result()
+    if read is None:
+        pending_log = Pending(repo.range_messages, [base], exclude)
+        # Past a few dozen paths git matches every pathspec against every changed file of every
+        # commit: reading the whole range once, and filtering it here for each set of paths, is faster.
+        whole = repo.log_raw([base], exclude, ()) if len(paths) > _PATHSPEC_LIMIT else None
+        commits = _touching(repo, base, exclude, paths, whole)
+        log = pending_log.result()
+    else:
+        whole, log = read.whole, read.messages
+        commits = _touching(repo, base, exclude, paths, whole)
     commits, moves = _follow_moves(
         repo, base, exclude, paths, commits, {sha: i for i, (sha, _, _) in enumerate(log)}, whole
     )
