@@ -11,9 +11,8 @@ stack with ``ggstack import``, then times, interleaved and several times each:
 and prints the median wall time and CPU (user+sys of its processes) of each, the ratio to git rebase, and
 whether every replayed commit's tree is identical to git's. A first round is not counted (it reads
 the packs cold), and git rebase runs without its ``gc --auto`` (the loose objects the runs leave
-would have it pack them in the background of the later runs). git rebase still slows as loose
-objects pile up over consecutive invocations (ggstack does not): run ``git gc`` on the repository
-before measuring. The target is
+would have it pack them in the background of the later runs). On a shared machine git rebase's
+time moves more than ggstack's from one invocation to the next: compare within one. The target is
 ggstack <= 0.33x git rebase. Wall time of whole processes is what is
 measured: ``ggstack apply`` as a user runs it (Python start-up included).
 
