@@ -401,7 +401,8 @@ def _headers(head: str) -> dict[str, str]:
         if name == "From" and not _PLAIN_FROM.match(value):
             value = _author(value) or _decoded(name, head)
         elif "=?" in value:
-            value = _decoded(name, head) if name == "From" else _unstructured(value)
+            plain = _unstructured(value) if name == "Subject" and _well_encoded(value) else None
+            value = plain if plain is not None else _decoded(name, head)
         out[name] = value
     return out
 
@@ -438,13 +439,35 @@ def _author(value: str) -> str | None:
     return f"{name} <{address[:-1]}>"
 
 
-def _unstructured(value: str) -> str:
+# An RFC 2047 word, and what a well-formed one holds: a charset email.header knows, Q's escapes
+# whole, B's base64 whole. (Anything else, the default policy reads, with its defects.)
+_ENCODED_WORD = re.compile(r"=\?([^?]*)\?([^?]*)\?([^?]*)\?=")
+_Q_TEXT = re.compile(r"(?:[^=]|=[0-9A-Fa-f]{2})*")
+_B_TEXT = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def _well_encoded(value: str) -> bool:
+    """Are there encoded words in it, and all of them well formed?"""
+    words = _ENCODED_WORD.findall(value)
+    return bool(words) and all(_well_formed(*word) for word in words)
+
+
+def _well_formed(charset: str, kind: str, text: str) -> bool:
+    form = {"q": _Q_TEXT, "b": _B_TEXT}.get(kind.lower())
+    return charset.lower() in ("utf-8", "us-ascii", "iso-8859-1") and form is not None and bool(form.fullmatch(text))
+
+
+def _unstructured(value: str) -> str | None:
     """A text header's RFC 2047 words decoded (a Subject), as the email package's default policy
     decodes them (the same on all 315 encoded subjects of four projects' histories), without
-    its header registry to import."""
+    its header registry to import; None where its bytes are not of its charset (the policy
+    reads those, with its defects)."""
     import email.header
 
-    return str(email.header.make_header(email.header.decode_header(value)))
+    try:
+        return str(email.header.make_header(email.header.decode_header(value)))
+    except (UnicodeError, LookupError, ValueError):
+        return None
 
 
 def _decoded(name: str, head: str) -> str:

@@ -1046,6 +1046,11 @@ def test_mail_headers_read_directly_are_the_email_packages(head: str) -> None:
         "=?UTF-8?q?=F0=9F=A7=AA=20Run?=\n =?UTF-8?q?=20tests?=",  # adjacent encoded words: joined
         "[PATCH 3/9] =?UTF-8?q?Fix=20na=C3=AFve?= handling",  # plain text around them: spaced
         "=?UTF-8?b?UMWZaWRhdCDEjWVzayDDqSB6bmFreQ==?=",
+        # malformed, as no format-patch writes them: read as the policy reads them, never a traceback
+        "=?bogus-charset?q?x?=",
+        "=?UTF-8?q?=ZZ?=",
+        "=?utf-8?b?//4gYWJj?=",  # not UTF-8
+        "=?UTF-8?b?!!!?=",
     ],
 )
 def test_an_encoded_subject_is_decoded_as_the_email_packages_default_policy(subject: str) -> None:
