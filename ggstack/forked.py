@@ -16,10 +16,8 @@ the parent's (git's ``cat-file --batch``). A child ends when the parent does, ki
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import threading
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -51,6 +49,8 @@ def side_by_side(fn: Callable[[U], T], parts: Sequence[U], in_child: Callable[[]
 
 
 def _fork(fn: Callable[[U], T], part: U, in_child: Callable[[], None], lifeline: tuple[int, int]) -> tuple[int, int]:
+    import pickle  # here, not at the top: a check of a few commits never forks, and start-up is most of its time
+
     r, w = os.pipe()
     pid = os.fork()
     if pid:
@@ -67,6 +67,8 @@ def _fork(fn: Callable[[U], T], part: U, in_child: Callable[[], None], lifeline:
     except InfraError as e:
         reply = ("infra", str(e))
     except BaseException:  # a bug (or an interrupt): its traceback goes with it
+        import traceback
+
         reply = ("bug", traceback.format_exc())
     status = 0
     try:
@@ -86,6 +88,8 @@ def _end_with_the_parent(lifeline: int) -> None:
 
 
 def _collect(pid: int, fd: int) -> Any:
+    import pickle
+
     with os.fdopen(os.dup(fd), "rb") as f:
         data = f.read()
     if not data:

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import sys
-import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +44,8 @@ def _url_secrets(url: str) -> list[str]:
     userinfo = rest.split("/", 1)[0].rpartition("@")[0] or rest.rpartition("@")[0]
     if not userinfo:
         return []
+    import urllib.parse  # here: a URL with userinfo is rare, and every command reads the URLs at start-up
+
     found = [f"{userinfo}@", f"{urllib.parse.unquote(userinfo)}@"]
     for part in re.split(r"[:@]", userinfo):
         found += [part, urllib.parse.unquote(part)]

@@ -15,7 +15,6 @@ binaries, modes, odd names — goes through git's trees and ``git diff``.
 from __future__ import annotations
 
 import ast
-import difflib
 import hashlib
 import warnings
 from collections.abc import Sequence
@@ -261,6 +260,8 @@ def _plain(e: _Edit, entries: dict[str, tuple[str, str]], files: Files) -> bool:
 def _unified(edits: list[_Edit]) -> str:
     """The ``git diff`` of plain content edits, written in-process (git's own
     header and hunk format, so ``git apply`` takes it)."""
+    import difflib  # here: only a partial has a remaining diff, and every check imports this module
+
     out: list[str] = []
     for e in edits:
         if e.before == e.after:

@@ -11,7 +11,6 @@ left to git: ``stamp`` says None and the caller asks ``git var``.
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
 
@@ -41,6 +40,8 @@ def stamp(date: str) -> str | None:
     day, year, hour, minute, second = int(m.group(1)), int(m.group(3)), *map(int, m.group(4, 5, 6))
     sign, tz_hours, tz_minutes = m.group(7), int(m.group(8)), int(m.group(9))
     offset = (1 if sign == "+" else -1) * (tz_hours * 3600 + tz_minutes * 60)
+    import calendar  # here: check reads no such date, and start-up is most of a small check's time
+
     local = (year, _MONTHS.index(m.group(2)) + 1, day, hour, minute, second)
     epoch = calendar.timegm(local) - offset
     if not (0 <= epoch < _EPOCH_MAX and 1970 <= year < 2100) or rfc2822(epoch, offset) != date:
