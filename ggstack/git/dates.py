@@ -40,7 +40,7 @@ def stamp(date: str) -> str | None:
     day, year, hour, minute, second = int(m.group(1)), int(m.group(3)), *map(int, m.group(4, 5, 6))
     sign, tz_hours, tz_minutes = m.group(7), int(m.group(8)), int(m.group(9))
     offset = (1 if sign == "+" else -1) * (tz_hours * 3600 + tz_minutes * 60)
-    import calendar  # here: check reads no such date, and start-up is most of a small check's time
+    import calendar  # here: only a patch file's mail date is read this way, and start-up counts for a small check
 
     local = (year, _MONTHS.index(m.group(2)) + 1, day, hour, minute, second)
     epoch = calendar.timegm(local) - offset
