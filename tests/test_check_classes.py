@@ -733,6 +733,33 @@ def test_a_backport_of_a_merged_pr_modified_since_is_represented_by_the_merge(wo
     assert o.recommendation is Recommendation.DO_NOT_OPEN
 
 
+def test_a_backport_of_a_recurring_bot_title_is_found_by_its_pr_among_commits_of_that_title(world: GitRepo) -> None:
+    """Class (astropy's "Backport PR #18816: Update minimum required version of astropy-iers-data"
+    onto main): a bot opens the same-titled PR again and again, each bumping the same line. The
+    merge of the backported PR is read for the lines before the newer commits of its title: a PR
+    number names one change, a recurring title many. It is the pick, modified since."""
+    world.git("checkout", "-q", "-b", "release", "main")
+    world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
+    world.git("checkout", "-q", "-b", "topic", "main")
+    world.commit("Update the pin", {"f.txt": text(edited(LINES, l10="pin >= 2"))})
+    world.git("checkout", "-q", "main")
+    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from bot/pin\n\nUpdate the pin")
+    merge = world.sha("HEAD")
+    for version in (3, 4, 5):
+        world.commit("Update the pin", {"f.txt": text(edited(LINES, l10=f"pin >= {version}"))}, author=OTHER)
+    backport = on(
+        world,
+        "release",
+        "Backport PR #12: Update the pin",
+        {"f.txt": text(edited(LINES, l10="pin >= 2", l12="line 12 (release)"))},
+    )
+    o = judge(world, backport)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert merge in o.represented_by
+    assert rule(o) == "picked, then modified"
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+
+
 def test_a_pr_named_base_commit_without_all_the_lines_stays_a_hint(world: GitRepo) -> None:
     """The converse: the merge of PR #12 took another fix; the backport's lines were never there."""
     world.git("checkout", "-q", "-b", "release", "main")

@@ -291,7 +291,9 @@ def hints(history: History, cand: Candidate, known: set[str]) -> tuple[list[str]
     same = [c for s in (cand.subject, cand.title) if s for c in history.same_subject(s) if c not in known]
     numbers = [cand.original_pr.rpartition("#")[2]] if cand.original_pr else pr_numbers(cand.subject)
     by_pr = [c for n in numbers if n for c in history.with_pr_number(n) if c not in known and c != cand.commit]
-    found = list(dict.fromkeys(same + by_pr))
+    # The PR's first: its number names one change, where a title can recur (a bot's "Update the
+    # pin" PR opened again and again); callers read the first few.
+    found = list(dict.fromkeys(by_pr + same))
     if not found:
         return [], None
     words = []
