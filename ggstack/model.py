@@ -164,6 +164,7 @@ class Signal(str, enum.Enum):
     EMPTY = "empty"  # replaying it changes nothing (or: applies and changes the base)
     CONFLICT = "conflict"  # replaying it conflicts
     REVERSE_APPLY = "reverse-apply"  # its post-image is in the base (`git apply -R`)
+    POST_IMAGE = "post-image"  # every file it touches is in the base as it leaves it, blob for blob
     CONTENT = "content"  # line containment: which change blocks the base holds
     BLAME = "blame"  # which base commits brought the present lines in
     GROUP = "group"  # a run of consecutive patches is in the base together

@@ -760,6 +760,38 @@ def test_a_backport_of_a_recurring_bot_title_is_found_by_its_pr_among_commits_of
     assert o.recommendation is Recommendation.DO_NOT_OPEN
 
 
+def test_a_removal_the_base_made_of_its_own_version_of_the_lines_is_the_same_post_image(world: GitRepo) -> None:
+    """Class (astropy's "Remove greeter bot" onto v7.2.x): upstream reworded a section, then
+    removed it; the release branch removed its own, older wording of it. The lines the patch
+    removes were never in the base, so no line of it is earned; but the file is in the base
+    byte for byte as the patch leaves it, and a base commit made it so: represented by it."""
+    section = {"l30": "greeter:", "l31": "  say: hello", "l32": "  to: newcomers"}
+    gone = dict.fromkeys(("l30", "l31", "l32"))
+    world.commit("add the greeter", {"f.txt": text(edited(LINES, **section))})
+    world.git("branch", "-f", "fork", "main")
+    removal = world.commit("Delete the greeter on this branch", {"f.txt": text(edited(LINES, **gone))}, author=OTHER)
+    on(world, "fork", "reword the greeter", {"f.txt": text(edited(LINES, **{**section, "l31": "  say: welcome"}))})
+    c = on(world, "fork", "Remove the greeter", {"f.txt": text(edited(LINES, **gone))})
+    o = judge(world, c)
+    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert rule(o) == "same post-image"
+    assert o.represented_by == [removal]
+    assert o.recommendation is Recommendation.DO_NOT_OPEN
+
+
+def test_a_file_as_the_patch_leaves_it_since_before_the_range_is_no_same_post_image(world: GitRepo) -> None:
+    """The converse: the fork added a line and took it out again; the base never had it. The base's
+    file is the patch's post-image, and the base's last commit on it wrote that blob, but it was so
+    at the merge base already (upstream changed the file and took that back): no evidence."""
+    world.commit("tweak line 5", {"f.txt": text(edited(LINES, l5="line five"))}, author=OTHER)
+    world.commit("Revert the tweak of line 5", {"f.txt": text(LINES)}, author=OTHER)
+    on(world, "fork", "add a debug line", {"f.txt": text(edited(LINES, l20=["line 20", "debug"]))})
+    c = on(world, "fork", "drop the debug line", {"f.txt": text(LINES)})
+    o = judge(world, c)
+    assert rule(o) != "same post-image"
+    assert "post-image" not in kinds(o)
+
+
 def test_a_pr_named_base_commit_without_all_the_lines_stays_a_hint(world: GitRepo) -> None:
     """The converse: the merge of PR #12 took another fix; the backport's lines were never there."""
     world.git("checkout", "-q", "-b", "release", "main")

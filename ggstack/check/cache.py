@@ -21,7 +21,7 @@ from ggstack.cache import key as hashed
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, REVERTS, SPID, normal_subject, pr_numbers
 from ggstack.model import Applied, Conflict, Evidence, Outcome, Recommendation, Run, Stack, Verdict
 
-VERSION = "check-28"
+VERSION = "check-29"
 _KEEP = 64  # verdict files kept per repository, newest first
 
 

@@ -282,6 +282,8 @@ def judge(
     replayed = signals.replayed(m.step, m.applies, m.unreplayed)
     evidence += [e for e in (replayed, signals.reversed_(m.reverse, m.reverse_later)) if e]
     evidence.append(signals.content(m.content))
+    if facts.same_blobs:
+        evidence.append(signals.same_blobs_evidence(facts.same_blobs))
     blame = signals.blame(m.content)
     evidence += [e for e in (blame, hint) if e]
     first = decide(facts)
@@ -312,6 +314,9 @@ def _facts(
     facts.matches = ident.matches
     facts.related = set(related)
     facts.gone = _gone(ctx.history, m.content)
+    if m.tree:
+        entries = ctx.files.entries(m.tree, [fc.new_path or fc.old_path or "" for fc in cand.changes])
+        facts.same_blobs = signals.same_blobs(ctx.history, cand, entries)
     undoers = [c for x in ident.matches for c in x.undone_by]
     known = {x.commit for x in ident.matches} | set(undoers)
     known |= {c for r in undoers for c in ctx.history.undoes.get(r, [])}  # and what they undid (a PR's merge)

@@ -45,6 +45,7 @@ class Facts:
     related: set[str] = field(default_factory=set)  # base commits tied to it otherwise (hints, a consolidation)
     rewritten: list[str] = field(default_factory=list)  # an adapted pick's missing blocks, all where the base rewrote
     gone: dict[str, str] = field(default_factory=dict)  # its files the base deleted or moved away -> the commit
+    same_blobs: list[str] = field(default_factory=list)  # range commits that left its files as it leaves them
 
     @property
     def live(self) -> list[Match]:
@@ -213,6 +214,20 @@ def _content(f: Facts) -> Decision:
         "every change is in the base, brought by "
         + short_ids(f.content.commits)
         + ("; but replaying it would still change the base: look at what it would change" if look else ""),
+    )
+
+
+def _same_blobs(f: Facts) -> bool:
+    return bool(f.same_blobs)
+
+
+def _made_so(f: Facts) -> Decision:
+    return Decision(
+        "same post-image",
+        Verdict.REPRESENTED,
+        Recommendation.DO_NOT_OPEN,
+        _commits(f.same_blobs, f.content.commits),
+        "every file it touches is in the base as it leaves it (the same blobs), made so by " + short_ids(f.same_blobs),
     )
 
 
@@ -398,6 +413,13 @@ RULES: tuple[Rule, ...] = (
         "do not open (human look if replaying would still change the base)",
         _all_lines,
         _content,
+    ),
+    (
+        "same post-image",
+        "every file it touches is in the base as it leaves it, blob for blob (a file it deletes gone), made so by "
+        "base commits (not so at the merge base) → represented by them, do not open",
+        _same_blobs,
+        _made_so,
     ),
     (
         "empty replay",

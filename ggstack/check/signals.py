@@ -13,6 +13,7 @@ from typing import Any
 
 from ggstack import git, replay
 from ggstack.check.containment import Containment
+from ggstack.check.files import is_zero
 from ggstack.check.history import REVERT_OF, History, normal_subject, pr_numbers
 from ggstack.check.rules import Decision, Facts, Match, short_ids
 from ggstack.diff import FileChange, paths_of
@@ -197,6 +198,33 @@ def reversed_(applies: bool | None, later: list[str] | None = None) -> Evidence 
     return Evidence(
         Signal.REVERSE_APPLY, detail, data={"applies": applies}, says=Says.PRESENT if applies else Says.ABSENT
     )
+
+
+def same_blobs(history: History, cand: Candidate, entries: dict[str, tuple[str, str]]) -> list[str]:
+    """The range commits that left every file the patch touches as the patch leaves it, blob for blob
+    (a file it deletes gone; ``entries``: the base's files): git's identity of content, as a patch-id
+    is of a change, whatever the history of its lines (the base may have taken out another version
+    of the lines the patch removes). Nothing where a file differs, where the patch renames a file,
+    or where the range did not make a file so (it was so at the merge base)."""
+    if not cand.changes or any(fc.old_path and fc.new_path and fc.old_path != fc.new_path for fc in cand.changes):
+        return []
+    by: list[str] = []
+    for fc in cand.changes:
+        path = fc.new_path or fc.old_path or ""
+        have = entries.get(path)
+        if (have[1] if have else None) != fc.new_blob or (have and fc.new_mode and have[0] != fc.new_mode):
+            return []
+        versions = history.versions(path)  # (commit, old blob, new blob), newest first; a missing side is zeros
+        made = [c for c, old, new in versions[:1] if (None if is_zero(new) else new) == fc.new_blob]
+        if not made or (None if is_zero(versions[-1][1]) else versions[-1][1]) == fc.new_blob:
+            return []
+        by += made
+    return list(dict.fromkeys(by))
+
+
+def same_blobs_evidence(by: list[str]) -> Evidence:
+    detail = f"every file it touches is in the base as it leaves it (the same blobs), made so by {short_ids(by)}"
+    return Evidence(Signal.POST_IMAGE, detail, by, says=Says.PRESENT)
 
 
 def content(c: Containment) -> Evidence:
