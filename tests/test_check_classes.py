@@ -711,21 +711,9 @@ def test_a_backport_of_a_merged_pr_modified_since_is_represented_by_the_merge(wo
     commit; its context differs, so no patch-id), and upstream changed the lines since. The PR
     number alone is a hint; with the merge's own tree holding every change of the backport it is
     the pick: represented, since modified, not "human look"."""
-    world.git("checkout", "-q", "-b", "release", "main")
-    world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
-    world.git("checkout", "-q", "-b", "topic", "main")
-    world.commit("add a limit", {"f.txt": text(edited(LINES, l10="limit = 10"))})
-    world.git("checkout", "-q", "main")
-    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd a limit")
-    merge = world.sha("HEAD")
+    merge = _merged_pr_12(world, {"l10": "limit = 10"}, "Add a limit")
     later = world.commit("raise the limit", {"f.txt": text(edited(LINES, l10="limit = 99"))}, author=OTHER)
-    backport = on(
-        world,
-        "release",
-        "Backport PR #12: Add a limit",
-        {"f.txt": text(edited(LINES, l10="limit = 10", l12="line 12 (release)"))},
-    )
-    o = judge(world, backport)
+    o = _backport_of_pr_12(world, "Add a limit", "limit = 10")
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert merge in o.represented_by  # (and the PR's own commit, which has its subject)
     assert rule(o) == "picked, then modified"
@@ -738,22 +726,10 @@ def test_a_backport_of_a_recurring_bot_title_is_found_by_its_pr_among_commits_of
     onto main): a bot opens the same-titled PR again and again, each bumping the same line. The
     merge of the backported PR is read for the lines before the newer commits of its title: a PR
     number names one change, a recurring title many. It is the pick, modified since."""
-    world.git("checkout", "-q", "-b", "release", "main")
-    world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
-    world.git("checkout", "-q", "-b", "topic", "main")
-    world.commit("Update the pin", {"f.txt": text(edited(LINES, l10="pin >= 2"))})
-    world.git("checkout", "-q", "main")
-    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from bot/pin\n\nUpdate the pin")
-    merge = world.sha("HEAD")
+    merge = _merged_pr_12(world, {"l10": "pin >= 2"}, "Update the pin")
     for version in (3, 4, 5):
         world.commit("Update the pin", {"f.txt": text(edited(LINES, l10=f"pin >= {version}"))}, author=OTHER)
-    backport = on(
-        world,
-        "release",
-        "Backport PR #12: Update the pin",
-        {"f.txt": text(edited(LINES, l10="pin >= 2", l12="line 12 (release)"))},
-    )
-    o = judge(world, backport)
+    o = _backport_of_pr_12(world, "Update the pin", "pin >= 2")
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert merge in o.represented_by
     assert rule(o) == "picked, then modified"
@@ -794,30 +770,32 @@ def test_a_file_as_the_patch_leaves_it_since_before_the_range_is_no_same_post_im
 
 def test_a_pr_named_base_commit_without_all_the_lines_stays_a_hint(world: GitRepo) -> None:
     """The converse: the merge of PR #12 took another fix; the backport's lines were never there."""
-    world.git("checkout", "-q", "-b", "release", "main")
-    world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
-    world.git("checkout", "-q", "-b", "topic", "main")
-    world.commit("add a limit", {"f.txt": text(edited(LINES, l10="limit = 20"))})
-    world.git("checkout", "-q", "main")
-    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd a limit")
-    backport = on(
-        world,
-        "release",
-        "Backport PR #12: Add a limit",
-        {"f.txt": text(edited(LINES, l10="limit = 10", l12="line 12 (release)"))},
-    )
-    o = judge(world, backport)
+    _merged_pr_12(world, {"l10": "limit = 20"}, "Add a limit")
+    o = _backport_of_pr_12(world, "Add a limit", "limit = 10")
     assert o.verdict in (Verdict.UNIQUE, Verdict.CONFLICT), o.evidence
     assert o.recommendation is Recommendation.HUMAN_LOOK
 
 
-def _merged_pr_12(world: GitRepo, changes: dict) -> str:
+def _backport_of_pr_12(world: GitRepo, title: str, line_10: str):
+    """The release branch's "Backport PR #12: <title>", making line 10 ``line_10``, judged onto main."""
+    backport = on(
+        world,
+        "release",
+        f"Backport PR #12: {title}",
+        {"f.txt": text(edited(LINES, l10=line_10, l12="line 12 (release)"))},
+    )
+    return judge(world, backport)
+
+
+def _merged_pr_12(world: GitRepo, changes: dict, title: str = "Add limits") -> str:
+    """A release branch with a tweak of its own, and main with PR #12 (``title``, one commit
+    making ``changes``) merged by a merge commit: the merge's id."""
     world.git("checkout", "-q", "-b", "release", "main")
     world.commit("release tweak", {"f.txt": text(edited(LINES, l12="line 12 (release)"))})
     world.git("checkout", "-q", "-b", "topic", "main")
-    world.commit("add limits", {"f.txt": text(edited(LINES, **changes))})
+    world.commit(title[:1].lower() + title[1:], {"f.txt": text(edited(LINES, **changes))})
     world.git("checkout", "-q", "main")
-    world.git("merge", "-q", "--no-ff", "topic", "-m", "Merge pull request #12 from u/limit\n\nAdd limits")
+    world.git("merge", "-q", "--no-ff", "topic", "-m", f"Merge pull request #12 from u/limit\n\n{title}")
     return world.sha("HEAD")
 
 
