@@ -276,8 +276,7 @@ def judge(
     """The facts of one candidate, its decision and the evidence in order."""
     facts, known, hint = _facts(ctx, cand, ident, m, group, related)
     evidence = list(ident.evidence)
-    if group is not None:
-        facts.group, facts.group_by = group.names, group.by
+    if group is not None:  # (its members and commits are among the facts already)
         evidence.append(signals.grouped(group.names, group.by, group.how))
     replayed = signals.replayed(m.step, m.applies, m.unreplayed)
     evidence += [e for e in (replayed, signals.reversed_(m.reverse, m.reverse_later)) if e]

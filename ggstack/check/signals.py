@@ -214,12 +214,16 @@ def same_blobs(history: History, cand: Candidate, entries: dict[str, tuple[str, 
         have = entries.get(path)
         if (have[1] if have else None) != fc.new_blob or (have and fc.new_mode and have[0] != fc.new_mode):
             return []
-        versions = history.versions(path)  # (commit, old blob, new blob), newest first; a missing side is zeros
-        made = [c for c, old, new in versions[:1] if (None if is_zero(new) else new) == fc.new_blob]
-        if not made or (None if is_zero(versions[-1][1]) else versions[-1][1]) == fc.new_blob:
-            return []
-        by += made
+        versions = history.versions(path)  # (commit, old blob, new blob), newest first
+        if not versions or _blob(versions[0][2]) != fc.new_blob or _blob(versions[-1][1]) == fc.new_blob:
+            return []  # the newest range commit on it did not write it, or it was so at the merge base
+        by.append(versions[0][0])
     return list(dict.fromkeys(by))
+
+
+def _blob(sha: str) -> str | None:
+    """A blob id of the range's log, None for its missing side (zeros), as ``FileChange`` has it."""
+    return None if is_zero(sha) else sha
 
 
 def same_blobs_evidence(by: list[str]) -> Evidence:
