@@ -11,7 +11,7 @@ import io
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, cast
+from typing import IO, TypeVar, cast
 
 from ggstack.git.objects import SCRATCH_IDENT, Objects
 from ggstack.git.runner import GitFailed, Persistent
@@ -20,6 +20,8 @@ from ggstack.threads import side_by_side
 _SPLIT_PAIRS = 64  # from this many blob pairs on, two diff-tree processes share them
 _SPLIT_MERGES = 16  # from this many merges on, two merge-tree processes share them
 _SPLIT_SOURCES = 16  # from this many commits on, two diff-tree processes make their patches
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -185,10 +187,8 @@ class Diffs(Objects):
         A git without ``--stdin`` (2.38) says so with a usage error, and gets the merges one by one."""
         if len(pairs) < _SPLIT_MERGES:
             return self._merge_batch(pairs)
-        halves = side_by_side(self._merge_batch, [pairs[0::2], pairs[1::2]], 2)
-        out = [*halves[0], *halves[1]]  # as long as pairs; then each half into its own places
-        out[0::2], out[1::2] = halves
-        return out
+        even, odd = side_by_side(self._merge_batch, [pairs[0::2], pairs[1::2]], 2)
+        return _interleaved(even, odd)
 
     def _merge_batch(self, pairs: Sequence[tuple[str, str]]) -> list[MergeResult]:
         if not pairs:
@@ -332,10 +332,15 @@ class Diffs(Objects):
             parts = [_source_diffs(job.wait(), len(half)) for job, half in zip(started, halves)]
             if len(parts) < 2:
                 return parts[0] if parts else []
-            even, odd = parts
-            return [diff for two in zip(even, odd) for diff in two] + even[len(odd) :]
+            return _interleaved(*parts)
 
         return wait
+
+
+def _interleaved(even: list[T], odd: list[T]) -> list[T]:
+    """The answers of a work dealt alternately to two processes (``items[0::2]``, ``items[1::2]``),
+    back in the items' order."""
+    return [x for two in zip(even, odd) for x in two] + even[len(odd) :]
 
 
 _SOURCE_HEADER = b"\nggstack-commit "  # each commit's diff is headed "ggstack-commit <commit> <tree>"
