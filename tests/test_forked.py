@@ -176,7 +176,9 @@ def test_check_commits_split_over_processes_says_what_one_process_says(
     assert verdicts.count("represented") == 13 and verdicts[33] == "unique"
 
 
-def test_a_line_cut_over_parts_is_judged_against_the_range_one_process_gives_it(repo: GitRepo) -> None:
+def test_a_line_cut_over_parts_is_judged_against_the_range_one_process_gives_it(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
     """Commits the base has are one line; cut over two parts, each part judged its piece against
     the base less its piece only (a revert between the pieces was in one part's range, not in
     the other's, nor in one process's). The range of a cut line is read once, for the line."""
@@ -184,10 +186,14 @@ def test_a_line_cut_over_parts_is_judged_against_the_range_one_process_gives_it(
     commits = [repo.commit(f"change {i}", {f"f{i}.txt": text(edited(LINES, l5=f"change {i}"))}) for i in range(20)]
     repo.git("revert", "--no-edit", commits[5])
     commits += [repo.commit(f"change {i}", {f"f{i}.txt": text(edited(LINES, l5=f"change {i}"))}) for i in range(20, 40)]
-    runs = {
-        jobs: check.commits(git.Repository(str(repo.path)), commits, "main", use_cache=False, jobs=jobs)
-        for jobs in (1, 2)
-    }
+    runs = {}
+    for jobs in (1, 2):
+        trace = tmp_path / f"trace-{jobs}.json"
+        monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+        runs[jobs] = check.commits(git.Repository(str(repo.path)), commits, "main", use_cache=False, jobs=jobs)
+        monkeypatch.delenv("GIT_TRACE2_EVENT")
+        messages_logs = [e for e in _events(trace) if "--format=%H%x00%ae%x00%B%x00" in e.get("argv", [])]
+        assert len(messages_logs) == 1, jobs  # the range's messages, read once however many parts
     assert runs[2].to_json() == runs[1].to_json()
 
 
