@@ -453,9 +453,9 @@ def drop(
       ggstack drop gg-clean --represented --onto origin/dev/gilded-gnosis
       ggstack drop gg-clean --represented --run run.json --close-redundant
     """
-    from ggstack import check as checking
     from ggstack import drop as dropping
     from ggstack import report
+    from ggstack.check.stack import check_stack
 
     with obj.editing(stack, "drop"):
         s = obj.stack(stack)
@@ -463,7 +463,7 @@ def drop(
             run = _load_run(run_path)
         else:
             with StageProgress(len(s.patches), "check") as progress:
-                run = checking.stack(obj.repo, s, onto or s.config.target.base, progress=progress)
+                run = check_stack(obj.repo, s, onto or s.config.target.base, progress=progress)
         result = dropping.drop(
             obj.repo, s, run, close_redundant=close_redundant, dry_run=dry_run, include_human_look=include_human_look
         )
@@ -884,7 +884,8 @@ def check(
       ggstack check gg-clean --onto origin/dev/gilded-gnosis
       ggstack check --onto origin/dev/gilded-gnosis --commits ef7cae43b2 639aeff --json
     """
-    from ggstack import check as checking
+    from ggstack.check.commits import check_commits
+    from ggstack.check.stack import check_stack
 
     if commits:
         revs = [r for r in (stack, *more) if r]
@@ -898,7 +899,7 @@ def check(
                 f"--commits takes commits, not a range: {ranges[0]} (give its commits, e.g. "
                 f"$(git rev-list --no-merges --reverse {ranges[0]}), or import the range into a stack)"
             )
-        run = checking.commits(obj.repo, revs, onto, use_cache=not no_cache, jobs=jobs)
+        run = check_commits(obj.repo, revs, onto, use_cache=not no_cache, jobs=jobs)
     else:
         if not stack:
             raise UserError("name a stack (see `ggstack list`), or judge commits with --commits")
@@ -906,7 +907,7 @@ def check(
             raise UserError(f"unexpected arguments {' '.join(more)} (did you mean --commits?)")
         s = obj.stack(stack)
         with StageProgress(len(s.patches), "check") as progress:
-            run = checking.stack(obj.repo, s, onto or s.config.target.base, progress=progress, use_cache=not no_cache)
+            run = check_stack(obj.repo, s, onto or s.config.target.base, progress=progress, use_cache=not no_cache)
     if as_json:
         print_json(run.to_json())
     else:
@@ -1127,9 +1128,9 @@ def pr(
     Example:
       ggstack pr gg-clean --onto origin/dev/gilded-gnosis --dry-run
     """
-    from ggstack import check as checking
     from ggstack import pr as pr_stage
     from ggstack import report
+    from ggstack.check.stack import check_stack
 
     s = obj.stack(stack)
     if run_path:
@@ -1139,7 +1140,7 @@ def pr(
         with StageProgress(len(s.patches), "apply") as progress:
             run = replay.apply(obj.repo, s, base, write=not dry_run, progress=progress)
         with StageProgress(len(s.patches), "check") as progress:
-            run = checking.stack(obj.repo, s, base, run=run, progress=progress)
+            run = check_stack(obj.repo, s, base, run=run, progress=progress)
     with StageProgress(len(s.patches), "pr") as progress:
         run = pr_stage.pr(
             obj.repo, s, run, dry_run=dry_run, close_redundant=close_redundant, stacked=stacked, progress=progress

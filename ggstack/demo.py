@@ -107,7 +107,8 @@ def run(
     Returns the Run and the directory everything lives in (``fork.git``,
     ``remote.git`` standing in for the forge's git remote, ``patches/``).
     """
-    from ggstack import check, pr, replay, testing
+    from ggstack import pr, replay, testing
+    from ggstack.check.stack import check_stack
     from ggstack.forge.none import NoForge
 
     workdir = os.path.abspath(directory or tempfile.mkdtemp(prefix="ggstack-demo-"))
@@ -123,7 +124,7 @@ def run(
     stack = export_stack(fork, os.path.join(workdir, "patches"))
     base_ref = BASES[base]
     result = replay.apply(fork.repo, stack, base_ref, progress=progress)
-    result = check.stack(fork.repo, stack, base_ref, run=result, progress=progress)
+    result = check_stack(fork.repo, stack, base_ref, run=result, progress=progress)
     # The demo's tests are known to run side by side (file rendezvous, no fixed ports).
     result = testing.test(fork.repo, stack, result, gpu=gpu, progress=progress, jobs=min(4, cores()))
     result = pr.pr(fork.repo, stack, result, dry_run=True, client=NoForge())

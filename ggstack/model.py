@@ -279,6 +279,20 @@ class PRState:
 
 
 @dataclass
+class TextVerdict:
+    """What ``check`` decided from the text alone, kept beside the verdict: the tests fold onto it
+    (and fold again, from the same start), and ``drop`` reads the fork's own lines from it."""
+
+    verdict: Verdict
+    recommendation: Recommendation
+    rule: str
+    represented_by: list[str] = field(default_factory=list)
+    # Changed lines the base lacks at places no base commit touched since the merge base (or in a
+    # file the base never had): "file hunk: +first line". A patch with one is never represented.
+    own_lines: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Outcome:
     """What happened to one patch on one base: its verdict and the evidence."""
 
@@ -299,6 +313,7 @@ class Outcome:
     remaining_diff: str | None = None
     recommendation: Recommendation | None = None
     group: list[str] = field(default_factory=list)  # the run of patches the base has together, when it is one
+    text: TextVerdict | None = None  # check's own decision, before the tests
     tests: list[TestResult] = field(default_factory=list)
     pr: PRState | None = None
 
@@ -351,7 +366,7 @@ class Run:
             "gpu": self.gpu,
             "stages": self.stages,
             "errors": self.errors,
-            "patches": [_outcome_to_json(o) for o in self.outcomes],
+            "patches": [outcome_json(o) for o in self.outcomes],
             "subjects": self.subjects,
         }
 
@@ -362,7 +377,13 @@ class Run:
         return run
 
 
-def _outcome_to_json(o: Outcome) -> dict[str, Any]:
+def outcome_from_json(d: dict[str, Any]) -> Outcome:
+    """One Outcome from its JSON (a ValueError or KeyError naming the key, as ``Run.from_json``)."""
+    outcome: Outcome = _decode_dataclass(Outcome, d, "")
+    return outcome
+
+
+def outcome_json(o: Outcome) -> dict[str, Any]:
     return {
         "name": o.name,
         "subject": o.subject,
@@ -381,6 +402,7 @@ def _outcome_to_json(o: Outcome) -> dict[str, Any]:
         "remaining_diff": o.remaining_diff,
         "recommendation": o.recommendation.value if o.recommendation else None,
         "group": o.group,
+        "text": _flat(o.text) if o.text else None,
         "tests": [_flat(t) for t in o.tests],
         "pr": _flat(o.pr) if o.pr else None,
     }

@@ -20,8 +20,9 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol, TextIO
 
-from ggstack import check, git, replay, report, secrets, state, testing
+from ggstack import git, replay, report, secrets, state, testing
 from ggstack import pr as pr_stage
+from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Progress, Run, Stack, Verdict
 from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
@@ -137,7 +138,7 @@ def sync(
         base_ref = _fetch(attempt, repo, stack.config.target.remote, base_ref)
     base = replay.resolve_base(repo, stack, base_ref)
     run = attempt("apply", lambda p: replay.apply(repo, stack, base_ref, write=not dry_run, progress=p))
-    checked = attempt("check", lambda p: check.stack(repo, stack, base_ref, run=run, progress=p, use_cache=use_cache))
+    checked = attempt("check", lambda p: check_stack(repo, stack, base_ref, run=run, progress=p, use_cache=use_cache))
     if checked is not None:
         run = checked
     if checked is None:

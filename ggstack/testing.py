@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ggstack import cache, git, replay, state, testresult
+from ggstack.check import rules
 from ggstack.errors import UserError
 from ggstack.model import (
     Applied,
@@ -45,6 +46,7 @@ from ggstack.model import (
     Signal,
     Stack,
     TestResult,
+    TextVerdict,
     Verdict,
 )
 
@@ -95,6 +97,7 @@ class Judgement:
     tests: tuple[str, ...]
     detail: str
     settle: str = ""  # when it could not decide: what would let it
+    pre_existing: tuple[str, ...] = ()  # failing with and without the patch and on the old base: no evidence
 
 
 # -- which tests -------------------------------------------------------------------
@@ -140,9 +143,9 @@ def expand(command: str, tests: Sequence[str]) -> str:
 
 def prepare(repo: git.Repository, stack: Stack, base_ref: str) -> Run:
     """The Run ``test`` builds on: ``apply`` (no refs written), then ``check``."""
-    from ggstack import check
+    from ggstack.check.stack import check_stack
 
-    return check.stack(repo, stack, base_ref, run=replay.apply(repo, stack, base_ref, write=False))
+    return check_stack(repo, stack, base_ref, run=replay.apply(repo, stack, base_ref, write=False))
 
 
 def plan(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()) -> list[Job]:
@@ -675,7 +678,9 @@ def interpreter(command: str, env: dict[str, str]) -> str:
         found = first if "/" in first else shutil.which(first, path=path)
     else:
         found = shutil.which("python", path=path)
-    return os.path.realpath(found or sys.executable)
+    # Not resolved through its links: a venv's python is a link to the base interpreter, and only
+    # through the link does it see the venv's own site-packages (what the cache key must cover).
+    return os.path.abspath(found or sys.executable)
 
 
 def _base_env(stack: Stack) -> dict[str, str]:
@@ -1028,11 +1033,10 @@ def fold(
         patch_jobs = by_patch.get(o.name)
         if not patch_jobs:
             continue
-        o.evidence = list(o.evidence)  # its own list: the fold edits it, the Run given keeps its own
-        _restore(o)
+        text = _restore(o)
         o.tests = [r for j in patch_jobs for r in results[j.id]]
         judged = [(j, judge(j.kind, {r.where: r for r in results[j.id]})) for j in patch_jobs]
-        _apply(repo, o, judged, require_tests)
+        _apply(repo, o, text, judged, require_tests)
     run.gpu = gpu_state
     run.stages["test"] = "ok"
     return run
@@ -1047,17 +1051,35 @@ def judge(kind: str, runs: dict[str, TestResult]) -> Judgement:
     """What one kind's three runs say about a patch (README "Tests": the rule table).
 
     Only tests that ran and failed count: a run that could not run (a harness
-    error) or was skipped decides nothing."""
+    error) or was skipped decides nothing. A test that fails on the base and on
+    the old base and with the patch alike (the environment's failure, not the
+    patch's) is no evidence either way: it is reported as pre-existing."""
     patched, base, old = runs.get("patched"), runs["base"], runs.get("old-base")
+    seen = set(patched.failed) if patched is not None else set()
+    pre = tuple(t for t in base.failed if old is not None and t in old.failed and t in seen)
+    judged = _judge_runs(kind, patched, base, old, set(pre))
+    if not pre:
+        return judged
+    detail = (
+        f"{judged.detail}; pre-existing (failing with the patch, on the base and on the old base): {_names(list(pre))}"
+    )
+    return dataclasses.replace(judged, detail=detail, pre_existing=pre)
+
+
+def _judge_runs(
+    kind: str, patched: TestResult | None, base: TestResult, old: TestResult | None, pre: set[str]
+) -> Judgement:
     passing: set[str] | None = None
     if patched is not None and patched.status != "not-run":
-        early = _judge_patched(kind, patched)
+        early = _judge_patched(kind, patched, pre)
         if early is not None:
             return early
         passing = set(patched.passed)
-    if base.status == "failed":
-        # Only tests seen failing: one that did not run on the base (``-x`` stopped it) is no evidence.
-        failing = [t for t in base.failed if passing is None or t in passing] or base.failed
+    # Only tests seen failing: one that did not run on the base (``-x`` stopped it) is no evidence.
+    failing = [t for t in base.failed if t not in pre and (passing is None or t in passing)] or [
+        t for t in base.failed if t not in pre
+    ]
+    if base.status == "failed" and failing:
         how = "and pass with it" if passing is not None else "(the patch does not apply, so they were not run with it)"
         return Judgement(
             "needed", tuple(failing), f"{kind} tests fail on the base without the patch {how}: {_names(failing)}"
@@ -1068,12 +1090,13 @@ def judge(kind: str, runs: dict[str, TestResult]) -> Judgement:
         return _skipped(kind, base)
     if base.status == "no-tests":
         return Judgement("none", (), f"no {kind} tests collected on the base")
-    return _judge_control(kind, base, old)
+    return _judge_control(kind, base, old, pre)
 
 
-def _judge_patched(kind: str, patched: TestResult) -> Judgement | None:
-    if patched.status == "failed":
-        return Judgement("broken", tuple(patched.failed), f"{kind} tests fail with the patch: {_names(patched.failed)}")
+def _judge_patched(kind: str, patched: TestResult, pre: set[str]) -> Judgement | None:
+    failed = [t for t in patched.failed if t not in pre]
+    if patched.status == "failed" and (failed or not patched.failed):
+        return Judgement("broken", tuple(failed), f"{kind} tests fail with the patch: {_names(failed)}")
     if patched.status in _COULD_NOT_RUN:
         return _could_not_run(kind, patched)
     if patched.status == "skipped":
@@ -1105,8 +1128,10 @@ def _skipped(kind: str, r: TestResult) -> Judgement:
     )
 
 
-def _judge_control(kind: str, base: TestResult, old: TestResult | None) -> Judgement:
+def _judge_control(kind: str, base: TestResult, old: TestResult | None, pre: set[str]) -> Judgement:
     """The tests pass on the base without the patch: does the old base (the control) fail them?"""
+    if old is not None and old.status == "failed" and not set(old.failed) - pre:
+        return Judgement("none", (), f"{kind} tests: only pre-existing failures on the old base: no behaviour evidence")
     if old is None or old.status != "failed":
         if old is not None and old.status == "passed":
             why = "the control: pass on the old base too, so they cannot tell the change apart"
@@ -1115,7 +1140,7 @@ def _judge_control(kind: str, base: TestResult, old: TestResult | None) -> Judge
         return Judgement(
             "none", (), f"{kind} tests pass on the base without the patch, but {why}: no behaviour evidence"
         )
-    shown = [t for t in base.passed if t in old.failed] or old.failed  # seen failing, not merely not run
+    shown = [t for t in base.passed if t in old.failed] or [t for t in old.failed if t not in pre]
     return Judgement(
         "represented",
         tuple(shown),
@@ -1145,144 +1170,61 @@ def combine(judgements: Sequence[Judgement]) -> str:
     return "none"
 
 
-def _restore(o: Outcome) -> None:
-    """Undo an earlier fold (the text verdict is kept in the tests evidence), so folding twice is folding once."""
-    for e in [e for e in o.evidence if e.kind == "tests"]:
-        before = e.data.get("before") or {}
-        o.verdict = Verdict(before["verdict"]) if before.get("verdict") else None
-        o.recommendation = Recommendation(before["recommendation"]) if before.get("recommendation") else None
-        o.represented_by = list(before.get("represented_by", []))
-        o.evidence.remove(e)
+def _restore(o: Outcome) -> TextVerdict | None:
+    """The text verdict the tests fold onto, and the outcome without an earlier fold's tests: folding
+    twice is folding once."""
+    folded = [e for e in o.evidence if e.kind == "tests"]
+    if o.text is None and o.verdict is not None:
+        before = folded[0].data.get("before") if folded else None  # a Run of an older ggstack
+        if isinstance(before, dict) and before.get("verdict"):
+            o.text = TextVerdict(Verdict(before["verdict"]), Recommendation(before["recommendation"]), "")
+            o.text.represented_by = list(before.get("represented_by", []))
+        elif not folded:
+            o.text = TextVerdict(o.verdict, o.recommendation or rules.recommend(o.verdict, False), "")
+            o.text.represented_by = list(o.represented_by)
+    o.evidence = [e for e in o.evidence if e.kind != "tests"]
     o.tests = []
+    return o.text
 
 
-_FROM_APPLIED = {
-    Applied.APPLIED: Verdict.UNIQUE,
-    Applied.EMPTY: Verdict.REPRESENTED,
-    Applied.CONFLICT: Verdict.CONFLICT,
-}
-
-
-def _default_recommendation(o: Outcome, verdict: Verdict) -> Recommendation:
-    has_pr = o.pr is not None and o.pr.number is not None and o.pr.state == "open"
-    if verdict in (Verdict.UNIQUE, Verdict.PARTIAL):
-        return Recommendation.UPDATE_PR if has_pr else Recommendation.OPEN_PR
-    if verdict is Verdict.REPRESENTED:
-        return Recommendation.CLOSE_PR if has_pr else Recommendation.DO_NOT_OPEN
-    if verdict in (Verdict.CONFLICT, Verdict.BROKEN):
-        return Recommendation.REWORK
-    return Recommendation.HOLD
-
-
-@dataclass
-class _Decision:
-    verdict: Verdict | None
-    recommendation: Recommendation | None
-    detail: str
-    commits: list[str] = dataclasses.field(default_factory=list)
-    agrees: bool | None = None
-    settle: str = ""
-
-
-def _apply(repo: git.Repository, o: Outcome, judged: Sequence[tuple[Job, Judgement]], require_tests: bool) -> None:
-    """Fold one patch's judgements into its verdict (README "Tests": how tests and text combine)."""
+def _apply(
+    repo: git.Repository, o: Outcome, text: TextVerdict | None, judged: Sequence[tuple[Job, Judgement]], required: bool
+) -> None:
+    """Fold one patch's judgements onto its text verdict (``rules.fold``; README "Tests")."""
     judgements = [j for _, j in judged]
-    before = {
-        "verdict": o.verdict.value if o.verdict else None,
-        "recommendation": o.recommendation.value if o.recommendation else None,
-        "represented_by": list(o.represented_by),
-    }
     kind = combine(judgements)
     detail = "; ".join(j.detail for j in sorted(judgements, key=lambda j: j.kind != kind))  # the deciding kind first
-    d = _decide(repo, o, kind, detail, judged[0][0], require_tests)
+    has_pr = o.pr is not None and o.pr.number is not None and o.pr.state == "open"
+    touching = _candidates(repo, judged[0][0]) if kind == "represented" and not (text and text.represented_by) else []
+    d = rules.fold(
+        text, rules.FromTests(kind, detail, required, has_pr, o.applied, tuple(_brought(o)), tuple(touching))
+    )
+    o.verdict, o.recommendation = d.verdict, d.recommendation
+    if d.commits or text:
+        o.represented_by = list(d.commits or (text.represented_by if text else []))
+    o.evidence.append(Evidence("tests", d.detail + _left_behind(o), list(d.commits), data=_tests_data(d, judged, kind)))
+
+
+def _left_behind(o: Outcome) -> str:
     left = [
         f"{r.kind} {LABELS.get(r.where, r.where)}: {', '.join(r.left_processes)}" for r in o.tests if r.left_processes
     ]
-    if left:
-        d.detail += "; left processes behind (killed): " + "; ".join(left)
+    return "; left processes behind (killed): " + "; ".join(left) if left else ""
+
+
+def _tests_data(d: rules.Folded, judged: Sequence[tuple[Job, Judgement]], kind: str) -> dict[str, object]:
+    judgements = [j for _, j in judged]
     undecided = [jd for jd in judgements if jd.kind in _UNDECIDED]
-    o.verdict, o.recommendation = d.verdict, d.recommendation
-    if d.commits:
-        o.represented_by = d.commits
-    o.evidence.append(
-        Evidence(
-            "tests",
-            d.detail,
-            d.commits,
-            data={
-                "judgement": kind,
-                "pending": sorted(jb.kind for jb, jd in judged if jd.kind in _UNDECIDED and kind not in _UNDECIDED),
-                "tests": sorted({t for j in judgements if j.kind == kind for t in j.tests}),
-                "runs": {jb.kind: jd.kind for jb, jd in judged},
-                "agrees_with_text": d.agrees,
-                "settle": "; ".join(dict.fromkeys(j.settle for j in undecided if j.settle)),
-                "before": before,
-            },
-        )
-    )
-
-
-def _decide(repo: git.Repository, o: Outcome, kind: str, detail: str, job: Job, require_tests: bool) -> _Decision:
-    if kind == "broken":
-        return _Decision(Verdict.BROKEN, Recommendation.REWORK, "broken: " + detail)
-    if kind in _UNDECIDED:
-        return _undecided(o, kind, detail, require_tests)
-    if kind == "needed":
-        return _needed(o, detail)
-    if kind == "represented":
-        return _represented(repo, o, job, detail)
-    verdict = o.verdict or _FROM_APPLIED.get(o.applied or Applied.SKIPPED)
-    return _Decision(verdict, o.recommendation or (_default_recommendation(o, verdict) if verdict else None), detail)
-
-
-def _undecided(o: Outcome, kind: str, detail: str, require_tests: bool) -> _Decision:
-    """The tests could not decide: the text verdict stays, visibly text evidence;
-    a needed one is held when the stack requires tests."""
-    text = o.verdict
-    verdict = text or _FROM_APPLIED.get(o.applied or Applied.SKIPPED)
-    said = "tests could not run" if kind == "could-not-run" else "tests inconclusive, never a pass"
-    if verdict in (Verdict.REPRESENTED, Verdict.CONFLICT) or (verdict is not None and not require_tests):
-        rec = o.recommendation or _default_recommendation(o, verdict)
-        return _Decision(verdict, rec, f"{verdict.value} (text evidence; {detail})")
-    held = f"the text evidence says {verdict.value}; " if verdict else ""
-    return _Decision(
-        Verdict.INCONCLUSIVE, Recommendation.HOLD, f"inconclusive ({held}{said}; held: pr.require_tests): {detail}"
-    )
-
-
-def _needed(o: Outcome, detail: str) -> _Decision:
-    text = o.verdict
-    if text is Verdict.REPRESENTED:
-        by = ", ".join(c[:10] for c in o.represented_by) or "the base"
-        return _Decision(
-            Verdict.INCONCLUSIVE,
-            Recommendation.HUMAN_LOOK,
-            f"needed by its tests, but the text evidence says represented by {by}: the signals disagree, "
-            "a human should look; " + detail,
-            agrees=False,
-        )
-    verdict = text or _FROM_APPLIED.get(o.applied or Applied.SKIPPED) or Verdict.UNIQUE
-    rec = o.recommendation or _default_recommendation(o, verdict)
-    agrees = True if text else None
-    return _Decision(
-        verdict, rec, "needed: " + detail + ("; agrees with the text evidence" if agrees else ""), [], agrees
-    )
-
-
-def _represented(repo: git.Repository, o: Outcome, job: Job, detail: str) -> _Decision:
-    text = o.verdict
-    agrees = (text is Verdict.REPRESENTED) if text else None
-    brought = list(o.represented_by) or _brought(o)
-    commits = brought or _candidates(repo, job)
-    rec = o.recommendation if agrees and o.recommendation else _default_recommendation(o, Verdict.REPRESENTED)
-    said = "agrees with the text evidence" if agrees else f"the text evidence says {text.value}" if text else ""
-    found = (
-        f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
-        if commits and not brought
-        else ""
-    )
-    detail = "represented by behaviour: " + detail + (f"; {said}" if said else "") + found
-    return _Decision(Verdict.REPRESENTED, rec, detail, commits, agrees)
+    return {
+        "judgement": kind,
+        "rule": d.rule,
+        "pending": sorted(jb.kind for jb, jd in judged if jd.kind in _UNDECIDED and kind not in _UNDECIDED),
+        "tests": sorted({t for j in judgements if j.kind == kind for t in j.tests}),
+        "runs": {jb.kind: jd.kind for jb, jd in judged},
+        "agrees_with_text": d.agrees,
+        "settle": "; ".join(dict.fromkeys(j.settle for j in undecided if j.settle)),
+        "pre_existing": sorted({t for j in judgements for t in j.pre_existing}),
+    }
 
 
 def _brought(o: Outcome) -> list[str]:

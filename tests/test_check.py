@@ -13,7 +13,9 @@ import subprocess
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import check, git, importing, series
+from ggstack import git, importing, series
+from ggstack.check.commits import check_commits
+from ggstack.check.stack import check_stack
 from ggstack.model import Recommendation, Verdict
 
 LINES = [f"line {i}" for i in range(1, 41)]
@@ -50,7 +52,7 @@ def on(repo: GitRepo, branch: str, message: str, files: dict) -> str:
 
 
 def judge(repo: GitRepo, *commits: str, base: str = "main"):
-    run = check.commits(git.Repository(str(repo.path)), list(commits), base)
+    run = check_commits(git.Repository(str(repo.path)), list(commits), base)
     return run.outcomes if len(commits) > 1 else run.outcomes[0]
 
 
@@ -186,7 +188,7 @@ def test_pure_deletion_in_repeating_lines_is_not_represented(world: GitRepo) -> 
     # As a stored stack, the cumulative reverse-apply is gathered too, and disagrees.
     repo = git.Repository(str(world.path))
     stack = _stack(world, repo, c)
-    o = check.stack(repo, stack, "main").outcomes[0]
+    o = check_stack(repo, stack, "main").outcomes[0]
     assert o.verdict is Verdict.UNIQUE
     assert kinds(o)["reverse-apply"][0].data["applies"] is True
     assert o.recommendation is Recommendation.HUMAN_LOOK
@@ -463,7 +465,7 @@ def test_stack_dependent_patches_and_earlier_needed_ones(world: GitRepo) -> None
     stack = _stack(world, repo, p1, p2, p3)
     # The base squashed p1+p2 (so p1's own line "x = 1" is not there) but not p3.
     squash = world.commit("x, squashed", {"f.txt": text(edited(LINES, l10=["line 10", "x = 2"]))})
-    run = check.stack(repo, stack, "main")
+    run = check_stack(repo, stack, "main")
     v = {o.name[:4]: o for o in run.outcomes}
     assert v["0002"].verdict is Verdict.REPRESENTED and v["0002"].represented_by == [squash]
     assert v["0001"].verdict is Verdict.REPRESENTED  # caught through p2, as StGit --merged does
@@ -476,7 +478,7 @@ def test_stack_cherry_picked_from_reachable_is_identity_evidence(world: GitRepo)
     repo = git.Repository(str(world.path))
     stack = _stack(world, repo, c)
     world.git("merge", "-q", "--no-edit", "fork")
-    o = check.stack(repo, stack, "main").outcomes[0]
+    o = check_stack(repo, stack, "main").outcomes[0]
     assert o.verdict is Verdict.REPRESENTED
     assert kinds(o)["empty"][0].data["empty"] is True
     assert kinds(o)["identity"][0].data["match"]
@@ -533,12 +535,12 @@ def test_patch_ids_are_cached_by_commit_so_a_moved_base_costs_only_the_new_commi
     for i in range(5):
         world.commit(f"upstream {i}", {"f.txt": text(edited(LINES, l30=f"upstream {i}"))})
     repo = git.Repository(str(world.path))
-    check.commits(repo, [c], "main")
+    check_commits(repo, [c], "main")
     cache = world.path / ".git" / "ggstack" / "cache" / "patch-ids-v1.json"
     first = json.loads(cache.read_text())
     assert set(world.git("rev-list", "main", "^" + c).split()) <= set(first)
     moved = world.commit("upstream moves on", {"f.txt": text(edited(LINES, l30="moved"))})
-    check.commits(repo, [c], "main")
+    check_commits(repo, [c], "main")
     second = json.loads(cache.read_text())
     assert set(second) - set(first) == {moved}
 
@@ -593,7 +595,7 @@ def test_check_after_apply_keeps_the_apply_facts(world: GitRepo) -> None:
     world.git("cherry-pick", c1)
     applied = replay.apply(repo, stack, "main", write=False)
     before = [(o.applied, o.commit) for o in applied.outcomes]
-    run = check.stack(repo, stack, "main", run=applied)
+    run = check_stack(repo, stack, "main", run=applied)
     assert run.stages["check"] == "ok" and run.stages["apply"] == "ok"
     assert run is not applied and "check" not in applied.stages  # a stage returns a new Run: apply's stays apply's
     assert [(o.applied, o.commit) for o in run.outcomes] == before
@@ -634,7 +636,7 @@ def test_stack_run_folded_into_bigger_work_found_after_its_longest_run_failed(wo
     stack = _stack(world, repo, p1, p2, p3, p4)
     big = edited(LINES, l10=["line 10", "x = 2"], l20=["line 20", "y = 3"], l30="print(x, y)", l35="upstream 35")
     rework = world.commit("rework", {"f.txt": text(big), "other.txt": "other work\n"}, author=OTHER)
-    run = check.stack(repo, stack, "main")
+    run = check_stack(repo, stack, "main")
     v = {o.name[:4]: o for o in run.outcomes}
     for name in ("0001", "0002", "0003"):
         assert v[name].verdict is Verdict.REPRESENTED and v[name].represented_by == [rework], name

@@ -16,10 +16,12 @@ import test_check
 from gitrepo import GitRepo
 from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text
 
-from ggstack import check, git, importing, series
+from ggstack import git, importing, series
 from ggstack.check import groups
+from ggstack.check.commits import check_commits
 from ggstack.check.rules import RULES, markdown_table
 from ggstack.check.signals import Candidate
+from ggstack.check.stack import check_stack
 from ggstack.model import Recommendation, Signal, Verdict
 
 world = test_check.world  # the fixture, shared with test_check
@@ -44,9 +46,9 @@ def stack_of(world: GitRepo, *commits: str):
     return repo, series.load(str(patches), "s")
 
 
-def check_stack(world: GitRepo, *commits: str):
+def stack_verdicts(world: GitRepo, *commits: str):
     repo, stack = stack_of(world, *commits)
-    return {o.name[:4]: o for o in check.stack(repo, stack, "main").outcomes}
+    return {o.name[:4]: o for o in check_stack(repo, stack, "main").outcomes}
 
 
 # -- a fork's branch that upstream squash-merged ------------------------------------------------
@@ -82,7 +84,7 @@ def test_a_squash_of_a_branch_whose_review_fix_put_a_file_back_is_represented(wo
     world.git("commit", "-q", "-m", "Fix docstring typo (#13239)")
     squash = world.sha("HEAD")
     world.commit("upstream moves on", {"up.txt": "u\n"}, author=OTHER)
-    v = check_stack(world, first, suggestion)
+    v = stack_verdicts(world, first, suggestion)
     for name in ("0001", "0002"):
         o = v[name]
         assert o.verdict is Verdict.REPRESENTED, (name, o.evidence)
@@ -98,7 +100,7 @@ def test_a_squash_merged_branch_is_represented_by_its_squash_commit_member_by_me
     world.git("commit", "-q", "-m", "Rate limiter (#4242)")
     squash = world.sha("HEAD")
     world.commit("upstream moves on again", {"up.txt": "v\n"}, author=OTHER)
-    v = check_stack(world, other, *members)
+    v = stack_verdicts(world, other, *members)
     assert v["0001"].verdict is Verdict.UNIQUE
     for name in ("0002", "0003", "0004"):
         o = v[name]
@@ -127,7 +129,7 @@ def test_a_branch_folded_into_a_bigger_commit_is_represented_by_it(world: GitRep
         },
         author=OTHER,
     )
-    v = check_stack(world, *members)
+    v = stack_verdicts(world, *members)
     for o in v.values():
         assert o.verdict is Verdict.REPRESENTED, (o.name, o.evidence)
         assert folded in o.represented_by
@@ -139,7 +141,7 @@ def test_a_run_is_not_represented_when_only_part_of_it_is_there(world: GitRepo) 
     world.commit(
         "only the first two, squashed", {"f.txt": text(edited(LINES, l10=["line 10", "limit = 25", "burst = 5"]))}
     )
-    v = check_stack(world, *members)
+    v = stack_verdicts(world, *members)
     assert v["0001"].verdict is Verdict.REPRESENTED and v["0002"].verdict is Verdict.REPRESENTED
     assert v["0003"].verdict is Verdict.UNIQUE and v["0003"].recommendation is Recommendation.OPEN_PR
 
@@ -198,7 +200,7 @@ def test_a_squash_that_names_the_pr_is_it_though_the_base_changed_its_lines_sinc
     since = world.commit(
         "strict checks", {"f.txt": text(edited(LINES, **{**SQUASHED, "l30": "check(limit, burst, strict=True)"}))}
     )
-    v = check_stack(world, *members, never)
+    v = stack_verdicts(world, *members, never)
     for name in ("0001", "0002", "0003"):
         o = v[name]
         assert o.verdict is Verdict.REPRESENTED, (name, [e.detail for e in o.evidence])
@@ -236,7 +238,7 @@ def test_a_squash_of_a_pr_that_merged_main_in_is_found_across_main_s_commits(wor
     series.init(str(world.path / "patches"), "s", "owner/repo", "main")
     imported = importing.commits(repo, series.load(str(world.path / "patches"), "s"), [f"{up}~1..{b}"])
     series.save(imported.stack)
-    v = {o.name[:4]: o for o in check.stack(repo, series.load(str(world.path / "patches"), "s"), "main").outcomes}
+    v = {o.name[:4]: o for o in check_stack(repo, series.load(str(world.path / "patches"), "s"), "main").outcomes}
     assert [o.source_commit for o in v.values()] == [a, up, b]
     for o in v.values():
         assert o.verdict is Verdict.REPRESENTED, (o.name, [e.detail for e in o.evidence])
@@ -622,9 +624,9 @@ def test_a_rerun_on_the_same_base_reads_the_kept_verdicts(world: GitRepo, tmp_pa
 def test_a_changed_patch_or_a_moved_base_is_judged_again(world: GitRepo) -> None:
     c = on(world, "fork", "fix", {"f.txt": text(edited(LINES, l10="x = 2"))})
     repo, stack = stack_of(world, c)
-    assert check.stack(repo, stack, "main").outcomes[0].verdict is Verdict.UNIQUE
+    assert check_stack(repo, stack, "main").outcomes[0].verdict is Verdict.UNIQUE
     world.git("cherry-pick", c)
-    assert check.stack(repo, stack, "main").outcomes[0].verdict is Verdict.REPRESENTED
+    assert check_stack(repo, stack, "main").outcomes[0].verdict is Verdict.REPRESENTED
 
 
 def test_a_block_among_repeated_lines_is_found_though_the_alignment_ties_them_one_copy_off() -> None:
@@ -836,12 +838,12 @@ def test_an_adapted_backport_of_a_merged_pr_is_partial_by_the_merge(world: GitRe
     assert o.recommendation is Recommendation.REWORK  # the two blocks upstream retuned are left out, named
 
 
-def test_an_adapted_backport_whose_rest_the_base_rewrote_is_represented_worth_a_look(world: GitRepo) -> None:
+def test_an_adapted_backport_whose_rest_the_base_rewrote_is_partial_worth_a_look(world: GitRepo) -> None:
     """Class (pytest's and pydantic's release branches checked onto main): a backport adapted to
     its old branch, whose every change the PR did not have lies where upstream has since rewritten
     those lines. Nothing of it can be carried over (a remaining diff would undo upstream's
-    work): represented by the PR, a look to confirm it was only adapted — not "partial, rework"
-    for work upstream already has."""
+    work), but its lines are not there either: partial by the PR, a look (its tests can show the
+    behaviour is there) — not "represented" on a name, nor "rework" for work upstream already has."""
     merge = _merged_pr_12(world, {"l10": "limit = 10", "l30": "burst = 5", "l20": "rate = 1"})
     retune = world.commit(
         "retune", {"f.txt": text(edited(LINES, l10="limit = 99", l30="burst = 9", l20="rate = 2"))}, author=OTHER
@@ -853,7 +855,7 @@ def test_an_adapted_backport_whose_rest_the_base_rewrote_is_represented_worth_a_
         {"f.txt": text(edited(LINES, l10="limit = 10", l12="line 12 (release)", l20="rate = 1", l30="burst = 7"))},
     )
     o = judge(world, backport)
-    assert o.verdict is Verdict.REPRESENTED, o.evidence
+    assert o.verdict is Verdict.PARTIAL, o.evidence
     assert rule(o) == "adapted pick, rest rewritten"
     assert merge in o.represented_by and retune not in o.represented_by
     assert o.recommendation is Recommendation.HUMAN_LOOK
@@ -1046,7 +1048,7 @@ def test_a_clone_without_the_recorded_parents_is_judged_not_crashed(world: GitRe
     world.git("clone", "-q", "--no-local", "--single-branch", "--branch", "main", str(world.path), str(clone))
     repo = git.Repository(str(clone))
     assert not any(repo.has_objects([world.sha("side~2"), *commits]).values())
-    run = check.stack(repo, series.load(str(world.path / "patches"), "s"), "main")
+    run = check_stack(repo, series.load(str(world.path / "patches"), "s"), "main")
     assert [o.name[:4] for o in run.outcomes] == ["0001", "0002"]
     assert all(o.verdict is not None for o in run.outcomes)
     unmade = [Candidate(n, "", "", [], [], "", "") for n in ("0001", "0002")]
@@ -1072,7 +1074,7 @@ def test_a_backports_cherry_picked_from_line_names_its_main_commit_in_a_stack(wo
     world.git("cherry-pick", "-x", fix)
     backport = world.sha("HEAD")
     world.git("checkout", "-q", "main")
-    outcome = check_stack(world, backport)["0001"]
+    outcome = stack_verdicts(world, backport)["0001"]
     assert outcome.verdict is Verdict.REPRESENTED, (outcome.verdict, [e.detail for e in outcome.evidence])
     assert fix in outcome.represented_by
     identity = next(e for e in outcome.evidence if e.kind is Signal.IDENTITY)
@@ -1123,7 +1125,7 @@ def test_a_partial_change_in_a_moved_file_has_a_remaining_diff_for_the_file_wher
 def test_a_stack_patch_whose_file_upstream_moved_after_taking_it_is_represented(world: GitRepo) -> None:
     c = on(world, "fork", "Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
     taken = _moved_upstream(world, {"l10": "line ten fixed"})
-    o = check_stack(world, c)["0001"]
+    o = stack_verdicts(world, c)["0001"]
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert o.represented_by == [taken]
 
@@ -1220,7 +1222,7 @@ def test_a_stack_patch_whose_code_upstream_moved_into_another_file_is_represente
     c = on(world, "fork", "Fix ten", {"f.txt": text(edited(LINES, l10="line ten fixed"))})
     taken = world.commit("Fix ten (#6)", {"f.txt": text(edited(LINES, l10="line ten fixed")), "d.txt": "d\n"})
     _extract(world, edited(LINES, l10="line ten fixed"))
-    o = check_stack(world, c)["0001"]
+    o = stack_verdicts(world, c)["0001"]
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert o.represented_by == [taken]
 
@@ -1321,7 +1323,7 @@ def test_a_pick_whose_recorded_base_is_missing_is_still_represented_on_gits_word
     world.git("checkout", "-q", "main")
     repo, _ = stack_of(world, pick)
     _without_recorded_bases(world)
-    o = check.stack(repo, series.load(str(world.path / "patches"), "s"), "main").outcomes[0]
+    o = check_stack(repo, series.load(str(world.path / "patches"), "s"), "main").outcomes[0]
     assert "blobs missing" in o.note, o.note
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert o.represented_by == [upstream]
@@ -1369,7 +1371,7 @@ def test_a_stacks_own_add_then_delete_and_a_mode_change_are_needed_not_disputed(
     dropped = world.commit("drop the workaround", {"w.py": None})
     world.git("checkout", "-q", "main")
     world.commit("upstream", {"other.txt": "other, upstream\n"}, author=OTHER)
-    got = check_stack(world, added, moded, dropped)
+    got = stack_verdicts(world, added, moded, dropped)
     assert [(o.verdict, o.recommendation) for o in got.values()] == [(Verdict.UNIQUE, Recommendation.OPEN_PR)] * 3, [
         (o.name, o.verdict, o.recommendation, [e.detail for e in o.evidence]) for o in got.values()
     ]
@@ -1380,7 +1382,7 @@ def test_a_deletion_the_base_made_too_is_represented(world: GitRepo) -> None:
     world.git("branch", "-f", "fork", "main")
     c = on(world, "fork", "remove old.txt", {"old.txt": None})
     gone = world.commit("upstream removes old.txt too", {"old.txt": None}, author=OTHER)
-    o = check_stack(world, c)["0001"]
+    o = stack_verdicts(world, c)["0001"]
     assert o.verdict is Verdict.REPRESENTED and o.represented_by == [gone], o.evidence
 
 
@@ -1400,10 +1402,10 @@ def test_a_recorded_base_fetched_later_makes_the_cached_verdict_judged_again(wor
     world.git("gc", "-q", "--prune=now")
     assert world.git("cat-file", "-t", pick, check=False) == ""
 
-    first = check.stack(git.Repository(str(world.path)), stack, "main").outcomes[0]
+    first = check_stack(git.Repository(str(world.path)), stack, "main").outcomes[0]
     assert "recorded base missing" in first.note, first.note
     world.git("fetch", "-q", str(keep.path), "fork:refs/remotes/keep/fork")
-    again = check.stack(git.Repository(str(world.path)), stack, "main").outcomes[0]
+    again = check_stack(git.Repository(str(world.path)), stack, "main").outcomes[0]
     assert "recorded base missing" not in again.note, again.note
     assert again.verdict is Verdict.REPRESENTED
 
@@ -1411,7 +1413,7 @@ def test_a_recorded_base_fetched_later_makes_the_cached_verdict_judged_again(wor
 def test_only_a_merge_that_brought_base_commits_in_splits_a_line(world: GitRepo) -> None:
     """Each part of a line is one range scan: a merge of a side branch changes no commit's
     range (main's history is full of PR merges), a merge of the base does."""
-    by_commits = importlib.import_module("ggstack.check.commits")  # the package names its function so
+    by_commits = importlib.import_module("ggstack.check.commits")
 
     world.commit("upstream", {"other.txt": "up\n"}, author=OTHER)
     world.git("checkout", "-q", "fork")
@@ -1431,7 +1433,7 @@ def test_only_a_merge_that_brought_base_commits_in_splits_a_line(world: GitRepo)
     # The merge base check reports: from the walk where no merge is on the first commit's line,
     # else git's (c's line merged main in); git's own answer either way.
     for first, rest in ((a, [b, c]), (c, [a, b])):
-        run = check.commits(repo, [first, *rest], "main")
+        run = check_commits(repo, [first, *rest], "main")
         assert run.merge_base == world.git("merge-base", "main", first).strip()
     assert by_commits._lines(repo, repo.resolve("main"), repo.commit_infos([c, a]))[1] == ""
 

@@ -15,8 +15,8 @@ import pytest
 from gitrepo import GitRepo, run_ggstack
 from test_check import LINES, OTHER, edited, text
 
-from ggstack import check, forked, git
-from ggstack.check.commits import _parts
+from ggstack import forked, git
+from ggstack.check.commits import _parts, check_commits
 from ggstack.errors import InfraError, UserError
 
 
@@ -166,7 +166,7 @@ def test_check_commits_split_over_processes_says_what_one_process_says(
         trace = tmp_path / f"trace-{jobs}"
         monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
         repo = git.Repository(str(world.path))
-        runs[jobs] = check.commits(repo, commits, "main", use_cache=False, jobs=jobs).to_json()
+        runs[jobs] = check_commits(repo, commits, "main", use_cache=False, jobs=jobs).to_json()
         monkeypatch.delenv("GIT_TRACE2_EVENT")
         assert repo.commit_infos(["main"])[0].message.startswith('Revert "change 33"')  # the parent's reader answers
         readers = {e["sid"] for e in _events(trace) if e.get("argv", [])[-2:] == ["cat-file", "--batch"]}
@@ -190,7 +190,7 @@ def test_a_line_cut_over_parts_is_judged_against_the_range_one_process_gives_it(
     for jobs in (1, 2):
         trace = tmp_path / f"trace-{jobs}.json"
         monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
-        runs[jobs] = check.commits(git.Repository(str(repo.path)), commits, "main", use_cache=False, jobs=jobs)
+        runs[jobs] = check_commits(git.Repository(str(repo.path)), commits, "main", use_cache=False, jobs=jobs)
         monkeypatch.delenv("GIT_TRACE2_EVENT")
         messages_logs = [e for e in _events(trace) if "--format=%H%x00%ae%x00%B%x00" in e.get("argv", [])]
         assert len(messages_logs) == 1, jobs  # the range's messages, read once however many parts

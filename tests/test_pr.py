@@ -22,8 +22,9 @@ import pytest
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import check, git, importing, replay, report, series
+from ggstack import git, importing, replay, report, series
 from ggstack import pr as pr_stage
+from ggstack.check.stack import check_stack
 from ggstack.model import Run, Verdict
 
 TOKEN = "ghp_T0kenThatMustNeverBeSeen4242"
@@ -143,7 +144,7 @@ class World:
 
 def checked_run(repo: git.Repository, stack, base: str, *, write: bool = True) -> Run:
     """apply + check, as ``ggstack pr`` runs them, in-process."""
-    return check.stack(repo, stack, base, run=replay.apply(repo, stack, base, write=write))
+    return check_stack(repo, stack, base, run=replay.apply(repo, stack, base, write=write))
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ from gitrepo import GitRepo, run_ggstack
 from test_check import LINES, edited, on, text
 from test_check_classes import stack_of
 
-from ggstack import check, git, replay
+from ggstack import git, replay
 from ggstack.check import cache
+from ggstack.check.stack import check_stack
 from ggstack.model import Outcome, Run, Stack, Verdict
 
 
@@ -46,7 +47,7 @@ def _two_patches(upstream: GitRepo) -> tuple[git.Repository, Stack]:
     taken = on(upstream, "fork", "fix pkg", {"pkg/a.txt": text(edited(LINES, l5="fixed = True"))})
     upstream.git("cherry-pick", taken)
     repo, stack = stack_of(upstream, unique, taken)
-    first = check.stack(repo, stack, "main")
+    first = check_stack(repo, stack, "main")
     assert [o.verdict for o in first.outcomes] == [Verdict.UNIQUE, Verdict.REPRESENTED]
     return repo, stack
 
@@ -58,7 +59,7 @@ def test_a_base_moved_past_the_stack_carries_its_verdicts_over(upstream: GitRepo
     upstream.commit("drop the top file", {"top.txt": None})  # a deletion at the root renames no directory
     carried = _carried(repo, stack, "main")
     assert carried is not None
-    assert _verdicts(carried) == _verdicts(check.stack(repo, stack, "main", use_cache=False))
+    assert _verdicts(carried) == _verdicts(check_stack(repo, stack, "main", use_cache=False))
 
 
 def test_a_rerun_after_the_move_names_the_new_base(upstream: GitRepo) -> None:
@@ -90,15 +91,15 @@ def test_a_move_that_could_change_a_verdict_is_judged_again(upstream: GitRepo, m
     repo, stack = _two_patches(upstream)
     move(upstream)
     assert _carried(repo, stack, "main") is None
-    again = check.stack(repo, stack, "main")
-    assert _verdicts(again) == _verdicts(check.stack(repo, stack, "main", use_cache=False))
+    again = check_stack(repo, stack, "main")
+    assert _verdicts(again) == _verdicts(check_stack(repo, stack, "main", use_cache=False))
 
 
 def test_a_base_moved_to_a_line_that_took_the_patch_judges_it_represented(upstream: GitRepo) -> None:
     repo, stack = _two_patches(upstream)
     unique = stack.patches[0].provenance.cherry_picked_from or stack.patches[0].source_commit
     upstream.git("cherry-pick", unique)
-    assert [o.verdict for o in check.stack(repo, stack, "main").outcomes] == [Verdict.REPRESENTED] * 2
+    assert [o.verdict for o in check_stack(repo, stack, "main").outcomes] == [Verdict.REPRESENTED] * 2
 
 
 def test_a_base_that_went_back_is_judged_again(upstream: GitRepo) -> None:
@@ -114,7 +115,7 @@ def test_each_stage_leaves_the_run_it_is_given_as_it_was(upstream: GitRepo) -> N
     repo, stack = _two_patches(upstream)
     applied = replay.apply(repo, stack, "main", write=False)
     before = applied.to_json()
-    checked = check.stack(repo, stack, "main", run=applied, use_cache=False)
+    checked = check_stack(repo, stack, "main", run=applied, use_cache=False)
     assert applied.to_json() == before
     assert [o.verdict for o in checked.outcomes] == [Verdict.UNIQUE, Verdict.REPRESENTED]
     judged = checked.to_json()

@@ -68,3 +68,51 @@ def test_a_missing_module_under_pythons_own_interpreter_is_not_told_to_use_pytho
     assert "use {python}" not in own and sys.executable in own and "pydantic_core" in own
     other = testresult.settle("missing-module", "No module named pydantic_core", "python -m pytest -q t.py")
     assert "use {python} in the test command" in other
+
+
+def test_the_cache_key_sees_the_packages_of_the_venv_the_command_runs_in(tmp_path) -> None:
+    """A venv's python is a link to the base interpreter; only through the link does it see the
+    venv's site-packages. Installing a package into that venv must change the key (rerun)."""
+    import os
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    python = testing.interpreter("python -m pytest -q {tests}", env)
+    assert python == str(venv / "bin" / "python")
+    before = testing.distributions_digest(python, env)
+    (site,) = (venv / "lib").glob("python*/site-packages")
+    info = site / "pytest_fake_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-fake-plugin\nVersion: 1.0\n")
+    after = testing.distributions_digest(python, env)
+    assert before != after and not after.startswith("not readable")
+    assert testing.distributions_digest(os.path.realpath(python), env) != after  # the base interpreter's own
+
+
+def test_a_failure_with_and_without_the_patch_and_on_the_old_base_is_pre_existing_not_broken() -> None:
+    """Class (a test in the touched file that an environment breaks everywhere): it fails with the
+    patch, on the base and on the old base alike. No evidence about the patch: not broken; the
+    patch's own new test, passing with it and failing without it, decides."""
+    env = "t.test_needs_a_gpu_driver"
+    runs = {
+        "base": result("base", "failed", ["t.test_0"], [env, "t.test_new"]),
+        "patched": result("patched", "failed", ["t.test_0", "t.test_new"], [env]),
+        "old-base": result("old-base", "failed", ["t.test_0"], [env, "t.test_new"]),
+    }
+    j = testing.judge("cpu", runs)
+    assert j.kind == "needed" and j.tests == ("t.test_new",)
+    assert j.pre_existing == (env,) and "pre-existing" in j.detail
+
+
+def test_a_new_failure_with_the_patch_is_still_broken_beside_a_pre_existing_one() -> None:
+    env = "t.test_needs_a_gpu_driver"
+    runs = {
+        "base": result("base", "failed", ["t.test_0"], [env]),
+        "patched": result("patched", "failed", [], [env, "t.test_0"]),
+        "old-base": result("old-base", "failed", ["t.test_0"], [env]),
+    }
+    j = testing.judge("cpu", runs)
+    assert j.kind == "broken" and j.tests == ("t.test_0",)

@@ -48,6 +48,7 @@ def add(a, b):
 """
 FIXED = CALC.replace("    return combine(a, b)", "    return a + b")
 EQUIVALENT = CALC.replace("    return a - b", "    return sum((a, b))")  # the same fix, written differently, elsewhere
+REWRITTEN = CALC.replace("    return combine(a, b)", "    return b + a")  # the same fix, written differently, there
 COMPENSATED = (
     CALC + "\n\n_orig_add = add\n\n\ndef add(a, b):  # compensates for combine()\n    return _orig_add(a, b) + 2 * b\n"
 )
@@ -64,6 +65,7 @@ def test_add():
             f.write("ran\\n")
     assert add(2, 3) == 5
 """
+TEST_ADD_UPSTREAM = "from calc import add\n\n\ndef test_add_is_sum():\n    assert add(3, 4) == 7\n"
 TEST_COMBINE = "from calc import combine\n\n\ndef test_combine_exists():\n    assert callable(combine)\n"
 TEST_KERNEL = """import pytest
 
@@ -127,6 +129,9 @@ class World:
             "needed": self.on(self.old, "unrelated", {"README": "calc, the calculator\n"}),
             "equivalent": self.on(self.old, "fix combine() so add() works", {"calc.py": EQUIVALENT}),
             "compensated": self.on(self.old, "compensate for combine() in add()", {"calc.py": COMPENSATED}),
+            "rewritten": self.on(
+                self.old, "add() its own way", {"calc.py": REWRITTEN, "tests/test_calc.py": TEST_ADD_UPSTREAM}
+            ),
         }
         for name, sha in self.bases.items():
             self.fork.git("branch", f"base-{name}", sha)
@@ -238,7 +243,8 @@ def test_needed_represented_by_behaviour_and_broken(world: World) -> None:
     assert ev["judgement"] == "needed" and ev["tests"] == ["tests.test_calc::test_add"]
     assert world.worktrees_left() == []
 
-    # The base fixed combine() instead: the text differs, the behaviour is there.
+    # The base fixed combine() instead: the behaviour is there, but the patch's add() line and its
+    # new test file are the fork's own (places the base never touched): no test outweighs them.
     equivalent = world.test_json("fix", "equivalent")["patches"][0]
     runs = results(equivalent)
     assert (runs["base"]["status"], runs["patched"]["status"], runs["old-base"]["status"]) == (
@@ -246,12 +252,22 @@ def test_needed_represented_by_behaviour_and_broken(world: World) -> None:
         "passed",
         "failed",
     )
-    assert equivalent["verdict"] == "represented"
     ev = evidence_of(equivalent)
     assert ev["judgement"] == "represented" and ev["tests"] == ["tests.test_calc::test_add"]
-    assert ev["before"]["verdict"] in (None, "unique", "partial")  # text alone did not see it
-    assert world.bases["equivalent"] in equivalent["represented_by"]
-    assert equivalent["recommendation"] == "do not open"
+    assert ev["rule"] == "behaviour there, own lines not" and "fork's own" in ev["detail"]
+    assert equivalent["verdict"] == equivalent["text"]["verdict"] == "unique"
+    assert any("calc.py" in line for line in equivalent["text"]["own_lines"])
+    assert equivalent["recommendation"] == "open PR"
+
+    # The base rewrote add() its own way at the patch's place, with its own test file: every line
+    # of the patch is accounted for by the rewrite, and the tests show the behaviour is there.
+    rewritten = world.test_json("fix", "rewritten")["patches"][0]
+    assert rewritten["text"]["own_lines"] == []
+    assert rewritten["text"]["verdict"] != "represented"  # text alone did not see it
+    ev = evidence_of(rewritten)
+    assert ev["judgement"] == "represented" and ev["rule"] == "represented by behaviour"
+    assert rewritten["verdict"] == "represented" and rewritten["recommendation"] == "do not open"
+    assert world.bases["rewritten"] in rewritten["represented_by"]
 
     # The base compensated in add(); with the patch on top the sum is wrong.
     proc = world.gg("test", "fix", "--onto", "base-compensated", "--json")
@@ -281,7 +297,7 @@ def test_a_test_that_passes_on_the_old_base_is_no_evidence(world: World) -> None
     assert ev["judgement"] == "none"
     assert "old base too" in ev["detail"]
     assert patch["verdict"] != "represented"
-    assert patch["verdict"] == (ev["before"]["verdict"] or "unique")
+    assert patch["verdict"] == (patch["text"]["verdict"] if patch["text"] else "unique")
 
 
 # -- GPU ------------------------------------------------------------------------------------
@@ -367,7 +383,7 @@ def test_a_run_that_could_not_run_is_a_harness_error_never_evidence(
         assert f"could not run: {runs['patched']['reason']} (in tests.cpu" in ev["detail"]
         # never needed by the tests, never represented by them: the text verdict, held
         assert patch["verdict"] == "inconclusive" and patch["recommendation"] == "hold"
-        assert ev["before"]["verdict"] in ("unique", "partial")
+        assert patch["text"]["verdict"] in ("unique", "partial")
     table = world.gg("test", "h", "--onto", "base-needed")
     assert "could not run" in table.stdout and "[/]" not in table.stdout
 
@@ -592,7 +608,7 @@ def _comparable(run: dict) -> dict:
 
 def test_matrix_then_shards_then_merge_equals_a_single_run(world: World, tmp_path: Path) -> None:
     world.stack("gpu", [world.fix, world.kernel], gpu=GPU)
-    proc = world.gg("test", "gpu", "--onto", "base-equivalent", "--matrix")
+    proc = world.gg("test", "gpu", "--onto", "base-rewritten", "--matrix")
     assert proc.returncode == 0, proc.stderr
     matrix = json.loads(proc.stdout)
     entries = matrix["include"]
@@ -609,15 +625,15 @@ def test_matrix_then_shards_then_merge_equals_a_single_run(world: World, tmp_pat
     for e in entries:
         out = tmp_path / "results" / f"{e['id']}.json"
         args = ["--shard", e["shard"]] if e["kind"] == "cpu" else ["--job", e["id"]]
-        proc = world.gg("test", "gpu", "--onto", "base-equivalent", *args, "--results", str(out))
+        proc = world.gg("test", "gpu", "--onto", "base-rewritten", *args, "--results", str(out))
         assert proc.returncode == 0, proc.stderr
         files.append(str(out))
-    proc = world.gg("test", "gpu", "--onto", "base-equivalent", "--json", "--merge", *files)
+    proc = world.gg("test", "gpu", "--onto", "base-rewritten", "--json", "--merge", *files)
     assert proc.returncode == 0, proc.stderr
     merged = json.loads(proc.stdout)
 
     shutil.rmtree(world.repo.state_dir("cache", "tests"))  # the single run must really run
-    single = world.test_json("gpu", "equivalent")
+    single = world.test_json("gpu", "rewritten")
     assert _comparable(merged) == _comparable(single)
     assert single["patches"][0]["verdict"] == "represented"
 
@@ -709,7 +725,7 @@ def test_fold_rules(
     assert (out.verdict.value, out.recommendation.value) == (verdict, recommendation)
     (ev,) = [e for e in out.evidence if e.kind == "tests"]
     assert ev.data["judgement"] == judgement
-    assert ev.data["before"]["verdict"] == text
+    assert out.text is not None and out.text.verdict.value == text
     assert run.outcomes[0].verdict.value == text  # fold returns a new Run
     assert run.outcomes[0].evidence == [] and run.outcomes[0].tests == []  # and leaves the given one's lists
     if text == "represented" and judgement == "needed":

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
 
 from ggstack import git
 from ggstack.cache import Entries
 from ggstack.cache import key as hashed
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, REVERTS, SPID, normal_subject, pr_numbers
-from ggstack.model import Applied, Conflict, Evidence, Outcome, Recommendation, Run, Stack, Verdict
+from ggstack.model import Outcome, Run, Stack, outcome_from_json, outcome_json
 
-VERSION = "check-29"
+VERSION = "check-30"
 _KEEP = 64  # verdict files kept per repository, newest first
 
 
@@ -55,9 +54,7 @@ def load(repo: git.Repository, k: str, run: Run, *, read: bool = True) -> bool:
     if data is None:
         return False
     try:
-        stored = {
-            d["name"]: _restore(d, Outcome(d["name"], d["subject"], d["stack_patch_id"])) for d in data["outcomes"]
-        }
+        stored = {o.name: o for o in (outcome_from_json(d) for d in data["outcomes"])}
         merge_base, subjects = data["merge_base"], dict(data["subjects"])
     except (ValueError, KeyError, TypeError, AttributeError):  # not of this shape: judged again
         return False
@@ -79,7 +76,7 @@ def save(repo: git.Repository, k: str, run: Run, *, candidates: str | None = Non
     data = {
         "merge_base": run.merge_base,
         "subjects": run.subjects,
-        "outcomes": [_judged(o) for o in run.outcomes],
+        "outcomes": [outcome_json(o) for o in run.outcomes],  # the Run's own codec
     }
     _verdicts(repo).put(k, data)
     if candidates:
@@ -162,45 +159,11 @@ def _names_a_candidate(named: tuple[set[str], set[str]], message: str) -> bool:
     return normal_subject(message.split("\n", 1)[0]) in subjects or bool(numbers & set(pr_numbers(message)))
 
 
-def _judged(o: Outcome) -> dict[str, Any]:
-    return {
-        "name": o.name,
-        "subject": o.subject,
-        "stack_patch_id": o.stack_patch_id,
-        "source_commit": o.source_commit,
-        "verdict": o.verdict.value if o.verdict else None,
-        "recommendation": o.recommendation.value if o.recommendation else None,
-        "represented_by": o.represented_by,
-        "represented_fraction": o.represented_fraction,
-        "evidence": [e.to_json() for e in o.evidence],
-        "remaining_diff": o.remaining_diff,
-        "group": o.group,
-        "applied": o.applied.value if o.applied else None,
-        "conflict": None if o.conflict is None else vars(o.conflict),
-        "note": o.note,
-    }
-
-
-def _restore(d: dict[str, Any], o: Outcome) -> Outcome:
-    o.source_commit = d["source_commit"]
-    o.verdict = Verdict(d["verdict"]) if d["verdict"] else None
-    o.recommendation = Recommendation(d["recommendation"]) if d["recommendation"] else None
-    o.represented_by = [str(c) for c in d["represented_by"]]
-    o.represented_fraction = float(d["represented_fraction"])
-    o.evidence = [Evidence.from_json(e) for e in d["evidence"]]
-    o.remaining_diff = d["remaining_diff"]
-    o.group = [str(n) for n in d["group"]]
-    o.applied = Applied(d["applied"]) if d["applied"] else None
-    o.conflict = Conflict(**d["conflict"]) if d["conflict"] else None
-    o.note = str(d["note"])
-    return o
-
-
 def _copy(src: Outcome, o: Outcome) -> None:
     o.source_commit = o.source_commit or src.source_commit
     o.verdict, o.recommendation = src.verdict, src.recommendation
     o.represented_by, o.represented_fraction = src.represented_by, src.represented_fraction
-    o.evidence, o.remaining_diff, o.group = src.evidence, src.remaining_diff, src.group
+    o.evidence, o.remaining_diff, o.group, o.text = src.evidence, src.remaining_diff, src.group, src.text
     if o.applied is None:  # ``apply``'s own facts stay where it replayed the patch
         o.applied, o.conflict, o.note = src.applied, src.conflict, src.note or o.note
 

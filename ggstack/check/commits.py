@@ -14,7 +14,7 @@ import functools
 from collections import Counter
 
 from ggstack import diff, forked, git, replay
-from ggstack.check import cache, remaining
+from ggstack.check import cache
 from ggstack.check import judge as judging
 from ggstack.check.containment import applies, reverse_applies, surely_conflicts
 from ggstack.check.files import Files
@@ -24,11 +24,11 @@ from ggstack.check.rules import SOME
 from ggstack.check.signals import Candidate
 from ggstack.errors import UserError
 from ggstack.gcpause import paused
-from ggstack.model import Applied, Conflict, Outcome, Run, Verdict
+from ggstack.model import Applied, Conflict, Outcome, Run
 from ggstack.threads import Pending, cores
 
 
-def commits(
+def check_commits(
     repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: bool = True, jobs: int | None = None
 ) -> Run:
     """Each commit judged on its own against the base; ``jobs``: how many processes the
@@ -274,12 +274,9 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     for m in done:
         m.tree = base_tree
     _read_for_all(ctx, cands, idents, done, authors)
+    judging.prepare_remaining(ctx, list(zip(cands, done, strict=True)))
     for cand, m in zip(cands, done, strict=True):
         run.outcomes.append(_outcome(ctx, cand, idents[cand.name], m, authors[cand.name]))
-    partial = [(c, m) for c, m, o in zip(cands, done, run.outcomes, strict=True) if o.verdict is Verdict.PARTIAL]
-    remaining.prepare([(base_tree, c.changes, m.content) for c, m in partial], ctx.files)
-    for (cand, m), o in zip(partial, [o for o in run.outcomes if o.verdict is Verdict.PARTIAL], strict=True):
-        judging.still_needed(o, remaining.remaining_diff(repo, base_tree, cand.changes, m.content, ctx.files))
     judging.name_commits(repo, run)
 
 
@@ -346,11 +343,11 @@ def _read(
 
 def _outcome(ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str) -> Outcome:
     outcome = Outcome(name=cand.name, subject=cand.subject, stack_patch_id=cand.spid, source_commit=cand.commit)
-    decision, evidence = judging.judge(ctx, cand, ident, m, author=author)
+    judged = judging.judge(ctx, cand, ident, m, author=author)
     judging.record_step(outcome, m.step)
     if m.step is None and m.applies:
         outcome.applied = Applied.APPLIED
-    judging.settle(outcome, decision, evidence, m.content)
+    judging.settle(outcome, judged)
     return outcome
 
 
@@ -403,7 +400,7 @@ def _settled(content: judging.Containment, ident: Identified, live: bool, revers
         # An exact pick of which some lines are there: represented, picked (all there) or picked, then modified; a
         # merge could only tell an empty replay, which its reverse or its lines already tell where they can.
         return Measured(content, reverse=reverse, unreplayed=_EXACT_PICK)
-    if content.any_earned and not content.all_present and not live and content.fraction >= SOME:
+    if content.any_earned and not content.all_present and not live and content.adding_fraction >= SOME:
         # partial: its remaining diff applies by construction. (Below SOME, lines an unrelated commit
         # brought are a coincidence: no partial, so the replay must say whether it conflicts.)
         return Measured(content, reverse=reverse)

@@ -103,6 +103,14 @@ class Containment:
         return sum(max(u.weight, 1) for u in units if u.earned) / total if total else 0.0
 
     @property
+    def adding_fraction(self) -> float:
+        """``fraction`` counting only units that add lines (or whole files): a removal alone may be
+        anyone's doing."""
+        units = self.counted
+        total = sum(max(u.weight, 1) for u in units)
+        return sum(max(u.weight, 1) for u in units if u.earned and adds(u)) / total if total else 0.0
+
+    @property
     def commits(self) -> list[str]:
         """The base commits that brought the present units, most lines first."""
         counts: Counter[str] = Counter()
@@ -110,6 +118,13 @@ class Containment:
             for c in u.by if u.present else ():
                 counts[c] += max(u.weight, 1)
         return [c for c, _ in counts.most_common()]
+
+
+def adds(u: Unit) -> bool:
+    """Does the unit bring something in (lines, a file, a mode), rather than only take lines out?"""
+    if u.block is not None:
+        return bool(u.block.added)
+    return u.what != "delete"
 
 
 def contain(

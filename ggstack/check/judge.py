@@ -20,9 +20,10 @@ from ggstack.check.files import Files, is_zero
 from ggstack.check.groups import Group
 from ggstack.check.history import History, normal_subject
 from ggstack.check.moved import look_elsewhere, look_where_it_came_from
+from ggstack.check.own import describe, own_units
 from ggstack.check.rules import Decision, Facts, Match, decide
 from ggstack.check.signals import Candidate
-from ggstack.model import Applied, Evidence, Outcome, Recommendation, Run, Says, Signal, Verdict
+from ggstack.model import Applied, Evidence, Outcome, Run, Says, Signal, TextVerdict, Verdict
 
 
 @dataclass
@@ -31,6 +32,8 @@ class Context:
     history: History
     files: Files
     changed: dict[str, list[str]] = field(default_factory=dict)  # candidate -> who changed its lines (see below)
+    own: dict[tuple[str, str], list[Unit]] = field(default_factory=dict)  # (candidate, tree) -> its own lines
+    remaining: dict[tuple[str, str, bool], remaining.Remaining] = field(default_factory=dict)  # ... -> what it adds
 
 
 def find_changed(ctx: Context, todo: Sequence[tuple[Candidate, Containment]]) -> None:
@@ -154,7 +157,7 @@ def _named_and_whole(
         )
 
 
-NAMING = ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in")
+NAMING = ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in", "source merged as")
 EXACT = ("same patch-id as", "merged as")  # the patch's own change, whole: nothing to read of it
 
 
@@ -264,6 +267,17 @@ def _gone(history: History, content: Containment) -> dict[str, str]:
     return out
 
 
+@dataclass
+class Judged:
+    """One candidate's decision with everything written from it into its Outcome."""
+
+    decision: Decision
+    evidence: list[Evidence]
+    own: list[str]  # the fork's own lines, in words (where read)
+    remaining: remaining.Remaining | None = None  # a partial's remaining diff
+    fraction: float = 0.0
+
+
 def judge(
     ctx: Context,
     cand: Candidate,
@@ -272,9 +286,14 @@ def judge(
     group: Group | None = None,
     author: str = "",
     related: AbstractSet[str] = frozenset(),
-) -> tuple[Decision, list[Evidence]]:
-    """The facts of one candidate, its decision and the evidence in order."""
+    *,
+    own: bool = False,
+) -> Judged:
+    """The facts of one candidate and its decision, the evidence in order; its own lines are read
+    where a rule asks for them, or always with ``own`` (a stack's tests and ``drop`` need them)."""
     facts, known, hint = _facts(ctx, cand, ident, m, group, related)
+    later = _Later(ctx, cand, ident, m, author, known)
+    facts.later = later
     evidence = list(ident.evidence)
     if group is not None:  # (its members and commits are among the facts already)
         evidence.append(signals.grouped(group.names, group.by, group.how))
@@ -285,22 +304,99 @@ def judge(
         evidence.append(signals.same_blobs_evidence(facts.same_blobs))
     blame = signals.blame(m.content)
     evidence += [e for e in (blame, hint) if e]
-    first = decide(facts)
-    if first.rule == "adapted pick" and m.tree:
-        facts.rewritten = _rewritten(ctx, cand, m)
-        first = decide(facts) if facts.rewritten else first
-    if first.verdict is Verdict.CONFLICT and _kin(ctx, cand, author, known):
-        if cand.name not in ctx.changed:
-            find_changed(ctx, [(cand, m.content)])
-        changed = ctx.changed.get(cand.name, [])
-        facts.superseded, superseded = signals.superseded(ctx.repo, cand, author, changed, known)
-        if superseded:
-            evidence.append(superseded)
-            first = decide(facts)
-    if first.verdict is Verdict.REPRESENTED and facts.conflicts:
-        detail = "the conflict is only the change already being in the base"
-        evidence.append(Evidence(Signal.CONFLICT, detail, data={"spurious": True}))
-    return first, evidence
+    d = decide(facts)
+    if later.superseding is not None:
+        evidence.append(later.superseding)
+    if d.verdict is Verdict.REPRESENTED:
+        if facts.conflicts:
+            detail = "the conflict is only the change already being in the base"
+            evidence.append(Evidence(Signal.CONFLICT, detail, data={"spurious": True}))
+        return Judged(d, evidence, [], fraction=1.0)
+    mine = facts.own if own or "own" in vars(facts) else []
+    if mine:
+        evidence.append(signals.own_lines(mine))
+    r = later.remaining(own=d.carries_own) if d.verdict is Verdict.PARTIAL else None
+    if r is not None and r.left_out:
+        evidence.append(signals.left_out(r.left_out))
+    fraction = round(facts.share, 4) if m.content.judged else 0.0
+    return Judged(d, evidence, describe(mine, limit=len(mine)), r, fraction)
+
+
+class _Later:
+    """The facts ``decide`` reads only when a rule asks (see ``rules.Later``)."""
+
+    def __init__(
+        self, ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str, known: set[str]
+    ) -> None:
+        self.ctx, self.cand, self.ident, self.m, self.author, self.known = ctx, cand, ident, m, author, known
+        self.superseding: Evidence | None = None
+
+    def own(self) -> list[Unit]:
+        content = self.m.content
+        if not content.judged or all(u.present for u in content.counted):
+            return []
+        # A pick whole in its own tree, in the range, touched every place the patch changes:
+        # none of its lines can be the fork's own (most release-branch picks: no search).
+        history = self.ctx.history
+        if any(x.complete and history.in_range(x.commit) for x in self.ident.matches if not x.undone_by):
+            return []
+        key = (self.cand.name, self.m.tree)
+        if key not in self.ctx.own:
+            found = own_units([content], history, self.ctx.files)[0]
+            self.ctx.own[key] = _not_picked(self.ctx, self.cand, self.ident, found)
+        return self.ctx.own[key]
+
+    def remaining(self, own: bool = False) -> remaining.Remaining:
+        """The diff of what the base lacks (``own``: of the fork's own lines only), on the tree it was
+        judged on; blocks with no clean place there left out."""
+        key = (self.cand.name, self.m.tree, own)
+        if key not in self.ctx.remaining:
+            if not self.m.tree:
+                return remaining.Remaining(None, [])
+            remaining.prepare([(self.m.tree, self.cand.changes, self.m.content)], self.ctx.files)
+            self.ctx.remaining[key] = remaining.remaining_diff(
+                self.ctx.repo,
+                self.m.tree,
+                self.cand.changes,
+                self.m.content,
+                self.ctx.files,
+                self.own() if own else None,
+            )
+        return self.ctx.remaining[key]
+
+    def superseded(self) -> list[str]:
+        if not _kin(self.ctx, self.cand, self.author, self.known):
+            return []
+        if self.cand.name not in self.ctx.changed:
+            find_changed(self.ctx, [(self.cand, self.m.content)])
+        changed = self.ctx.changed.get(self.cand.name, [])
+        found, self.superseding = signals.superseded(self.ctx.repo, self.cand, self.author, changed, self.known)
+        return found
+
+
+def _not_picked(ctx: Context, cand: Candidate, ident: Identified, units: list[Unit]) -> list[Unit]:
+    """Of ``units``, those no live pick in the range had in its own tree: a line the pick brought
+    and the base changed or took out since is the pick's, not the fork's own."""
+    picks = [m.commit for m in ident.matches if not m.undone_by and ctx.history.in_range(m.commit)]
+    if not units or not picks:
+        return units
+    brought = {
+        id(u.block)
+        for there in contained_at(ctx.files, [(cand.changes, c) for c in dict.fromkeys(picks)])
+        for u in there.units
+        if u.present and u.block is not None
+    }
+    return [u for u in units if u.block is None or id(u.block) not in brought]
+
+
+class _Asked(_Later):
+    """Will ``decide`` ask who changed its lines? (So a front end can read that for many in one batch.)"""
+
+    asked = False
+
+    def superseded(self) -> list[str]:
+        self.asked = _kin(self.ctx, self.cand, self.author, self.known)
+        return []
 
 
 def _facts(
@@ -326,22 +422,15 @@ def _facts(
 
 
 def may_be_superseded(ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str) -> bool:
-    """Will ``judge`` ask who changed its lines? Its verdict is a conflict (a patch that merges
-    cleanly changes no line the base changed; a pick the base changed since conflicts too, but
-    is represented), and a range commit on its files is by its author or has its title. (An
-    adapted pick, the one decision ``judge`` revisits first, is no conflict either way.)"""
+    """Will ``judge`` ask who changed its lines? Only of a conflict that reaches that rule, with a
+    range commit on its files by its author or with its title."""
     if m.step is None or m.step.applied is not Applied.CONFLICT:
         return False
     facts, known, _ = _facts(ctx, cand, ident, m, None, frozenset())
-    return decide(facts).verdict is Verdict.CONFLICT and _kin(ctx, cand, author, known)
-
-
-def _rewritten(ctx: Context, cand: Candidate, m: Measured) -> list[str]:
-    """The blocks an adapted pick lacks, when every one of them lies where the base rewrote the
-    lines its own way (nothing of it could be carried over); else none."""
-    remaining.prepare([(m.tree, cand.changes, m.content)], ctx.files)
-    r = remaining.remaining_diff(ctx.repo, m.tree, cand.changes, m.content, ctx.files)
-    return r.left_out if r.diff is None else []
+    probe = _Asked(ctx, cand, ident, m, author, known)
+    facts.later = probe
+    decide(facts)
+    return probe.asked
 
 
 def _kin(ctx: Context, cand: Candidate, author: str, known: AbstractSet[str]) -> bool:
@@ -354,34 +443,26 @@ def _kin(ctx: Context, cand: Candidate, author: str, known: AbstractSet[str]) ->
     )
 
 
-def settle(outcome: Outcome, d: Decision, evidence: list[Evidence], content: Containment) -> None:
+def settle(outcome: Outcome, j: Judged) -> None:
     """Write the decision into the outcome, the rule that made it last in the evidence."""
-    outcome.evidence = [*outcome.evidence, *evidence, signals.decided(d)]
+    d = j.decision
+    outcome.evidence = [*outcome.evidence, *j.evidence, signals.decided(d)]
     outcome.verdict = d.verdict
     outcome.recommendation = d.recommendation
     outcome.represented_by = list(d.represented_by)
     outcome.group = list(d.group)
-    if d.verdict is Verdict.REPRESENTED:
-        outcome.represented_fraction = 1.0
-    else:
-        outcome.represented_fraction = round(content.fraction, 4) if content.judged else 0.0
+    outcome.text = TextVerdict(d.verdict, d.recommendation, d.rule, list(d.represented_by), list(j.own))
+    outcome.represented_fraction = j.fraction
+    outcome.remaining_diff = j.remaining.diff if j.remaining else None
 
 
-def still_needed(outcome: Outcome, r: remaining.Remaining) -> None:
-    """A partial patch's remaining diff; the blocks it leaves out (their place the base changed its
-    own way) are named, and make the patch a rework: no PR carries a diff nobody wrote."""
-    outcome.remaining_diff = r.diff
-    if not r.left_out:
-        return
-    shown = "; ".join(r.left_out[:5]) + (f"; and {len(r.left_out) - 5} more" if len(r.left_out) > 5 else "")
-    detail = (
-        f"the remaining diff leaves out {len(r.left_out)} block(s) with no clean place in the base (the base "
-        f"changed their place its own way, or the file would not parse with them), to port by hand: {shown}"
-    )
-    outcome.evidence.insert(
-        len(outcome.evidence) - 1, Evidence(Signal.CONTENT, detail, data={"left_out": r.left_out}, says=Says.NOTHING)
-    )
-    outcome.recommendation = Recommendation.REWORK
+def prepare_remaining(ctx: Context, todo: Sequence[tuple[Candidate, Measured]]) -> None:
+    """Read what the remaining diffs of these candidates need in one batch (those that may be
+    partial: some lines there, some not), before they are judged one by one."""
+    maybe = [
+        (c, m) for c, m in todo if m.tree and m.content.judged and m.content.any_earned and not m.content.all_present
+    ]
+    remaining.prepare([(m.tree, c.changes, m.content) for c, m in maybe], ctx.files)
 
 
 def record_step(outcome: Outcome, step: replay.Step | None) -> None:

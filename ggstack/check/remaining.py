@@ -69,19 +69,22 @@ def _unplaced(u: Unit) -> bool:
 
 
 def remaining_diff(
-    repo: git.Repository, tree: str, change_set: list[FileChange], content: Containment, files: Files
+    repo: git.Repository,
+    tree: str,
+    change_set: list[FileChange],
+    content: Containment,
+    files: Files,
+    only: Sequence[Unit] | None = None,
 ) -> Remaining:
-    """A diff against ``tree`` of only the parts of the patch it lacks that have a clean place there."""
-    if not content.judged or all(u.present for u in content.units):
+    """A diff against ``tree`` of only the parts of the patch it lacks that have a clean place there
+    (``only``: of just those missing units: an adapted pick's own lines, the rest being the pick's)."""
+    missing = _missing(content, only)
+    if not content.judged or not missing:
         return Remaining(None, [])
     entries = files.entries(
         tree, list(dict.fromkeys([p for fc in change_set for p in fc.paths] + [*content.base_paths.values()]))
     )
     plan = _Plan()
-    missing: dict[str, list[Unit]] = {}  # path -> its units not present, in order
-    for u in content.units:
-        if not u.present:
-            missing.setdefault(u.path, []).append(u)
     for fc in change_set:
         gone = missing.get(fc.path, [])
         if gone:
@@ -91,6 +94,16 @@ def remaining_diff(
         return Remaining(_unified(plan.edits) or None, left_out)
     edits = [e for e in plan.edits if e.before != e.after]
     return Remaining(_through_git(repo, tree, plan.changes, edits), left_out)
+
+
+def _missing(content: Containment, only: Sequence[Unit] | None) -> dict[str, list[Unit]]:
+    """path -> its units not present (of ``only``, where given), in order."""
+    wanted = None if only is None else {id(u) for u in only}
+    missing: dict[str, list[Unit]] = {}
+    for u in content.units:
+        if not u.present and (wanted is None or id(u) in wanted):
+            missing.setdefault(u.path, []).append(u)
+    return missing
 
 
 @dataclass

@@ -14,20 +14,46 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
 
-from ggstack.check.containment import Containment
-from ggstack.model import Applied, Recommendation, Verdict
+from ggstack.check.containment import Containment, Unit, adds
+from ggstack.check.remaining import Remaining
+from ggstack.model import Applied, Recommendation, TextVerdict, Verdict
 
 
 @dataclass
 class Match:
     """A base commit that git's identity or patch-id says is this change."""
 
-    how: str  # "same patch-id as" | "cherry-picked as" | "merged as" | "Stack-Patch-Id in" | "Change-Id in"
+    # "same patch-id as" | "merged as" (the commit itself) | "source merged as" (the commit it names) |
+    # "cherry-picked as" | "Stack-Patch-Id in" | "Change-Id in" | a hint's (judge.HINTED)
+    how: str
     commit: str  # the base commit (for "reachable": the source commit itself)
     undone_by: list[str] = field(default_factory=list)  # base commits that took it out again
     complete: bool | None = True  # that commit's own tree had every change of the patch (None: not read yet)
     modified_by: list[str] = field(default_factory=list)  # base commits since, changing its files
+
+
+class Later(Protocol):
+    """Facts read only when a rule asks for them: each costs a search of the range."""
+
+    def own(self) -> list[Unit]: ...
+
+    def remaining(self, own: bool = False) -> Remaining: ...
+
+    def superseded(self) -> list[str]: ...
+
+
+class _NothingLater:
+    def own(self) -> list[Unit]:
+        return []
+
+    def remaining(self, own: bool = False) -> Remaining:
+        return Remaining(None, [])
+
+    def superseded(self) -> list[str]:
+        return []
 
 
 @dataclass
@@ -40,12 +66,37 @@ class Facts:
     matches: list[Match] = field(default_factory=list)
     group: list[str] = field(default_factory=list)  # a represented run it belongs to: its names
     group_by: list[str] = field(default_factory=list)  # ... and the base commits that carry the run
-    superseded: list[str] = field(default_factory=list)  # same author or title, changed the same lines
     hints: list[str] = field(default_factory=list)  # same subject or PR number
     related: set[str] = field(default_factory=set)  # base commits tied to it otherwise (hints, a consolidation)
-    rewritten: list[str] = field(default_factory=list)  # an adapted pick's missing blocks, all where the base rewrote
     gone: dict[str, str] = field(default_factory=dict)  # its files the base deleted or moved away -> the commit
     same_blobs: list[str] = field(default_factory=list)  # range commits that left its files as it leaves them
+    later: Later = field(default_factory=_NothingLater)
+
+    @cached_property
+    def own(self) -> list[Unit]:
+        """The fork's own lines: missing from the base at places no range commit touched."""
+        return self.later.own()
+
+    @cached_property
+    def left_out(self) -> list[str]:
+        """The missing blocks no remaining diff can carry: the base rewrote their place its own way."""
+        return self.later.remaining().left_out
+
+    @cached_property
+    def own_left_out(self) -> list[str]:
+        """The fork's own lines no remaining diff can carry (the file would not parse with them)."""
+        return self.later.remaining(own=True).left_out
+
+    @property
+    def rewritten(self) -> list[str]:
+        """The missing blocks, when every one of them is left out (nothing could be carried over)."""
+        r = self.later.remaining()
+        return r.left_out if r.diff is None else []
+
+    @cached_property
+    def superseded(self) -> list[str]:
+        """Base commits by its author or with its title that changed the same lines another way."""
+        return self.later.superseded()
 
     @property
     def live(self) -> list[Match]:
@@ -64,6 +115,27 @@ class Facts:
     def conflicts(self) -> bool:
         return self.replay is Applied.CONFLICT
 
+    @property
+    def tied(self) -> set[str]:
+        """Base commits tied to the patch: its live picks, hints and consolidations."""
+        return {m.commit for m in self.live} | self.related | set(self.hints)
+
+    @property
+    def earning(self) -> list[Unit]:
+        """The present units that are evidence of a partial: lines it adds (or whole-file facts),
+        and lines it only removes where a commit tied to it took them out. A removal alone,
+        done by a commit with no tie to the patch (upstream gutting a file for its own
+        reasons), says nothing about the patch."""
+        tied = self.tied
+        return [u for u in self.content.counted if u.earned and (adds(u) or set(u.by) & tied)]
+
+    @property
+    def share(self) -> float:
+        """The share of the informative changed lines that ``earning`` holds."""
+        units = self.content.counted
+        total = sum(max(u.weight, 1) for u in units)
+        return sum(max(u.weight, 1) for u in self.earning) / total if total else 0.0
+
 
 @dataclass
 class Decision:
@@ -73,6 +145,7 @@ class Decision:
     represented_by: list[str]
     why: str
     group: list[str] = field(default_factory=list)  # the names of the run it is represented with
+    carries_own: bool = False  # a partial whose remaining diff is its own lines only (the rest is its pick's)
 
 
 def _commits(*groups: list[str]) -> list[str]:
@@ -81,6 +154,12 @@ def _commits(*groups: list[str]) -> list[str]:
 
 def _needed(f: Facts) -> Recommendation:
     return Recommendation.REWORK if f.conflicts else Recommendation.OPEN_PR
+
+
+def _still_needed(f: Facts) -> Recommendation:
+    """A partial: its remaining diff is the PR, unless some block has no clean place in the base
+    (no PR carries a diff nobody wrote): rework."""
+    return Recommendation.REWORK if f.conflicts or f.left_out else Recommendation.OPEN_PR
 
 
 def short_ids(commits: list[str]) -> str:
@@ -115,7 +194,8 @@ def _picked_then_undone(f: Facts) -> bool:
     """Its removed lines are back and its added ones gone: the base looks like before the pick.
     (A pick whose additions were only deleted since — a release removing news fragments — is modified.)"""
     changed = any(u.block is not None and u.block.removed for u in f.content.units)
-    return bool(f.live) and changed and not any(u.present for u in f.content.units) and f.replay is Applied.APPLIED
+    whole = any(m.complete for m in f.live)  # a pick that had none of it cannot have been undone
+    return whole and changed and not any(u.present for u in f.content.units) and f.replay is Applied.APPLIED
 
 
 def _undone_by_hand(f: Facts) -> Decision:
@@ -131,7 +211,8 @@ def _undone_by_hand(f: Facts) -> Decision:
 
 
 def _picked_then_modified(f: Facts) -> bool:
-    return any(m.complete for m in f.live)
+    """A whole pick is the patch; a line of the fork's own beside it is not (an adapted pick)."""
+    return any(m.complete for m in f.live) and not f.own
 
 
 def _modified(f: Facts) -> Decision:
@@ -154,7 +235,7 @@ def _adapted_pick(f: Facts) -> bool:
 
 
 def _adapted_rest_rewritten(f: Facts) -> bool:
-    return _adapted_pick(f) and bool(f.rewritten)
+    return _adapted_pick(f) and not f.own and bool(f.rewritten)
 
 
 def _adapted_to_its_base(f: Facts) -> Decision:
@@ -162,23 +243,33 @@ def _adapted_to_its_base(f: Facts) -> Decision:
     shown = "; ".join(f.rewritten[:3]) + (f"; and {n - 3} more" if n > 3 else "")
     return Decision(
         "adapted pick, rest rewritten",
-        Verdict.REPRESENTED,
+        Verdict.PARTIAL,
         Recommendation.HUMAN_LOOK,
         _commits([m.commit for m in f.live], f.content.commits),
         f"picked as {short_ids([m.commit for m in f.live])}; what it has beyond the pick ({n} block(s): {shown}) "
-        "lies where the base rewrote those lines its own way, so nothing of it can be carried over: "
-        "look whether it was only adapted to its own base before dropping it",
+        "lies where the base rewrote those lines its own way, so no remaining diff can carry it: look whether "
+        "it was only adapted to its own base (its tests can tell) before dropping it",
     )
 
 
 def _adapted(f: Facts) -> Decision:
+    """What the pick did not bring is the fork's own lines (the PR's remaining diff, all of it) or
+    lines the base has rewrote since the pick (the pick's, changed: nothing to carry)."""
     by = _commits([m.commit for m in f.live], f.content.commits)
+    if f.own:
+        rec = Recommendation.REWORK if f.conflicts or f.own_left_out else Recommendation.OPEN_PR
+        words = (
+            f"; {len(f.own)} of its changes are the fork's own, at places the base never touched: the remaining diff"
+        )
+    else:
+        rec, words = _still_needed(f), ""
     return Decision(
         "adapted pick",
         Verdict.PARTIAL,
-        _needed(f),
+        rec,
         by,
-        f"picked as {short_ids([m.commit for m in f.live])} without all of its changes",
+        f"picked as {short_ids([m.commit for m in f.live])} without all of its changes{words}",
+        carries_own=bool(f.own),
     )
 
 
@@ -248,9 +339,20 @@ def _empty(f: Facts) -> Decision:
 SOME = 0.1  # below this share, lines brought by an otherwise unrelated commit are a coincidence
 
 
+def _earned_by(f: Facts) -> list[str]:
+    """The base commits that brought the units that earn a partial, most lines first."""
+    counts: dict[str, int] = {}
+    for u in f.earning:
+        for c in u.by:
+            counts[c] = counts.get(c, 0) + max(u.weight, 1)
+    return sorted(counts, key=lambda c: -counts[c])
+
+
 def _some_lines(f: Facts) -> bool:
-    related = bool(set(f.content.commits) & (f.related | set(f.hints)))
-    return f.content.any_earned and (f.content.fraction >= SOME or related)
+    if not f.earning:
+        return False
+    related = bool(set(_earned_by(f)) & (f.related | set(f.hints)))
+    return f.share >= SOME or related
 
 
 def _reverted_partly_back(f: Facts) -> bool:
@@ -258,7 +360,7 @@ def _reverted_partly_back(f: Facts) -> bool:
     since: the base redid part of it its own way, which is no partial of this patch. (Lines the
     pick itself still holds are a revert that left them: partial, by the pick.)"""
     picks = {m.commit for m in f.undone}
-    return bool(picks) and not f.live and _some_lines(f) and not picks & set(f.content.commits)
+    return bool(picks) and not f.live and _some_lines(f) and not picks & set(_earned_by(f))
 
 
 def _look_reverted(f: Facts) -> Decision:
@@ -270,7 +372,7 @@ def _look_reverted(f: Facts) -> Decision:
         Recommendation.HUMAN_LOOK,
         [],
         f"needed again? picked as {picks}, reverted by {reverts}; since then "
-        f"{short_ids(f.content.commits)} brought {round(100 * f.content.fraction)}% of its lines back its own way: "
+        f"{short_ids(_earned_by(f))} brought {round(100 * f.share)}% of its lines back its own way: "
         "look whether the base redid it",
     )
 
@@ -279,15 +381,15 @@ def _partial(f: Facts) -> Decision:
     return Decision(
         "partial",
         Verdict.PARTIAL,
-        _needed(f),
-        f.content.commits,
-        f"{round(100 * f.content.fraction)}% of its changed lines are in the base, brought by "
-        + short_ids(f.content.commits),
+        _still_needed(f),
+        _earned_by(f),
+        f"{round(100 * f.share)}% of its changed lines are in the base, brought by " + short_ids(_earned_by(f)),
     )
 
 
 def _superseded(f: Facts) -> bool:
-    return bool(f.superseded)
+    """(Asked only of a conflict: a patch that merges cleanly changes no line the base changed.)"""
+    return f.conflicts and bool(f.superseded)
 
 
 def _look_superseded(f: Facts) -> Decision:
@@ -349,11 +451,13 @@ def _always(f: Facts) -> bool:
 
 def _needed_rule(f: Facts) -> Decision:
     why = "none of its changes is in the base"
-    if f.content.any_earned:
+    if f.earning:
         why = (
-            f"only {round(100 * f.content.fraction)}% of its informative lines are in the base, brought by "
-            f"{short_ids(f.content.commits)}, otherwise unrelated to it: a coincidence, not evidence"
+            f"only {round(100 * f.share)}% of its informative lines are in the base, brought by "
+            f"{short_ids(_earned_by(f))}, otherwise unrelated to it: a coincidence, not evidence"
         )
+    elif f.content.any_earned:
+        why = "only lines it removes are gone from the base, taken out by commits with no tie to it: no evidence"
     if f.undone:
         undone = [m for m in f.undone]
         why = (
@@ -376,26 +480,29 @@ RULES: tuple[Rule, ...] = (
     ),
     (
         "picked, then undone?",
-        "an exact pick, but its removed lines are back, its added ones gone, and it applies again → unique, human look",
+        "a whole pick, but its removed lines are back, its added ones gone, and it applies again → unique, human look",
         _picked_then_undone,
         _undone_by_hand,
     ),
     (
         "picked, then modified",
-        "an exact pick whose lines the base changed since → represented by it (since modified by …), do not open",
+        "a pick whole in its own tree, whose lines the base changed since, and no line of the fork's own (a changed "
+        "line missing where no base commit touched) → represented by it (since modified by …), do not open",
         _picked_then_modified,
         _modified,
     ),
     (
         "adapted pick, rest rewritten",
         "a pick that left some changes out, each where the base has since rewritten those lines its own way "
-        "(no remaining diff could carry them) → represented by it, human look",
+        "(no remaining diff could carry them), none of the fork's own → partial, by it; human look (its tests "
+        "can show the behaviour is there)",
         _adapted_rest_rewritten,
         _adapted_to_its_base,
     ),
     (
         "adapted pick",
-        "a pick that left some changes out → partial, by it; open PR (rework if it conflicts)",
+        "a pick that left some changes out, or beside which the patch has lines of the fork's own "
+        "→ partial, by it; open PR with the remaining diff (rework if it conflicts, or a block has no clean place)",
         _adapted_pick,
         _adapted,
     ),
@@ -437,8 +544,9 @@ RULES: tuple[Rule, ...] = (
     (
         "partial",
         "at least 10% of its informative lines are at their place, brought in by base commits (or fewer, by a "
-        "commit tied to it: same subject or PR, or one that brought lines of other patches of the stack) "
-        "→ partial, by them; open PR with the remaining diff (rework if it conflicts)",
+        "commit tied to it: same subject or PR, or one that brought lines of other patches of the stack); lines "
+        "it only removes count only where a commit tied to it took them out "
+        "→ partial, by them; open PR with the remaining diff (rework if it conflicts, or a block has no clean place)",
         _some_lines,
         _partial,
     ),
@@ -483,12 +591,13 @@ def decide(f: Facts) -> Decision:
 
 def _unjudged(f: Facts) -> Decision:
     """No pre-image to compare lines against: git's own signals are all there is."""
-    if f.live or f.replay is Applied.EMPTY or f.reverse:
-        by = _commits([m.commit for m in f.live])
+    whole = [m for m in f.live if m.complete]
+    if whole or f.replay is Applied.EMPTY or f.reverse:
+        by = _commits([m.commit for m in whole])
         return Decision(
-            "picked" if f.live else "empty replay",
+            "picked" if whole else "empty replay",
             Verdict.REPRESENTED,
-            Recommendation.DO_NOT_OPEN if f.live else Recommendation.HUMAN_LOOK,
+            Recommendation.DO_NOT_OPEN if whole else Recommendation.HUMAN_LOOK,
             by,
             "its pre-image is not in this repository, so its lines were not compared; git finds it in the base",
         )
@@ -507,4 +616,218 @@ def markdown_table() -> str:
     for name, words, _, _ in RULES:
         when, _, then = words.partition(" → ")
         rows.append(f"| {name} | {when} | {then} |")
+    return "\n".join(rows) + "\n"
+
+
+# -- the tests, folded onto the text verdict -----------------------------------------------------
+#
+# A patch's own tests (``ggstack test``) add one fact to the text's decision: what the runs with
+# and without the patch said. They can show a behaviour the text cannot see (a base that rewrote
+# the change), but they exercise only what they exercise: no test run outweighs a line of the
+# fork's own, and a run that could not run is never evidence.
+
+
+@dataclass(frozen=True)
+class FromTests:
+    """What one patch's tests said, every kind combined (``testing.judge``, ``testing.combine``)."""
+
+    kind: str  # broken | needed | represented | could-not-run | inconclusive | none
+    detail: str
+    require_tests: bool = True  # stack.toml pr.require_tests
+    has_pr: bool = False  # an open PR exists for it
+    applied: Applied | None = None  # how it replayed, for a patch check did not judge
+    brought: tuple[str, ...] = ()  # the base commits blame found bringing its lines
+    touching: tuple[str, ...] = ()  # commits between its old base and the base touching its code
+
+
+@dataclass(frozen=True)
+class Folded:
+    rule: str
+    verdict: Verdict | None
+    recommendation: Recommendation | None
+    detail: str
+    commits: tuple[str, ...] = ()  # represented by, where the tests decided it
+    agrees: bool | None = None  # with the text verdict (None: no text verdict to agree with)
+
+
+_FROM_APPLIED = {
+    Applied.APPLIED: Verdict.UNIQUE,
+    Applied.EMPTY: Verdict.REPRESENTED,
+    Applied.CONFLICT: Verdict.CONFLICT,
+}
+
+
+def _text_or_replay(text: TextVerdict | None, t: FromTests) -> Verdict | None:
+    return text.verdict if text else _FROM_APPLIED.get(t.applied or Applied.SKIPPED)
+
+
+def recommend(verdict: Verdict, has_pr: bool) -> Recommendation:
+    """The recommendation a verdict gets where no rule said a more particular one."""
+    if verdict in (Verdict.UNIQUE, Verdict.PARTIAL):
+        return Recommendation.UPDATE_PR if has_pr else Recommendation.OPEN_PR
+    if verdict is Verdict.REPRESENTED:
+        return Recommendation.CLOSE_PR if has_pr else Recommendation.DO_NOT_OPEN
+    if verdict in (Verdict.CONFLICT, Verdict.BROKEN):
+        return Recommendation.REWORK
+    return Recommendation.HOLD
+
+
+def _keep(text: TextVerdict | None, t: FromTests) -> tuple[Verdict | None, Recommendation | None]:
+    verdict = _text_or_replay(text, t)
+    rec = text.recommendation if text else (recommend(verdict, t.has_pr) if verdict else None)
+    return verdict, rec
+
+
+def _broken(text: TextVerdict | None, t: FromTests) -> Folded:
+    return Folded("broken", Verdict.BROKEN, Recommendation.REWORK, "broken: " + t.detail)
+
+
+def _undecided_kind(text: TextVerdict | None, t: FromTests) -> bool:
+    return t.kind in ("could-not-run", "inconclusive")
+
+
+def _undecided(text: TextVerdict | None, t: FromTests) -> Folded:
+    verdict, rec = _keep(text, t)
+    said = "tests could not run" if t.kind == "could-not-run" else "tests inconclusive, never a pass"
+    if verdict is not None and (verdict in (Verdict.REPRESENTED, Verdict.CONFLICT) or not t.require_tests):
+        return Folded("tests undecided", verdict, rec, f"{verdict.value} (text evidence; {t.detail})")
+    held = f"the text evidence says {verdict.value}; " if verdict else ""
+    return Folded(
+        "tests undecided, held",
+        Verdict.INCONCLUSIVE,
+        Recommendation.HOLD,
+        f"inconclusive ({held}{said}; held: pr.require_tests): {t.detail}",
+    )
+
+
+def _needed_but_represented(text: TextVerdict | None, t: FromTests) -> bool:
+    return t.kind == "needed" and text is not None and text.verdict is Verdict.REPRESENTED
+
+
+def _disagree(text: TextVerdict | None, t: FromTests) -> Folded:
+    assert text is not None
+    by = ", ".join(c[:10] for c in text.represented_by) or "the base"
+    return Folded(
+        "tests and text disagree",
+        Verdict.INCONCLUSIVE,
+        Recommendation.HUMAN_LOOK,
+        f"needed by its tests, but the text evidence says represented by {by}: the signals disagree, "
+        "a human should look; " + t.detail,
+        agrees=False,
+    )
+
+
+def _needed_kind(text: TextVerdict | None, t: FromTests) -> bool:
+    return t.kind == "needed"
+
+
+def _needed_by_tests(text: TextVerdict | None, t: FromTests) -> Folded:
+    verdict, rec = _keep(text, t)
+    verdict = verdict or Verdict.UNIQUE
+    agrees = True if text else None
+    detail = "needed: " + t.detail + ("; agrees with the text evidence" if agrees else "")
+    return Folded("needed by its tests", verdict, rec or recommend(verdict, t.has_pr), detail, agrees=agrees)
+
+
+def _behaviour_but_own(text: TextVerdict | None, t: FromTests) -> bool:
+    return t.kind == "represented" and text is not None and bool(text.own_lines)
+
+
+def _not_by_behaviour(text: TextVerdict | None, t: FromTests) -> Folded:
+    assert text is not None
+    verdict, rec = _keep(text, t)
+    n = len(text.own_lines)
+    return Folded(
+        "behaviour there, own lines not",
+        verdict,
+        rec,
+        f"{t.detail}; but {n} of its changes {'is' if n == 1 else 'are'} the fork's own "
+        f"({'; '.join(text.own_lines[:3])}): no test outweighs a line the base does not have",
+        agrees=verdict is Verdict.REPRESENTED,
+    )
+
+
+def _behaviour(text: TextVerdict | None, t: FromTests) -> bool:
+    return t.kind == "represented"
+
+
+def _by_behaviour(text: TextVerdict | None, t: FromTests) -> Folded:
+    agrees = (text.verdict is Verdict.REPRESENTED) if text else None
+    brought = list(text.represented_by) if text and text.represented_by else list(t.brought)
+    commits = brought or list(t.touching)
+    rec = text.recommendation if agrees and text else recommend(Verdict.REPRESENTED, t.has_pr)
+    said = "agrees with the text evidence" if agrees else f"the text evidence says {text.verdict.value}" if text else ""
+    found = (
+        f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
+        if commits and not brought
+        else ""
+    )
+    detail = "represented by behaviour: " + t.detail + (f"; {said}" if said else "") + found
+    return Folded("represented by behaviour", Verdict.REPRESENTED, rec, detail, tuple(commits), agrees)
+
+
+def _no_evidence(text: TextVerdict | None, t: FromTests) -> Folded:
+    verdict, rec = _keep(text, t)
+    return Folded("no behaviour evidence", verdict, rec, t.detail)
+
+
+def _anything(text: TextVerdict | None, t: FromTests) -> bool:
+    return True
+
+
+FoldRule = tuple[str, str, str, Callable[[TextVerdict | None, FromTests], bool], Callable[..., Folded]]
+
+FOLD_RULES: tuple[FoldRule, ...] = (
+    ("broken", "broken", "anything", lambda text, t: t.kind == "broken", _broken),
+    (
+        "tests undecided",
+        "could not run / inconclusive",
+        "represented or conflict (or anything, with `pr.require_tests = false`)",
+        _undecided_kind,
+        _undecided,
+    ),
+    ("tests and text disagree", "needed", "represented", _needed_but_represented, _disagree),
+    ("needed by its tests", "needed", "anything else", _needed_kind, _needed_by_tests),
+    (
+        "behaviour there, own lines not",
+        "represented by behaviour",
+        "a verdict with lines of the fork's own (changed lines the base lacks where it never touched)",
+        _behaviour_but_own,
+        _not_by_behaviour,
+    ),
+    (
+        "represented by behaviour",
+        "represented by behaviour",
+        "anything else (also where the text found only part of the lines: a base that rewrote the code)",
+        _behaviour,
+        _by_behaviour,
+    ),
+    ("no behaviour evidence", "no evidence", "anything", _anything, _no_evidence),
+)
+
+_FOLD_THEN = {
+    "broken": "broken, rework",
+    "tests undecided": "the text verdict, shown as text evidence; unique or partial where tests are required: "
+    "inconclusive, hold",
+    "tests and text disagree": "inconclusive, human look (the signals disagree)",
+    "needed by its tests": "the text verdict (agreeing)",
+    "behaviour there, own lines not": "the text verdict: partial (or needed), with the fork's own lines named",
+    "represented by behaviour": "represented, do not open",
+    "no behaviour evidence": "the text verdict",
+}
+
+
+def fold(text: TextVerdict | None, t: FromTests) -> Folded:
+    """The verdict once a patch's tests are in: the first row of ``FOLD_RULES`` that holds."""
+    for _, _, _, when, then in FOLD_RULES:
+        if when(text, t):
+            folded: Folded = then(text, t)
+            return folded
+    raise AssertionError("the last row always holds")
+
+
+def fold_table() -> str:
+    """The fold as the README prints it (a test holds the README to it)."""
+    rows = ["| tests say | text says | verdict, recommendation |", "|---|---|---|"]
+    rows += [f"| {tests} | {says} | {_FOLD_THEN[name]} |" for name, tests, says, _, _ in FOLD_RULES]
     return "\n".join(rows) + "\n"

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ggstack import git, replay
-from ggstack.check.containment import Containment
+from ggstack.check.containment import Containment, Unit
 from ggstack.check.files import is_zero
 from ggstack.check.history import REVERT_OF, History, normal_subject, pr_numbers
+from ggstack.check.own import describe
 from ggstack.check.rules import Decision, Facts, Match, short_ids
 from ggstack.diff import FileChange, paths_of
 from ggstack.model import Applied, Evidence, Says, Signal
@@ -65,7 +66,10 @@ def _sources(history: History, cand: Candidate) -> list[tuple[Match, str]]:
             who = "the commit itself" if src == cand.commit else "its source " + src[:10]
             undone = history.undone.get(src, [])
             but = f", but {short_ids(undone)} reverted it" if undone else ""
-            out.append((Match("merged as", src, list(undone)), f"{who} is reachable from the base{but}"))
+            # The commit itself is its change; a source it names (a pick's -x line, Cherry-picked-from)
+            # is a candidate only: the fork may have adapted it (read whole or not, as a named pick).
+            how = "merged as" if src == cand.commit else "source merged as"
+            out.append((Match(how, src, list(undone)), f"{who} is reachable from the base{but}"))
         for c in history.picked_from.get(src, []):
             out.append(
                 (Match("cherry-picked as", c), f"base commit {c[:10]} says it was cherry-picked from {src[:10]}")
@@ -111,7 +115,7 @@ def undo(history: History, matches: list[Match], reversed_id: str) -> Evidence |
     naming the pick, or a commit whose patch-id is this patch's reversed."""
     by_id = history.with_patch_id(reversed_id)
     for m in matches:
-        if m.how == "merged as":
+        if m.how in ("merged as", "source merged as"):
             continue  # its reverts (and the reverted merges that brought it) are read by the scan
         m.undone_by += [r for r in [*history.reverted(m.commit), *by_id] if history.newer(r, m.commit)]
         m.undone_by = list(dict.fromkeys(m.undone_by))
@@ -127,7 +131,7 @@ def relanded(history: History, cand: Candidate, matches: list[Match]) -> Evidenc
     again = history.relanded(m.group(1))
     marked = []
     for match in matches:
-        if match.how != "merged as" and not match.undone_by:
+        if match.how not in ("merged as", "source merged as") and not match.undone_by:
             match.undone_by = [c for c in again if history.newer(c, match.commit)]
             marked += [match] if match.undone_by else []
     return _undone(marked, "but the base landed what it reverts again in")
@@ -282,6 +286,27 @@ def _content_words(c: Containment) -> tuple[str, Says]:
     if present:
         return f"{present} of {len(counted)} changes present{tail}; missing: {missing}", Says.NOTHING
     return f"none of its {len(counted)} changes is in the base: {missing}", Says.ABSENT
+
+
+def own_lines(units: list[Unit]) -> Evidence:
+    """The fork's own lines, named: what keeps the patch from ever being represented."""
+    shown = "; ".join(describe(units))
+    n = len(units)
+    detail = (
+        f"{n} of its changes {'is' if n == 1 else 'are'} the fork's own: missing from the base where no base commit "
+        f"touched since the merge base, or in a file the base never had ({shown})"
+    )
+    return Evidence(Signal.CONTENT, detail, data={"own_lines": describe(units, limit=n)}, says=Says.ABSENT)
+
+
+def left_out(blocks: list[str]) -> Evidence:
+    """The blocks a partial's remaining diff cannot carry."""
+    shown = "; ".join(blocks[:5]) + (f"; and {len(blocks) - 5} more" if len(blocks) > 5 else "")
+    detail = (
+        f"the remaining diff leaves out {len(blocks)} block(s) with no clean place in the base (the base "
+        f"changed their place its own way, or the file would not parse with them), to port by hand: {shown}"
+    )
+    return Evidence(Signal.CONTENT, detail, data={"left_out": blocks}, says=Says.NOTHING)
 
 
 def blame(c: Containment) -> Evidence | None:

@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ggstack import diff, git, replay
-from ggstack.check import cache, groups, remaining
+from ggstack.check import cache, groups
 from ggstack.check import judge as judging
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
@@ -37,7 +37,7 @@ class _Judged:
     author: str
 
 
-def stack(
+def check_stack(
     repo: git.Repository,
     stack: Stack,
     base_ref: str,
@@ -99,7 +99,6 @@ def _judge(
     related = _consolidating(ctx, whole, base_tree)
     walked = _walk(ctx, run, picks, cands, outcomes, idents, squashed, reverse, related, progress)
     _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree, related)
-    _remaining_diffs(ctx, walked)
     judging.name_commits(repo, run)
 
 
@@ -123,18 +122,6 @@ def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[C
         [s for c in cands for s in c.sources],
         {frozenset(c.paths) for c in cands},
     )
-
-
-def _remaining_diffs(ctx: Context, walked: list[_Judged]) -> None:
-    """A partial patch's remaining diff; none for the others (a cached verdict may have had one)."""
-    partial = [j for j in walked if j.outcome.verdict is Verdict.PARTIAL]
-    remaining.prepare([(j.tip_tree, j.cand.changes, j.measured.content) for j in partial], ctx.files)
-    for j in walked:
-        j.outcome.remaining_diff = None
-    for j in partial:
-        judging.still_needed(
-            j.outcome, remaining.remaining_diff(ctx.repo, j.tip_tree, j.cand.changes, j.measured.content, ctx.files)
-        )
 
 
 def _candidate(pick: replay.Pick) -> Candidate:
@@ -189,9 +176,9 @@ def _walk(
             m = Measured(content, step, reverse=rev_applies, reverse_later=rev_later, tree=tip_tree)
             author = _email(pick.patch.author if pick.patch else "")
             ident = idents.get(cand.name, Identified())
-            decision, evidence = judging.judge(ctx, cand, ident, m, squashed.get(i), author, related)
+            judged = judging.judge(ctx, cand, ident, m, squashed.get(i), author, related, own=True)
             judging.record_step(outcome, step)
-            judging.settle(outcome, decision, evidence, content)
+            judging.settle(outcome, judged)
             walked.append(_Judged(cand, outcome, m, tip_tree, author))
             needed = outcome.verdict in (Verdict.UNIQUE, Verdict.PARTIAL)
             if needed and step.applied is Applied.APPLIED and i not in squashed:
@@ -252,10 +239,10 @@ def _later_groups(
         if j.outcome.verdict is Verdict.REPRESENTED and j.outcome.group:
             continue
         ident = idents.get(j.cand.name, Identified())
-        decision, evidence = judging.judge(ctx, j.cand, ident, j.measured, g, j.author, related)
-        if decision.verdict is Verdict.REPRESENTED:
+        judged = judging.judge(ctx, j.cand, ident, j.measured, g, j.author, related, own=True)
+        if judged.decision.verdict is Verdict.REPRESENTED:
             j.outcome.evidence = []
-            judging.settle(j.outcome, decision, evidence, j.measured.content)
+            judging.settle(j.outcome, judged)
 
 
 def _segments(walked: list[_Judged], cands: Sequence[Candidate], trees: dict[str, str]) -> list[list[int]]:
