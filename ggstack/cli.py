@@ -423,6 +423,11 @@ def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
 @click.option(
     "--include-human-look", is_flag=True, help='Also drop represented patches whose recommendation is "human look".'
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Drop a patch even where the Run found lines of the fork's own in it (or says nothing).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was dropped as JSON.")
 @click.pass_obj
 @handled
@@ -435,14 +440,18 @@ def drop(
     close_redundant: bool,
     dry_run: bool,
     include_human_look: bool,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Remove the patches the base already carries, keeping a record of why.
 
     Each dropped patch is written into patches/STACK/dropped.toml (subject,
     Stack-Patch-Id, provenance, the representing commits and their subjects,
-    the base sha, the rule that decided, when) in the same atomic change
-    that removes it; `ggstack list STACK --dropped` shows them. Their
+    the base sha, the rule that decided, when) and its file kept as it was
+    in patches/STACK/dropped/ (`git am` or `ggstack import STACK --from
+    patches/STACK/dropped` brings it back), in the same atomic change that
+    removes it; `ggstack list STACK --dropped` shows them. A patch in which
+    the Run found lines of the fork's own is never dropped without --force. Their
     per-patch branches are deleted where ggstack wrote them and nobody moved
     them since (never one that is checked out). Without --run, check runs
     first. A represented patch whose recommendation is "human look" is kept
@@ -465,7 +474,13 @@ def drop(
             with StageProgress(len(s.patches), "check") as progress:
                 run = check_stack(obj.repo, s, onto or s.config.target.base, progress=progress)
         result = dropping.drop(
-            obj.repo, s, run, close_redundant=close_redundant, dry_run=dry_run, include_human_look=include_human_look
+            obj.repo,
+            s,
+            run,
+            close_redundant=close_redundant,
+            dry_run=dry_run,
+            include_human_look=include_human_look,
+            force=force,
         )
     if as_json:
         print_json(result.to_json())

@@ -24,6 +24,7 @@ from ggstack.forge import Forge
 from ggstack.model import Outcome, Patch, Recommendation, Run, Stack, Verdict
 
 DROPPED = "dropped.toml"
+DROPPED_DIR = "dropped"  # the dropped patches' own files, as they were: nothing leaves the stack's directory
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Dropped:
     original_pr: str = ""
     cherry_picked_from: str = ""
     branch: str = ""  # its per-patch branch when dropped (removed unless someone else moved it)
+    file: str = ""  # the patch file as it was, kept in the stack: "dropped/0003-….patch" (git am / import --from)
 
     def to_json(self) -> dict[str, object]:
         d = asdict(self)
@@ -170,7 +172,7 @@ def represented(stack: Stack, run: Run) -> list[tuple[Patch, Outcome]]:
     return [(p, by_id[p.provenance.stack_patch_id]) for p in stack.patches if p.provenance.stack_patch_id in by_id]
 
 
-def entry_of(patch: Patch, o: Outcome, run: Run, branch: str, now: str) -> Dropped:
+def entry_of(patch: Patch, o: Outcome, run: Run, branch: str, now: str, file: str = "") -> Dropped:
     return Dropped(
         name=patch.name,
         subject=patch.subject,
@@ -184,7 +186,25 @@ def entry_of(patch: Patch, o: Outcome, run: Run, branch: str, now: str) -> Dropp
         original_pr=patch.provenance.original_pr or "",
         cherry_picked_from=patch.provenance.cherry_picked_from or "",
         branch=branch,
+        file=file,
     )
+
+
+def own_lines(victims: Sequence[tuple[Patch, Outcome]]) -> list[str]:
+    """What keeps a patch from being dropped: the fork's own lines the Run found in it, or no word on
+    them at all (a Run of an older ggstack), one line a patch."""
+    out = []
+    for p, o in victims:
+        if o.text is None:
+            out.append(f"{p.name}: the Run does not say which of its lines are the fork's own (run check again)")
+        elif o.text.own_lines:
+            out.append(f"{p.name}: the fork's own lines {'; '.join(o.text.own_lines[:5])}")
+    return out
+
+
+def keep_file(patch: Patch, number: int) -> str:
+    """Where a dropped patch's file stays: ``dropped/``, numbered in the order patches were dropped."""
+    return f"{DROPPED_DIR}/{number:04d}-{patch.slug}.patch"
 
 
 def now_utc() -> str:
@@ -210,12 +230,15 @@ def drop(
     env: Mapping[str, str] | None = None,
     client: Forge | None = None,
     include_human_look: bool = False,
+    force: bool = False,
 ) -> Result:
     """Drop the patches ``run`` judged represented; the caller holds the stack's lock.
 
     One whose recommendation is "human look" (represented, but a signal asks
-    a person to look, e.g. "adapted pick, rest rewritten") is kept and listed
-    in ``looks`` unless ``include_human_look``: drop never throws that judgement away.
+    a person to look) is kept and listed in ``looks`` unless ``include_human_look``:
+    drop never throws that judgement away. Nor a line of the fork's own: a patch
+    the Run found one in (or whose Run does not say) is refused unless ``force``.
+    Each dropped patch's file stays, as it was, under ``dropped/``.
 
     The order leaves the stack as it was on any failure: everything is checked
     first; the redundant PRs are closed next (through ``pr``'s own plan, so the
@@ -224,30 +247,47 @@ def drop(
     where ``apply`` last put them), never one checked out. A branch a kill left
     behind is named in the record and removed by the next ``drop``.
     """
-    victims, looks = [], []
-    for p, o in represented(stack, run):
-        if o.recommendation is Recommendation.HUMAN_LOOK and not include_human_look:
-            looks.append((p.name, report.verdict_words(o)))
-        else:
-            victims.append((p, o))
+    victims, looks = _chosen(stack, run, include_human_look, force)
     refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
     now = now_utc()
-    entries = [entry_of(p, o, run, refs[p.name], now) for p, o in victims]
+    earlier = read_record(stack)
+    files = [keep_file(p, len(earlier) + k) for k, (p, _) in enumerate(victims, 1)]
+    entries = [entry_of(p, o, run, refs[p.name], now, f) for (p, o), f in zip(victims, files, strict=True)]
     gone = {p.name for p, _ in victims}
     after = series.renumbered(stack, [p for p in stack.patches if p.name not in gone])
     result = Result(stack.name, run.base, run.base_ref, entries, [p.name for p in after.patches], dry_run=dry_run)
     result.looks = looks
-    earlier = read_record(stack)
     kept_refs = set(replay.branch_refs(after))
     candidates = list(dict.fromkeys(e.branch for e in [*earlier, *entries] if e.branch and e.branch not in kept_refs))
     if close_redundant and victims:
         result.run = _close_prs(repo, stack, run, [o for _, o in victims], dry_run=dry_run, env=env, client=client)
     if not dry_run:
         # Saved even when nothing goes: the save is what tidies up after a killed change.
-        series.save(after, also={DROPPED: render_record(stack.name, [*earlier, *entries])} if entries else None)
+        kept = {f: p.raw for (p, _), f in zip(victims, files, strict=True)}
+        series.save(after, also={DROPPED: render_record(stack.name, [*earlier, *entries]), **kept} if entries else None)
     # A dry run says which branches would go and which would stay, as the real one would.
     result.branches_deleted, result.branches_kept = replay.remove_branches(repo, stack, candidates, write=not dry_run)
     return result
+
+
+def _chosen(
+    stack: Stack, run: Run, include_human_look: bool, force: bool
+) -> tuple[list[tuple[Patch, Outcome]], list[tuple[str, str]]]:
+    """The patches to drop, and those kept for a human look; exit 2 where one has the fork's own lines."""
+    victims, looks = [], []
+    for p, o in represented(stack, run):
+        if o.recommendation is Recommendation.HUMAN_LOOK and not include_human_look:
+            looks.append((p.name, report.verdict_words(o)))
+        else:
+            victims.append((p, o))
+    own = own_lines(victims)
+    if own and not force:
+        raise UserError(
+            "not dropped: a patch with lines of the fork's own (changed lines the base lacks where it never "
+            "touched) would lose them:\n  " + "\n  ".join(own) + "\n(--force drops them anyway; the files stay "
+            f"in patches/{stack.name}/{DROPPED_DIR}/)"
+        )
+    return victims, looks
 
 
 def _close_prs(

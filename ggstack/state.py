@@ -260,9 +260,13 @@ def _fill(path: str, new: str, changes: Mapping[str, bytes | None], ops: Callabl
     else:
         os.chmod(new, 0o777 & ~_umask())
     for name, data in changes.items():
+        target = os.path.join(new, name)
+        if "/" in name:  # a file in a subdirectory (dropped/): that directory was linked file by file
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if os.path.lexists(target):
+                os.unlink(target)  # a link to the old file: never written through
         if data is None:
             continue
-        target = os.path.join(new, name)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, old_modes.get(name, 0o666))
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -342,7 +346,7 @@ def _real_changes(path: str, changes: Mapping[str, bytes | None]) -> dict[str, b
     out: dict[str, bytes | None] = {}
     exists = os.path.isdir(path)
     for name, data in changes.items():
-        if "/" in name or name in ("", ".", ".."):
+        if any(part in ("", ".", "..") for part in name.split("/")):
             raise ValueError(f"not a file name in the directory: {name!r}")
         full = os.path.join(path, name)
         if data is None:

@@ -253,3 +253,49 @@ def test_a_dry_run_names_the_branches_the_drop_would_delete_and_keep_and_deletes
     assert real["branches_deleted"] == [] and real["branches_kept"] == dry["branches_kept"] + [
         "refs/heads/gg/s/02-fix-b-change-b (moved since ggstack wrote it)"
     ]
+
+
+def test_a_dropped_patch_stays_in_the_stack_and_comes_back_with_import_from_or_git_am(fork: Fork) -> None:
+    """Nothing leaves silently: the dropped patch's file, as it was, is kept under dropped/ (beside
+    dropped.toml), and brings the patch back by itself."""
+    stored = (fork.stack / "0002-fix-b-change-b.patch").read_bytes()
+    fork.ok("drop", "s", "--represented", "--onto", "main")
+    (entry,) = tomllib.loads((fork.stack / "dropped.toml").read_text())["dropped"]
+    assert entry["file"] == "dropped/0001-fix-b-change-b.patch"
+    assert (fork.stack / entry["file"]).read_bytes() == stored
+    assert "dropped/" not in (fork.stack / "series").read_text()  # git am patches/s/*.patch and quilt skip it
+
+    fork.ok("import", "s", "--from", str(fork.stack / "dropped"), "--onto", fork.picks[0])
+    back = fork.listing()[-1]
+    assert back["subject"] == "fix(b): change b"
+    assert series.load(str(fork.patches), "s").patches[-1].diff == series.parse_patch(stored, "x.patch").diff
+
+    wt = fork.tmp / "am"
+    fork.repo.git("worktree", "add", "-q", "--detach", str(wt), f"{fork.picks[1]}~1")
+    subprocess.run(["git", "-C", str(wt), "am", "-q", str(fork.stack / entry["file"])], check=True)
+    assert subprocess.run(["git", "-C", str(wt), "diff", "--quiet", fork.picks[1]]).returncode == 0
+
+
+def test_drop_refuses_a_patch_with_lines_of_the_forks_own_unless_forced(fork: Fork) -> None:
+    """A Run that says represented (hand-made, or of a ggstack before this rule) while it names lines
+    of the fork's own in the patch, or says nothing of them: drop would lose them. Exit 2, naming
+    the patch and the lines; nothing written. --force drops it, its file kept under dropped/."""
+    run = json.loads(fork.ok("check", "s", "--onto", "main", "--json").stdout)
+    b = next(p for p in run["patches"] if p["name"].startswith("0002"))
+    b["text"]["own_lines"] = ["b.txt hunk @@ -3 +3 @@: +b line 3 changed"]
+    (fork.tmp / "run.json").write_text(json.dumps(run))
+    before = snapshot(fork.stack)
+    bad = fork.gg("drop", "s", "--represented", "--run", "run.json")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "0002-fix-b-change-b.patch: the fork's own lines b.txt hunk" in bad.stderr and "--force" in bad.stderr
+    assert snapshot(fork.stack) == before
+
+    b["text"] = None  # an older Run: no word on the fork's own lines
+    (fork.tmp / "run.json").write_text(json.dumps(run))
+    bad = fork.gg("drop", "s", "--represented", "--run", "run.json")
+    assert bad.returncode == 2 and "does not say which of its lines are the fork's own" in bad.stderr
+    assert snapshot(fork.stack) == before
+
+    fork.ok("drop", "s", "--represented", "--run", "run.json", "--force")
+    assert [p["cherry_picked_from"] for p in fork.listing()] == [fork.picks[0], fork.picks[2]]
+    assert (fork.stack / "dropped" / "0001-fix-b-change-b.patch").exists()
