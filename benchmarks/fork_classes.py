@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -422,9 +423,30 @@ def _item(ref: str, members: list[Member], squash: str, cls: str) -> dict:
     }
 
 
+def _adjudicate(labelled: list[dict], path: str | None) -> int:
+    """Apply the labels a person settled by reading the commits (``[[member]]`` tables of ``commit``,
+    ``truth`` — true, false or "unscored" — and ``why``); how many it changed."""
+    if not path:
+        return 0
+    with open(path, "rb") as fh:
+        read = tomllib.load(fh).get("member", [])
+    changed = 0
+    for e in read:
+        for b in labelled:
+            for m in b["members"]:
+                if m["commit"].startswith(e["commit"]):
+                    m["truth"] = None if e["truth"] == "unscored" else bool(e["truth"])
+                    m["why"] = f"read by hand: {e['why']}"
+                    changed += 1
+    return changed
+
+
 def branches(args: argparse.Namespace) -> int:
     repo = args.repo
     labelled = label_branches(repo, args.main, args.since, args.pattern, args.limit)
+    read = _adjudicate(labelled, args.adjudicated)
+    if read:
+        print(f"{read} members' labels read by hand ({args.adjudicated})", file=sys.stderr)
     counts = Counter(b["class"] for b in labelled)
     print(f"{len(labelled)} branches: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr)
     base = git(repo, "rev-parse", args.main).strip()
@@ -449,10 +471,11 @@ def branches(args: argparse.Namespace) -> int:
             run = None
             if not failed:
                 proc = ggstack(repo, "check", "s", "--onto", base, "--json", "--no-cache", patches=patches)
-                if proc.returncode in (0, 1):
-                    run = json.loads(proc.stdout)
-                else:
-                    failed = f"check: {proc.stderr.strip()[-300:]}"
+                try:
+                    run = json.loads(proc.stdout) if proc.returncode in (0, 1) else None
+                except json.JSONDecodeError:
+                    run = None
+                failed = "" if run is not None else f"check (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"
         if run is None:
             print(f"[{n}] {b['branch']}: could not run: {failed}", file=sys.stderr)
             continue
@@ -478,8 +501,9 @@ def branches(args: argparse.Namespace) -> int:
             if said != m["truth"]:
                 right = False
                 wrong.append((b, m, p))
-        whole[b["class"]][0] += right
-        whole[b["class"]][1] += 1
+        if any(m["truth"] is not None for m in b["members"]):  # a branch with nothing scored says nothing
+            whole[b["class"]][0] += right
+            whole[b["class"]][1] += 1
         print(
             f"[{n}/{len(labelled)}] {b['branch']} ({b['class']}, {len(b['members'])} commits): "
             f"{'all right' if right else 'some wrong'}",
@@ -519,6 +543,7 @@ def main() -> int:
     b.add_argument("--since", default="2025-01-01")
     b.add_argument("--pattern", default="*")
     b.add_argument("--limit", type=int, default=60)
+    b.add_argument("--adjudicated", help="a TOML file of members whose label a person settled by reading the commits")
     for p in (a, b):
         p.add_argument("--repo", required=True)
         p.add_argument("--main", default="main")

@@ -622,8 +622,8 @@ def test_reverse_apply_in_turn_carries_on_from_what_applied(tmp_path) -> None:
 
 
 def test_stack_run_folded_into_bigger_work_found_after_its_longest_run_failed(world: GitRepo) -> None:
-    """by_content's two batches: the whole segment (0001-0004) is not in the base, the run
-    0001-0003 is, folded into one bigger commit; 0004 is not (the base changed its line)."""
+    """The whole branch (0001-0004) is not in the base, the run 0001-0003 is, folded into one bigger
+    commit; 0004 is not (the base changed its line: no line of it is the bigger commit's)."""
     x1 = edited(LINES, l10=["line 10", "x = 1"])
     p1 = on(world, "fork", "add x", {"f.txt": text(x1)})
     x2 = edited(LINES, l10=["line 10", "x = 2"], l20=["line 20", "y = 3"])
@@ -641,5 +641,5 @@ def test_stack_run_folded_into_bigger_work_found_after_its_longest_run_failed(wo
     for name in ("0001", "0002", "0003"):
         assert v[name].verdict is Verdict.REPRESENTED and v[name].represented_by == [rework], name
     assert v["0001"].group == [v["0001"].name, v["0002"].name, v["0003"].name]
-    assert f"all their lines come from {rework[:10]}" in kinds(v["0001"])["group"][0].detail
+    assert f"together are in the base as {rework[:10]}" in kinds(v["0001"])["group"][0].detail
     assert v["0004"].verdict is not Verdict.REPRESENTED

@@ -207,7 +207,7 @@ def test_a_squash_that_names_the_pr_is_it_though_the_base_changed_its_lines_sinc
         assert o.represented_by == [squash]
         assert o.recommendation is Recommendation.DO_NOT_OPEN
         group = kinds(o)["group"][0]
-        assert f"{squash[:10]} names one of them" in group.detail and f"since modified by {since[:10]}" in group.detail
+        assert f"as {squash[:10]}" in group.detail and f"since modified by {since[:10]}" in group.detail
     assert v["0004"].verdict is not Verdict.REPRESENTED, [e.detail for e in v["0004"].evidence]
     assert v["0004"].recommendation is not Recommendation.DO_NOT_OPEN
 

@@ -135,6 +135,13 @@ ROWS = [
     ("the same blobs", facts(MIXED, same_blobs=["b2"]), "same post-image", Verdict.REPRESENTED, None),
     ("an empty replay", facts(MIXED, replay=Applied.EMPTY), "empty replay", Verdict.REPRESENTED, None),
     (
+        "an empty replay of a file the base never had",
+        facts(MIXED, Later(own_units=OWN), replay=Applied.EMPTY),
+        "partial",
+        Verdict.PARTIAL,
+        None,
+    ),
+    (
         "a reverted pick partly redone",
         facts(MIXED, matches=[pick(undone=("r1",))]),
         "reverted, partly back",
@@ -227,7 +234,7 @@ def test_no_represented_verdict_with_a_line_of_the_forks_own() -> None:
     being represented, unless git itself finds the post-image (every line there, an empty replay, its
     reverse) or the run it belongs to is there as a whole."""
     for _, f, *_ in ROWS:
-        if f.later.own() and not f.post_image and not f.group:
+        if f.later.own() and not f.content.literally and not f.reverse and not f.group:
             assert decide(f).verdict is not Verdict.REPRESENTED
 
 

@@ -315,6 +315,19 @@ def window(block: Block, pre: Sequence[str], base: list[str], pmap: list[int | N
     return lo + 1, max(lo + 1, hi)
 
 
+def place(block: Block, pre: Sequence[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:
+    """The block's place in the base file: between the nearest lines around it that carry
+    information and that the pre-image and the base still share. (A blank line is no anchor:
+    git pairs blank lines either way, and a block after a function the base rewrote sits beside
+    that rewrite, not in an untouched place, even when a blank line of each lines up.)"""
+    lo = next(
+        (pmap[i] for i in range(min(block.p0, len(pre)) - 1, -1, -1) if pmap[i] is not None and carries(pre[i])), -1
+    )
+    hi = next((pmap[i] for i in range(block.p1, len(pre)) if pmap[i] is not None and carries(pre[i])), len(base))
+    assert lo is not None and hi is not None
+    return lo + 1, max(lo + 1, hi)
+
+
 def judge_block(
     path: str,
     hunk: Hunk,

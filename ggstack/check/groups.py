@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from ggstack import diff, git
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import Containment, contain, contained_at
+from ggstack.check.containment import Containment, Unit, contain, contained_at, place
 from ggstack.check.files import Files
-from ggstack.check.history import History
+from ggstack.check.history import History, normal_subject
 from ggstack.check.signals import Candidate, hints
 
 _LONGEST = 64  # runs longer than this are not looked for (a squash of a whole long branch is still found by lines)
@@ -310,3 +310,246 @@ def _disjoint(groups: list[Group]) -> list[Group]:
 def combined(*found: list[Group]) -> list[Group]:
     """Groups of several finders, no member in two."""
     return _disjoint([g for gs in found for g in gs])
+
+
+# -- a PR branch squash-merged whole: its net change, against the squash's own tree ---------------
+
+
+@dataclass
+class _Line:
+    """Consecutive patches of one branch's history (merges of the base, and of side branches whose
+    commits are patches too, between them), from a commit on the base's history."""
+
+    members: list[int]
+    ends: list[int]  # the members every earlier member of the line is an ancestor of: where a net change ends
+    bases: list[str]  # for each end: the newest base commit it has merged (its merge base with the base)
+
+
+def branch_nets(
+    repo: git.Repository,
+    history: History,
+    files: Files,
+    cands: Sequence[Candidate],
+    base: str,
+    base_tree: str,
+) -> list[Group]:
+    """Runs upstream took as one commit after review: a PR branch (merges of main in it, review
+    follow-ups reworking earlier commits' lines) squash-merged as S. Alone, its members look partial
+    or conflict; their *net* change — the branch tip against the base it last merged — is S's own:
+    the same patch-id, or every informative line of it in S's own tree, or at a place S wrote its own
+    way (review adapted it). The longest such run from the line's start is represented by S; a later
+    commit upstream never took stays out."""
+    out = []
+    for line in _lines(repo, history, cands, base):
+        ends = line.ends
+        nets = repo.diffs_of_pairs([(cands[k].commit, b) for k, b in zip(ends, line.bases, strict=True)])
+        found = _exact_net(repo, history, cands, ends, nets) or _taken_net(
+            repo, history, files, cands, ends, nets, base_tree
+        )
+        if found is not None:
+            k, squash, how = found
+            first = line.members[0]  # (its first commit is no end: the line's net change is never one commit)
+            paths = [p for x in range(first, k + 1) for p in cands[x].paths]
+            later = [c for c in history.touching(paths) if history.newer(c, squash)][:5]
+            how += f"; since modified by {', '.join(c[:10] for c in later)}" if later else ""
+            out.append(Group(list(range(first, k + 1)), [squash], how))
+    return out
+
+
+def _exact_net(
+    repo: git.Repository, history: History, cands: Sequence[Candidate], ends: list[int], nets: list[bytes]
+) -> tuple[int, str, str] | None:
+    """The longest run whose net change has a range commit's patch-id (a squash merge as it was)."""
+    ids = repo.patch_ids_of_diffs({cands[k].commit: d for k, d in zip(ends, nets, strict=True) if d})
+    for k in reversed(ends):
+        same = [c for c in history.with_patch_id(ids.get(cands[k].commit, "")) if not history.reverted(c)]
+        if same:
+            return (
+                k,
+                same[0],
+                f"their net change (the branch against the base it last merged) is {same[0][:10]}'s patch-id",
+            )
+    return None
+
+
+def _taken_net(
+    repo: git.Repository,
+    history: History,
+    files: Files,
+    cands: Sequence[Candidate],
+    ends: list[int],
+    nets: list[bytes],
+    base_tree: str,
+) -> tuple[int, str, str] | None:
+    """The longest run whose net change one range commit S took after review: S brought at least
+    half of its informative lines, and every one S's own tree lacks is at a place S wrote its own
+    way. S is the commit that brought most of the whole line's net change into the base."""
+    changes = [diff.parse(raw) for raw in nets]
+    whole = changes[-1]
+    content = contain(whole, _mine(files.entries(base_tree, diff.paths_of(whole)), whole), files)
+    attribute([content], history, files)
+    squash = next((c for c in content.commits if history.in_range(c)), None)
+    if squash is None:
+        return None
+    parent = (repo.commit_infos([squash])[0].parents or [""])[0]
+    touched = _touched(diff.parse(repo.diffs_of_commits([(squash, parent)])[squash])) if parent else {}
+    there = contained_at(files, [(ch, squash) for ch in changes])
+    before = contained_at(files, [(ch, parent) for ch in changes]) if parent else [None] * len(changes)
+    took = _took(files, cands, ends, squash)
+    listed = _lists_members(history, squash, [cands[k] for k in range(ends[0] - 1, ends[-1] + 1)])
+    for n in reversed(range(len(ends))):
+        if took[n] and _accounted(there[n], before[n], touched, files, 0.25 if listed else 0.5):
+            how = (
+                f"{squash[:10]} took their net change (the branch against the base it last merged): every "
+                "line of it is in its own tree, or where it wrote its own way"
+            )
+            return ends[n], squash, how
+    return None
+
+
+def _took(files: Files, cands: Sequence[Candidate], ends: list[int], squash: str) -> list[bool]:
+    """For each end of a run: has the squash some change of that member itself (a line it adds, or
+    the removal it makes)? A run ends at a member the squash took, never at a commit upstream did not."""
+    return [
+        any(u.present and u.weight for u in there.units)
+        for there in contained_at(files, [(cands[k].changes, squash) for k in ends])
+    ]
+
+
+def _touched(changes: list[diff.FileChange]) -> dict[str, list[tuple[int, int]]]:
+    """path -> the [start, end) line ranges a commit wrote in its new file (a deletion: an empty range)."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for fc in changes:
+        spans = out.setdefault(fc.new_path or fc.old_path or "", [])
+        for h in fc.hunks:
+            new_start = int(h.header.split("+", 1)[1].split(",")[0].split(" ")[0] or 1)
+            shift = new_start - 1 - (h.old_start - 1 if h.old_start else 0)
+            for b in h.blocks:
+                at = b.p0 + shift
+                spans.append((at, at + len(b.added)))
+                shift += len(b.added) - len(b.removed)
+        if not fc.hunks:
+            spans.append((0, 1 << 30))  # a whole-file change (added, deleted, binary): all of it
+    return out
+
+
+def _lists_members(history: History, squash: str, members: Sequence[Candidate]) -> bool:
+    """Does the commit's message list a member's subject on a line of its own (GitHub's squash
+    message: "* <subject>" for each commit of the PR)?"""
+    lines = {normal_subject(line.lstrip("*- ").strip()) for line in history.messages.get(squash, "").splitlines()[1:]}
+    return any(normal_subject(c.subject) in lines for c in members if normal_subject(c.subject))
+
+
+def _accounted(
+    there: Containment,
+    before: Containment | None,
+    touched: dict[str, list[tuple[int, int]]],
+    files: Files,
+    share: float = 0.5,
+) -> bool:
+    """Is a net change the commit's whole: some share of its informative lines brought by it (in its
+    tree, not in its parent's; half, or a quarter where its message lists a member), and every missing
+    one at a place it wrote?"""
+    if not there.judged or not there.units:
+        return False
+    had = {(u.path, u.what, id(u.block)) for u in (before.units if before else []) if u.present}
+    counted = there.counted
+    total = sum(max(u.weight, 1) for u in counted)
+    brought = sum(max(u.weight, 1) for u in counted if u.present and (u.path, u.what, id(u.block)) not in had)
+    if brought < share * total:
+        return False
+    return all(u.present or _wrote_there(there, u, touched, files) for u in counted)
+
+
+def _wrote_there(c: Containment, u: Unit, touched: dict[str, list[tuple[int, int]]], files: Files) -> bool:
+    spans = touched.get(c.base_paths.get(u.path, u.path)) or touched.get(u.path)
+    if not spans:
+        return False
+    blob, pre = c.base_blobs.get(u.path), c.pre_blobs.get(u.path)
+    if u.block is None or blob is None or pre is None:
+        return True  # a whole-file fact of a file the commit changed
+    start, end = place(u.block, files.lines_when_read(pre), files.lines(blob), files.alignment(pre, blob))
+    return any(a <= max(end, start + 1) and start <= b for a, b in spans)
+
+
+def _lines(repo: git.Repository, history: History, cands: Sequence[Candidate], base: str) -> list[_Line]:
+    """The runs of two or more consecutive patches of one branch (each earlier one an ancestor of
+    a later end, by the commits they were imported from), the first on the base's history."""
+    here = repo.read_commits(c.origin for c in cands if c.origin)  # (a clone without the fork's commits has none)
+    origins = [c.origin if c.origin in here else "" for c in cands]
+    if sum(bool(o) for o in origins) < 2:
+        return []
+    parents: dict[str, list[str]] = {}
+    feed = repo.out("rev-list", "--topo-order", "--parents", *dict.fromkeys(o for o in origins if o), f"^{base}")
+    for line in feed.splitlines():
+        sha, *ps = line.split()
+        parents[sha] = ps
+    merged = _merged_bases(parents, history)
+    ancestry = _Ancestry(parents)
+    runs: list[_Line] = []
+    k = 0
+    while k < len(cands):
+        o = origins[k]
+        if o not in parents or any(p in parents for p in parents[o][:1]):
+            k += 1  # in the base already, not in this clone, or not where a branch begins
+            continue
+        j, ends = _extent(origins, k, ancestry)
+        if ends:
+            runs.append(_Line(list(range(k, j + 1)), ends, [merged[origins[e]] for e in ends]))
+        k = j + 1
+    return [r for r in runs if all(r.bases)]
+
+
+_SIDE = 64  # how far on a side branch's commit may sit before the member that merges it
+
+
+def _extent(origins: list[str], k: int, ancestry: _Ancestry) -> tuple[int, list[int]]:
+    """The last member of the line beginning at ``k``, and its ends (members every earlier member
+    of the line is an ancestor of). A side branch's commit, merged by a later member, stays in."""
+    j, ends = k, []
+    for x in range(k + 1, len(origins)):
+        if not origins[x]:
+            break
+        if {origins[y] for y in range(k, x)} <= ancestry.of(origins[x]):
+            j = x
+            ends.append(x)
+        elif any(
+            origins[x] in ancestry.of(origins[z]) for z in range(x + 1, min(len(origins), x + _SIDE)) if origins[z]
+        ):
+            j = x
+        else:
+            break  # on no later member's history either: another branch
+    return j, ends
+
+
+class _Ancestry:
+    """The branch-only ancestors of a commit, itself included (the base's commits left out), each read once."""
+
+    def __init__(self, parents: dict[str, list[str]]) -> None:
+        self._parents = parents
+        self._seen: dict[str, frozenset[str]] = {}
+
+    def of(self, sha: str) -> frozenset[str]:
+        if sha not in self._seen:
+            found, todo = {sha}, [sha]
+            while todo:
+                for p in self._parents.get(todo.pop(), ()):
+                    if p in self._parents and p not in found:
+                        found.add(p)
+                        todo.append(p)
+            self._seen[sha] = frozenset(found)
+        return self._seen[sha]
+
+
+def _merged_bases(parents: dict[str, list[str]], history: History) -> dict[str, str]:
+    """For each branch commit, the base commit it last merged (its merge base with the base), without
+    a process a commit: of the base commits among its ancestors' parents, the newest in the range."""
+    out: dict[str, str] = {}
+    for sha in reversed(list(parents)):  # rev-list lists children first: parents come first here
+        seen = [p if p not in parents else out[p] for p in parents[sha]]
+        newest = ""
+        for b in (b for b in seen if b):
+            if not newest or history.newer(b, newest):
+                newest = b
+        out[sha] = newest
+    return out

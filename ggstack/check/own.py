@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import NO_FILE, Containment, Unit, carries
+from ggstack.check.containment import NO_FILE, Containment, Unit, carries, place
 from ggstack.check.files import Files, find_run
 from ggstack.check.history import History
 from ggstack.diff import Block
@@ -62,7 +62,7 @@ def _probes(c: Containment, u: Unit, history: History, files: Files) -> list[Uni
     if blob is None or pre_blob is None:
         return None
     base = files.lines(blob)
-    start, end = _place(u.block, files.lines_when_read(pre_blob), base, files.alignment(pre_blob, blob))
+    start, end = place(u.block, files.lines_when_read(pre_blob), base, files.alignment(pre_blob, blob))
     there = base[start:end]
     found = []
     if any(carries(s) for s in there):
@@ -71,19 +71,6 @@ def _probes(c: Containment, u: Unit, history: History, files: Files) -> list[Uni
     if removed and find_run(there, u.block.removed, strip=True) is None:
         found.append(Unit(u.path, u.what, 1, True, "", block=Block(start, removed=u.block.removed)))
     return found
-
-
-def _place(block: Block, pre: Sequence[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:
-    """The block's place in the base file: between the nearest lines around it that carry
-    information and that the pre-image and the base still share. (A blank line is no anchor:
-    git pairs blank lines either way, and a block after a function the base rewrote sits beside
-    that rewrite, not in an untouched place, even when a blank line of each lines up.)"""
-    lo = next(
-        (pmap[i] for i in range(min(block.p0, len(pre)) - 1, -1, -1) if pmap[i] is not None and carries(pre[i])), -1
-    )
-    hi = next((pmap[i] for i in range(block.p1, len(pre)) if pmap[i] is not None and carries(pre[i])), len(base))
-    assert lo is not None and hi is not None
-    return lo + 1, max(lo + 1, hi)
 
 
 def describe(units: Sequence[Unit], limit: int = 5) -> list[str]:

@@ -179,7 +179,7 @@ def _nothing(f: Facts) -> Decision:
 
 
 def _picked_whole(f: Facts) -> bool:
-    return bool(f.live) and f.post_image
+    return bool(f.live) and f.post_image and not (f.replay is Applied.EMPTY and not f.reverse and f.own)
 
 
 def _picked(f: Facts) -> Decision:
@@ -323,7 +323,8 @@ def _made_so(f: Facts) -> Decision:
 
 
 def _empty_replay(f: Facts) -> bool:
-    return f.replay is Applied.EMPTY
+    """(A merge can drop a change to a file the base never had: that line is the fork's own still.)"""
+    return f.replay is Applied.EMPTY and not f.own
 
 
 def _empty(f: Facts) -> Decision:
@@ -530,7 +531,7 @@ RULES: tuple[Rule, ...] = (
     ),
     (
         "empty replay",
-        "replaying it changes nothing → represented, do not open",
+        "replaying it changes nothing, and no line of it is the fork's own → represented, do not open",
         _empty_replay,
         _empty,
     ),

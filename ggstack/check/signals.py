@@ -35,6 +35,7 @@ class Candidate:
     original_pr: str | None = None  # "owner/repo#130"
     change_id: str = ""  # Gerrit's Change-Id trailer, where the project uses one
     title: str = ""  # a PR merge's title (its subject says only "Merge pull request #N from …")
+    origin: str = ""  # the commit it was imported from (a stored patch's mbox From), where this clone has it
 
     @property
     def paths(self) -> list[str]:

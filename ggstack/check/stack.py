@@ -87,14 +87,15 @@ def _judge(
     # The picks' own trees in one batch, not one a patch as the walk judges them.
     judging.read_picks(ctx, [(c, idents[c.name], None) for c in cands if c.name in idents])
     picked = {k for k, c in enumerate(cands) if any(_exact(m) for m in idents.get(c.name, _NONE).matches)}
+    base_tree = repo.resolve(base, "tree")
     squashed = _index(
         groups.combined(
+            groups.branch_nets(repo, history, ctx.files, cands, base, base_tree),
             groups.squashes(repo, history, cands, groups.chained(cands, trees), trees),
             groups.named(repo, history, ctx.files, cands, picked),
         ),
         cands,
     )
-    base_tree = repo.resolve(base, "tree")
     reverse = _cumulative_reverse(repo, base_tree, picks, _moot_reversals(repo, merge_base, base_tree, cands))
     related = _consolidating(ctx, whole, base_tree)
     walked = _walk(ctx, run, picks, cands, outcomes, idents, squashed, reverse, related, progress)
@@ -139,6 +140,7 @@ def _candidate(pick: replay.Pick) -> Candidate:
         subject=patch.subject,
         original_pr=patch.provenance.original_pr,
         change_id=(CHANGE_ID.findall(patch.message) or [""])[0],
+        origin=patch.source_commit or "",
     )
 
 
@@ -165,6 +167,7 @@ def _walk(
     replayer = replay.Replayer(ctx.repo, run.base)
     replayer.prepare(picks)  # a patch whose merge is trivial then needs no merge-tree, as in apply
     walked: list[_Judged] = []
+    left_out: dict[str, str] = {}  # path -> an earlier needed patch the tip lacks (it does not apply), changing it
     try:
         for i, (pick, cand) in enumerate(zip(picks, cands, strict=True)):
             outcome = outcomes[i]
@@ -174,20 +177,33 @@ def _walk(
             rev = reverse.get(pick.name)
             rev_applies, rev_later = (rev.applies, rev.later) if rev else (None, [])
             m = Measured(content, step, reverse=rev_applies, reverse_later=rev_later, tree=tip_tree)
+            hole = [left_out[p] for p in cand.paths if p in left_out]
+            if step.applied is Applied.EMPTY and hole:
+                # It changes lines an earlier patch brought, which the tip lacks: that it changes nothing
+                # there says nothing of the base (its revert of that patch's line is still needed).
+                m.step, m.unreplayed = None, _EMPTY_ONLY_WITHOUT.format(", ".join(dict.fromkeys(hole)))
             author = _email(pick.patch.author if pick.patch else "")
             ident = idents.get(cand.name, Identified())
             judged = judging.judge(ctx, cand, ident, m, squashed.get(i), author, related, own=True)
             judging.record_step(outcome, step)
             judging.settle(outcome, judged)
             walked.append(_Judged(cand, outcome, m, tip_tree, author))
-            needed = outcome.verdict in (Verdict.UNIQUE, Verdict.PARTIAL)
+            needed = outcome.verdict in (Verdict.UNIQUE, Verdict.PARTIAL, Verdict.CONFLICT)
             if needed and step.applied is Applied.APPLIED and i not in squashed:
                 replayer.advance(step)
+            elif needed and i not in squashed:
+                left_out.update({p: cand.name for p in cand.paths})
             if progress:
                 progress(i + 1, len(picks), pick.name)
     finally:
         replayer.close()
     return walked
+
+
+_EMPTY_ONLY_WITHOUT = (
+    "replaying it changes nothing only because {} is not in the tip (needed, it does not apply there), and it "
+    "changes that patch's files: no evidence"
+)
 
 
 def _outcome(run: Run, patch: Patch) -> Outcome:
