@@ -25,7 +25,7 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ggstack import git, state
+from ggstack import git, series, state
 from ggstack.cache import Map
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
@@ -734,24 +734,32 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
     refs = []
     if prefix and prefix != prefix.encode("utf-8", "replace").decode("utf-8"):
         raise UserError(f"--branch-prefix {prefix!r} is not UTF-8")  # a surrogate-escaped byte from the command line
-    if prefix and not prefix.startswith("refs/"):  # also: never a value git could read as an option
-        raise UserError(f"--branch-prefix must be a full ref prefix such as refs/heads/try, not {prefix!r}")
+    if prefix and not prefix.startswith(series.BRANCH_NAMESPACES):  # also: never a value git reads as an option
+        raise UserError(
+            f"--branch-prefix must be a full ref prefix under refs/heads/ or refs/ggstack/ "
+            f"such as refs/heads/try, not {prefix!r}"
+        )
+    toml = os.path.join(stack.path, series.STACK_TOML)
     for i, p in enumerate(stack.patches, 1):
         if prefix:
-            refs.append(f"{prefix.rstrip('/')}/{i:02d}-{_ref_part(p.slug)}")
-            continue
-        try:
-            name = stack.config.branch_template.format(
-                stack=stack.name, index=i, slug=_ref_part(p.slug), name=_ref_part(p.name.removesuffix(".patch"))
-            )
-        except (KeyError, IndexError, ValueError) as e:
-            from ggstack.series import STACK_TOML
-
+            name = f"{prefix.rstrip('/')}/{i:02d}-{_ref_part(p.slug)}"
+        else:
+            try:
+                name = stack.config.branch_template.format(
+                    stack=stack.name, index=i, slug=_ref_part(p.slug), name=_ref_part(p.name.removesuffix(".patch"))
+                )
+            except (KeyError, IndexError, ValueError) as e:
+                raise UserError(f"branches.template: {e} (fields: stack, index, slug, name)", path=toml) from None
+        ref = name if name.startswith("refs/") else "refs/heads/" + name
+        problem = series.branch_ref_problem(ref)
+        if problem:
             raise UserError(
-                f"branches.template: {e} (fields: stack, index, slug, name)",
-                path=os.path.join(stack.path, STACK_TOML),
-            ) from None
-        refs.append(name if name.startswith("refs/") else "refs/heads/" + name)
+                f"--branch-prefix {prefix!r} {problem}" if prefix else f"branches.template {problem}",
+                path=None if prefix else toml,
+            )
+        refs.append(ref)
+    if len(set(refs)) < len(refs):
+        raise UserError("branches.template names one ref for two patches (use {index}, {slug} or {name})", path=toml)
     return refs
 
 
@@ -842,13 +850,19 @@ def write_branches(
     last_written = _read_record(repo, values.get(record_ref))
     record = dict(last_written)
     updates: list[tuple[str, str | None, str | None]] = []
-    moved = []
+    moved, theirs = [], []
     result: list[str | None] = []
     for ref, step in zip(refs, steps):
         value = values.get(ref)
         last = last_written.get(ref)
         target = step.commit if step.applied is Applied.APPLIED else None
         result.append(ref if target else None)
+        if value is not None and last is None:
+            # Not ggstack's: a branch, tag or record of the user's that the name happens to match.
+            # Never moved, not even with --force, nor taken into the record when it already agrees.
+            if value != target:
+                theirs.append(ref)
+            continue
         if value is not None and value != last and value != target and not force:
             moved.append(ref)
             continue
@@ -858,10 +872,7 @@ def write_branches(
             record[ref] = target
         else:
             record.pop(ref, None)
-    if moved:
-        raise UserError(
-            "someone else moved these branches since ggstack wrote them (use --force to overwrite): " + ", ".join(moved)
-        )
+    _refuse_not_own(stack, theirs, moved)
     _refuse_checked_out([ref for ref, _, _ in updates], reads.checked_out)
     updates += _orphans(repo, refs, last_written, record, namespace, reads.checked_out)
     if record != last_written:
@@ -871,6 +882,22 @@ def write_branches(
         updates.append((record_ref, blob, values.get(record_ref)))
     repo.update_refs(updates, f"ggstack apply {stack.name}")
     return result
+
+
+def _refuse_not_own(stack: Stack, theirs: Sequence[str], moved: Sequence[str]) -> None:
+    """Exit 2, nothing written, where a branch ggstack would write is not its own to move:
+    one it never wrote (``theirs``: no --force moves it) or one moved since it did (``moved``)."""
+    if theirs:
+        raise UserError(
+            "these refs exist and were not written by ggstack, which never moves them, not even with --force: "
+            + ", ".join(theirs)
+            + "; name other refs (branches.template, or --branch-prefix) or rename those; nothing was written",
+            path=os.path.join(stack.path, series.STACK_TOML),
+        )
+    if moved:
+        raise UserError(
+            "someone else moved these branches since ggstack wrote them (use --force to overwrite): " + ", ".join(moved)
+        )
 
 
 def _orphans(

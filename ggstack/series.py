@@ -185,12 +185,35 @@ def parse_config(text: str, path: str) -> StackConfig:
 
 
 _TEMPLATE_FIELDS = {"stack": "gg-clean", "index": 12, "slug": "x" * 64, "name": "0012-" + "x" * 64}
+_SAME_FIELDS = {**_TEMPLATE_FIELDS, "index": 13, "slug": "y" * 64, "name": "0013-" + "y" * 64}
+# ggstack writes branches only here: a branch of the user's (refs/heads/) or a ref of its own.
+BRANCH_NAMESPACES = ("refs/heads/", "refs/ggstack/")
+# ggstack's own bookkeeping under refs/ggstack/, which no patch branch may be.
+_BOOKKEEPING = re.compile(r"^refs/ggstack/(fast-import$|[^/]+/(last-apply|rebased)$|[^/]+/resolved/)")
+# What git refuses in a ref name (git check-ref-format), and a part git reads as something else.
+_BAD_REF = re.compile(r"(^|/)\.|\.\.|//|@\{|[\x00-\x20\x7f~^:?*\[\\]|\.lock(/|$)|[/.]$|^-")
+
+
+def branch_ref_problem(ref: str) -> str | None:
+    """Why ggstack must not write ``ref`` as a patch's branch, or None: it names a tag,
+    a note, a remote-tracking branch, the stash, HEAD or ggstack's own bookkeeping (these
+    are never a patch's branch), or is no ref name git accepts."""
+    if not ref.startswith(BRANCH_NAMESPACES):
+        return f"makes {ref!r}, outside refs/heads/ and refs/ggstack/ (ggstack writes no tags, notes, remotes or stash)"
+    if ref.removeprefix("refs/heads/").split("/")[0] == "HEAD" or ref.count("/") < 2:
+        return f"makes {ref!r}, which git reads as HEAD"
+    if _BOOKKEEPING.match(ref):
+        return f"makes {ref!r}, a ref ggstack keeps its own records in"
+    if _BAD_REF.search(ref.removeprefix("refs/")):
+        return f"makes {ref!r}, which is not a valid ref name"
+    return None
 
 
 def _check_template(template: str, path: str, line: int | None) -> None:
     """``branches.template`` must make a branch name for every patch: only its
-    fields, as str.format reads them, and a length git can store (each branch
-    is a file: at most 255 bytes a path component)."""
+    fields, as str.format reads them, a length git can store (each branch
+    is a file: at most 255 bytes a path component), one ref a patch, and
+    only refs ggstack may write (``branch_ref_problem``)."""
     try:
         sample = template.format(**_TEMPLATE_FIELDS)
     except (KeyError, IndexError, ValueError, AttributeError, TypeError) as e:
@@ -208,6 +231,12 @@ def _check_template(template: str, path: str, line: int | None) -> None:
             path=path,
             line=line,
         )
+    problem = branch_ref_problem(sample if sample.startswith("refs/") else "refs/heads/" + sample)
+    if problem is None and template.format(**_SAME_FIELDS) == sample:
+        problem = "names one ref for every patch (use {index}, {slug} or {name})"
+    if problem:
+        shown = template if len(template) <= 80 else template[:80] + "…"
+        raise UserError(f"branches.template {shown!r} {problem}", path=path, line=line)
 
 
 def _line_of(text: str, pattern: str) -> int | None:
