@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 
 from ggstack.git.runner import GitFailed, Runner, plain_git, rev_parse_at
@@ -50,8 +51,30 @@ class Worktrees(Runner):
         return self.resolve_worktree(path)
 
     def resolve_worktree(self, path: str) -> Worktree:
-        """The resolve worktree at ``path``, its rerere records kept in ggstack's own directory."""
-        return Worktree(path, (os.path.join(self.common_dir, "rr-cache"), self.state_dir("rr-cache")))
+        """The resolve worktree at ``path``, its rerere records kept in ggstack's own directory;
+        the locks a killed git left in it are cleared (``Worktree.clear_stale_locks``)."""
+        worktree = Worktree(path, (os.path.join(self.common_dir, "rr-cache"), self.state_dir("rr-cache")))
+        worktree.clear_stale_locks()
+        return worktree
+
+    def is_whole_worktree(self, path: str) -> bool:
+        """``path`` is a worktree of this repository as ``worktree add`` left it when it ended:
+        its ``.git`` names an admin directory here that names it back, and no lock says
+        "initializing" (a kill inside ``worktree add`` leaves that)."""
+        try:
+            with open(os.path.join(path, ".git"), encoding="utf-8") as f:
+                admin = f.read().strip().removeprefix("gitdir: ")
+            with open(os.path.join(admin, "gitdir"), encoding="utf-8") as f:
+                back = f.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return False
+        here = os.path.realpath(os.path.join(self.common_dir, "worktrees"))
+        return (
+            os.path.dirname(os.path.realpath(admin)) == here
+            and os.path.realpath(back) == os.path.realpath(os.path.join(path, ".git"))
+            and not os.path.exists(os.path.join(admin, "locked"))
+            and os.path.exists(os.path.join(admin, "HEAD"))
+        )
 
     def remove_worktree(self, path: str) -> None:
         self.run("worktree", "remove", "--force", "--force", path, check=False)
@@ -137,6 +160,20 @@ class Worktree(Runner):
             else:
                 os.rename(theirs, ours)
 
+    def clear_stale_locks(self) -> list[str]:
+        """Remove the lock files a killed git left in this worktree's git dir (``index.lock``,
+        rerere's ``MERGE_RR.lock``), with which git refuses to start. The worktree is ggstack's
+        own and used under the stack's lock, so a lock no live git holds is a dead one's;
+        one that a git still holds (open, or a git working here) is left to it."""
+        removed = []
+        for name in _LOCKS:
+            path = os.path.join(self.git_dir, name)
+            if os.path.exists(path) and not _lock_in_use(path, self.path):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                removed.append(path)
+        return removed
+
     def run(self, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess[bytes]:
         """``Runner.run`` with rerere on and no hook of the user's; a failure names ``args`` alone."""
         proc = super().run(*self._RERERE, *args, check=False, **kw)
@@ -168,3 +205,47 @@ class Worktree(Runner):
         """Everything in the working tree staged, as a tree (the resolution)."""
         self.run("add", "-A")
         return self.run("write-tree").stdout.decode().strip()
+
+
+_LOCKS = ("index.lock", "MERGE_RR.lock")  # what a git killed between taking and letting go of them leaves
+_LOCK_AGE = 60.0  # where /proc cannot say who holds a lock: one older than this is a dead process's
+
+
+def _lock_in_use(lock: str, worktree: str) -> bool:
+    """Whether a live process may still hold ``lock``: one has it open (git keeps the file open
+    until it commits or rolls back), or a git works in ``worktree`` (``git commit`` waiting on
+    an editor has closed it). Without ``/proc``, a lock younger than a minute is taken as held."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        pids = []
+    if not pids:
+        with contextlib.suppress(OSError):
+            return time.time() - os.stat(lock).st_mtime < _LOCK_AGE
+        return False
+    lock, worktree = os.path.realpath(lock), os.path.realpath(worktree)
+    return any(_holds(pid, lock) or _git_working_in(pid, worktree) for pid in pids)
+
+
+def _holds(pid: str, path: str) -> bool:
+    fds = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return False
+    for fd in names:
+        with contextlib.suppress(OSError):
+            if os.readlink(os.path.join(fds, fd)) == path:
+                return True
+    return False
+
+
+def _git_working_in(pid: str, worktree: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            if not f.read().startswith("git"):
+                return False
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    return cwd == worktree or cwd.startswith(worktree + os.sep)
