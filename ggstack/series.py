@@ -263,9 +263,7 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     first = raw.split(b"\n", 1)[0]
     m = _FROM_LINE.match(first)
     if not m:
-        raise UserError(
-            "not a git format-patch file: line 1 must be 'From <40-hex sha> <date>' (mbox)", path=path, line=1
-        )
+        raise UserError("not a git format-patch file: line 1 must be 'From <sha> <date>' (mbox)", path=path, line=1)
     _refuse_bytes(raw, path)
     text = _patch_text(raw, path)
     head, sep, rest = text.partition("\n\n")
@@ -320,7 +318,7 @@ def _refuse_bytes(raw: bytes, path: str) -> None:
             path=path,
             line=1,
         )
-    second = re.search(rb"\nFrom [0-9a-f]{40} ", raw)
+    second = re.search(rb"\nFrom ([0-9a-f]{40}|[0-9a-f]{64}) ", raw)
     if second:
         raise UserError(
             "a second mail message starts here: a patch file holds one patch (split it with `git mailsplit`)",
