@@ -907,6 +907,8 @@ def check(
         s = obj.stack(stack)
         with StageProgress(len(s.patches), "check") as progress:
             run = checking.stack(obj.repo, s, onto or s.config.target.base, progress=progress, use_cache=not no_cache)
+        for note in replay.say_merge_drivers(obj.repo, s, run):
+            err_console.print(f"ggstack: note: {note}", highlight=False, markup=False)
     if as_json:
         print_json(run.to_json())
     else:

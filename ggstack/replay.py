@@ -1011,8 +1011,30 @@ def apply(
     run.merge_base = merge_base()
     for patch, step, branch in zip(stack.patches, steps, branches):
         run.outcomes.append(outcome_of(patch, step, branch))
+    say_merge_drivers(repo, stack, run)
     run.stages["apply"] = "ok"
     return run
+
+
+def say_merge_drivers(repo: git.Repository, stack: Stack, run: Run) -> list[str]:
+    """Note on each Outcome whose patch changes a path that the user's config gives to a merge
+    driver of theirs: ggstack merged it with git's own text merge (``Runner.merge_config``), where
+    their ``git rebase`` would run their program, so the two may differ. Returns the notes."""
+    changed = {p.name: diff_paths(p.diff) for p in stack.patches}
+    driven = repo.driven_paths(sorted({path for paths in changed.values() for path in paths}))
+    said = []
+    for o in run.outcomes if driven else ():
+        hit = [f"{path} (merge={driven[path]})" for path in changed.get(o.name, ()) if path in driven]
+        if not hit:
+            continue
+        note = (
+            "merged with git's own text merge, not your merge driver, for " + ", ".join(hit) + ": ggstack runs "
+            "none of your programs, and `git rebase` here would run it, so the two may differ"
+        )
+        if note not in o.note:
+            o.note = f"{o.note}; {note}" if o.note else note
+        said.append(f"{o.name}: {note}")
+    return said
 
 
 def outcome_of(patch: Patch, step: Step, branch: str | None = None) -> Outcome:

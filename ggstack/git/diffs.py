@@ -141,7 +141,9 @@ class Diffs(Objects):
 
     def _start_object_processes(self) -> None:
         super()._start_object_processes()
-        self._merger = _Merger(Persistent(self.git_dir, self.worktree or self.git_dir, [*self._merge, "--stdin"]))
+        self._merger = _Merger(
+            Persistent(self.git_dir, self.worktree or self.git_dir, [*self._merge, "--stdin"], self.merge_config)
+        )
 
     @property
     def _merge(self) -> tuple[str, ...]:
@@ -170,7 +172,7 @@ class Diffs(Objects):
         return self._merge_once(ours, theirs)
 
     def _merge_once(self, ours: str, theirs: str) -> MergeResult:
-        proc = self.run(*self._merge, "--end-of-options", ours, theirs, check=False)
+        proc = self.run(*self._merge, "--end-of-options", ours, theirs, check=False, config=self.merge_config())
         if proc.returncode not in (0, 1):
             raise GitFailed(("merge-tree", ours, theirs), proc.returncode, proc.stderr.decode("utf-8", "replace"))
         out = proc.stdout.decode("utf-8", "surrogateescape")
@@ -195,7 +197,7 @@ class Diffs(Objects):
             return []
         feed = "".join(f"{ours} {theirs}\n" for ours, theirs in pairs).encode()
         args = (*self._merge, "--stdin")
-        proc = self.run(*args, input=feed, check=False)
+        proc = self.run(*args, input=feed, check=False, config=self.merge_config())
         if proc.returncode == 129:
             return [self.merge_trees(ours, theirs) for ours, theirs in pairs]
         if proc.returncode != 0:
@@ -219,7 +221,7 @@ class Diffs(Objects):
             args = ["apply", "--cached", "--whitespace=nowarn"]
             if three_way:
                 args.append("--3way")
-            proc = self.run(*args, "-", input=patch, env=env, check=False)
+            proc = self.run(*args, "-", input=patch, env=env, check=False, config=self.merge_config())
             if proc.returncode != 0:
                 return None, proc.stderr.decode("utf-8", "replace")
             return self.out("write-tree", env=env), proc.stderr.decode("utf-8", "replace")

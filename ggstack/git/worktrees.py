@@ -185,7 +185,9 @@ class Worktree(Runner):
         """``commit``'s change into the working tree, uncommitted (merge-ort, as ``apply``):
         (paths left conflicted, paths rerere resolved from a recorded resolution)."""
         with self._records():
-            proc = self.run("cherry-pick", "--no-commit", "--strategy=ort", commit, check=False)
+            proc = self.run(
+                "cherry-pick", "--no-commit", "--strategy=ort", commit, check=False, config=self.merge_config()
+            )
         text = (proc.stdout + proc.stderr).decode("utf-8", "replace")
         if proc.returncode not in (0, 1) or (proc.returncode == 1 and "conflict" not in text.lower()):
             raise GitFailed(("cherry-pick", commit), proc.returncode, text)
@@ -193,7 +195,9 @@ class Worktree(Runner):
         return [p for p in self.unmerged_paths() if p not in reused], reused
 
     def unmerged_paths(self) -> list[str]:
-        out = self.run("diff", "--name-only", "--diff-filter=U", "-z").stdout.decode("utf-8", "surrogateescape")
+        out = self.run("diff", "--no-ext-diff", "--no-textconv", "--name-only", "--diff-filter=U", "-z").stdout.decode(
+            "utf-8", "surrogateescape"
+        )
         return sorted({p for p in out.split("\0") if p})
 
     def record_resolution(self) -> None:
