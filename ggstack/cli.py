@@ -1332,8 +1332,9 @@ def _load_run(path: str) -> Run:
         raise UserError(
             f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): no key {e}", path=path
         ) from None
-    except (ValueError, TypeError, AttributeError) as e:
-        # UnicodeDecodeError and JSONDecodeError are ValueErrors; the others are a wrong shape.
+    except (ValueError, TypeError, AttributeError, RecursionError) as e:
+        # UnicodeDecodeError and JSONDecodeError are ValueErrors; the others are a wrong shape
+        # (RecursionError: nested deeper than any Run, which the parser cannot follow).
         raise UserError(
             f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): {e}", path=path
         ) from None

@@ -62,7 +62,7 @@ def find_session(repo: git.Repository, stack: Stack, patch: Patch) -> Session | 
             d = json.load(f)
         d["conflicts"], d["reused"] = tuple(d.get("conflicts", ())), tuple(d.get("reused", ()))
         session = Session(**d)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, RecursionError):
         return None
     if not repo.is_whole_worktree(session.worktree):
         _end(repo, stack, session)

@@ -146,6 +146,7 @@ def parse_config(text: str, path: str) -> StackConfig:
     if "repo" not in target or not re.match(r"^[^/\s]+/[^/\s]+$", target["repo"]):
         raise UserError('target.repo must be "owner/name"', path=path, line=_line_of(text, r"^\s*repo\s*="))
     _no_options(data, text, path)
+    _check_base(target.get("base", ""), text, path)
     tests = data.get("tests", {})
     env = tests.get("env", {})
     if "timeout" in tests and tests["timeout"] <= 0:
@@ -739,6 +740,17 @@ def _series_entries_or_none(raw: bytes, files: Collection[str]) -> dict[str, _Li
         return _series_entries(raw, SERIES, files)
     except UserError:
         return None
+
+
+def _check_base(base: str, text: str, path: str) -> None:
+    """``target.base`` names a commit by a ref (or a revision of one): never a path in a tree
+    (``main:../x``, which git reads outside the repository) nor a value with a space or control character."""
+    if re.search(r"[:\s\x00-\x1f\x7f]", base):
+        raise UserError(
+            f"target.base {base!r} is not a branch, tag or commit (a ref name has no ':', space or control character)",
+            path=path,
+            line=_line_of(text, r"^\s*base\s*="),
+        )
 
 
 def _no_options(data: dict, text: str, path: str) -> None:

@@ -523,7 +523,7 @@ def read_lock(path: str) -> LockInfo | None:
         return LockInfo(
             int(d["pid"]), str(d["started"]), str(d.get("host", "")), d.get("proc_start"), str(d.get("command", ""))
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 

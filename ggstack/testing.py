@@ -379,7 +379,7 @@ def load_results(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
                 doc = json.load(f)
         except OSError as e:
             raise UserError(f"cannot read results file: {e.strerror}", path=path) from None
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the parser follows
             raise UserError(f"not a JSON results file: {e}", path=path) from None
         if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
             raise UserError("not a ggstack test results file (written by `ggstack test --shard`)", path=path)
@@ -802,8 +802,10 @@ def _imported_outside(imports: str | None, wt: str) -> list[tuple[str, str]]:
     try:
         with open(imports or "", encoding="utf-8") as f:
             found = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return []  # no src layout, not pytest, or it died before the end: nothing observed
+    if not isinstance(found, dict) or not all(isinstance(w, str) for w in found.values()):
+        return []  # written where the tests run: whatever they left there is no record of ours
     inside = os.path.realpath(wt) + os.sep
     return [(n, w) for n, w in sorted(found.items()) if not os.path.realpath(w).startswith(inside)]
 

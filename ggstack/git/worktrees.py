@@ -41,8 +41,9 @@ class Worktrees(Runner):
         either, which keeps it as cheap as a worktree."""
         os.makedirs(path, exist_ok=True)
         plain_git("init", "-q", f"--object-format={getattr(self, 'object_format', 'sha1')}", path)
+        objects = os.path.abspath(os.path.join(self.common_dir, "objects"))
         with open(os.path.join(path, ".git", "objects", "info", "alternates"), "w") as f:
-            f.write(os.path.abspath(os.path.join(self.common_dir, "objects")) + "\n")
+            f.write(_alternate_line(objects))
         plain_git("-C", path, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "--detach", commit)
 
     def add_resolve_worktree(self, path: str, commit: str) -> Worktree:
@@ -253,3 +254,12 @@ def _git_working_in(pid: str, worktree: str) -> bool:
     except OSError:
         return False
     return cwd == worktree or cwd.startswith(worktree + os.sep)
+
+
+def _alternate_line(path: str) -> str:
+    """``path`` as a line of ``objects/info/alternates``: C-quoted (as git reads it since 2.11)
+    where it holds a newline, a quote or a backslash, which a plain line cannot carry."""
+    if not any(c in path for c in '\n"\\'):
+        return path + "\n"
+    escaped = path.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"\n'
