@@ -246,6 +246,11 @@ class FakeGitHub:
 
     # -- fault injection -------------------------------------------------------
 
+    def clear_faults(self) -> None:
+        """Forget the injected faults no request has met yet."""
+        with self.lock:
+            self._faults.clear()
+
     def inject(
         self,
         method: str,

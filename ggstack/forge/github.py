@@ -159,8 +159,9 @@ class GitHub:
                 wait, why = self._backoff(attempt), f"{type(e).__name__}: {e}"
             except ValueError as e:  # JSONDecodeError: no JSON at all (a proxy's page, a cut answer): retried
                 wait, why = self._backoff(attempt), f"its answer is not JSON ({e})"
-            except (TypeError, KeyError, AttributeError, IndexError) as e:
-                # JSON, but not the shape GitHub's API answers with: no retry makes it one.
+            except (TypeError, KeyError, AttributeError, IndexError, RecursionError) as e:
+                # JSON, but not the shape GitHub's API answers with (or nested past the parser): no
+                # retry makes it one.
                 raise InfraError(self.scrub(_malformed(what, self.shown_url, e))) from None
             else:
                 if write:
