@@ -224,6 +224,7 @@ def main(ctx: click.Context, repo: str, patches: str | None) -> None:
     """
     # A patch's tests must not reach the forge token, not even through /proc/<ggstack>/environ.
     secrets.keep_out_of_environ(sys.argv[1:], release=ctx.invoked_subcommand not in _NO_FORGE_UNTIL_TESTED)
+    secrets.scrub_output()  # whatever prints from here on (a test's output in a table too) shows no secret
     ctx.obj = Ctx(repo, patches)
 
 

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ggstack import cache, git, replay, state, testresult
+from ggstack import cache, git, replay, secrets, state, testresult
 from ggstack.errors import UserError
 from ggstack.model import (
     Applied,
@@ -594,7 +594,8 @@ class _Runner:
         stored = _restored(job, tt, self.results.get(key))
         if stored is not None:
             return stored
-        result = _run_in_worktree(self.repo, self.stack, job, tt, collect_only)
+        # What the tests print is the patch's code speaking: no secret it found goes into the cache or the Run.
+        result = secrets.Secrets.from_env().scrub_all(_run_in_worktree(self.repo, self.stack, job, tt, collect_only))
         if result.status != "timeout":  # a hang may be the machine's load: try it again next time
             self.results.put(key, {k: v for k, v in dataclasses.asdict(result).items() if k in _KEPT})
         return result
