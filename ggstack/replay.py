@@ -43,10 +43,18 @@ class Pick:
     patch: Patch | None  # None when picking a commit directly (check --commits)
     commit: str | None  # None: its recorded parent is missing; replayed by plain apply
     parent: str | None
-    diff: bytes  # the patch's diff, for the plain-apply fallback
+    given_diff: bytes | None  # the diff, where no patch gives it (``diff``)
     name: str
     subject: str
     key: str | None = None  # what the result cache knows it by, where that is not ``commit`` (``stand_in``)
+
+    @property
+    def diff(self) -> bytes:
+        """The diff as git reads it (the plain-apply fallback, check's reading of it): the patch's,
+        encoded when asked, so a big patch is not held as text and as bytes all the way."""
+        if self.given_diff is not None or self.patch is None:
+            return self.given_diff or b""
+        return self.patch.diff.encode("utf-8", "surrogateescape")
 
     @property
     def known_as(self) -> str:
@@ -170,12 +178,11 @@ class Materializer:
     def _picks(self) -> list[Pick]:
         picks = []
         for patch, hit in zip(self._stack.patches, self._cached):
-            diff = patch.diff.encode("utf-8", "surrogateescape")
             recorded = patch.base_commit if patch.base_commit and self._present.get(patch.base_commit) else None
             cached = hit if hit and self._present.get(hit) else None
             commit = (self._made.get(patch.name) or cached) if recorded else None
             key = f"{commit}+{_materialize_key(patch)}" if commit and commit == self._stood_in(patch) else None
-            picks.append(Pick(patch, commit, recorded, diff, patch.name, patch.subject, key))
+            picks.append(Pick(patch, commit, recorded, None, patch.name, patch.subject, key))
         return picks
 
     def _stood_in(self, patch: Patch) -> str | None:
@@ -258,15 +265,35 @@ def _source_trees(repo: git.Repository, patches: Sequence[Patch]) -> dict[str, s
     return {p.name: infos[p.source_commit].tree for p in patches if p.source_commit in infos}
 
 
-def _exact_trees(sourced: Sequence[tuple[Patch, str]], diffs: Sequence[tuple[str, bytes]]) -> dict[str, str]:
+def _exact_trees(sourced: Sequence[tuple[Patch, str]], diffs: Sequence[tuple[str, memoryview]]) -> dict[str, str]:
     """patch name -> the tree its source commit has, for the patches whose
     stored diff is exactly the source commit's diff from the recorded
     parent: applying that diff to the parent can only give that tree."""
     trees = {}
     for (patch, _), (tree, diff) in zip(sourced, diffs):
-        if diff.rstrip(b"\n") == patch.diff.encode("utf-8", "surrogateescape").rstrip(b"\n"):
+        if _same_diff(diff, patch.diff):
             trees[patch.name] = tree
     return trees
+
+
+_COMPARED = 1 << 20  # characters of a stored diff encoded at a time to be compared
+
+
+def _same_diff(data: memoryview, text: str) -> bool:
+    """git's diff ``data`` is the stored diff ``text`` but for newlines at their ends: compared
+    a piece at a time where they are (a big diff is neither encoded whole nor stripped: copies)."""
+    n, t = data.nbytes, len(text)
+    while n and data[n - 1] == 10:
+        n -= 1
+    while t and text[t - 1] == "\n":
+        t -= 1
+    at = 0
+    for i in range(0, t, _COMPARED):
+        piece = text[i : min(i + _COMPARED, t)].encode("utf-8", "surrogateescape")
+        if data[at : at + len(piece)] != piece:
+            return False
+        at += len(piece)
+    return at == n
 
 
 def _commit_patches(

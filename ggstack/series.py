@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ggstack import git, state
-from ggstack.diff import DiffError, split_diff
+from ggstack.diff import DiffError, diff_end
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
 from ggstack.git.dates import stamp
@@ -261,15 +261,17 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     Provenance is left empty: trailers are read for all patches at once
     (one ``git interpret-trailers`` call), see ``with_provenance``."""
     name = os.path.basename(path)
-    first = raw.split(b"\n", 1)[0]
-    m = _FROM_LINE.match(first)
+    m = _FROM_LINE.match(raw[:200])
     if not m:
         raise UserError("not a git format-patch file: line 1 must be 'From <sha> <date>' (mbox)", path=path, line=1)
     _refuse_bytes(raw, path)
-    text = _patch_text(raw, path)
-    head, sep, rest = text.partition("\n\n")
-    if not sep:
+    # The diff is read where it is: a 50 MB patch is one copy of its diff besides the file's
+    # bytes, not one a step (the text, what follows the headers, the diff, its lines).
+    text, diff_from = _patch_text(raw, path)
+    head_end = text.find("\n\n")
+    if head_end < 0:
         raise UserError("no blank line after the mail headers", path=path, line=text.count("\n") + 1)
+    head, body_at = text[:head_end], head_end + 2
     headers = _headers(head.partition("\n")[2] + "\n")
     for required in ("From", "Subject"):
         if headers.get(required) is None:
@@ -277,15 +279,14 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     _refuse_identity(headers["From"], _raw_header(head, "Date"), head, path)
     subject = _PATCH_PREFIX.sub("", " ".join(headers["Subject"].split()))
     head_lines = head.count("\n") + 2  # line number of the first body line
-    diff_at = _find_diff_start(rest)
-    if diff_at is None:
+    if diff_from >= len(raw):
         raise UserError("no diff in patch (expected a 'diff --git' line)", path=path, line=head_lines)
     # The message ends at the last "---" line before the diff (the diffstat follows it).
-    pre_diff = "\n" + rest[:diff_at]
+    pre_diff = "\n" + text[body_at:]
     marker = pre_diff.rfind("\n---\n")
     body = pre_diff[:marker] if marker >= 0 else pre_diff
-    diff_line = head_lines + rest[:diff_at].count("\n")
-    diff, tail = _split_diff(rest[diff_at:], path, diff_line)
+    diff_line = head_lines + pre_diff.count("\n") - 1
+    diff, tail = _read_diff(raw, diff_from, path, diff_line)
     _refuse_tail(tail, path, diff_line + diff.count("\n"))
     base = re.search(r"^base-commit: ([0-9a-f]{40}|[0-9a-f]{64})$", tail, re.M)
     message = subject + ("\n\n" + body.strip("\n") if body.strip("\n") else "") + "\n"
@@ -312,7 +313,8 @@ def _refuse_bytes(raw: bytes, path: str) -> None:
     if b"\0" in raw:
         line = raw[: raw.index(b"\0")].count(b"\n") + 1
         raise UserError("contains a NUL byte (a patch file is text; binary changes are base85)", path=path, line=line)
-    if raw.split(b"\n", 1)[0].endswith(b"\r"):
+    first_end = raw.find(b"\n")
+    if raw[: first_end if first_end >= 0 else len(raw)].endswith(b"\r"):
         raise UserError(
             "has CRLF line ends (converted by an editor or core.autocrlf?); git format-patch writes LF — "
             "convert it back (e.g. dos2unix), or add '*.patch -text' to .gitattributes",
@@ -328,20 +330,39 @@ def _refuse_bytes(raw: bytes, path: str) -> None:
         )
 
 
-def _patch_text(raw: bytes, path: str) -> str:
-    """The file as text. format-patch writes headers and message in UTF-8 but a
-    diff's lines as the file's own bytes (a latin-1 source stays latin-1): a byte
-    that is not UTF-8 is kept, surrogate-escaped, from the first ``diff --git`` on."""
+def _patch_text(raw: bytes, path: str) -> tuple[str, int]:
+    """The file up to its diff as text, and where the diff starts (``len(raw)``: there is
+    none). format-patch writes headers and message in UTF-8 but a diff's lines as the
+    file's own bytes (a latin-1 source stays latin-1): those are read by ``_read_diff``."""
+    at = raw.find(b"\ndiff --git ")
+    diff_from = len(raw) if at < 0 else at + 1
     try:
-        return raw.decode("utf-8")
+        return str(memoryview(raw)[:diff_from], "utf-8"), diff_from
     except UnicodeDecodeError as e:
-        diff_at = raw.find(b"\ndiff --git ")
-        if diff_at < 0 or e.start < diff_at:
-            line = raw[: e.start].count(b"\n") + 1
-            raise UserError(
-                "not valid UTF-8 (format-patch writes headers and message in UTF-8)", path=path, line=line
-            ) from None
-    return raw.decode("utf-8", "surrogateescape")
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise UserError(
+            "not valid UTF-8 (format-patch writes headers and message in UTF-8)", path=path, line=line
+        ) from None
+
+
+def _read_diff(raw: bytes, start: int, path: str, first_line: int) -> tuple[str, str]:
+    """The diff from ``start`` in ``raw`` (checked, ``diff.diff_end``) and what follows it: a
+    byte that is not UTF-8 is kept, surrogate-escaped. Decoded from the bytes in place, and
+    the text to the end of the file let go before the diff alone is decoded again: never
+    more than one copy of a big diff besides the file's bytes."""
+    whole = str(memoryview(raw)[start:], "utf-8", "surrogateescape")
+    try:
+        end = diff_end(whole)
+    except DiffError as e:
+        raise UserError(str(e), path=path, line=first_line + e.line) from None
+    if end < 0:
+        return whole + "\n", ""
+    if end == 0:
+        return "\n", whole
+    tail = whole[end:]
+    del whole
+    stop = len(raw) - len(tail.encode("utf-8", "surrogateescape"))
+    return str(memoryview(raw)[start:stop], "utf-8", "surrogateescape"), tail
 
 
 _AUTHOR = re.compile(r"^(.*\S.*) <([^<>]*)>$")
@@ -514,20 +535,6 @@ def _raw_header(head: str, name: str) -> str:
     return m.group(1).strip() if m else ""
 
 
-def _find_diff_start(text: str) -> int | None:
-    if text.startswith("diff --git "):
-        return 0
-    i = text.find("\ndiff --git ")
-    return None if i < 0 else i + 1
-
-
-def _split_diff(text: str, path: str, first_line: int) -> tuple[str, str]:
-    try:
-        return split_diff(text)
-    except DiffError as e:
-        raise UserError(str(e), path=path, line=first_line + e.line) from None
-
-
 def picked_from_line(message: str) -> str | None:
     """The commit git's own ``(cherry picked from commit X)`` line names (the first: the origin)."""
     m = _CHERRY_LINE.search(message)
@@ -580,8 +587,8 @@ def checked_provenance(patch: Patch, trailers: list[tuple[str, str]], path: str 
 
 def _trailer_lines(raw: bytes, key: str) -> list[int]:
     """The line numbers in a patch file where a trailer ``key`` starts (before the diff)."""
-    text = raw.decode("utf-8", "replace")
-    head = text.split("\n---\n", 1)[0]
+    ends = [i for i in (raw.find(b"\n---\n"), raw.find(b"\ndiff --git ")) if i >= 0]
+    head = str(memoryview(raw)[: min(ends, default=len(raw))], "utf-8", "replace")  # not the diff: it may be big
     prefix = key.lower() + ":"
     return [n for n, line in enumerate(head.split("\n"), 1) if line.lower().startswith(prefix)]
 
