@@ -9,7 +9,7 @@ stack file from a pull request) would, and returns one line: cases tried, failur
 - symlinks: a stack directory, or a file in one, that is a symlink to elsewhere, under every
   command that reads or changes a stack: a failure is a byte changed where it points, or an
   exit code other than 2;
-- worktree-kills: ``refresh`` killed (its whole process group, git included) at 12 moments,
+- worktree-kills: ``refresh`` killed (its whole process group, git included) at 24 moments,
   and the leftovers a kill makes laid by hand (a lock, a half-made and a half-removed
   worktree): a failure is a next ``resolve``/``refresh`` that does not finish on its own;
 - hostile-config: fsmonitor, an attribute-selected merge driver (one that keeps "ours"),
@@ -171,7 +171,7 @@ def _admin(wt: Path) -> Path:
 
 
 def worktree_kills(tmp: Path) -> str:
-    cases = failures = 0
+    cases = failures = killed = 0
     leftovers = {
         "index.lock": lambda wt: (_admin(wt) / "index.lock").write_bytes(b""),
         "MERGE_RR.lock": lambda wt: (_admin(wt) / "MERGE_RR.lock").write_bytes(b""),
@@ -187,20 +187,25 @@ def worktree_kills(tmp: Path) -> str:
         lay(Path(json.loads(proc.stdout)["worktree"]))
         cases += 1
         failures += not _resolve_and_refresh(repo)
-    for n, delay in enumerate([0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0]):
+    for n, delay in enumerate(0.03 + 0.006 * k for k in range(24)):  # over a refresh (~0.15 s)
         repo = _conflicting(tmp / f"kill-{n}")
         proc = gg(repo, "resolve", "s", "2", "--json")
         wt = Path(json.loads(proc.stdout)["worktree"])
         (wt / "f.txt").write_text("".join(f"line {i}\n" for i in range(20)).replace("line 10", "both 10"))
         argv = [sys.executable, "-m", "ggstack", "--repo", str(repo), "--patches", str(repo / "patches"), "refresh"]
-        child = subprocess.Popen([*argv, "s", "2"], cwd=repo, start_new_session=True, stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [*argv, "s", "2"], cwd=repo, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(delay)
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
+        killed += child.wait() == -signal.SIGKILL
         cases += 1
         failures += not _resolve_and_refresh(repo)  # whether or not the killed one got to save
-    return f"worktree-kills: {cases} kills and leftovers, {failures} that needed a hand"
+    return (
+        f"worktree-kills: {cases} kills and leftovers ({killed} refreshes killed mid-way, "
+        f"{len(leftovers)} leftovers laid), {failures} that needed a hand"
+    )
 
 
 def _program(tmp: Path, name: str, log: Path) -> str:
