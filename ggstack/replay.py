@@ -1047,7 +1047,9 @@ def say_merge_drivers(repo: git.Repository, stack: Stack, run: Run) -> list[str]
     """Note on each Outcome whose patch changes a path that the user's config gives to a merge
     driver of theirs: ggstack merged it with git's own text merge (``Runner.merge_config``), where
     their ``git rebase`` would run their program, so the two may differ. Returns the notes."""
-    changed = {p.name: diff_paths(p.diff) for p in stack.patches}
+    if not repo.merge_drivers()[0]:
+        return []  # the usual case: no path of any patch to ask git about
+    changed = {p.name: list(p.paths) for p in stack.patches}
     driven = repo.driven_paths(sorted({path for paths in changed.values() for path in paths}))
     said = []
     for o in run.outcomes if driven else ():

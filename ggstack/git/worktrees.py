@@ -64,9 +64,9 @@ class Worktrees(Runner):
         "initializing" (a kill inside ``worktree add`` leaves that)."""
         try:
             with open(os.path.join(path, ".git"), encoding="utf-8") as f:
-                admin = f.read().strip().removeprefix("gitdir: ")
+                admin = os.path.join(path, f.read().strip().removeprefix("gitdir: "))  # relative: to the worktree
             with open(os.path.join(admin, "gitdir"), encoding="utf-8") as f:
-                back = f.read().strip()
+                back = os.path.join(admin, f.read().strip())  # and to the admin directory
         except (OSError, UnicodeDecodeError):
             return False
         here = os.path.realpath(os.path.join(self.common_dir, "worktrees"))
