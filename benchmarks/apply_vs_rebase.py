@@ -245,7 +245,7 @@ def main() -> None:
         git(repo, "worktree", "add", "-q", "--detach", wt, tip)
         gitdir = git(repo, "rev-parse", "--git-common-dir")
         cache = os.path.join(gitdir if os.path.isabs(gitdir) else os.path.join(repo, gitdir), "ggstack", "cache")
-        prefix = "refs/ggstack-bench"
+        prefix = "refs/ggstack/bench"
 
         def apply_cold() -> None:
             shutil.rmtree(cache, ignore_errors=True)

@@ -110,7 +110,7 @@ def run_stages(repo: str, work: str, old: str, tip: str, onto: str, check_out: s
     rows.append(("import", imported, "git format-patch", fp))
 
     run_json = os.path.join(work, "apply.json")
-    prefix = "refs/ggstack-bench"
+    prefix = "refs/ggstack/bench"
     applied = measured(
         [*gg, "apply", STACK, "--onto", onto, "--branch-prefix", prefix, "--force", "--json"], out=run_json
     )

@@ -72,7 +72,7 @@ def main() -> None:
         saved = os.path.join(work, "saved")
         shutil.copytree(stack_dir, saved)
         original = snapshot(stack_dir)
-        prefix = ["--branch-prefix", "refs/ggstack-bench"]
+        prefix = ["--branch-prefix", "refs/ggstack/bench"]
         before = run_ok(repo, patches, "apply", STACK, "--onto", onto, "--force", "--json", *prefix)
         trees_before = [git(repo, "rev-parse", p["commit"] + "^{tree}") for p in before["patches"]]
         gitdir = git(repo, "rev-parse", "--absolute-git-dir")

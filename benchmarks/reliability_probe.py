@@ -18,7 +18,9 @@ would, and counts what went wrong:
 - token: a test command that searches ``/proc`` for the token ``ggstack test``
   was started with; every hit is a leak;
 - argument injection: ``target.remote`` and ``--onto`` values that would run
-  a command if git took them as options; a marker file made is a hit.
+  a command if git took them as options; a marker file made is a hit;
+- round two (``probe_round_two.py``, whose docstring says what each counts): refs,
+  symlinks, worktree-kills, hostile-config, sha256-loop, bad-input, fuzz, scrub, memory.
 
 Not a test (the tests hold each class on a small case): a measurement that
 prints one line a class, for the closing figures.
@@ -263,6 +265,10 @@ def _has(command: str) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default=",".join(CLASSES), help="comma-separated classes (default: all)")
+    from probe_round_two import CLASSES as round_two  # here: that module imports this one's helpers
+
+    CLASSES.update(round_two)
+    parser.set_defaults(only=",".join(CLASSES))
     args = parser.parse_args()
     isolated = tempfile.mkdtemp(prefix="ggstack-probe-home-")
     os.environ.update(

@@ -224,6 +224,7 @@ def main(ctx: click.Context, repo: str, patches: str | None) -> None:
     """
     # A patch's tests must not reach the forge token, not even through /proc/<ggstack>/environ.
     secrets.keep_out_of_environ(sys.argv[1:], release=ctx.invoked_subcommand not in _NO_FORGE_UNTIL_TESTED)
+    secrets.scrub_output()  # whatever prints from here on (a test's output in a table too) shows no secret
     ctx.obj = Ctx(repo, patches)
 
 
@@ -923,6 +924,8 @@ def check(
         s = obj.stack(stack)
         with StageProgress(len(s.patches), "check") as progress:
             run = check_stack(obj.repo, s, onto or s.config.target.base, progress=progress, use_cache=not no_cache)
+        for note in replay.say_merge_drivers(obj.repo, s, run):
+            err_console.print(f"ggstack: note: {note}", highlight=False, markup=False)
     if as_json:
         print_json(run.to_json())
     else:
@@ -1346,8 +1349,9 @@ def _load_run(path: str) -> Run:
         raise UserError(
             f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): no key {e}", path=path
         ) from None
-    except (ValueError, TypeError, AttributeError) as e:
-        # UnicodeDecodeError and JSONDecodeError are ValueErrors; the others are a wrong shape.
+    except (ValueError, TypeError, AttributeError, RecursionError) as e:
+        # UnicodeDecodeError and JSONDecodeError are ValueErrors; the others are a wrong shape
+        # (RecursionError: nested deeper than any Run, which the parser cannot follow).
         raise UserError(
             f"not a ggstack Run (written by `ggstack sync --run-json` or `--json`): {e}", path=path
         ) from None

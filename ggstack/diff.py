@@ -70,10 +70,18 @@ class FileChange:
 
 
 def parse(diff: bytes | str) -> list[FileChange]:
-    """A ``git diff --full-index`` as file changes, hunks and change blocks."""
+    """A ``git diff --full-index`` as file changes, hunks and change blocks. Read a line at a
+    time where it is: a big diff is held as its lines' text once, not also as its sections
+    and as a list of every line."""
     text = diff.decode("utf-8", "surrogateescape") if isinstance(diff, bytes) else diff
-    sections = re.split(r"^(?=diff --git )", text, flags=re.M)
-    return [_file_change(s.split("\n")) for s in sections if s.startswith("diff --git ")]
+    lines = _Lines(text, 0)
+    changes = []
+    while lines.more():
+        if lines.line().startswith("diff --git "):
+            changes.append(_file_change(lines))
+        else:
+            lines.next()
+    return changes
 
 
 def paths_of(change_set: list[FileChange]) -> list[str]:
@@ -81,29 +89,69 @@ def paths_of(change_set: list[FileChange]) -> list[str]:
     return list(dict.fromkeys(p for fc in change_set for p in fc.paths))
 
 
-def split_diff(text: str) -> tuple[str, str]:
-    """Check every hunk header and line count of the diff at the start of
-    ``text``; return (the diff, what follows it: base-commit, signature)."""
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
+def diff_end(text: str, start: int = 0) -> int:
+    """Check every hunk header and line count of the diff at ``start`` in ``text``; return
+    where what follows it (base-commit, signature) starts, -1 where nothing does. Read in
+    place, a line at a time: a 50 MB diff is not split into a million strings read once."""
+    lines = _Lines(text, start)
+    while lines.more():
+        line = lines.line()
         if line.startswith("@@"):
-            i = _skip_hunk(lines, i)
+            _skip_hunk(lines)
         elif line.startswith("GIT binary patch"):
-            i = _skip_binary(lines, i + 1)
-        elif _ends_diff(line) and not (line == "" and any(s.startswith("diff --git ") for s in lines[i:])):
-            return "\n".join(lines[:i]) + "\n", "\n".join(lines[i:])
+            lines.next()
+            _skip_binary(lines)
+        elif _ends_diff(line) and not (line == "" and lines.diff_follows()):
+            return lines.pos
         elif _outside_hunk(line):
             # A hunk line outside any hunk: its header is missing or broken,
             # or the hunk before it claims fewer lines than it has.
             raise DiffError(
                 f"diff line outside any hunk ({line[:40]!r}): a hunk header is broken or its line counts are too small",
-                i,
+                lines.number,
             )
         else:
-            i += 1
-    return "\n".join(lines) + "\n", ""
+            lines.next()
+    return -1
+
+
+class _Lines:
+    """The lines of ``text`` from ``start`` on, as ``str.split("\\n")`` has them (the last one
+    after the last newline, empty where the text ends with one), walked without the split."""
+
+    def __init__(self, text: str, start: int) -> None:
+        self.text, self.pos, self.number = text, start, 0
+        self._end = -1
+        self._diff_at = -2  # where the next "diff --git" line starts after pos (-1: none), once asked
+
+    def more(self) -> bool:
+        return self.pos <= len(self.text)
+
+    def line(self) -> str:
+        self._end = self.text.find("\n", self.pos)
+        if self._end < 0:
+            self._end = len(self.text)
+        return self.text[self.pos : self._end]
+
+    def body(self) -> str:
+        """The line without its first character (a hunk line's text), read in one copy."""
+        end = self.text.find("\n", self.pos)
+        return self.text[self.pos + 1 : end if end >= 0 else len(self.text)]
+
+    def tag(self) -> str:
+        """The line's first character ("" for an empty line), without reading the line."""
+        return self.text[self.pos : self.pos + 1].replace("\n", "")
+
+    def next(self) -> None:
+        end = self.text.find("\n", self.pos)
+        self.pos = (end if end >= 0 else len(self.text)) + 1
+        self.number += 1
+
+    def diff_follows(self) -> bool:
+        """A ``diff --git`` line comes later (an empty line between two files' diffs is not the end)."""
+        if self._diff_at == -2 or (0 <= self._diff_at < self.pos):
+            self._diff_at = self.text.find("\ndiff --git ", self.pos)
+        return self._diff_at >= 0
 
 
 def _ends_diff(line: str) -> bool:
@@ -114,63 +162,71 @@ def _outside_hunk(line: str) -> bool:
     return line.startswith((" ", "+", "-")) and not line.startswith(("+++ ", "--- ")) and line != "-- "
 
 
-def _skip_hunk(lines: list[str], i: int) -> int:
-    m = HUNK_HEADER.match(lines[i])
+def _skip_hunk(lines: _Lines) -> None:
+    header = lines.line()
+    m = HUNK_HEADER.match(header)
     if not m:
-        raise DiffError(f"broken hunk header {lines[i][:60]!r}", i)
+        raise DiffError(f"broken hunk header {header[:60]!r}", lines.number)
     old = int(m.group(2)) if m.group(2) is not None else 1
     new = int(m.group(4)) if m.group(4) is not None else 1
-    start = i
-    i += 1
+    lines.next()
     while old > 0 or new > 0:
-        if i >= len(lines):
-            raise DiffError("hunk ends early: the file is truncated", i)
-        tag = lines[i][:1]
+        if not lines.more():
+            raise DiffError("hunk ends early: the file is truncated", lines.number)
+        tag = lines.tag()
         if tag not in (" ", "", "-", "+", "\\"):
-            raise DiffError(f"hunk line count does not match its header (unexpected {lines[i][:40]!r})", i)
+            raise DiffError(
+                f"hunk line count does not match its header (unexpected {lines.line()[:40]!r})", lines.number
+            )
         old -= tag in (" ", "", "-")
         new -= tag in (" ", "", "+")
         if old < 0 or new < 0:
             # A hand-edited hunk: its lines and the counts in its header disagree, one way or the other.
-            header = lines[start].split(" @@", 1)[0] + " @@"
+            shown = header.split(" @@", 1)[0] + " @@"
             raise DiffError(
-                f"hunk {header!r}: its lines do not add up to the counts in its header "
+                f"hunk {shown!r}: its lines do not add up to the counts in its header "
                 "(fix the counts, or regenerate the patch)",
-                i,
+                lines.number,
             )
-        i += 1
-    while i < len(lines) and lines[i].startswith("\\"):
-        i += 1
-    return i
+        lines.next()
+    while lines.more() and lines.tag() == "\\":
+        lines.next()
 
 
-def _skip_binary(lines: list[str], i: int) -> int:
+def _skip_binary(lines: _Lines) -> None:
     blocks = 0
-    while i < len(lines) and blocks < 2:
-        blocks += lines[i] == ""
-        i += 1
-    return i
+    while lines.more() and blocks < 2:
+        blocks += lines.tag() == "" and lines.line() == ""
+        lines.next()
 
 
 # -- one file's section ---------------------------------------------------------------------
 
 
-def _file_change(lines: list[str]) -> FileChange:
-    header = "\n".join(s for s in lines if s.startswith(("diff --git ", "rename from ", "rename to ")))
-    names = paths(header)
+def _file_change(lines: _Lines) -> FileChange:
+    """One file's section, from its ``diff --git`` line to the next one (or the end)."""
+    header = [lines.line()]
+    lines.next()
     meta = _Meta()
-    i = 1
-    while i < len(lines) and not lines[i].startswith("@@"):
-        meta.read(lines[i])
-        i += 1
+    while lines.more():
+        line = lines.line()
+        if line.startswith(("@@", "diff --git ")):
+            break
+        if line.startswith(("rename from ", "rename to ")):
+            header.append(line)
+        meta.read(line)
+        lines.next()
+    names = paths("\n".join(header))
     hunks: list[Hunk] = []
-    while i < len(lines):
-        m = HUNK_HEADER.match(lines[i])
+    while lines.more():
+        line = lines.line()
+        if line.startswith("diff --git "):
+            break
+        m = HUNK_HEADER.match(line)
         if m:
-            hunk, i = _hunk(lines, i, int(m.group(1)), int(m.group(2) or 1))
-            hunks.append(hunk)
+            hunks.append(_hunk(lines, int(m.group(1)), int(m.group(2) or 1)))
         else:
-            i += 1
+            lines.next()
     return FileChange(
         old_path=None if meta.added else names[0],
         new_path=None if meta.deleted else names[-1],
@@ -212,13 +268,16 @@ class _Meta:
             self.binary = True
 
 
-def _hunk(lines: list[str], i: int, old_start: int, old_count: int) -> tuple[Hunk, int]:
+def _hunk(lines: _Lines, old_start: int, old_count: int) -> Hunk:
     p = old_start - 1 if old_count > 0 else old_start
-    hunk = Hunk(lines[i], old_start)
+    hunk = Hunk(lines.line(), old_start)
     block: Block | None = None
-    i += 1
-    while i < len(lines) and lines[i][:1] in (" ", "-", "+", "\\") and not lines[i].startswith("@@"):
-        tag, body = lines[i][:1], lines[i][1:]
+    lines.next()
+    while lines.more():
+        tag = lines.tag()
+        if tag not in (" ", "-", "+", "\\"):
+            break
+        body = lines.body()
         if tag == " ":
             block = None
             hunk.old_lines.append(body)
@@ -235,24 +294,29 @@ def _hunk(lines: list[str], i: int, old_start: int, old_count: int) -> tuple[Hun
             else:
                 block.added.append(body)
                 hunk.new_lines.append(body)
-        i += 1
-    return hunk, i
+        lines.next()
+    return hunk
 
 
 # -- paths, as git quotes them ----------------------------------------------------------------
 
 
+_NAMING_LINE = re.compile(r"^(diff --git |rename from |copy from |rename to |copy to )(.*)$", re.M)
+
+
 def paths(diff: str) -> list[str]:
-    """Every path a diff touches, old and new names, in order."""
+    """Every path a diff touches, old and new names, in order (only the lines that name one
+    are read: a big diff is not split into its lines)."""
     found: list[str] = []
-    for line in diff.split("\n"):
-        if line.startswith("diff --git "):
-            found += _split_diff_git_line(line[len("diff --git ") :])
-        elif line.startswith(("rename from ", "copy from ")) and found:
+    for m in _NAMING_LINE.finditer(diff):
+        kind, rest = m.group(1), m.group(2)
+        if kind == "diff --git ":
+            found += _split_diff_git_line(rest)
+        elif kind in ("rename from ", "copy from ") and found:
             # Exact, where "a/X b/Y" of a renamed file is ambiguous (X may hold " b/").
-            found[-2] = unquote(line.split(" ", 2)[2])
-        elif line.startswith(("rename to ", "copy to ")) and found:
-            found[-1] = unquote(line.split(" ", 2)[2])
+            found[-2] = unquote(rest)
+        elif kind in ("rename to ", "copy to ") and found:
+            found[-1] = unquote(rest)
     return list(dict.fromkeys(p for p in found if p))
 
 

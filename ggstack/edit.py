@@ -20,7 +20,7 @@ from ggstack.model import Applied, Patch, Stack
 
 T_SQUASHED = "Squashed"
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): (.*)$")
-_SHA = re.compile(r"^[0-9a-f]{40}$")
+_SHA = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")  # sha1 or sha256, as the repository is
 
 EDIT_HELP = """
 # Edit the message of {name}. Lines starting with '#' are left out.
@@ -58,7 +58,10 @@ def check_message(message: str, patch: Patch, path: str) -> None:
         if k == series.T_ORIGINAL_PR.lower() and not series.PR_REF.match(value):
             raise UserError(f"{series.T_ORIGINAL_PR}: {value!r} is not owner/repo#N (or #N)", path=path)
         if k == series.T_CHERRY_PICKED.lower() and not _SHA.match(value):
-            raise UserError(f"{series.T_CHERRY_PICKED}: {value!r} is not a full 40-hex sha", path=path)
+            raise UserError(
+                f"{series.T_CHERRY_PICKED}: {value!r} is not a full sha (40 hex digits, or 64 in a sha256 repository)",
+                path=path,
+            )
 
 
 def _materialized(repo: git.Repository, stack: Stack, patch: Patch) -> replay.Pick:

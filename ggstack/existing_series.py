@@ -27,7 +27,7 @@ _KEPT_FIELDS = ("Origin", "Forwarded", "Applied-Upstream", "Bug", "Reviewed-by",
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]*(.*)$")
 _DIFF_START = re.compile(r"^(diff -|--- \S|Index: |={5,}$)")
 _MBOX_FROM = re.compile(rb"^From \S+ ")
-_SHA = re.compile(r"\b([0-9a-f]{40})\b")
+_SHA = re.compile(r"\b([0-9a-f]{64}|[0-9a-f]{40})\b")
 _GITHUB_PR = re.compile(r"https?://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/pull/(\d+)")
 _IDENT = re.compile(r"^\s*([^<>]*?)\s*<([^<>\s]+)>")
 

@@ -457,9 +457,11 @@ def _stored(
     files = repo.format_patches([(c, s.parent) for c, s in zip(scratch, sources)], limit)
     patches = []
     for source, c in zip(sources, scratch):
-        fname, data = files[c]
+        fname, data = files.pop(c)  # one file's bytes at a time: a big patch is not held twice
         # The mbox "From " line names the commit the patch was taken from, not our scratch copy.
-        data = data.replace(c.encode(), source.named.encode(), 1)
+        at = data.find(c.encode())
+        if at >= 0:
+            data = b"".join((memoryview(data)[:at], source.named.encode(), memoryview(data)[at + len(c) :]))
         patches.append(parse_patch(data, os.path.join(stack.path, fname)))
     return _checked(patches, [t for _, t in done], [s.label for s in sources]), reassigned
 

@@ -25,7 +25,7 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ggstack import git, state
+from ggstack import git, series, state
 from ggstack.cache import Map
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
@@ -43,10 +43,18 @@ class Pick:
     patch: Patch | None  # None when picking a commit directly (check --commits)
     commit: str | None  # None: its recorded parent is missing; replayed by plain apply
     parent: str | None
-    diff: bytes  # the patch's diff, for the plain-apply fallback
+    given_diff: bytes | None  # the diff, where no patch gives it (``diff``)
     name: str
     subject: str
     key: str | None = None  # what the result cache knows it by, where that is not ``commit`` (``stand_in``)
+
+    @property
+    def diff(self) -> bytes:
+        """The diff as git reads it (the plain-apply fallback, check's reading of it): the patch's,
+        encoded when asked, so a big patch is not held as text and as bytes all the way."""
+        if self.given_diff is not None or self.patch is None:
+            return self.given_diff or b""
+        return self.patch.diff.encode("utf-8", "surrogateescape")
 
     @property
     def known_as(self) -> str:
@@ -170,12 +178,11 @@ class Materializer:
     def _picks(self) -> list[Pick]:
         picks = []
         for patch, hit in zip(self._stack.patches, self._cached):
-            diff = patch.diff.encode("utf-8", "surrogateescape")
             recorded = patch.base_commit if patch.base_commit and self._present.get(patch.base_commit) else None
             cached = hit if hit and self._present.get(hit) else None
             commit = (self._made.get(patch.name) or cached) if recorded else None
             key = f"{commit}+{_materialize_key(patch)}" if commit and commit == self._stood_in(patch) else None
-            picks.append(Pick(patch, commit, recorded, diff, patch.name, patch.subject, key))
+            picks.append(Pick(patch, commit, recorded, None, patch.name, patch.subject, key))
         return picks
 
     def _stood_in(self, patch: Patch) -> str | None:
@@ -258,15 +265,35 @@ def _source_trees(repo: git.Repository, patches: Sequence[Patch]) -> dict[str, s
     return {p.name: infos[p.source_commit].tree for p in patches if p.source_commit in infos}
 
 
-def _exact_trees(sourced: Sequence[tuple[Patch, str]], diffs: Sequence[tuple[str, bytes]]) -> dict[str, str]:
+def _exact_trees(sourced: Sequence[tuple[Patch, str]], diffs: Sequence[tuple[str, memoryview]]) -> dict[str, str]:
     """patch name -> the tree its source commit has, for the patches whose
     stored diff is exactly the source commit's diff from the recorded
     parent: applying that diff to the parent can only give that tree."""
     trees = {}
     for (patch, _), (tree, diff) in zip(sourced, diffs):
-        if diff.rstrip(b"\n") == patch.diff.encode("utf-8", "surrogateescape").rstrip(b"\n"):
+        if _same_diff(diff, patch.diff):
             trees[patch.name] = tree
     return trees
+
+
+_COMPARED = 1 << 20  # characters of a stored diff encoded at a time to be compared
+
+
+def _same_diff(data: memoryview, text: str) -> bool:
+    """git's diff ``data`` is the stored diff ``text`` but for newlines at their ends: compared
+    a piece at a time where they are (a big diff is neither encoded whole nor stripped: copies)."""
+    n, t = data.nbytes, len(text)
+    while n and data[n - 1] == 10:
+        n -= 1
+    while t and text[t - 1] == "\n":
+        t -= 1
+    at = 0
+    for i in range(0, t, _COMPARED):
+        piece = text[i : min(i + _COMPARED, t)].encode("utf-8", "surrogateescape")
+        if data[at : at + len(piece)] != piece:
+            return False
+        at += len(piece)
+    return at == n
 
 
 def _commit_patches(
@@ -734,24 +761,32 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
     refs = []
     if prefix and prefix != prefix.encode("utf-8", "replace").decode("utf-8"):
         raise UserError(f"--branch-prefix {prefix!r} is not UTF-8")  # a surrogate-escaped byte from the command line
-    if prefix and not prefix.startswith("refs/"):  # also: never a value git could read as an option
-        raise UserError(f"--branch-prefix must be a full ref prefix such as refs/heads/try, not {prefix!r}")
+    if prefix and not prefix.startswith(series.BRANCH_NAMESPACES):  # also: never a value git reads as an option
+        raise UserError(
+            f"--branch-prefix must be a full ref prefix under refs/heads/ or refs/ggstack/ "
+            f"such as refs/heads/try, not {prefix!r}"
+        )
+    toml = os.path.join(stack.path, series.STACK_TOML)
     for i, p in enumerate(stack.patches, 1):
         if prefix:
-            refs.append(f"{prefix.rstrip('/')}/{i:02d}-{_ref_part(p.slug)}")
-            continue
-        try:
-            name = stack.config.branch_template.format(
-                stack=stack.name, index=i, slug=_ref_part(p.slug), name=_ref_part(p.name.removesuffix(".patch"))
-            )
-        except (KeyError, IndexError, ValueError) as e:
-            from ggstack.series import STACK_TOML
-
+            name = f"{prefix.rstrip('/')}/{i:02d}-{_ref_part(p.slug)}"
+        else:
+            try:
+                name = stack.config.branch_template.format(
+                    stack=stack.name, index=i, slug=_ref_part(p.slug), name=_ref_part(p.name.removesuffix(".patch"))
+                )
+            except (KeyError, IndexError, ValueError) as e:
+                raise UserError(f"branches.template: {e} (fields: stack, index, slug, name)", path=toml) from None
+        ref = name if name.startswith("refs/") else "refs/heads/" + name
+        problem = series.branch_ref_problem(ref)
+        if problem:
             raise UserError(
-                f"branches.template: {e} (fields: stack, index, slug, name)",
-                path=os.path.join(stack.path, STACK_TOML),
-            ) from None
-        refs.append(name if name.startswith("refs/") else "refs/heads/" + name)
+                f"--branch-prefix {prefix!r} {problem}" if prefix else f"branches.template {problem}",
+                path=None if prefix else toml,
+            )
+        refs.append(ref)
+    if len(set(refs)) < len(refs):
+        raise UserError("branches.template names one ref for two patches (use {index}, {slug} or {name})", path=toml)
     return refs
 
 
@@ -842,13 +877,19 @@ def write_branches(
     last_written = _read_record(repo, values.get(record_ref))
     record = dict(last_written)
     updates: list[tuple[str, str | None, str | None]] = []
-    moved = []
+    moved, theirs = [], []
     result: list[str | None] = []
     for ref, step in zip(refs, steps):
         value = values.get(ref)
         last = last_written.get(ref)
         target = step.commit if step.applied is Applied.APPLIED else None
         result.append(ref if target else None)
+        if value is not None and last is None:
+            # Not ggstack's: a branch, tag or record of the user's that the name happens to match.
+            # Never moved, not even with --force, nor taken into the record when it already agrees.
+            if value != target:
+                theirs.append(ref)
+            continue
         if value is not None and value != last and value != target and not force:
             moved.append(ref)
             continue
@@ -858,10 +899,7 @@ def write_branches(
             record[ref] = target
         else:
             record.pop(ref, None)
-    if moved:
-        raise UserError(
-            "someone else moved these branches since ggstack wrote them (use --force to overwrite): " + ", ".join(moved)
-        )
+    _refuse_not_own(stack, theirs, moved)
     _refuse_checked_out([ref for ref, _, _ in updates], reads.checked_out)
     updates += _orphans(repo, refs, last_written, record, namespace, reads.checked_out)
     if record != last_written:
@@ -871,6 +909,22 @@ def write_branches(
         updates.append((record_ref, blob, values.get(record_ref)))
     repo.update_refs(updates, f"ggstack apply {stack.name}")
     return result
+
+
+def _refuse_not_own(stack: Stack, theirs: Sequence[str], moved: Sequence[str]) -> None:
+    """Exit 2, nothing written, where a branch ggstack would write is not its own to move:
+    one it never wrote (``theirs``: no --force moves it) or one moved since it did (``moved``)."""
+    if theirs:
+        raise UserError(
+            "these refs exist and were not written by ggstack, which never moves them, not even with --force: "
+            + ", ".join(theirs)
+            + "; name other refs (branches.template, or --branch-prefix) or rename those; nothing was written",
+            path=os.path.join(stack.path, series.STACK_TOML),
+        )
+    if moved:
+        raise UserError(
+            "someone else moved these branches since ggstack wrote them (use --force to overwrite): " + ", ".join(moved)
+        )
 
 
 def _orphans(
@@ -984,8 +1038,32 @@ def apply(
     run.merge_base = merge_base()
     for patch, step, branch in zip(stack.patches, steps, branches):
         run.outcomes.append(outcome_of(patch, step, branch))
+    say_merge_drivers(repo, stack, run)
     run.stages["apply"] = "ok"
     return run
+
+
+def say_merge_drivers(repo: git.Repository, stack: Stack, run: Run) -> list[str]:
+    """Note on each Outcome whose patch changes a path that the user's config gives to a merge
+    driver of theirs: ggstack merged it with git's own text merge (``Runner.merge_config``), where
+    their ``git rebase`` would run their program, so the two may differ. Returns the notes."""
+    if not repo.merge_drivers()[0]:
+        return []  # the usual case: no path of any patch to ask git about
+    changed = {p.name: list(p.paths) for p in stack.patches}
+    driven = repo.driven_paths(sorted({path for paths in changed.values() for path in paths}))
+    said = []
+    for o in run.outcomes if driven else ():
+        hit = [f"{path} (merge={driven[path]})" for path in changed.get(o.name, ()) if path in driven]
+        if not hit:
+            continue
+        note = (
+            "merged with git's own text merge, not your merge driver, for " + ", ".join(hit) + ": ggstack runs "
+            "none of your programs, and `git rebase` here would run it, so the two may differ"
+        )
+        if note not in o.note:
+            o.note = f"{o.note}; {note}" if o.note else note
+        said.append(f"{o.name}: {note}")
+    return said
 
 
 def outcome_of(patch: Patch, step: Step, branch: str | None = None) -> Outcome:

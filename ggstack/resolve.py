@@ -54,14 +54,20 @@ def _session_path(repo: git.Repository, stack: Stack, spid: str) -> str:
 
 
 def find_session(repo: git.Repository, stack: Stack, patch: Patch) -> Session | None:
+    """The resolve in progress for ``patch``. One whose worktree a kill left half removed
+    (after its refresh was saved) is no session: what is left of it goes (the caller holds
+    the stack's lock), and the next resolve starts again."""
     try:
         with open(_session_path(repo, stack, patch.provenance.stack_patch_id), encoding="utf-8") as f:
             d = json.load(f)
         d["conflicts"], d["reused"] = tuple(d.get("conflicts", ())), tuple(d.get("reused", ()))
         session = Session(**d)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, RecursionError):
         return None
-    return session if os.path.isdir(session.worktree) else None
+    if not repo.is_whole_worktree(session.worktree):
+        _end(repo, stack, session)
+        return None
+    return session
 
 
 def _session_of(repo: git.Repository, stack: Stack, patch: Patch) -> Session:

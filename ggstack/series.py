@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ggstack import git, state
-from ggstack.diff import DiffError, split_diff
+from ggstack.diff import DiffError, diff_end
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
 from ggstack.git.dates import stamp
@@ -146,6 +146,7 @@ def parse_config(text: str, path: str) -> StackConfig:
     if "repo" not in target or not re.match(r"^[^/\s]+/[^/\s]+$", target["repo"]):
         raise UserError('target.repo must be "owner/name"', path=path, line=_line_of(text, r"^\s*repo\s*="))
     _no_options(data, text, path)
+    _check_base(target.get("base", ""), text, path)
     tests = data.get("tests", {})
     env = tests.get("env", {})
     if "timeout" in tests and tests["timeout"] <= 0:
@@ -185,12 +186,35 @@ def parse_config(text: str, path: str) -> StackConfig:
 
 
 _TEMPLATE_FIELDS = {"stack": "gg-clean", "index": 12, "slug": "x" * 64, "name": "0012-" + "x" * 64}
+_SAME_FIELDS = {**_TEMPLATE_FIELDS, "index": 13, "slug": "y" * 64, "name": "0013-" + "y" * 64}
+# ggstack writes branches only here: a branch of the user's (refs/heads/) or a ref of its own.
+BRANCH_NAMESPACES = ("refs/heads/", "refs/ggstack/")
+# ggstack's own bookkeeping under refs/ggstack/, which no patch branch may be.
+_BOOKKEEPING = re.compile(r"^refs/ggstack/(fast-import$|[^/]+/(last-apply|rebased)$|[^/]+/resolved/)")
+# What git refuses in a ref name (git check-ref-format), and a part git reads as something else.
+_BAD_REF = re.compile(r"(^|/)\.|\.\.|//|@\{|[\x00-\x20\x7f~^:?*\[\\]|\.lock(/|$)|[/.]$|^-")
+
+
+def branch_ref_problem(ref: str) -> str | None:
+    """Why ggstack must not write ``ref`` as a patch's branch, or None: it names a tag,
+    a note, a remote-tracking branch, the stash, HEAD or ggstack's own bookkeeping (these
+    are never a patch's branch), or is no ref name git accepts."""
+    if not ref.startswith(BRANCH_NAMESPACES):
+        return f"makes {ref!r}, outside refs/heads/ and refs/ggstack/ (ggstack writes no tags, notes, remotes or stash)"
+    if ref.removeprefix("refs/heads/").split("/")[0] == "HEAD" or ref.count("/") < 2:
+        return f"makes {ref!r}, which git reads as HEAD"
+    if _BOOKKEEPING.match(ref):
+        return f"makes {ref!r}, a ref ggstack keeps its own records in"
+    if _BAD_REF.search(ref.removeprefix("refs/")):
+        return f"makes {ref!r}, which is not a valid ref name"
+    return None
 
 
 def _check_template(template: str, path: str, line: int | None) -> None:
     """``branches.template`` must make a branch name for every patch: only its
-    fields, as str.format reads them, and a length git can store (each branch
-    is a file: at most 255 bytes a path component)."""
+    fields, as str.format reads them, a length git can store (each branch
+    is a file: at most 255 bytes a path component), one ref a patch, and
+    only refs ggstack may write (``branch_ref_problem``)."""
     try:
         sample = template.format(**_TEMPLATE_FIELDS)
     except (KeyError, IndexError, ValueError, AttributeError, TypeError) as e:
@@ -208,6 +232,12 @@ def _check_template(template: str, path: str, line: int | None) -> None:
             path=path,
             line=line,
         )
+    problem = branch_ref_problem(sample if sample.startswith("refs/") else "refs/heads/" + sample)
+    if problem is None and template.format(**_SAME_FIELDS) == sample:
+        problem = "names one ref for every patch (use {index}, {slug} or {name})"
+    if problem:
+        shown = template if len(template) <= 80 else template[:80] + "…"
+        raise UserError(f"branches.template {shown!r} {problem}", path=path, line=line)
 
 
 def _line_of(text: str, pattern: str) -> int | None:
@@ -231,17 +261,17 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     Provenance is left empty: trailers are read for all patches at once
     (one ``git interpret-trailers`` call), see ``with_provenance``."""
     name = os.path.basename(path)
-    first = raw.split(b"\n", 1)[0]
-    m = _FROM_LINE.match(first)
+    m = _FROM_LINE.match(raw[:200])
     if not m:
-        raise UserError(
-            "not a git format-patch file: line 1 must be 'From <40-hex sha> <date>' (mbox)", path=path, line=1
-        )
+        raise UserError("not a git format-patch file: line 1 must be 'From <sha> <date>' (mbox)", path=path, line=1)
     _refuse_bytes(raw, path)
-    text = _patch_text(raw, path)
-    head, sep, rest = text.partition("\n\n")
-    if not sep:
+    # The diff is read where it is: a 50 MB patch is one copy of its diff besides the file's
+    # bytes, not one a step (the text, what follows the headers, the diff, its lines).
+    text, diff_from = _patch_text(raw, path)
+    head_end = text.find("\n\n")
+    if head_end < 0:
         raise UserError("no blank line after the mail headers", path=path, line=text.count("\n") + 1)
+    head, body_at = text[:head_end], head_end + 2
     headers = _headers(head.partition("\n")[2] + "\n")
     for required in ("From", "Subject"):
         if headers.get(required) is None:
@@ -249,15 +279,14 @@ def parse_patch(raw: bytes, path: str) -> Patch:
     _refuse_identity(headers["From"], _raw_header(head, "Date"), head, path)
     subject = _PATCH_PREFIX.sub("", " ".join(headers["Subject"].split()))
     head_lines = head.count("\n") + 2  # line number of the first body line
-    diff_at = _find_diff_start(rest)
-    if diff_at is None:
+    if diff_from >= len(raw):
         raise UserError("no diff in patch (expected a 'diff --git' line)", path=path, line=head_lines)
     # The message ends at the last "---" line before the diff (the diffstat follows it).
-    pre_diff = "\n" + rest[:diff_at]
+    pre_diff = "\n" + text[body_at:]
     marker = pre_diff.rfind("\n---\n")
     body = pre_diff[:marker] if marker >= 0 else pre_diff
-    diff_line = head_lines + rest[:diff_at].count("\n")
-    diff, tail = _split_diff(rest[diff_at:], path, diff_line)
+    diff_line = head_lines + pre_diff.count("\n") - 1
+    diff, tail = _read_diff(raw, diff_from, path, diff_line)
     _refuse_tail(tail, path, diff_line + diff.count("\n"))
     base = re.search(r"^base-commit: ([0-9a-f]{40}|[0-9a-f]{64})$", tail, re.M)
     message = subject + ("\n\n" + body.strip("\n") if body.strip("\n") else "") + "\n"
@@ -284,14 +313,15 @@ def _refuse_bytes(raw: bytes, path: str) -> None:
     if b"\0" in raw:
         line = raw[: raw.index(b"\0")].count(b"\n") + 1
         raise UserError("contains a NUL byte (a patch file is text; binary changes are base85)", path=path, line=line)
-    if raw.split(b"\n", 1)[0].endswith(b"\r"):
+    first_end = raw.find(b"\n")
+    if raw[: first_end if first_end >= 0 else len(raw)].endswith(b"\r"):
         raise UserError(
             "has CRLF line ends (converted by an editor or core.autocrlf?); git format-patch writes LF — "
             "convert it back (e.g. dos2unix), or add '*.patch -text' to .gitattributes",
             path=path,
             line=1,
         )
-    second = re.search(rb"\nFrom [0-9a-f]{40} ", raw)
+    second = re.search(rb"\nFrom ([0-9a-f]{40}|[0-9a-f]{64}) ", raw)
     if second:
         raise UserError(
             "a second mail message starts here: a patch file holds one patch (split it with `git mailsplit`)",
@@ -300,20 +330,39 @@ def _refuse_bytes(raw: bytes, path: str) -> None:
         )
 
 
-def _patch_text(raw: bytes, path: str) -> str:
-    """The file as text. format-patch writes headers and message in UTF-8 but a
-    diff's lines as the file's own bytes (a latin-1 source stays latin-1): a byte
-    that is not UTF-8 is kept, surrogate-escaped, from the first ``diff --git`` on."""
+def _patch_text(raw: bytes, path: str) -> tuple[str, int]:
+    """The file up to its diff as text, and where the diff starts (``len(raw)``: there is
+    none). format-patch writes headers and message in UTF-8 but a diff's lines as the
+    file's own bytes (a latin-1 source stays latin-1): those are read by ``_read_diff``."""
+    at = raw.find(b"\ndiff --git ")
+    diff_from = len(raw) if at < 0 else at + 1
     try:
-        return raw.decode("utf-8")
+        return str(memoryview(raw)[:diff_from], "utf-8"), diff_from
     except UnicodeDecodeError as e:
-        diff_at = raw.find(b"\ndiff --git ")
-        if diff_at < 0 or e.start < diff_at:
-            line = raw[: e.start].count(b"\n") + 1
-            raise UserError(
-                "not valid UTF-8 (format-patch writes headers and message in UTF-8)", path=path, line=line
-            ) from None
-    return raw.decode("utf-8", "surrogateescape")
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise UserError(
+            "not valid UTF-8 (format-patch writes headers and message in UTF-8)", path=path, line=line
+        ) from None
+
+
+def _read_diff(raw: bytes, start: int, path: str, first_line: int) -> tuple[str, str]:
+    """The diff from ``start`` in ``raw`` (checked, ``diff.diff_end``) and what follows it: a
+    byte that is not UTF-8 is kept, surrogate-escaped. Decoded from the bytes in place, and
+    the text to the end of the file let go before the diff alone is decoded again: never
+    more than one copy of a big diff besides the file's bytes."""
+    whole = str(memoryview(raw)[start:], "utf-8", "surrogateescape")
+    try:
+        end = diff_end(whole)
+    except DiffError as e:
+        raise UserError(str(e), path=path, line=first_line + e.line) from None
+    if end < 0:
+        return whole + "\n", ""
+    if end == 0:
+        return "\n", whole
+    tail = whole[end:]
+    del whole
+    stop = len(raw) - len(tail.encode("utf-8", "surrogateescape"))
+    return str(memoryview(raw)[start:stop], "utf-8", "surrogateescape"), tail
 
 
 _AUTHOR = re.compile(r"^(.*\S.*) <([^<>]*)>$")
@@ -486,20 +535,6 @@ def _raw_header(head: str, name: str) -> str:
     return m.group(1).strip() if m else ""
 
 
-def _find_diff_start(text: str) -> int | None:
-    if text.startswith("diff --git "):
-        return 0
-    i = text.find("\ndiff --git ")
-    return None if i < 0 else i + 1
-
-
-def _split_diff(text: str, path: str, first_line: int) -> tuple[str, str]:
-    try:
-        return split_diff(text)
-    except DiffError as e:
-        raise UserError(str(e), path=path, line=first_line + e.line) from None
-
-
 def picked_from_line(message: str) -> str | None:
     """The commit git's own ``(cherry picked from commit X)`` line names (the first: the origin)."""
     m = _CHERRY_LINE.search(message)
@@ -552,8 +587,8 @@ def checked_provenance(patch: Patch, trailers: list[tuple[str, str]], path: str 
 
 def _trailer_lines(raw: bytes, key: str) -> list[int]:
     """The line numbers in a patch file where a trailer ``key`` starts (before the diff)."""
-    text = raw.decode("utf-8", "replace")
-    head = text.split("\n---\n", 1)[0]
+    ends = [i for i in (raw.find(b"\n---\n"), raw.find(b"\ndiff --git ")) if i >= 0]
+    head = str(memoryview(raw)[: min(ends, default=len(raw))], "utf-8", "replace")  # not the diff: it may be big
     prefix = key.lower() + ":"
     return [n for n, line in enumerate(head.split("\n"), 1) if line.lower().startswith(prefix)]
 
@@ -712,6 +747,17 @@ def _series_entries_or_none(raw: bytes, files: Collection[str]) -> dict[str, _Li
         return _series_entries(raw, SERIES, files)
     except UserError:
         return None
+
+
+def _check_base(base: str, text: str, path: str) -> None:
+    """``target.base`` names a commit by a ref (or a revision of one): never a path in a tree
+    (``main:../x``, which git reads outside the repository) nor a value with a space or control character."""
+    if re.search(r"[:\s\x00-\x1f\x7f]", base):
+        raise UserError(
+            f"target.base {base!r} is not a branch, tag or commit (a ref name has no ':', space or control character)",
+            path=path,
+            line=_line_of(text, r"^\s*base\s*="),
+        )
 
 
 def _no_options(data: dict, text: str, path: str) -> None:

@@ -311,7 +311,8 @@ def commit_dir(path: str, changes: Mapping[str, bytes | None], *, create: bool =
     missing one, which ``readable_dir`` reads and the next change moves in.
     """
     ops = _FileOps()
-    path = os.path.realpath(path)  # a symlinked stack directory: change where it points
+    if os.path.islink(path):  # written through, it would change whatever it points at
+        raise _symlinked(path)
     try:
         if not create:  # only under the lock: a leftover then is a dead process's
             _recover(path, ops)
@@ -372,11 +373,15 @@ def read_dir_files(path: str, attempts: int = 5) -> tuple[str, dict[str, bytes]]
     for _ in range(attempts):
         where = readable_dir(path)
         try:
-            fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
+            fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except FileNotFoundError:
             continue
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(where):
+                raise _symlinked(where) from None
+            raise
         try:
-            files = _read_through(fd)
+            files = _read_through(fd, where)
             if files is not None and _same_dir(fd, where):
                 return where, files
         finally:
@@ -384,14 +389,24 @@ def read_dir_files(path: str, attempts: int = 5) -> tuple[str, dict[str, bytes]]
     raise InfraError(f"{path} kept changing while it was read; try again")
 
 
-def _read_through(fd: int) -> dict[str, bytes] | None:
+def _symlinked(path: str) -> UserError:
+    return UserError(
+        "is a symbolic link; ggstack neither reads nor writes a stack through one (it could point "
+        "anywhere: move the directory or file itself here)",
+        path=path,
+    )
+
+
+def _read_through(fd: int, where: str) -> dict[str, bytes] | None:
     files: dict[str, bytes] = {}
     for name in os.listdir(fd):
         try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=True)
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                raise _symlinked(os.path.join(where, name))
             if not stat.S_ISREG(st.st_mode):
                 continue
-            f_fd = os.open(name, os.O_RDONLY, dir_fd=fd)
+            f_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
         except FileNotFoundError:
             return None
         with os.fdopen(f_fd, "rb") as f:
@@ -512,7 +527,7 @@ def read_lock(path: str) -> LockInfo | None:
         return LockInfo(
             int(d["pid"]), str(d["started"]), str(d.get("host", "")), d.get("proc_start"), str(d.get("command", ""))
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 

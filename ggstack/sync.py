@@ -265,7 +265,7 @@ def exit_code(run: Run) -> int:
 
 def save_run(repo: git.Repository, run: Run, path: str | None = None) -> str:
     """Write the Run to ``path`` and as the stack's last run under the git dir; returns where."""
-    data = report.run_json(run).encode()
+    data = secrets.scrub(report.run_json(run)).encode()  # uploaded by the workflow: no secret in it
     last = os.path.join(repo.state_dir("runs"), _file_safe(run.stack or "commits") + ".json")
     state.write_atomic(last, data)
     if path:
@@ -325,13 +325,13 @@ def publish_to_actions(run: Run, stack: Stack, env: Mapping[str, str], out: Text
     """Annotations to the log; the Markdown report appended to ``$GITHUB_STEP_SUMMARY``."""
     workspace = env.get("GITHUB_WORKSPACE") or os.getcwd()
     for line in workflow_annotations(run, stack, workspace):
-        out.write(line + "\n")
+        out.write(secrets.scrub(line) + "\n")
     out.flush()
     summary = env.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             with open(summary, "a", encoding="utf-8", errors="replace") as f:
-                f.write(report.markdown(run) + "\n")
+                f.write(secrets.scrub(report.markdown(run)) + "\n")
         except OSError as e:  # the runner gave a path it cannot take: the machine's fault, not the input's
             raise InfraError(f"GITHUB_STEP_SUMMARY={summary}: cannot append the report: {e.strerror}") from None
 

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ggstack import cache, git, replay, state, testresult
+from ggstack import cache, git, replay, secrets, state, testresult
 from ggstack.check import rules
 from ggstack.errors import UserError
 from ggstack.model import (
@@ -382,7 +382,7 @@ def load_results(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
                 doc = json.load(f)
         except OSError as e:
             raise UserError(f"cannot read results file: {e.strerror}", path=path) from None
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the parser follows
             raise UserError(f"not a JSON results file: {e}", path=path) from None
         if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
             raise UserError("not a ggstack test results file (written by `ggstack test --shard`)", path=path)
@@ -597,7 +597,8 @@ class _Runner:
         stored = _restored(job, tt, self.results.get(key))
         if stored is not None:
             return stored
-        result = _run_in_worktree(self.repo, self.stack, job, tt, collect_only)
+        # What the tests print is the patch's code speaking: no secret it found goes into the cache or the Run.
+        result = secrets.Secrets.from_env().scrub_all(_run_in_worktree(self.repo, self.stack, job, tt, collect_only))
         if result.status != "timeout":  # a hang may be the machine's load: try it again next time
             self.results.put(key, {k: v for k, v in dataclasses.asdict(result).items() if k in _KEPT})
         return result
@@ -807,8 +808,10 @@ def _imported_outside(imports: str | None, wt: str) -> list[tuple[str, str]]:
     try:
         with open(imports or "", encoding="utf-8") as f:
             found = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return []  # no src layout, not pytest, or it died before the end: nothing observed
+    if not isinstance(found, dict) or not all(isinstance(w, str) for w in found.values()):
+        return []  # written where the tests run: whatever they left there is no record of ours
     inside = os.path.realpath(wt) + os.sep
     return [(n, w) for n, w in sorted(found.items()) if not os.path.realpath(w).startswith(inside)]
 

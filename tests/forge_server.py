@@ -79,6 +79,7 @@ class Fault:
     headers: dict[str, str]
     body: Json | None
     delay: float
+    raw: bytes | None = None  # sent as the body as it is: an answer that is not JSON
 
     def matches(self, method: str, path: str) -> bool:
         return self.times > 0 and self.method in ("*", method) and bool(self.pattern.search(path))
@@ -245,6 +246,11 @@ class FakeGitHub:
 
     # -- fault injection -------------------------------------------------------
 
+    def clear_faults(self) -> None:
+        """Forget the injected faults no request has met yet."""
+        with self.lock:
+            self._faults.clear()
+
     def inject(
         self,
         method: str,
@@ -255,12 +261,14 @@ class FakeGitHub:
         headers: dict | None = None,
         body: dict | None = None,
         delay: float = 0.0,
+        raw: bytes | None = None,
     ) -> None:
         """The next `times` requests matching method and path get this answer.
 
         `path_regex` is searched in the percent-decoded path without the query
         string; method "*" matches any. status 0 means: only wait `delay`
-        seconds, then answer normally.
+        seconds, then answer normally. `raw`: the body's bytes, as they are
+        (malformed JSON).
         """
         fault = Fault(
             method.upper(),
@@ -270,6 +278,7 @@ class FakeGitHub:
             {k: str(v) for k, v in (headers or {}).items()},
             body,
             delay,
+            raw,
         )
         with self.lock:
             self._faults.append(fault)
@@ -1153,7 +1162,8 @@ class _Handler(BaseHTTPRequestHandler):
             if fault is not None:
                 time.sleep(fault.delay)
                 if fault.status:
-                    return self._send(fault.status, fault.body or _fault_body(fault.status), resource, fault.headers)
+                    body = fault.raw if fault.raw is not None else fault.body or _fault_body(fault.status)
+                    return self._send(fault.status, body, resource, fault.headers)
             if bad_json:
                 raise ApiError(400, "Problems parsing JSON")
             status, out, headers = self._dispatch(request)
@@ -1202,7 +1212,7 @@ class _Handler(BaseHTTPRequestHandler):
         return 200, result, {}
 
     def _send(self, status: int, body: Any, resource: str, extra: dict[str, str]) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
+        data = b"" if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
         headers = {
             "Content-Type": "application/json; charset=utf-8",
             "X-GitHub-Media-Type": "github.v3; format=json",

@@ -111,7 +111,7 @@ def test_a_subject_cut_after_a_dot_still_names_a_branch(tmp_path: Path) -> None:
     fork.ggstack("init", "s", "--repo-slug", "o/r", "--base", "main", check=True)
     fork.ggstack("import", "s", f"{old}..topic", check=True)
     assert [p.name for p in fork.patch_files()] == ["0001-docs-update-Twitter-to-social-media-in-CONTRIBUTING..patch"]
-    for args in ((), ("--branch-prefix", "refs/try")):
+    for args in ((), ("--branch-prefix", "refs/ggstack/try")):
         proc, run = fork.apply(*args)
         assert proc.returncode == 0, proc.stderr
         assert run is not None

@@ -838,3 +838,25 @@ def test_a_pr_of_another_stack_with_the_same_stack_patch_id_is_refused_and_nothi
     assert w.forge.write_calls() == 0, w.forge.requests
     assert w.remote_heads() == before
     assert pa["body"] == body
+
+
+@pytest.mark.parametrize(
+    "verb,path,raw",
+    [
+        ("GET", r"/repos/[^/]+/[^/]+$", b"{not json"),
+        ("GET", r"/pulls$", b"<html>502 Bad Gateway</html>"),
+        ("POST", r"/pulls$", b'{"number": '),
+        ("GET", r"/pulls$", b'"a string"'),
+        ("GET", r"/pulls$", b"[1, 2]"),
+    ],
+    ids=["repo-truncated", "pulls-html", "create-truncated", "pulls-a-string", "pulls-not-objects"],
+)
+def test_a_forge_answering_malformed_json_is_exit_3_without_a_traceback(
+    seeded: World, verb: str, path: str, raw: bytes
+) -> None:
+    w = seeded
+    w.forge.inject(verb, path, status=200, raw=raw, times=10)
+    proc = w.gg()
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "forge" in proc.stderr
+    assert TOKEN not in proc.stdout + proc.stderr

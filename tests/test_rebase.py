@@ -60,7 +60,7 @@ class Fork:
         return run_ggstack("--repo", str(self.repo.path), "--patches", str(self.patches), *args, cwd=self.tmp, env=env)
 
     def trees(self, onto: str) -> list[str | None]:
-        proc = self.gg("apply", "s", "--onto", onto, "--json", "--branch-prefix", "refs/test/apply")
+        proc = self.gg("apply", "s", "--onto", onto, "--json", "--branch-prefix", "refs/ggstack/test/apply")
         run = json.loads(proc.stdout)
         return [self.repo.tree(p["commit"]) if p["commit"] else None for p in run["patches"]]
 

@@ -175,3 +175,48 @@ def test_an_earlier_conflict_is_resolved_first(fork: Fork) -> None:
         and "0001-fix-a-change-a.patch, before 0002-fix-f-line-ten.patch, conflicts too" in proc.stderr
         and "drop it (ggstack drop --represented)" in proc.stderr
     )
+
+
+def _admin_dir(worktree: Path) -> Path:
+    return Path((worktree / ".git").read_text().split("gitdir: ", 1)[1].strip())
+
+
+@pytest.mark.parametrize("lock", ["index.lock", "MERGE_RR.lock"])
+def test_refresh_recovers_from_the_lock_a_killed_git_left_in_its_worktree(fork: Fork, lock: str) -> None:
+    """A refresh killed while its git held the worktree's lock: the next refresh goes on,
+    as no process holds that lock any more; nothing for the user to delete by hand."""
+    path = Path(fork.ok("resolve", "s", "2", "--onto", "main").stdout.strip())
+    (path / "f.txt").write_text(_text("f", {10: "both 10"}))
+    (_admin_dir(path) / lock).write_bytes(b"")  # what git leaves when killed between lock and commit
+    fork.ok("refresh", "s", "2")
+    assert "+both 10" in series.load(str(fork.patches), "s").patches[1].diff
+    assert not path.exists()
+    assert any((fork.repo.path / ".git" / "ggstack" / "rr-cache").iterdir())  # rerere recorded it
+
+
+def test_a_half_removed_resolve_worktree_is_cleared_and_resolve_starts_again(fork: Fork) -> None:
+    """A kill while a finished refresh removed its worktree leaves the session beside a
+    directory that is no worktree any more: resolve starts afresh, refresh says none is in progress."""
+    path = Path(fork.ok("resolve", "s", "2", "--onto", "main").stdout.strip())
+    (path / ".git").unlink()  # the worktree half removed
+    none = fork.gg("refresh", "s", "2")
+    assert none.returncode == 2 and "no resolve in progress" in none.stderr, none.stderr
+    again = json.loads(fork.ok("resolve", "s", "2", "--onto", "main", "--json").stdout)
+    assert again["conflicts"] == ["f.txt"] and "<<<<<<< " in (Path(again["worktree"]) / "f.txt").read_text()
+
+
+def test_a_worktree_half_made_by_a_killed_resolve_is_replaced(fork: Fork) -> None:
+    """Killed inside ``git worktree add``: git's admin entry stays locked ("initializing") and the
+    directory half there; the next resolve clears both and makes the worktree again."""
+    path = Path(fork.ok("resolve", "s", "2", "--onto", "main").stdout.strip())
+    admin = _admin_dir(path)
+    session = fork.repo.path / ".git" / "ggstack" / "resolve" / "s"
+    for f in session.glob("*.json"):
+        f.unlink()  # killed before the session was written
+    (admin / "locked").write_text("initializing")
+    (admin / "index.lock").write_bytes(b"")
+    proc = json.loads(fork.ok("resolve", "s", "2", "--onto", "main", "--json").stdout)
+    assert proc["conflicts"] == ["f.txt"]
+    (Path(proc["worktree"]) / "f.txt").write_text(_text("f", {10: "both 10"}))
+    fork.ok("refresh", "s", "2")
+    assert fork.repo.git("worktree", "list", "--porcelain").count("worktree ") == 1

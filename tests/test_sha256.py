@@ -68,3 +68,54 @@ def test_check_commits_on_sha256_gives_the_right_verdicts(fork: GitRepo) -> None
     run = _gg(fork, "check", "--commits", "--onto", "main", "topic", "topic~1")
     verdicts = {p["source_commit"]: p["verdict"] for p in run["patches"]}
     assert verdicts == {fork.sha("topic"): "unique", fork.sha("topic~1"): "represented"}
+
+
+def test_the_whole_loop_on_sha256(tmp_path: Path) -> None:
+    """Every command that changes a stack, on sha256: edit (message kept, and changed), move,
+    squash, resolve/refresh, rebase, remove, drop, import --from, sync and report."""
+    subprocess.run(["git", "init", "-q", "--object-format=sha256", "-b", "main", str(tmp_path / "fork")], check=True)
+    g = GitRepo(tmp_path / "fork")
+    old = g.commit("root", {f"{n}.txt": "".join(f"{n} {i}\n" for i in range(12)) for n in "abcd"})
+    g.git("checkout", "-q", "-b", "topic")
+    for n in "abcd":
+        g.commit(f"fix {n}", {f"{n}.txt": "".join(f"{n} {i}\n" for i in range(12)).replace(f"{n} 5", f"{n} five")})
+    g.git("checkout", "-q", "main")
+    g.commit("upstream d", {"d.txt": "".join(f"d {i}\n" for i in range(12)).replace("d 5", "d FIVE")})
+    g.git("cherry-pick", "topic~3")  # fix a: the base has it
+    patches = str(tmp_path / "patches")
+
+    def gg(*args: str, env: dict | None = None, ok: tuple[int, ...] = (0,)) -> str:
+        proc = run_ggstack("--patches", patches, *args, cwd=g.path, env=env)
+        assert proc.returncode in ok, (args, proc.stdout + proc.stderr)
+        assert "Traceback" not in proc.stderr
+        return proc.stdout
+
+    gg("init", "s", "--repo-slug", "o/r", "--base", "main")
+    gg("import", "s", f"{old}..topic")
+    names = [p["name"] for p in json.loads(gg("list", "s", "--json"))["s"]]
+    assert len(names) == 4
+    gg("edit", "s", "1", env={"EDITOR": "true", "VISUAL": ""})  # the message as it was
+    gg("edit", "s", "2", env={"EDITOR": "sed -i 1s/fix/Fix/", "VISUAL": ""})
+    assert json.loads(gg("list", "s", "--json"))["s"][1]["subject"] == "Fix b"
+    gg("move", "s", "3", "--to", "2")
+    gg("squash", "s", "2", "3")
+    applied = json.loads(gg("apply", "s", "--json", ok=(0, 1)))
+    assert [p["applied"] for p in applied["patches"]] == ["empty", "applied", "conflict"]
+    path = gg("resolve", "s", "3").strip()
+    Path(path, "d.txt").write_text("".join(f"d {i}\n" for i in range(12)).replace("d 5", "d five and FIVE"))
+    gg("refresh", "s", "3")
+    checked = json.loads(gg("check", "s", "--json"))
+    assert [p["verdict"] for p in checked["patches"]] == ["represented", "unique", "unique"]
+    gg("drop", "s", "--represented")
+    assert len(json.loads(gg("list", "s", "--json"))["s"]) == 2
+    g.commit("upstream moves", {"e.txt": "e\n"})
+    gg("rebase", "s", "--onto", "main")
+    gg("remove", "s", "2")
+    exported = tmp_path / "exported"
+    g.git("format-patch", "-q", "-o", str(exported), f"{old}..topic~2")
+    gg("init", "t", "--repo-slug", "o/r", "--base", "main")
+    gg("import", "t", "--from", str(exported), "--onto", old)
+    assert len(json.loads(gg("list", "t", "--json"))["t"]) == 2
+    run_json = tmp_path / "run.json"
+    gg("sync", "s", "--dry-run", "--run-json", str(run_json), env={"GITHUB_TOKEN": ""})
+    assert "unique" in gg("report", str(run_json))

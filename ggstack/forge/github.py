@@ -157,6 +157,12 @@ class GitHub:
                 wait, why = self._retryable(e, what, attempt, not_found)
             except requests.RequestException as e:
                 wait, why = self._backoff(attempt), f"{type(e).__name__}: {e}"
+            except ValueError as e:  # JSONDecodeError: no JSON at all (a proxy's page, a cut answer): retried
+                wait, why = self._backoff(attempt), f"its answer is not JSON ({e})"
+            except (TypeError, KeyError, AttributeError, IndexError, RecursionError) as e:
+                # JSON, but not the shape GitHub's API answers with (or nested past the parser): no
+                # retry makes it one.
+                raise InfraError(self.scrub(_malformed(what, self.shown_url, e))) from None
             else:
                 if write:
                     self._wrote()
@@ -247,7 +253,7 @@ class GitHub:
         def fetch() -> list[Any]:
             return list(self.repo.get_pulls(state="open", sort="created", direction="asc"))
 
-        return [_remote(p) for p in self.call(f"list open PRs of {self.slug}", fetch)]
+        return self.call(f"list open PRs of {self.slug}", lambda: [_remote(p) for p in fetch()])
 
     def find_open_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
         pulls = self._pulls_of_head(head_owner, head_ref, "open")
@@ -262,7 +268,7 @@ class GitHub:
         def fetch() -> list[Any]:
             return list(self.repo.get_pulls(state=state, head=f"{head_owner}:{head_ref}"))
 
-        return [_remote(p) for p in self.call(f"look up the {state} PRs of {head_ref}", fetch)]
+        return self.call(f"look up the {state} PRs of {head_ref}", lambda: [_remote(p) for p in fetch()])
 
     def approvals(self, pull: RemotePR) -> list[str]:
         """Maintainers whose latest decisive review of the PR approves it."""
@@ -444,3 +450,9 @@ def _seconds(value: str) -> float:
         return max(float(value), 0.0)
     except ValueError:  # an HTTP date: wait until then
         return max((parsedate_to_datetime(value).timestamp() - time.time()), 0.0)
+
+
+def _malformed(what: str, url: str, e: Exception) -> str:
+    return (
+        f"{what}: the forge at {url} answered with JSON that is not what GitHub's API sends ({type(e).__name__}: {e})"
+    )

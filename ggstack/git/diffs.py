@@ -141,7 +141,9 @@ class Diffs(Objects):
 
     def _start_object_processes(self) -> None:
         super()._start_object_processes()
-        self._merger = _Merger(Persistent(self.git_dir, self.worktree or self.git_dir, [*self._merge, "--stdin"]))
+        self._merger = _Merger(
+            Persistent(self.git_dir, self.worktree or self.git_dir, [*self._merge, "--stdin"], self.merge_config)
+        )
 
     @property
     def _merge(self) -> tuple[str, ...]:
@@ -170,7 +172,7 @@ class Diffs(Objects):
         return self._merge_once(ours, theirs)
 
     def _merge_once(self, ours: str, theirs: str) -> MergeResult:
-        proc = self.run(*self._merge, "--end-of-options", ours, theirs, check=False)
+        proc = self.run(*self._merge, "--end-of-options", ours, theirs, check=False, config=self.merge_config())
         if proc.returncode not in (0, 1):
             raise GitFailed(("merge-tree", ours, theirs), proc.returncode, proc.stderr.decode("utf-8", "replace"))
         out = proc.stdout.decode("utf-8", "surrogateescape")
@@ -195,7 +197,7 @@ class Diffs(Objects):
             return []
         feed = "".join(f"{ours} {theirs}\n" for ours, theirs in pairs).encode()
         args = (*self._merge, "--stdin")
-        proc = self.run(*args, input=feed, check=False)
+        proc = self.run(*args, input=feed, check=False, config=self.merge_config())
         if proc.returncode == 129:
             return [self.merge_trees(ours, theirs) for ours, theirs in pairs]
         if proc.returncode != 0:
@@ -219,7 +221,7 @@ class Diffs(Objects):
             args = ["apply", "--cached", "--whitespace=nowarn"]
             if three_way:
                 args.append("--3way")
-            proc = self.run(*args, "-", input=patch, env=env, check=False)
+            proc = self.run(*args, "-", input=patch, env=env, check=False, config=self.merge_config())
             if proc.returncode != 0:
                 return None, proc.stderr.decode("utf-8", "replace")
             return self.out("write-tree", env=env), proc.stderr.decode("utf-8", "replace")
@@ -318,7 +320,7 @@ class Diffs(Objects):
             raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {len(pairs)} diffs, read {len(chunks)}")
         return [chunk.lstrip(b"\n") for chunk in chunks]
 
-    def start_source_diffs(self, pairs: Sequence[tuple[str, str]]) -> Callable[[], list[tuple[str, bytes]]]:
+    def start_source_diffs(self, pairs: Sequence[tuple[str, str]]) -> Callable[[], list[tuple[str, memoryview]]]:
         """(tree of the commit, its diff from the given parent) for each (commit, parent), as
         ``format_patches`` writes the diff: one ``diff-tree --stdin``, or for many pairs two side
         by side (making the diffs is one core's work a process). They are started now and run
@@ -328,7 +330,7 @@ class Diffs(Objects):
             self.start(*_SOURCE_DIFF, input="".join(f"{c} {p}\n" for c, p in half).encode()) for half in halves if half
         ]
 
-        def wait() -> list[tuple[str, bytes]]:
+        def wait() -> list[tuple[str, memoryview]]:
             parts = [_source_diffs(job.wait(), len(half)) for job, half in zip(started, halves)]
             if len(parts) < 2:
                 return parts[0] if parts else []
@@ -376,22 +378,41 @@ def _tree_changes(raw: bytes, count: int) -> list[list[TreeChange]]:
     return out
 
 
-def _source_diffs(raw: bytes, count: int) -> list[tuple[str, bytes]]:
+def _source_diffs(raw: bytes, count: int) -> list[tuple[str, memoryview]]:
     """``_SOURCE_DIFF``'s output: (tree, diff) of each commit asked about. Cut where a line
     starts with the header (no line of a diff can: each starts with a diff's own marker, and
     a binary patch's base85 has no space), by ``bytes.split``: a ``re.M`` regex tried at
     every byte of a stack's diffs cost more than the rest of reading them."""
-    chunks = (b"\n" + raw).split(_SOURCE_HEADER)[1:]
+    starts = []  # where each header line starts; each diff is copied out of ``raw`` once
+    at = 0 if raw.startswith(_SOURCE_HEADER[1:]) else _after(raw.find(_SOURCE_HEADER))
+    while at >= 0:
+        starts.append(at)
+        at = _after(raw.find(_SOURCE_HEADER, at))
     out = []
-    for n, chunk in enumerate(chunks, 1):
-        head, _, diff = chunk.partition(b"\n")
+    for n, start in enumerate(starts, 1):
+        last = n == len(starts)
+        end = len(raw) if last else starts[n] - 1  # the newline before the next header is its own
+        head_end = raw.find(b"\n", start, end)
+        head_end = end if head_end < 0 else head_end
+        head = raw[start + len(_SOURCE_HEADER) - 1 : head_end]
         commit, _, tree = head.partition(b" ")
         if not (_OBJECT_ID.fullmatch(commit) and _OBJECT_ID.fullmatch(tree)):
             raise GitFailed(("diff-tree", "--stdin"), 0, f"unexpected header {head[:100]!r}")
-        out.append((tree.decode(), diff.lstrip(b"\n") + (b"\n" if n < len(chunks) else b"")))
+        body = head_end + 1
+        while body < end and raw[body] == 10:
+            body += 1
+        # A view, not a copy (the one caller compares it and lets go): for all but the last,
+        # with the newline before the next header, which is the diff's own last one.
+        view = memoryview(raw)[min(body, end) : end if last else end + 1]
+        out.append((tree.decode(), view if view.nbytes or last else memoryview(b"\n")))
     if len(out) != count:
         raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {count} diffs, read {len(out)}")
     return out
+
+
+def _after(found: int) -> int:
+    """Where the line after a newline ``find`` found starts; -1 where it found none."""
+    return found + 1 if found >= 0 else -1
 
 
 class _Merger:

@@ -66,9 +66,13 @@ class Objects(Refs):
         cwd = self.worktree or self.git_dir
         self._reader = Persistent(self.git_dir, cwd, ["cat-file", "--batch"])
         self._tree_writer = Persistent(self.git_dir, cwd, ["mktree", "-z", "--missing", "--batch"])
-        self._commit_writer = Persistent(self.git_dir, cwd, ["hash-object", "-w", "-t", "commit", "--stdin-paths"])
+        # The writers are given their files by name, a line each, in the scratch directory they
+        # run in: a repository path with a newline in it (which --stdin-paths cannot take) is
+        # never on those lines.
+        scratch = os.path.join(self.common_dir, "ggstack", "tmp")
+        self._commit_writer = Persistent(self.git_dir, scratch, ["hash-object", "-w", "-t", "commit", "--stdin-paths"])
         self._blob_writer = Persistent(
-            self.git_dir, cwd, ["hash-object", "-w", "-t", "blob", "--no-filters", "--stdin-paths"]
+            self.git_dir, scratch, ["hash-object", "-w", "-t", "blob", "--no-filters", "--stdin-paths"]
         )
         self._idents = {}
         self._commits = {}
@@ -109,7 +113,9 @@ class Objects(Refs):
         """``Refs.try_resolve``; a commit through the long-lived ``cat-file`` (git's own reading
         of the name, as ``rev-parse`` has it), not a process of its own: every command resolves
         its base first."""
-        if what != "commit" or not ref or ref.startswith("^") or "\n" in ref:
+        # A path in a tree (``main:../x``) is never a commit, and one outside the repository ends
+        # cat-file altogether ("is outside repository"): rev-parse says no to it instead.
+        if what != "commit" or not ref or ref.startswith("^") or "\n" in ref or ":" in ref:
             return super().try_resolve(ref, what)
         found = self._read(f"{ref}^{{commit}}")
         return found[0] if found is not None and found[1] == "commit" else None
@@ -231,7 +237,8 @@ class Objects(Refs):
             def answers(out: IO[bytes]) -> bytes:
                 return b"\n".join(read_line(out) for _ in paths)
 
-            return writer.ask(b"".join(p.encode() + b"\n" for p in paths), answers).decode().split("\n")
+            names = b"".join(os.path.basename(p).encode() + b"\n" for p in paths)  # in the writer's directory
+            return writer.ask(names, answers).decode().split("\n")
         finally:
             for path in paths:
                 os.unlink(path)
@@ -252,9 +259,8 @@ class Objects(Refs):
                 with naming(path), open(path, "wb") as f:
                     f.write(data)
                 paths.append(path)
-            out = self.out(
-                "hash-object", "-w", "--no-filters", "-t", kind, "--stdin-paths", input="\n".join(paths).encode()
-            )
+            names = "\n".join(os.path.basename(p) for p in paths).encode()  # no newline of the repository's path
+            out = self.out("hash-object", "-w", "--no-filters", "-t", kind, "--stdin-paths", input=names, cwd=d)
         return out.split()
 
     def edit_tree(self, tree: str | None, changes: dict[str, tuple[str, str] | None]) -> str:

@@ -161,6 +161,10 @@ _SUBJECT_NUMBER = re.compile(rb"^Subject: \[PATCH(?: \d+/\d+)?\]", re.M)
 
 
 def set_patch_number(data: bytes, number: int, total: int) -> bytes:
-    """Rewrite the ``[PATCH n/m]`` of a format-patch file (and only that)."""
-    label = f"[PATCH {number}/{total}]".encode()
-    return _SUBJECT_NUMBER.sub(b"Subject: " + label, data, count=1)
+    """Rewrite the ``[PATCH n/m]`` of a format-patch file (and only that): the same bytes where
+    it is already that, else one new copy (the rest joined from where it is, not sliced first)."""
+    label = b"Subject: " + f"[PATCH {number}/{total}]".encode()
+    m = _SUBJECT_NUMBER.search(data)
+    if m is None or m.group(0) == label:
+        return data
+    return b"".join((memoryview(data)[: m.start()], label, memoryview(data)[m.end() :]))

@@ -59,17 +59,18 @@ class GitFailed(InfraError):
         self.stderr = stderr
 
 
-def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+def environment(extra: dict[str, str] | None = None, config: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git ggstack starts: the caller's, less what
-    points at another repository or index, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k not in INHERITED_REPOSITORY_ENV}
+    points at another repository or index or names a program of the user's,
+    plus ``extra``; ``config``: settings over the user's (``git -c``)."""
+    env = {k: v for k, v in os.environ.items() if k not in INHERITED_REPOSITORY_ENV and k not in USER_PROGRAM_ENV}
     env.update(extra or {})
     # Plumbing output must not depend on the user's locale or pager.
     env["LC_ALL"] = "C"
     env["GIT_PAGER"] = "cat"
     # Nor on settings that make `log` print more than its format asks for (gpg's verdict on
     # every signed commit, before the commit itself).
-    settings = dict(PLUMBING_CONFIG)
+    settings = {**PLUMBING_CONFIG, **(config or {})}
     if extra and "GIT_INDEX_FILE" in extra:
         # A scratch index is no index of the user's: their post-index-change hook is not told of it.
         settings["core.hooksPath"] = os.devnull
@@ -80,7 +81,23 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 # Settings every git ggstack starts runs with, over the user's own (as ``git -c`` would):
 # ``log`` printing gpg's verdict before a signed commit; ``diff-tree -p`` writing a blank
 # context line as an empty line, which is no hunk line to the diffs ggstack reads and compares.
-PLUMBING_CONFIG = {"log.showSignature": "false", "diff.suppressBlankEmpty": "false"}
+# And the user's programs that git would start for them, which ggstack's own work never wants
+# (README "Your git settings"): the fsmonitor daemon or hook started in the checkout to answer
+# what changed in it (ggstack reads objects, not the checkout); gpg signing a scratch commit
+# (``commit-tree`` honours commit.gpgSign: a prompt, and no longer the same object for the same
+# inputs). An external diff program or textconv filter plumbing never runs, and the one
+# ``git diff`` ggstack runs (in its resolve worktree) is told not to (``--no-ext-diff``).
+PLUMBING_CONFIG = {
+    "log.showSignature": "false",
+    "diff.suppressBlankEmpty": "false",
+    "core.fsmonitor": "false",
+    "commit.gpgSign": "false",
+}
+# The same programs named by the environment instead.
+USER_PROGRAM_ENV = ("GIT_EXTERNAL_DIFF",)
+# The merge driver ggstack puts in place of each of the user's (``Runner.merge_config``): git's
+# own 3-way text merge of the three versions, as the built-in driver makes it, run by git.
+NEUTRAL_MERGE_DRIVER = "git merge-file --quiet --marker-size=%L -L ours -L base -L theirs %A %O %B"
 
 
 def _configure(env: dict[str, str], settings: dict[str, str]) -> None:
@@ -144,6 +161,7 @@ class Runner:
     common_dir: str
     worktree: str | None
     null_oid: str  # the object format's all-zero id: 40 digits for sha1, 64 for sha256
+    _merge_settings: tuple[dict[str, str], str | None] | None = None  # read once: merge_drivers
 
     def run(
         self,
@@ -152,17 +170,56 @@ class Runner:
         env: dict[str, str] | None = None,
         check: bool = True,
         cwd: str | None = None,
+        config: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         proc = subprocess.run(
             ["git", "--git-dir", self.git_dir, *args],
             input=input,
-            env=environment(env),
+            env=environment(env, config),
             cwd=cwd or self.worktree or self.git_dir,
             capture_output=True,
         )
         if proc.returncode != 0 and (check or _BAD_CONFIG in proc.stderr):
             raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
+
+    def merge_drivers(self) -> tuple[dict[str, str], str | None]:
+        """The merge drivers the user configured (``merge.<name>.driver``: name → command) and
+        ``merge.default`` (the driver of a path whose merge attribute names none); read once."""
+        if self._merge_settings is None:
+            proc = self.run("config", "-z", "--get-regexp", r"^merge\.(.+\.driver|default)$", check=False)
+            drivers: dict[str, str] = {}
+            default = None
+            for entry in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
+                key, _, value = entry.partition("\n")
+                if key.startswith("merge.") and key.endswith(".driver") and len(key) > len("merge..driver"):
+                    drivers[key[len("merge.") : -len(".driver")]] = value
+                elif key == "merge.default":
+                    default = value
+            self._merge_settings = (drivers, default)
+        return self._merge_settings
+
+    def merge_config(self) -> dict[str, str]:
+        """Settings that put git's own text merge in place of each of the user's merge drivers
+        (a program the merge attribute chooses): a replay runs none of their programs, and is
+        the same for every maintainer and for the bot (``driven_paths`` says where it would differ)."""
+        return {f"merge.{name}.driver": NEUTRAL_MERGE_DRIVER for name in self.merge_drivers()[0]}
+
+    def driven_paths(self, paths: Sequence[str]) -> dict[str, str]:
+        """Of ``paths``, those whose merge the user's config gives to a driver of theirs (through
+        the merge attribute, or ``merge.default``): path → the driver's name."""
+        drivers, default = self.merge_drivers()
+        if not drivers or not paths:
+            return {}
+        feed = "".join(f"{p}\0" for p in paths).encode("utf-8", "surrogateescape")
+        out = self.run("check-attr", "-z", "--stdin", "merge", input=feed).stdout.decode("utf-8", "surrogateescape")
+        fields = out.split("\0")
+        found = {}
+        for path, value in zip(fields[0::3], fields[2::3]):
+            name = default if value == "unspecified" else value
+            if name in drivers:
+                found[path] = name
+        return found
 
     def run_as(self, *args: str, input: bytes) -> tuple[int, subprocess.CompletedProcess[bytes]]:
         """``run`` that also says which process it was (its pid), never raising:
@@ -278,9 +335,12 @@ class Persistent:
     thousands of reads and writes cost one process each kind, not one each.
     Started on first use, under the same environment as every other git."""
 
-    def __init__(self, git_dir: str, cwd: str, args: Sequence[str]) -> None:
+    def __init__(
+        self, git_dir: str, cwd: str, args: Sequence[str], config: Callable[[], Mapping[str, str]] | None = None
+    ) -> None:
         self._argv = ["git", "--git-dir", git_dir, *args]
         self._cwd = cwd
+        self._config = config  # settings over the user's, asked when the process starts
         self._proc: subprocess.Popen[bytes] | None = None
         self._errors: IO[bytes] | None = None
         self._lock = threading.Lock()  # one question and its answer at a time
@@ -337,7 +397,7 @@ class Persistent:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._errors,
-                env=environment({"GIT_FLUSH": "1"}),  # an answer per question, not per buffer
+                env=environment({"GIT_FLUSH": "1"}, self._config() if self._config else None),  # an answer a question
                 cwd=self._cwd,
             )
         return self._proc

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 
 from ggstack.git.runner import GitFailed, Runner, plain_git, rev_parse_at
@@ -40,8 +41,9 @@ class Worktrees(Runner):
         either, which keeps it as cheap as a worktree."""
         os.makedirs(path, exist_ok=True)
         plain_git("init", "-q", f"--object-format={getattr(self, 'object_format', 'sha1')}", path)
+        objects = os.path.abspath(os.path.join(self.common_dir, "objects"))
         with open(os.path.join(path, ".git", "objects", "info", "alternates"), "w") as f:
-            f.write(os.path.abspath(os.path.join(self.common_dir, "objects")) + "\n")
+            f.write(_alternate_line(objects))
         plain_git("-C", path, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "--detach", commit)
 
     def add_resolve_worktree(self, path: str, commit: str) -> Worktree:
@@ -50,8 +52,30 @@ class Worktrees(Runner):
         return self.resolve_worktree(path)
 
     def resolve_worktree(self, path: str) -> Worktree:
-        """The resolve worktree at ``path``, its rerere records kept in ggstack's own directory."""
-        return Worktree(path, (os.path.join(self.common_dir, "rr-cache"), self.state_dir("rr-cache")))
+        """The resolve worktree at ``path``, its rerere records kept in ggstack's own directory;
+        the locks a killed git left in it are cleared (``Worktree.clear_stale_locks``)."""
+        worktree = Worktree(path, (os.path.join(self.common_dir, "rr-cache"), self.state_dir("rr-cache")))
+        worktree.clear_stale_locks()
+        return worktree
+
+    def is_whole_worktree(self, path: str) -> bool:
+        """``path`` is a worktree of this repository as ``worktree add`` left it when it ended:
+        its ``.git`` names an admin directory here that names it back, and no lock says
+        "initializing" (a kill inside ``worktree add`` leaves that)."""
+        try:
+            with open(os.path.join(path, ".git"), encoding="utf-8") as f:
+                admin = os.path.join(path, f.read().strip().removeprefix("gitdir: "))  # relative: to the worktree
+            with open(os.path.join(admin, "gitdir"), encoding="utf-8") as f:
+                back = os.path.join(admin, f.read().strip())  # and to the admin directory
+        except (OSError, UnicodeDecodeError):
+            return False
+        here = os.path.realpath(os.path.join(self.common_dir, "worktrees"))
+        return (
+            os.path.dirname(os.path.realpath(admin)) == here
+            and os.path.realpath(back) == os.path.realpath(os.path.join(path, ".git"))
+            and not os.path.exists(os.path.join(admin, "locked"))
+            and os.path.exists(os.path.join(admin, "HEAD"))
+        )
 
     def remove_worktree(self, path: str) -> None:
         self.run("worktree", "remove", "--force", "--force", path, check=False)
@@ -137,6 +161,20 @@ class Worktree(Runner):
             else:
                 os.rename(theirs, ours)
 
+    def clear_stale_locks(self) -> list[str]:
+        """Remove the lock files a killed git left in this worktree's git dir (``index.lock``,
+        rerere's ``MERGE_RR.lock``), with which git refuses to start. The worktree is ggstack's
+        own and used under the stack's lock, so a lock no live git holds is a dead one's;
+        one that a git still holds (open, or a git working here) is left to it."""
+        removed = []
+        for name in _LOCKS:
+            path = os.path.join(self.git_dir, name)
+            if os.path.exists(path) and not _lock_in_use(path, self.path):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                removed.append(path)
+        return removed
+
     def run(self, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess[bytes]:
         """``Runner.run`` with rerere on and no hook of the user's; a failure names ``args`` alone."""
         proc = super().run(*self._RERERE, *args, check=False, **kw)
@@ -148,7 +186,9 @@ class Worktree(Runner):
         """``commit``'s change into the working tree, uncommitted (merge-ort, as ``apply``):
         (paths left conflicted, paths rerere resolved from a recorded resolution)."""
         with self._records():
-            proc = self.run("cherry-pick", "--no-commit", "--strategy=ort", commit, check=False)
+            proc = self.run(
+                "cherry-pick", "--no-commit", "--strategy=ort", commit, check=False, config=self.merge_config()
+            )
         text = (proc.stdout + proc.stderr).decode("utf-8", "replace")
         if proc.returncode not in (0, 1) or (proc.returncode == 1 and "conflict" not in text.lower()):
             raise GitFailed(("cherry-pick", commit), proc.returncode, text)
@@ -156,7 +196,9 @@ class Worktree(Runner):
         return [p for p in self.unmerged_paths() if p not in reused], reused
 
     def unmerged_paths(self) -> list[str]:
-        out = self.run("diff", "--name-only", "--diff-filter=U", "-z").stdout.decode("utf-8", "surrogateescape")
+        out = self.run("diff", "--no-ext-diff", "--no-textconv", "--name-only", "--diff-filter=U", "-z").stdout.decode(
+            "utf-8", "surrogateescape"
+        )
         return sorted({p for p in out.split("\0") if p})
 
     def record_resolution(self) -> None:
@@ -168,3 +210,56 @@ class Worktree(Runner):
         """Everything in the working tree staged, as a tree (the resolution)."""
         self.run("add", "-A")
         return self.run("write-tree").stdout.decode().strip()
+
+
+_LOCKS = ("index.lock", "MERGE_RR.lock")  # what a git killed between taking and letting go of them leaves
+_LOCK_AGE = 60.0  # where /proc cannot say who holds a lock: one older than this is a dead process's
+
+
+def _lock_in_use(lock: str, worktree: str) -> bool:
+    """Whether a live process may still hold ``lock``: one has it open (git keeps the file open
+    until it commits or rolls back), or a git works in ``worktree`` (``git commit`` waiting on
+    an editor has closed it). Without ``/proc``, a lock younger than a minute is taken as held."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        pids = []
+    if not pids:
+        with contextlib.suppress(OSError):
+            return time.time() - os.stat(lock).st_mtime < _LOCK_AGE
+        return False
+    lock, worktree = os.path.realpath(lock), os.path.realpath(worktree)
+    return any(_holds(pid, lock) or _git_working_in(pid, worktree) for pid in pids)
+
+
+def _holds(pid: str, path: str) -> bool:
+    fds = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return False
+    for fd in names:
+        with contextlib.suppress(OSError):
+            if os.readlink(os.path.join(fds, fd)) == path:
+                return True
+    return False
+
+
+def _git_working_in(pid: str, worktree: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            if not f.read().startswith("git"):
+                return False
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    return cwd == worktree or cwd.startswith(worktree + os.sep)
+
+
+def _alternate_line(path: str) -> str:
+    """``path`` as a line of ``objects/info/alternates``: C-quoted (as git reads it since 2.11)
+    where it holds a newline, a quote or a backslash, which a plain line cannot carry."""
+    if not any(c in path for c in '\n"\\'):
+        return path + "\n"
+    escaped = path.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"\n'
