@@ -303,7 +303,9 @@ def _credential_parameters(value: str) -> bool:
 def _credential_values(env: Mapping[str, str]) -> list[str]:
     """What of each credential form would be shown: a secret variable's value, an auth
     header's value and its last word (the token or its encoding)."""
-    found = [v.strip() for k, v in env.items() if credential_name(k) and k.upper() not in CREDENTIAL_VARS]
+    found = [
+        v.strip() for k, v in env.items() if credential_name(k) and k.upper() not in CREDENTIAL_VARS and len(v) >= 8
+    ]
     settings = [*config_entries(env), *held_config, *_parameters(env.get("GIT_CONFIG_PARAMETERS", ""))]
     for key, value in settings:
         if credential_setting(key, value) and value.strip():

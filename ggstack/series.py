@@ -112,6 +112,9 @@ cpu = {_toml_string(cpu)}
 {gpu_line}
 {_noted(f"timeout = {timeout}", "seconds per test command")}
 gpu_runner = "gpu"             # runs-on label for GPU jobs in the CI matrix
+gpu_queue = "gpu"              # Buildkite agent queue for GPU steps (test --matrix --ci buildkite)
+home = "scratch"               # a test run's HOME: a scratch directory of its own ("user": yours)
+# pass_env = ["HF_HOME"]       # more of your variables for the tests (never a credential)
 """
 
 
