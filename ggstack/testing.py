@@ -21,6 +21,7 @@ import re
 import shlex
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -745,6 +746,8 @@ def _run_in_worktree(
         imports = _watch_imports(wt, tmp, env)
         scratch_home = stack.config.tests.home != "user" and "HOME" not in dict(stack.config.tests.env)
         env.update(_own_git_config(tmp, git_config, home=scratch_home))
+        if scratch_home:  # what `pip install --user` put in your HOME stays importable
+            env.setdefault("PYTHONUSERBASE", site.getuserbase())
         marker = f"{os.getpid()}-{os.path.basename(wt)}"
         env[_MARKER] = marker
         started = time.monotonic()

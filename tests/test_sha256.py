@@ -68,3 +68,30 @@ def test_check_commits_on_sha256_gives_the_right_verdicts(fork: GitRepo) -> None
     run = _gg(fork, "check", "--commits", "--onto", "main", "topic", "topic~1")
     verdicts = {p["source_commit"]: p["verdict"] for p in run["patches"]}
     assert verdicts == {fork.sha("topic"): "unique", fork.sha("topic~1"): "represented"}
+
+
+def test_the_bots_two_stages_hand_sha256_commits_over_in_a_bundle(fork: GitRepo, tmp_path: Path) -> None:
+    """sync --no-forge --bundle in the fork; pr --run --bundle in a clone that never had the commits."""
+    patches = str(tmp_path / "patches")
+    run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "main", cwd=fork.path)
+    _gg(fork, "import", "s", "main~2..topic")
+    out = tmp_path / "out"
+    proc = run_ggstack(
+        "--patches", patches, "sync", "s", "--no-forge", "--run-json", str(out / "run.json"),
+        "--bundle", str(out / "commits.bundle"), cwd=fork.path,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr
+    commit = json.loads((out / "run.json").read_text())["patches"][1]["commit"]
+    assert len(commit) == 64
+    subprocess.run(
+        ["git", "clone", "-q", "--no-local", "--single-branch", "-b", "main", str(fork.path), str(tmp_path / "c")],
+        check=True,
+    )
+    clone = GitRepo(tmp_path / "c")
+    assert clone.git("cat-file", "-t", commit, check=False) != "commit"
+    args = ["--patches", patches, "pr", "s", "--run", str(out / "run.json"), "--dry-run"]
+    missing = run_ggstack(*args, cwd=clone.path, env={"GITHUB_TOKEN": ""})
+    assert missing.returncode == 2 and "is not here" in missing.stderr, missing.stderr
+    planned = run_ggstack(*args, "--bundle", str(out / "commits.bundle"), cwd=clone.path, env={"GITHUB_TOKEN": ""})
+    assert planned.returncode == 0, planned.stderr
+    assert "open PR 1 of 1" in planned.stdout and clone.git("cat-file", "-t", commit) == "commit"
