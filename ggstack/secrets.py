@@ -101,8 +101,9 @@ def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
     when ``release``, into ``os.environ`` (children started from then on inherit them).
 
     ``/proc/<pid>/environ`` never changes after exec, whatever ``os.environ`` does
-    later, hence the exec. The secrets go into ``os.environ`` only for commands that
-    talk to the forge, and for ``sync`` only after its tests (``release_to_environ``)."""
+    later, hence the exec: for the commands that run a patch's code (``release``
+    off); the others, which keep them, are not started again. ``sync`` puts them
+    into ``os.environ`` only after its tests (``release_to_environ``)."""
     if os.environ.get(SECRETS_FD, "").isdigit():
         fd = int(os.environ.pop(SECRETS_FD))
         with os.fdopen(fd, "rb") as pipe:
@@ -111,6 +112,8 @@ def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
         held_config.extend((k, v) for k, v in handed.get("config", []))
         if release:
             release_to_environ()
+        return
+    if release:  # a command that runs no patch code would only put them straight back: no exec
         return
     clean, found, config = split_credentials(os.environ)
     if not (found or config) or not _running_as_ggstack() or not hasattr(os, "execve"):
