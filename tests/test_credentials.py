@@ -440,7 +440,7 @@ def test_stack_toml_can_pass_a_variable_on_but_never_a_credential(world: World) 
         toml.write_text(text.replace("[tests]\n", f'[tests]\npass_env = ["{bad}"]\n'))
         proc = world.gg("list", "s", env=world.quiet_env())
         assert proc.returncode == 2 and "tests.pass_env" in proc.stderr and bad in proc.stderr, proc.stderr
-    toml.write_text(text.replace("[tests]\n", '[tests]\nhome = "mine"\n'))
+    toml.write_text(text.replace('home = "scratch"', 'home = "mine"'))
     proc = world.gg("list", "s", env=world.quiet_env())
     assert proc.returncode == 2 and "tests.home" in proc.stderr
 
@@ -451,7 +451,7 @@ def test_a_scratch_home_unless_the_stack_asks_for_the_users(world: World) -> Non
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert {p["home"] for p in world.probed()} and all(p["home"] != str(world.home) for p in world.probed())
     toml = world.patches / "s" / "stack.toml"
-    toml.write_text(toml.read_text().replace("[tests]\n", '[tests]\nhome = "user"\n'))
+    toml.write_text(toml.read_text().replace('home = "scratch"', 'home = "user"'))
     proc = world.gg("test", "s", "--onto", "main", "--no-cache", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert world.probed()[-1]["home"] == str(world.home)
