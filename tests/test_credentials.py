@@ -109,6 +109,9 @@ def _basic(token: str) -> str:
 
 
 FORMS = (TOKEN, _basic(TOKEN))
+# The privileged job is another machine: its own replay of a patch is another commit (its
+# committer), never by the same second the very commit the untrusted job made.
+PRIVILEGED = {"GIT_COMMITTER_NAME": "The Privileged Job"}
 
 
 class World:
@@ -345,7 +348,7 @@ def test_the_split_untrusted_job_finds_nothing_and_the_privileged_job_pushes_wha
     clone = _privileged_checkout(world)
     assert clone.git("cat-file", "-t", commit or "", check=False) != "commit"  # it is only in the bundle
     ran = len(world.probed())
-    env = world.quiet_env(**world.every_form())
+    env = world.quiet_env(**world.every_form(), **PRIVILEGED)
     proc = world.gg(
         "pr", "s", "--run", str(out / "run.json"), "--bundle", str(out / "commits.bundle"), env=env, cwd=clone.path
     )
@@ -371,7 +374,7 @@ def test_the_privileged_stage_refuses_a_run_or_commits_that_are_not_the_stacks(w
     run = _untrusted(world, out)
     clone = _privileged_checkout(world)
     bundle = str(out / "commits.bundle")
-    env = world.quiet_env(GITHUB_TOKEN=TOKEN)
+    env = world.quiet_env(GITHUB_TOKEN=TOKEN, **PRIVILEGED)
     # A commit with the patch's parent and message but another tree: what a test that rewrote
     # ggstack in its job could hand on. It travels in a bundle of its own.
     forged = world.fork.git(
