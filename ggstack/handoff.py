@@ -75,7 +75,7 @@ def receive(repo: git.Repository, stack: Stack, run: Run, *, bundle: str | None,
     and every commit the Run names checked against the stack (``verify``)."""
     if bundle is not None:
         try:
-            named = repo.unbundle(bundle)
+            named = repo.unbundle(os.path.abspath(bundle))  # git runs in the repository, not here
         except git.GitFailed as e:
             raise UserError(f"--bundle: not a bundle git can read here: {e}", path=bundle) from None
         if named.get(_BASE_NAME) not in (None, run.base):

@@ -94,6 +94,8 @@ def test_the_bots_two_stages_hand_sha256_commits_over_in_a_bundle(fork: GitRepo,
     other = {"GITHUB_TOKEN": "", "GIT_COMMITTER_NAME": "The Privileged Job"}
     missing = run_ggstack(*args, cwd=clone.path, env=other)
     assert missing.returncode == 2 and "is not here" in missing.stderr, missing.stderr
-    planned = run_ggstack(*args, "--bundle", str(out / "commits.bundle"), cwd=clone.path, env=other)
+    # The files named as a CI job names them: relative to where it runs, not to the repository.
+    relative = ["--repo", str(clone.path), *args[:-2], "out/run.json", "--dry-run", "--bundle", "out/commits.bundle"]
+    planned = run_ggstack(*relative, cwd=tmp_path, env=other)
     assert planned.returncode == 0, planned.stderr
     assert "open PR 1 of 1" in planned.stdout and clone.git("cat-file", "-t", commit) == "commit"
