@@ -949,7 +949,16 @@ def check(
 )
 @click.option("--only", multiple=True, help="Test only this patch (index or file name; repeatable).")
 @click.option(
-    "--matrix", is_flag=True, help="Print the job list for GitHub Actions strategy.matrix (fromJSON) and run nothing."
+    "--matrix",
+    is_flag=True,
+    help="Print the job list for the CI (--ci) and run nothing: GitHub Actions strategy.matrix, or a Buildkite pipeline.",
+)
+@click.option(
+    "--ci",
+    type=click.Choice(["actions", "buildkite"]),
+    default="actions",
+    show_default=True,
+    help="With --matrix: actions prints the matrix JSON; buildkite a pipeline for `buildkite-agent pipeline upload`.",
 )
 @click.option(
     "--shard",
@@ -966,6 +975,13 @@ def check(
     help="Where --shard/--job write their results [default: ggstack-test-<shard or job>.json].",
 )
 @click.option("--merge", is_flag=True, help="Fold the RESULTS_FILES written by --shard/--job into the Run.")
+@click.option(
+    "--bundle",
+    "bundle",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Also write the Run's per-patch commits as a git bundle here, for `ggstack pr --run RUN --bundle FILE`.",
+)
 @click.option(
     "--jobs",
     "-j",
@@ -991,10 +1007,12 @@ def test_(
     gpu: str,
     only: tuple[str, ...],
     matrix: bool,
+    ci: str,
     shard: str | None,
     job_id: str | None,
     results_path: str | None,
     merge: bool,
+    bundle: str | None,
     jobs: int,
     no_cache: bool,
     as_json: bool,
@@ -1017,16 +1035,27 @@ def test_(
       ggstack test gg-clean --onto origin/dev/gilded-gnosis --matrix
       ggstack test gg-clean --onto origin/dev/gilded-gnosis --shard 2/4 --results results/2.json
       ggstack test gg-clean --onto origin/dev/gilded-gnosis --merge results/*.json
-    """
-    from ggstack import report, testing
+      ggstack test gg-clean --onto "$BASE" --matrix --ci buildkite | buildkite-agent pipeline upload
 
-    _check_test_modes(results_files, matrix, shard, job_id, merge)
+    --shard and --job are the CI's untrusted jobs: they refuse to run where a
+    credential is in reach (README "The bot").
+    """
+    from ggstack import handoff, testing
+
+    _check_test_modes(results_files, matrix, shard, job_id, merge, bundle)
     part = _parse_shard(shard) if shard else None
     s = obj.stack(stack)
+    if part or job_id:
+        handoff.refuse_credentials(obj.repo, "test --shard" if part else "test --job")
     base = onto or s.config.target.base
     run = testing.prepare(obj.repo, s, base)
     if matrix:
-        print_json(testing.matrix(obj.repo, s, run, gpu=gpu, only=only))
+        if ci == "buildkite":
+            from ggstack import buildkite
+
+            print_json(buildkite.pipeline(obj.repo, s, run, gpu=gpu, only=only))
+        else:
+            print_json(testing.matrix(obj.repo, s, run, gpu=gpu, only=only))
         return
     if part or job_id:
         with StageProgress(1, "test", min_total=1) as progress:
@@ -1050,24 +1079,34 @@ def test_(
             run = testing.test(
                 obj.repo, s, run, gpu=gpu, only=only, progress=progress, jobs=jobs, use_cache=not no_cache
             )
+    if bundle:
+        handoff.write_bundle(obj.repo, run, bundle)
     if as_json:
         print_json(run.to_json())
     else:
-        out = console()
-        chosen = {s.find(key).name for key in only}
-        out.print(report.test_table(run, [p.name for p in s.patches if only and p.name not in chosen]))
-        failures = report.test_failures(run)
-        if failures:
-            out.print(failures, markup=False)
-        if run.stages.get("test", "").startswith("ok: "):
-            warn(run.stages["test"].removeprefix("ok: "))
+        _print_tested(s, run, only)
     sys.exit(1 if any(o.verdict is Verdict.BROKEN for o in run.outcomes) else 0)
 
 
+def _print_tested(s: Stack, run: Run, only: tuple[str, ...]) -> None:
+    from ggstack import report
+
+    out = console()
+    chosen = {s.find(key).name for key in only}
+    out.print(report.test_table(run, [p.name for p in s.patches if only and p.name not in chosen]))
+    failures = report.test_failures(run)
+    if failures:
+        out.print(failures, markup=False)
+    if run.stages.get("test", "").startswith("ok: "):
+        warn(run.stages["test"].removeprefix("ok: "))
+
+
 def _check_test_modes(
-    results_files: tuple[str, ...], matrix: bool, shard: str | None, job_id: str | None, merge: bool
+    results_files: tuple[str, ...], matrix: bool, shard: str | None, job_id: str | None, merge: bool, bundle: str | None
 ) -> None:
     modes = [m for m, on in (("--matrix", matrix), ("--shard", shard), ("--job", job_id), ("--merge", merge)) if on]
+    if bundle and (matrix or shard or job_id):
+        raise UserError("--bundle goes with --merge (or a whole test run): the Run whose commits it carries")
     if len(modes) > 1:
         raise UserError(f"{' and '.join(modes)} do not go together")
     if results_files and not merge:
@@ -1117,7 +1156,15 @@ def _parse_shard(text: str) -> tuple[int, int]:
     "run_path",
     default=None,
     type=click.Path(exists=True, dir_okay=False),
-    help="Use a saved Run (e.g. `ggstack test --json`) instead of running apply and check.",
+    help="Use a saved Run (e.g. `ggstack test --json`) instead of running apply and check; "
+    "every commit it names is checked against the stack first.",
+)
+@click.option(
+    "--bundle",
+    "bundle",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --run: the Run's commits, as the stage that ran the tests wrote them (sync --no-forge --bundle).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the Run (with the plan) as JSON.")
 @click.pass_obj
@@ -1130,6 +1177,7 @@ def pr(
     close_redundant: bool,
     stacked: bool | None,
     run_path: str | None,
+    bundle: str | None,
     as_json: bool,
 ) -> None:
     """Open or update stacked PRs for the patches the base still needs.
@@ -1142,17 +1190,24 @@ def pr(
     --onto branch. Token: GITHUB_TOKEN or GH_TOKEN; API: GITHUB_API_URL.
     Nothing is ever merged. Exit 1 when a patch needs a human, as sync.
 
+    With --run (and --bundle) this is the bot's privileged stage: it runs no
+    patch code, and refuses (exit 2) a Run whose commits are not the stack's
+    own patches replayed on its base.
+
     \b
-    Example:
+    Examples:
       ggstack pr gg-clean --onto origin/dev/gilded-gnosis --dry-run
+      ggstack pr gg-clean --run ggstack-run/run.json --bundle ggstack-run/commits.bundle
     """
+    from ggstack import handoff, report
     from ggstack import pr as pr_stage
-    from ggstack import report
     from ggstack.check.stack import check_stack
 
     s = obj.stack(stack)
+    if bundle and not run_path:
+        raise UserError("--bundle goes with --run (the Run whose commits it carries)")
     if run_path:
-        run = _load_run(run_path)
+        run = handoff.receive(obj.repo, s, _load_run(run_path), bundle=bundle, run_path=run_path)
     else:
         base = onto or s.config.target.base
         with StageProgress(len(s.patches), "apply") as progress:
@@ -1213,6 +1268,19 @@ def pr(
 @click.option(
     "--no-cache", "no_cache", is_flag=True, help="Check and test everything again instead of reading earlier results."
 )
+@click.option(
+    "--no-forge",
+    "no_forge",
+    is_flag=True,
+    help="The untrusted stage: everything but pr, holding no credential (refused where one is in reach).",
+)
+@click.option(
+    "--bundle",
+    "bundle",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Also write the Run's per-patch commits as a git bundle here, for `ggstack pr --run RUN --bundle FILE`.",
+)
 @click.pass_obj
 @handled
 def sync(
@@ -1227,6 +1295,8 @@ def sync(
     series_branch: str | None,
     run_json: str | None,
     no_cache: bool,
+    no_forge: bool,
+    bundle: str | None,
 ) -> None:
     """The CI rebase bot: fetch, apply, check, test and pr in one run, one Run.
 
@@ -1243,14 +1313,23 @@ def sync(
       2  usage or input error
       3  infrastructure failure: forge or git failed, or another sync holds the lock
 
+    On CI, split it (README "The bot"): `sync --no-forge --bundle FILE` in a
+    job that holds no token, then `pr --run RUN --bundle FILE` in one that
+    holds it and runs no patch code.
+
     \b
-    Example:
+    Examples:
       ggstack sync gg-clean --fetch --onto origin/dev/gilded-gnosis --run-json run.json
+      ggstack sync gg-clean --no-forge --run-json out/run.json --bundle out/commits.bundle
     """
-    from ggstack import report
+    from ggstack import handoff, report
     from ggstack import sync as sync_stage
 
     s = obj.stack(stack)
+    if no_forge and (rebase_series or close_redundant):
+        raise UserError(f"--no-forge does not go with {'--rebase-series' if rebase_series else '--close-redundant'}")
+    if no_forge:
+        handoff.refuse_credentials(obj.repo, "sync --no-forge")
     actions = sync_stage.in_actions(os.environ)
     observer = sync_stage.ActionsObserver(sys.stdout) if actions else _TerminalObserver()
     with state.locked(obj.repo, s.name, command=f"ggstack sync {s.name}", warn=warn):
@@ -1266,8 +1345,11 @@ def sync(
             use_cache=not no_cache,
             rebase_series=rebase_series,
             series_branch=series_branch,
+            forge=not no_forge,
         )
         path = sync_stage.save_run(obj.repo, run, run_json)
+        if bundle:
+            handoff.write_bundle(obj.repo, run, bundle)
     console().print(report.report_table(run))
     for error in run.errors:
         err_console.print(f"[bold red]ggstack:[/] {escape(error)}", highlight=False)

@@ -126,6 +126,10 @@ class TestConfig:
     timeout: int = 900
     gpu_runner: str = "gpu"  # GitHub Actions runs-on label for GPU jobs
     env: tuple[tuple[str, str], ...] = ()
+    pass_env: tuple[str, ...] = ()  # ggstack's own variables a test run also gets (never a credential)
+    home: str = "scratch"  # a test run's HOME: a scratch directory of its own, or "user"
+    gpu_queue: str = "gpu"  # Buildkite agent queue for GPU steps
+    cpu_queue: str = ""  # Buildkite agent queue for CPU steps ("": the pipeline's default)
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,24 @@ Actions logs and annotations, the step summary, the saved Run): so every
 message on its way out goes through ``Secrets.scrub``, and a URL ggstack names
 itself is shown without its userinfo (``shown_url``). A patch's tests are the
 patch's code and could read ``/proc/<pid>/environ`` of their ancestors, so the
-secrets never stay in ggstack's process environment (``keep_out_of_environ``).
+secrets never stay in ggstack's process environment (``keep_out_of_environ``):
+every form a CI hands a credential in (README "The bot": a token variable, git's
+auth header in ``GIT_CONFIG_*``, an askpass program, an agent socket, a URL
+with userinfo) is taken out at start-up (``split_credentials``) and given back
+only to what needs it: git's network commands (``lent``), the forge after the
+tests (``release_to_environ``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar, cast
 
@@ -28,6 +34,7 @@ SECRETS_FD = "GGSTACK_SECRETS_FD"  # the inherited pipe the re-executed ggstack 
 
 held: dict[str, str] = {}  # the secrets taken out of the environment (empty until keep_out_of_environ)
 T = TypeVar("T")
+held_config: list[tuple[str, str]] = []  # the GIT_CONFIG_* entries that carry credentials, taken out with them
 
 # scheme://userinfo@ anywhere in a text: whatever URL it is, its credentials are not for printing.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@]+@")
@@ -127,6 +134,7 @@ class Secrets:
         for var in URL_VARS:
             found += _url_secrets(env.get(var, ""))
         found += _header_secrets(env)
+        found += _credential_values(env)
         kept = {v for v in found if len(v) >= _SHORTEST or (len(v) > 1 and v.endswith("@"))}
         forms = {form for v in kept for form in (encoded(v) if not v.endswith("@") else [v]) if len(form) >= _SHORTEST}
         return cls(tuple(sorted(forms, key=len, reverse=True)))  # longest first: a part goes with its whole
@@ -203,13 +211,6 @@ def scrub(text: str, env: Mapping[str, str] | None = None) -> str:
     return Secrets.from_env(env).scrub(text)
 
 
-def secret_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The entries of ``env`` that carry credentials: the tokens, an API URL with userinfo."""
-    found = {var: env[var] for var in TOKEN_VARS if env.get(var)}
-    found.update({var: env[var] for var in URL_VARS if "@" in env.get(var, "")})
-    return found
-
-
 def _running_as_ggstack() -> bool:
     """This process is the ``ggstack`` program (not, say, a test calling the CLI in-process)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
@@ -221,31 +222,40 @@ def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
 
     The first process writes them into a pipe and execs ``python -m ggstack
     ARGV`` with the pipe's read end inherited and the secrets gone from the
-    environment; the second reads them into ``held`` and, when ``release``,
-    into ``os.environ`` (children started from then on inherit them).
+    environment; the second reads them into ``held`` (and ``held_config``) and,
+    when ``release``, into ``os.environ`` (children started from then on inherit them).
 
     ``/proc/<pid>/environ`` never changes after exec, whatever ``os.environ`` does
-    later, hence the exec. The secrets go into ``os.environ`` only for commands that
-    talk to the forge, and for ``sync`` only after its tests (``release_to_environ``)."""
+    later, hence the exec: for the commands that run a patch's code (``release``
+    off); the others, which keep them, are not started again. ``sync`` puts them
+    into ``os.environ`` only after its tests (``release_to_environ``)."""
     if os.environ.get(SECRETS_FD, "").isdigit():
         fd = int(os.environ.pop(SECRETS_FD))
         with os.fdopen(fd, "rb") as pipe:
-            held.update(json.loads(pipe.read() or b"{}"))
+            handed = json.loads(pipe.read() or b"{}")
+        held.update(handed.get("env", {}))
+        held_config.extend((k, v) for k, v in handed.get("config", []))
         if release:
             release_to_environ()
         return
-    found = secret_env(os.environ)
-    if not found or not _running_as_ggstack() or not hasattr(os, "execve"):
+    if release:  # a command that runs no patch code would only put them straight back: no exec
+        return
+    clean, found, config = split_credentials(os.environ)
+    if not (found or config) or not _running_as_ggstack() or not hasattr(os, "execve"):
         return
     read, write = os.pipe()
-    os.write(write, json.dumps(found).encode())  # far below a pipe's buffer: no reader needed yet
+    data = json.dumps({"env": found, "config": config}).encode()
+    if len(data) > 60_000:  # a pipe holds 64 KiB before it needs a reader: no secret is that long
+        os.close(read)
+        os.close(write)
+        return
+    os.write(write, data)
     os.close(write)
     os.set_inheritable(read, True)
-    env = {k: v for k, v in os.environ.items() if k not in found}
-    env[SECRETS_FD] = str(read)
+    clean[SECRETS_FD] = str(read)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *_no_cwd_on_path(), "-m", "ggstack", *argv], env)
+    os.execve(sys.executable, [sys.executable, *_no_cwd_on_path(), "-m", "ggstack", *argv], clean)
 
 
 def _no_cwd_on_path() -> list[str]:
@@ -262,27 +272,206 @@ def _no_cwd_on_path() -> list[str]:
 def release_to_environ() -> None:
     """The held secrets into ``os.environ``: for the forge, after any test code has run."""
     os.environ.update(held)
+    _append_config(os.environ, held_config)
+
+
+@contextlib.contextmanager
+def lent() -> Iterator[None]:
+    """The held secrets in ``os.environ`` for the block only: for a git fetch before the
+    tests (``sync --fetch``). No long-lived process may start inside it: it would keep them."""
+    saved = dict(os.environ)
+    release_to_environ()
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @contextlib.contextmanager
 def withheld() -> Iterator[None]:
-    """The forge token out of this process's environment for the block.
+    """Every credential out of this process's environment for the block.
 
     ``sync``'s test stage runs code from the patches, and their output is kept
     in the Run: in one sync process that must not see the token that ``pr``
-    needs next (nor a git auth header the CI passes as GIT_CONFIG_*).
+    needs next (nor a git auth header the CI passes as GIT_CONFIG_*). Run as the
+    ``ggstack`` program they are out already (``keep_out_of_environ``); this is
+    for a sync called in-process.
     """
-    saved = {k: v for k, v in os.environ.items() if k in TOKEN_VARS}
-    count = os.environ.get("GIT_CONFIG_COUNT", "")
-    for i in range(int(count) if count.isdigit() else 0):
-        if os.environ.get(f"GIT_CONFIG_KEY_{i}", "").lower().endswith(".extraheader"):
-            saved[f"GIT_CONFIG_VALUE_{i}"] = os.environ[f"GIT_CONFIG_VALUE_{i}"]
-    for k in saved:
-        if k.startswith("GIT_CONFIG_VALUE_"):
-            os.environ[k] = ""  # the key stays, so git still sees a well-formed list
-        else:
-            del os.environ[k]
+    saved = dict(os.environ)
+    clean, _, _ = split_credentials(os.environ)
+    os.environ.clear()
+    os.environ.update(clean)
     try:
         yield
     finally:
+        os.environ.clear()
         os.environ.update(saved)
+
+
+# -- what carries a credential ------------------------------------------------------------
+
+# Variables that are a way to a credential whatever their name says: an askpass program or an
+# agent socket answers git's or ssh's question for the test as readily as for ggstack.
+CREDENTIAL_VARS = frozenset(
+    {
+        "GIT_ASKPASS",
+        "SSH_ASKPASS",
+        "SUDO_ASKPASS",
+        "SSH_AUTH_SOCK",
+        "GPG_AGENT_INFO",
+        "NETRC",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_CONFIG_PARAMETERS",  # git -c: held whole where it carries one (``_credential_parameters``)
+        "KRB5CCNAME",
+        "XAUTHORITY",
+    }
+)
+# A variable whose name has one of these words (split at "_") holds a secret: GITHUB_TOKEN,
+# CI_JOB_TOKEN, BUILDKITE_AGENT_ACCESS_TOKEN, NPM_AUTH_TOKEN, DB_PASSWORD, AWS_SECRET_ACCESS_KEY, …
+_SECRET_WORDS = frozenset(
+    {"TOKEN", "TOKENS", "PASSWORD", "PASSWD", "PASSPHRASE", "SECRET", "SECRETS", "CREDENTIAL", "CREDENTIALS", "AUTH"}
+)
+_SECRET_PAIRS = frozenset({("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY"), ("AUTH", "KEY")})
+_SECRET_ENDINGS = ("TOKEN", "PASSWORD", "SECRET", "APIKEY")
+# git settings that hand a credential to whoever runs git with them.
+_CREDENTIAL_SETTINGS = frozenset(
+    {"extraheader", "cookiefile", "sslkey", "sslcert", "sslkeypasswd", "askpass", "sshcommand", "proxyheader"}
+)
+_CONFIG_VAR = re.compile(r"^GIT_CONFIG_(?:KEY|VALUE)_\d+$")
+
+
+def credential_name(name: str) -> bool:
+    """Does a variable of this name carry a credential (``GITHUB_TOKEN``, ``SSH_AUTH_SOCK``…)?"""
+    upper = name.upper()
+    if upper in CREDENTIAL_VARS or upper in TOKEN_VARS:
+        return True
+    words = upper.split("_")
+    return (
+        any(w in _SECRET_WORDS for w in words)
+        or any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
+        or upper.endswith(_SECRET_ENDINGS)
+    )
+
+
+_USERINFO_PART = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://([^\s/?#@]+)@")
+
+
+def has_userinfo(text: str) -> bool:
+    """A URL in ``text`` whose userinfo is a credential: ``user:password@``, or a token as the
+    user name (``https://<token>@host``); not a bare short name (``ssh://git@host``)."""
+    return any(":" in m or len(m) >= 20 for m in _USERINFO_PART.findall(text))
+
+
+def credential_setting(key: str, value: str) -> bool:
+    """Does this git setting hand out a credential: an auth header, a credential helper, a
+    client key, an askpass or ssh command, a URL with userinfo (``url.<base>.insteadOf`` too)?"""
+    lower = key.lower()
+    return (
+        lower.rsplit(".", 1)[-1] in _CREDENTIAL_SETTINGS
+        or lower.split(".", 1)[0] == "credential"
+        or has_userinfo(key)
+        or has_userinfo(value)
+    )
+
+
+def split_credentials(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str], list[tuple[str, str]]]:
+    """``env`` as (without credentials, the credential variables, the credential ``GIT_CONFIG_*``
+    entries): the entries that stay in git's numbered list are numbered again from 0."""
+    clean: dict[str, str] = {}
+    found: dict[str, str] = {}
+    for name, value in env.items():
+        if name == "GIT_CONFIG_COUNT" or _CONFIG_VAR.match(name):
+            continue
+        if name == "GIT_CONFIG_PARAMETERS" and not _credential_parameters(value):
+            clean[name] = value
+        elif credential_name(name) or has_userinfo(value):
+            found[name] = value
+        else:
+            clean[name] = value
+    kept: list[tuple[str, str]] = []
+    config: list[tuple[str, str]] = []
+    for key, value in config_entries(env):
+        (config if credential_setting(key, value) else kept).append((key, value))
+    if kept:
+        _append_config(clean, kept)
+    return clean, found, config
+
+
+def config_entries(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The settings of ``GIT_CONFIG_COUNT``/``KEY_n``/``VALUE_n``, as git reads them."""
+    count = env.get("GIT_CONFIG_COUNT", "")
+    n = int(count) if count.isdigit() else 0
+    return [(env.get(f"GIT_CONFIG_KEY_{i}", ""), env.get(f"GIT_CONFIG_VALUE_{i}", "")) for i in range(n)]
+
+
+def _append_config(env: MutableMapping[str, str], entries: Sequence[tuple[str, str]]) -> None:
+    """``entries`` after the settings already in ``env``'s numbered list."""
+    if not entries:
+        return
+    n = len(config_entries(env))
+    for i, (key, value) in enumerate(entries, n):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    env["GIT_CONFIG_COUNT"] = str(n + len(entries))
+
+
+def _parameters(value: str) -> list[tuple[str, str]]:
+    """The settings of ``GIT_CONFIG_PARAMETERS`` (what ``git -c`` hands its children:
+    ``'key'='value' …``), unquoted as git quotes them."""
+    pairs = re.findall(r"'((?:[^']|'\\'')*)'(?:='((?:[^']|'\\'')*)')?", value)
+    return [(k.replace("'\\''", "'"), v.replace("'\\''", "'")) for k, v in pairs]
+
+
+def _credential_parameters(value: str) -> bool:
+    """``GIT_CONFIG_PARAMETERS`` that sets a credential of any kind."""
+    return any(credential_setting(k, v) for k, v in _parameters(value)) or has_userinfo(value)
+
+
+def _credential_values(env: Mapping[str, str]) -> list[str]:
+    """What of each credential form would be shown: a secret variable's value, an auth
+    header's value and its last word (the token or its encoding)."""
+    found = [
+        v.strip() for k, v in env.items() if credential_name(k) and k.upper() not in CREDENTIAL_VARS and len(v) >= 8
+    ]
+    settings = [*config_entries(env), *held_config, *_parameters(env.get("GIT_CONFIG_PARAMETERS", ""))]
+    for key, value in settings:
+        if credential_setting(key, value) and value.strip():
+            found += [value.strip(), value.split()[-1]]
+    return found
+
+
+def reachable_credentials(env: Mapping[str, str]) -> list[str]:
+    """The credentials this process was given, by name (never by value): what the stage
+    that runs a patch's code must not hold. ``IN_EVERY_JOB`` is left out: a CI gives it to
+    every job, and it reaches no forge."""
+    _, found, config = split_credentials(env)
+    names = [k for k in {**held, **found} if k not in IN_EVERY_JOB]
+    names += [f"git setting {k} (GIT_CONFIG_*)" for k, _ in [*held_config, *config]]
+    return sorted(dict.fromkeys(names))
+
+
+def credential_files(env: Mapping[str, str]) -> list[str]:
+    """The files under HOME (and the ones the environment names) that hold credentials for git,
+    curl or gh, where they exist and are not empty: ``.netrc``, ``.git-credentials``, gh's hosts."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    config = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    candidates = [
+        env.get("NETRC", ""),
+        os.path.join(home, ".netrc"),
+        os.path.join(home, "_netrc"),
+        os.path.join(home, ".git-credentials"),
+        os.path.join(config, "git", "credentials"),
+        os.path.join(env.get("GH_CONFIG_DIR") or os.path.join(config, "gh"), "hosts.yml"),
+    ]
+    found = []
+    for path in dict.fromkeys(c for c in candidates if c):
+        with contextlib.suppress(OSError):
+            if os.path.isfile(path) and os.path.getsize(path) > 0:
+                found.append(path)
+    return found
+
+
+# Credentials a CI system gives every job and that a job cannot be run without: Buildkite's
+# job-scoped agent token (artifact upload, pipeline upload; no forge). See README "Buildkite".
+IN_EVERY_JOB = frozenset({"BUILDKITE_AGENT_ACCESS_TOKEN"})

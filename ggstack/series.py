@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from ggstack import git, state
+from ggstack import git, secrets, state
 from ggstack.diff import DiffError, diff_end
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
@@ -52,7 +52,18 @@ _SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "target": {"repo": str, "remote": str, "base": str, "fork": str},
     "branches": {"template": str},
     "pr": {"draft": bool, "labels": list, "approval_gate": bool, "stacked": bool, "require_tests": bool},
-    "tests": {"paths": list, "cpu": str, "gpu": str, "timeout": int, "gpu_runner": str, "env": dict},
+    "tests": {
+        "paths": list,
+        "cpu": str,
+        "gpu": str,
+        "timeout": int,
+        "gpu_runner": str,
+        "env": dict,
+        "pass_env": list,
+        "home": str,
+        "gpu_queue": str,
+        "cpu_queue": str,
+    },
 }
 
 
@@ -101,6 +112,9 @@ cpu = {_toml_string(cpu)}
 {gpu_line}
 {_noted(f"timeout = {timeout}", "seconds per test command")}
 gpu_runner = "gpu"             # runs-on label for GPU jobs in the CI matrix
+gpu_queue = "gpu"              # Buildkite agent queue for GPU steps (test --matrix --ci buildkite)
+home = "scratch"               # a test run's HOME: a scratch directory of its own ("user": yours)
+# pass_env = ["HF_HOME"]       # more of your variables for the tests (never a credential)
 """
 
 
@@ -155,6 +169,7 @@ def parse_config(text: str, path: str) -> StackConfig:
         )
     if not all(isinstance(v, str) for v in env.values()):
         raise UserError("tests.env values must be strings", path=path, line=_line_of(text, r"^\s*env\s*="))
+    _check_test_environment(tests, text, path)
     if "template" in data.get("branches", {}):
         _check_template(data["branches"]["template"], path, _line_of(text, r"^\s*template\s*="))
     pr = data.get("pr", {})
@@ -181,6 +196,10 @@ def parse_config(text: str, path: str) -> StackConfig:
             timeout=tests.get("timeout", default_tests.timeout),
             gpu_runner=tests.get("gpu_runner", default_tests.gpu_runner),
             env=tuple(sorted(env.items())),
+            pass_env=tuple(tests.get("pass_env", ())),
+            home=tests.get("home", default_tests.home),
+            gpu_queue=tests.get("gpu_queue", default_tests.gpu_queue),
+            cpu_queue=tests.get("cpu_queue", default_tests.cpu_queue),
         ),
     )
 
@@ -758,6 +777,34 @@ def _check_base(base: str, text: str, path: str) -> None:
             path=path,
             line=_line_of(text, r"^\s*base\s*="),
         )
+
+
+def _check_test_environment(tests: dict, text: str, path: str) -> None:
+    """``tests.home`` is one of its two words; ``tests.pass_env`` names no credential: a
+    patch's tests never get one (README "Tests": the environment)."""
+    if tests.get("home", "scratch") not in ("scratch", "user"):
+        raise UserError(
+            f'tests.home must be "scratch" or "user", not {tests["home"]!r}',
+            path=path,
+            line=_line_of(text, r"^\s*home\s*="),
+        )
+    for name in tests.get("pass_env", ()):
+        bare = name.removesuffix("*")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", bare) or ("*" in bare):
+            raise UserError(
+                f"tests.pass_env: {name!r} is not a variable name (or a prefix ending in *)",
+                path=path,
+                line=_line_of(text, r"^\s*pass_env\s*="),
+            )
+        if secrets.credential_name(bare) or bare.upper() in ("HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
+            what = "carries a credential" if secrets.credential_name(bare) else "is ggstack's to set for a test run"
+            raise UserError(
+                f"tests.pass_env: {name} {what}; a patch's tests never get it (a test that needs a value: tests.env"
+                + (', or tests.home = "user"' if bare.upper() == "HOME" else "")
+                + ")",
+                path=path,
+                line=_line_of(text, r"^\s*pass_env\s*="),
+            )
 
 
 def _no_options(data: dict, text: str, path: str) -> None:

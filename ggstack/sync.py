@@ -33,6 +33,7 @@ FAILED_INPUT = "failed (input)"
 SKIPPED = "skipped"
 
 EXIT_OK, EXIT_ATTENTION, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
+NO_FORGE = "--no-forge: the stage that holds the token does it (`ggstack pr --run RUN --bundle FILE`)"
 
 
 # -- observing the stages -------------------------------------------------------------
@@ -98,8 +99,11 @@ def sync(
     use_cache: bool = True,
     rebase_series: bool = False,
     series_branch: str | None = None,
+    forge: bool = True,
 ) -> Run:
     """fetch → apply → check → test → pr: one Run, every stage's failure in it.
+
+    ``forge`` off (``--no-forge``, the untrusted stage): no pr stage; the Run says who does it.
 
     ``use_cache`` off (``--no-cache``): check and test compute everything again.
 
@@ -150,9 +154,9 @@ def sync(
                 "test", lambda p: testing.test(repo, stack, judged, gpu=gpu, progress=p, use_cache=use_cache)
             )
         run = tested or run
-    unsound = [s for s in ("fetch", "apply", "check", "test") if stages.get(s, "ok").startswith(("failed", SKIPPED))]
-    if unsound or run is None:
-        skip("pr", f"{', '.join(unsound) or 'apply'} did not succeed; the forge is not touched")
+    held_back = _no_pr_because(stages, run, forge=forge)
+    if held_back or run is None:
+        skip("pr", held_back or "apply did not succeed")
     else:
         planned = run
         secrets.release_to_environ()  # the tests are done: the forge token may enter the environment now
@@ -180,6 +184,16 @@ def sync(
     )
 
 
+def _no_pr_because(stages: Mapping[str, str], run: Run | None, *, forge: bool) -> str | None:
+    """Why the pr stage does not run (``--no-forge``, or an earlier stage unsound); None: it runs."""
+    if not forge:
+        return NO_FORGE
+    unsound = [s for s in ("fetch", "apply", "check", "test") if stages.get(s, "ok").startswith(("failed", SKIPPED))]
+    if unsound or run is None:
+        return f"{', '.join(unsound) or 'apply'} did not succeed; the forge is not touched"
+    return None
+
+
 Attempt = Callable[[str, Callable[[Progress | None], "Run | str | None"]], "Run | None"]
 
 
@@ -190,7 +204,8 @@ def _fetch(attempt: Attempt, repo: git.Repository, remote: str, base_ref: str) -
 
     def fetch_base(_: Progress | None) -> str:
         nonlocal onto
-        repo.fetch(remote)
+        with secrets.lent():  # git's credentials for this one process; the tests come later
+            repo.fetch(remote)
         onto, state = fetched_base(repo, remote, base_ref)
         return state
 

@@ -21,6 +21,7 @@ import re
 import shlex
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -62,9 +63,24 @@ _CACHE_VERSION = (
 _TAIL_LINES = 80
 _TAIL_CHARS = 8000
 _KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a timed-out group
-_GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_PREFIX")
 _FAILING = ("failed", "error", "timeout")
-_SECRET_ENV = ("GITHUB_TOKEN", "GH_TOKEN")
+# A test run's environment is made of these of ggstack's own variables, those stack.toml's
+# tests.pass_env names, and tests.env; nothing else (README "Tests": the environment). What
+# carries a credential is left out even where its name is here (``secrets.credential_name``).
+_PASSED_ENV = frozenset(
+    {
+        *("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES"),
+        *("TMPDIR", "TEMP", "TMP", "USER", "LOGNAME", "SHELL", "CI", "SOURCE_DATE_EPOCH"),
+        *("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH"),
+        *("PKG_CONFIG_PATH", "GIT_CONFIG_NOSYSTEM"),
+        *("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),
+    }
+)
+_PASSED_PREFIXES = (
+    *("LC_", "PYTHON", "PYTEST_", "COVERAGE_"),
+    *("CUDA_", "NVIDIA_", "CUDNN_", "NCCL_", "TORCH_", "TORCHINDUCTOR_", "TRITON_"),
+    *("HIP_", "ROCM_", "ROCR_", "HSA_", "OMP_", "KMP_", "MKL_", "OPENBLAS_"),
+)
 _GPU_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd")
 
 
@@ -589,6 +605,14 @@ class _Runner:
         self.results = cache.Entries(repo, "tests", version=_CACHE_VERSION, read=use_cache)
         self._digests: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._git_config: dict[str, str] | None = None
+
+    def git_config(self) -> dict[str, str]:
+        """The test runs' git config (``own_git_config``), read once for the whole ``execute``."""
+        with self._lock:
+            if self._git_config is None:
+                self._git_config = own_git_config()
+            return self._git_config
 
     def run(self, job: Job, tt: TestTree, *, collect_only: bool = False) -> TestResult:
         if tt.tree is None:
@@ -598,7 +622,8 @@ class _Runner:
         if stored is not None:
             return stored
         # What the tests print is the patch's code speaking: no secret it found goes into the cache or the Run.
-        result = secrets.Secrets.from_env().scrub_all(_run_in_worktree(self.repo, self.stack, job, tt, collect_only))
+        ran = _run_in_worktree(self.repo, self.stack, job, tt, self.git_config(), collect_only)
+        result = secrets.Secrets.from_env().scrub_all(ran)
         if result.status != "timeout":  # a hang may be the machine's load: try it again next time
             self.results.put(key, {k: v for k, v in dataclasses.asdict(result).items() if k in _KEPT})
         return result
@@ -685,19 +710,31 @@ def interpreter(command: str, env: dict[str, str]) -> str:
 
 
 def _base_env(stack: Stack) -> dict[str, str]:
-    """The tests' environment: ours, without the git variables that would point
-    them at the user's repository, and without the forge token — a patch's tests
-    are the patch's code, and their output lands in the Run."""
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV and k not in _SECRET_ENV}
-    for i in range(int(env["GIT_CONFIG_COUNT"]) if env.get("GIT_CONFIG_COUNT", "").isdigit() else 0):
-        if env.get(f"GIT_CONFIG_KEY_{i}", "").lower().endswith(".extraheader"):
-            env[f"GIT_CONFIG_VALUE_{i}"] = ""  # an auth header the CI passes to git
-    env.update(dict(stack.config.tests.env))
+    """The tests' environment, by allow-list: a patch's tests are the patch's code, and
+    their output lands in the Run. So no credential in any form (``secrets``), nothing that
+    points git at the user's repository, and HOME is a scratch directory of the run's own
+    (``_run_in_worktree``) unless stack.toml's ``tests.home = "user"``."""
+    cfg = stack.config.tests
+    named = {n for n in cfg.pass_env if not n.endswith("*")} | _PASSED_ENV
+    prefixes = (*_PASSED_PREFIXES, *(n[:-1] for n in cfg.pass_env if n.endswith("*")))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in named or k.startswith(prefixes)) and not secrets.credential_name(k) and not secrets.has_userinfo(v)
+    }
+    if cfg.home == "user" and "HOME" in os.environ:
+        env["HOME"] = os.environ["HOME"]
+    env.update(dict(cfg.env))
     return env
 
 
 def _run_in_worktree(
-    repo: git.Repository, stack: Stack, job: Job, tt: TestTree, collect_only: bool = False
+    repo: git.Repository,
+    stack: Stack,
+    job: Job,
+    tt: TestTree,
+    git_config: Mapping[str, str],
+    collect_only: bool = False,
 ) -> TestResult:
     timeout = stack.config.tests.timeout
     with (
@@ -714,7 +751,10 @@ def _run_in_worktree(
         )
         env["PYTEST_ADDOPTS"] = f"{env['PYTEST_ADDOPTS']} {extra}" if env.get("PYTEST_ADDOPTS") else extra
         imports = _watch_imports(wt, tmp, env)
-        env.update(_own_git_config(tmp))
+        scratch_home = stack.config.tests.home != "user" and "HOME" not in dict(stack.config.tests.env)
+        env.update(_own_git_config(tmp, git_config, home=scratch_home))
+        if scratch_home:  # what `pip install --user` put in your HOME stays importable
+            env.setdefault("PYTHONUSERBASE", site.getuserbase())
         marker = f"{os.getpid()}-{os.path.basename(wt)}"
         env[_MARKER] = marker
         started = time.monotonic()
@@ -819,24 +859,46 @@ def _imported_outside(imports: str | None, wt: str) -> list[tuple[str, str]]:
 _MARKER = "GGSTACK_TEST_RUN"  # in the environment of every process a test run starts: "<ggstack pid>-<tree dir>"
 
 
-def _own_git_config(tmp: str) -> dict[str, str]:
-    """Copies of the user's global and system git config for the tests: the same
-    identity and settings, but a ``git config --global`` there changes only the copy."""
+def own_git_config() -> dict[str, str]:
+    """The user's global and system git config as a test run gets them: every setting but
+    those that hand out a credential (an auth header, a credential helper, a client key, a
+    URL with userinfo: ``secrets.credential_setting``), includes read in; by variable."""
     home = os.path.expanduser("~")
     found = {
         "GIT_CONFIG_GLOBAL": [os.environ.get("GIT_CONFIG_GLOBAL", ""), os.path.join(home, ".gitconfig")],
         "GIT_CONFIG_SYSTEM": [os.environ.get("GIT_CONFIG_SYSTEM", ""), "/etc/gitconfig"],
     }
-    env = {}
+    texts = {}
     for var, candidates in found.items():
-        copy_path = os.path.join(tmp, var.lower())
         source = next((c for c in candidates if c and os.path.isfile(c)), None)
+        entries = git.config_file_entries(source) if source else []
+        texts[var] = git.render_config(
+            [
+                (k, v)
+                for k, v in entries
+                if not secrets.credential_setting(k, v or "") and not k.lower().startswith(("include.", "includeif."))
+            ]
+        )
+    return texts
+
+
+def _own_git_config(tmp: str, texts: Mapping[str, str], *, home: bool) -> dict[str, str]:
+    """The run's copies of the git config (``own_git_config``): the same identity and settings,
+    but a ``git config --global`` there changes only the copy; with ``home``, a scratch HOME
+    whose ``.gitconfig`` is the global copy."""
+    env = {}
+    if home:
+        env["HOME"] = os.path.join(tmp, "home")
+        os.makedirs(env["HOME"], exist_ok=True)
+    for var, text in texts.items():
+        path = (
+            os.path.join(env["HOME"], ".gitconfig")
+            if home and var == "GIT_CONFIG_GLOBAL"
+            else os.path.join(tmp, var.lower())
+        )
         with contextlib.suppress(OSError):
-            if source:
-                shutil.copyfile(source, copy_path)
-            else:
-                open(copy_path, "wb").close()
-        env[var] = copy_path
+            state.write_atomic(path, text.encode())
+        env[var] = path
     return env
 
 

@@ -119,3 +119,34 @@ def test_the_whole_loop_on_sha256(tmp_path: Path) -> None:
     run_json = tmp_path / "run.json"
     gg("sync", "s", "--dry-run", "--run-json", str(run_json), env={"GITHUB_TOKEN": ""})
     assert "unique" in gg("report", str(run_json))
+
+
+def test_the_bots_two_stages_hand_sha256_commits_over_in_a_bundle(fork: GitRepo, tmp_path: Path) -> None:
+    """sync --no-forge --bundle in the fork; pr --run --bundle in a clone that never had the commits."""
+    patches = str(tmp_path / "patches")
+    run_ggstack("--patches", patches, "init", "s", "--repo-slug", "o/r", "--base", "main", cwd=fork.path)
+    _gg(fork, "import", "s", "main~2..topic")
+    out = tmp_path / "out"
+    proc = run_ggstack(
+        "--patches", patches, "sync", "s", "--no-forge", "--run-json", str(out / "run.json"),
+        "--bundle", str(out / "commits.bundle"), cwd=fork.path,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr
+    commit = json.loads((out / "run.json").read_text())["patches"][1]["commit"]
+    assert len(commit) == 64
+    subprocess.run(
+        ["git", "clone", "-q", "--no-local", "--single-branch", "-b", "main", str(fork.path), str(tmp_path / "c")],
+        check=True,
+    )
+    clone = GitRepo(tmp_path / "c")
+    assert clone.git("cat-file", "-t", commit, check=False) != "commit"
+    args = ["--patches", patches, "pr", "s", "--run", str(out / "run.json"), "--dry-run"]
+    # Another job's committer: its own replay is never, by the same second, the very commit.
+    other = {"GITHUB_TOKEN": "", "GIT_COMMITTER_NAME": "The Privileged Job"}
+    missing = run_ggstack(*args, cwd=clone.path, env=other)
+    assert missing.returncode == 2 and "is not here" in missing.stderr, missing.stderr
+    # The files named as a CI job names them: relative to where it runs, not to the repository.
+    relative = ["--repo", str(clone.path), *args[:-2], "out/run.json", "--dry-run", "--bundle", "out/commits.bundle"]
+    planned = run_ggstack(*relative, cwd=tmp_path, env=other)
+    assert planned.returncode == 0, planned.stderr
+    assert "open PR 1 of 1" in planned.stdout and clone.git("cat-file", "-t", commit) == "commit"

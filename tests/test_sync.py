@@ -351,6 +351,8 @@ def _barrier(w: World, tmp: Path) -> tuple[Path, dict[str, str]]:
     )
     w.fork.git("checkout", "-q", "main")
     w.stack([w.a, tested], cpu=f"{sys.executable} {script} {{tests}}")
+    toml = w.patches / "s" / "stack.toml"  # a test run gets only what the stack passes on to it
+    toml.write_text(toml.read_text().replace("[tests]\n", '[tests]\npass_env = ["GG_BARRIER"]\n'))
     return marks, w.env(GG_BARRIER=str(marks))
 
 
@@ -502,9 +504,13 @@ def test_in_github_actions_the_summary_has_the_table_and_conflicts_and_broken_pa
 # -- the workflow's job chain ------------------------------------------------------------
 
 
-def test_the_workflow_job_chain_sync_shards_merge_pr_report(world: World, tmp_path: Path) -> None:
-    """The commands of .github/workflows/ggstack-sync.yml, in its order, on one machine:
-    sync --gpu off; test --matrix; a --shard per entry; test --merge; pr --run; report."""
+def test_the_workflow_job_chain_untrusted_shards_merge_then_pr_in_a_job_of_its_own(
+    world: World, tmp_path: Path
+) -> None:
+    """The commands of .github/workflows/ggstack-sync.yml, in its order: the untrusted job
+    (sync --no-forge --gpu off, its bundle; test --matrix; a --shard per CPU entry), a GPU
+    job per GPU entry, the merge (test --merge --bundle), all without the token; then the pr
+    job in a fresh checkout of its own, given only the artifacts: pr --run --bundle; report."""
     w = world
     w.fork.git("checkout", "-q", "feature")
     gpu_patch = w.fork.commit(
@@ -520,20 +526,32 @@ def test_the_workflow_job_chain_sync_shards_merge_pr_report(world: World, tmp_pa
     toml.write_text(toml.read_text().replace('gpu = ""', 'gpu = "python -m pytest -q {tests}"'))
     out = tmp_path / "ggstack-run"
     common = ["--repo", str(w.fork.path), "--patches", str(w.patches)]
+    untrusted = {k: v for k, v in w.env().items() if k != "GITHUB_TOKEN"}
 
-    sync = w.sync("--gpu", "off", "--run-json", str(out / "run.json"))
+    sync = w.sync(
+        "--no-forge",
+        "--gpu",
+        "off",
+        "--run-json",
+        str(out / "run.json"),
+        "--bundle",
+        str(out / "commits.bundle"),
+        env=untrusted,
+    )
     assert sync.returncode in (0, 1), sync.stdout + sync.stderr
+    assert w.pulls(state=None) == [] and w.forge.write_calls() == 0  # the untrusted job wrote nothing
     base = json.loads((out / "run.json").read_text())["base"]
-    matrix = run_ggstack(*common, "test", "s", "--onto", base, "--matrix", cwd=tmp_path)
+    matrix = run_ggstack(*common, "test", "s", "--onto", base, "--matrix", cwd=tmp_path, env=untrusted)
     assert matrix.returncode == 0, matrix.stderr
     entries = json.loads(matrix.stdout)["include"]
     assert {e["kind"] for e in entries} == {"cpu", "gpu"}
     assert all(e["runs-on"] == "gpu" for e in entries if e["kind"] == "gpu")  # stack.toml tests.gpu_runner
-    for e in entries:  # the CPU ones in the sync job, each GPU one in its own job
+    for e in entries:  # the CPU ones in the untrusted job, each GPU one in its own job
         k = e["shard"].split("/")[0]
         args = ["--shard", e["shard"], "--results", str(out / "results" / f"{e['kind']}-{k}.json")]
-        shard = run_ggstack(*common, "test", "s", "--onto", base, *args, cwd=tmp_path)
+        shard = run_ggstack(*common, "test", "s", "--onto", base, *args, cwd=tmp_path, env=untrusted)
         assert shard.returncode == 0, shard.stdout + shard.stderr
+    merged_dir = tmp_path / "ggstack-merged"
     merged = run_ggstack(
         *common,
         "test",
@@ -543,25 +561,46 @@ def test_the_workflow_job_chain_sync_shards_merge_pr_report(world: World, tmp_pa
         "--merge",
         *sorted(map(str, (out / "results").glob("*.json"))),
         "--json",
+        "--bundle",
+        str(merged_dir / "commits.bundle"),
         cwd=tmp_path,
+        env=untrusted,
     )
     assert merged.returncode in (0, 1), merged.stderr
-    (out / "merged.json").write_text(merged.stdout)
-    pr = run_ggstack(*common, "pr", "s", "--run", str(out / "merged.json"), "--json", cwd=tmp_path, env=w.env())
+    (merged_dir / "run.json").write_text(merged.stdout)
+
+    # The pr job: a checkout of its own (the remote's history, none of the commits made above).
+    priv = tmp_path / "privileged"
+    subprocess.run(["git", "clone", "-q", str(w.upstream.path), str(priv)], check=True)
+    pr = run_ggstack(
+        "--repo",
+        str(priv),
+        "--patches",
+        str(w.patches),
+        "pr",
+        "s",
+        "--run",
+        str(merged_dir / "run.json"),
+        "--bundle",
+        str(merged_dir / "commits.bundle"),
+        "--json",
+        cwd=tmp_path,
+        env=w.env(),
+    )
     assert pr.returncode == 1, pr.stdout + pr.stderr  # the GPU tests are inconclusive: a human is asked
     (out / "final.json").write_text(pr.stdout)
     report = run_ggstack("report", str(out / "final.json"), "--format", "markdown", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     final = Run.from_json(json.loads(pr.stdout))
-    # The CPU job (--gpu off) opened both PRs on the CPU evidence; the merged Run carries
-    # the GPU shard's results (no GPU here: skipped, never a pass) and pr added no PR.
-    assert verdicts(final)[0] == "unique"
+    # The merged Run carries the GPU shard's results (no GPU here: skipped, never a pass); the
+    # PRs go up on the CPU evidence, each branch on the very commit the untrusted jobs tested.
+    assert verdicts(final) == ["unique", "unique"]
     gpu_results = [t for t in final.outcomes[1].tests if t.kind == "gpu"]
     assert gpu_results and all(t.status != "passed" and "no GPU" in t.reason for t in gpu_results)
-    assert [p["title"] for p in w.pulls(state=None)] == [
-        "fix(a): preallocate the a buffers",
-        "fix(g): g with a GPU test",
-    ]
+    pulls = w.pulls(state=None)
+    assert [p["title"] for p in pulls] == ["fix(a): preallocate the a buffers", "fix(g): g with a GPU test"]
+    for pull, o in zip(pulls, final.outcomes, strict=True):
+        assert w.upstream.git("rev-parse", f"refs/heads/{pull['head']['ref']}") == o.commit
     assert "0002-fix-g-g-with-a-GPU-test.patch" in report.stdout and "no GPU" in report.stdout
     assert "| waiting for approval |" in report.stdout  # a's recommendation, now that its PR exists
 

@@ -126,6 +126,41 @@ def test_every_ggstack_command_it_runs_exists_with_those_options() -> None:
 def test_gpu_jobs_take_runs_on_from_the_matrix_and_only_gpu_entries() -> None:
     text = WORKFLOW.read_text()
     assert "runs-on: ${{ matrix.runs-on }}" in text
-    assert "matrix: ${{ fromJSON(needs.sync.outputs.gpu-matrix) }}" in text
+    assert "matrix: ${{ fromJSON(needs.untrusted.outputs.gpu-matrix) }}" in text
     assert 'j["kind"] == "gpu"' in text and "--gpu off" in text and "--shard" in text and "--merge" in text
     assert sys.version_info >= (3, 11)
+
+
+def _jobs() -> dict[str, dict]:
+    import yaml
+
+    return yaml.safe_load(WORKFLOW.read_text())["jobs"]
+
+
+def _ggstack_commands(job: dict) -> list[str]:
+    """The ggstack commands a job runs (``ggstack X`` and ``args=(X …)``), by name."""
+    found = []
+    for step in job.get("steps", []):
+        found += re.findall(r"(?:ggstack|args=\()\s*(sync|test|pr|report|land|drop)\b", step.get("run", ""))
+    return found
+
+
+def test_no_job_that_runs_patch_code_holds_a_token_and_the_one_that_holds_it_runs_none() -> None:
+    """The untrusted jobs (sync --no-forge, every test run, the merge) read, hold no secret and
+    get no token; the one job that may write runs `ggstack pr --run --bundle` and `report` only."""
+    jobs = _jobs()
+    writers = {name for name, job in jobs.items() if "write" in (job.get("permissions") or {}).values()}
+    holders = {name for name, job in jobs.items() if "secrets." in json.dumps(job) or "github.token" in json.dumps(job)}
+    assert writers == holders == {"pr"}
+    for name, job in jobs.items():
+        commands = set(_ggstack_commands(job))
+        if name == "pr":
+            assert commands == {"pr", "report"}
+            run = " ".join(step.get("run", "") for step in job["steps"])
+            assert "--run " in run and "--bundle " in run
+        else:
+            assert job["permissions"] == {"contents": "read"}, name
+            assert "pr" not in commands and "land" not in commands, name
+    sync = " ".join(step.get("run", "") for step in jobs["untrusted"]["steps"])
+    assert "--no-forge" in sync and "--bundle" in sync and "--fetch" not in sync
+    assert set(jobs["pr"]["needs"]) >= {"untrusted", "merge"} and "untrusted" in jobs["merge"]["needs"]

@@ -17,7 +17,7 @@ from ggstack.git.patches import set_patch_number
 from ggstack.git.repository import Repository
 from ggstack.git.runner import GitFailed
 from ggstack.git.trailers import add_trailers, add_trailers_many, parse_trailers
-from ggstack.git.worktrees import Worktree
+from ggstack.git.worktrees import Worktree, config_file_entries, render_config
 
 __all__ = [
     "SCRATCH_IDENT",
@@ -33,7 +33,9 @@ __all__ = [
     "add_trailers",
     "add_trailers_many",
     "apply_failures",
+    "config_file_entries",
     "importable",
     "parse_trailers",
+    "render_config",
     "set_patch_number",
 ]

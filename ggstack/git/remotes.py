@@ -60,5 +60,19 @@ class Remotes(Runner):
         proc = self.run(*args, "--end-of-options", self.checked_remote(remote), *refs, check=False)
         return proc.returncode == 0
 
+    def credential_settings(self) -> list[tuple[str, str]]:
+        """(where, key) of each setting git would read here that hands out a credential (an auth
+        header, a credential helper, a URL with userinfo: ``secrets.credential_setting``)."""
+        from ggstack.secrets import credential_setting
+
+        out = self.run("config", "--list", "--show-origin", "--includes", "-z", check=False).stdout
+        items = out.decode("utf-8", "surrogateescape").split("\0")
+        found = []
+        for origin, entry in zip(items[0::2], items[1::2]):
+            key, _, value = entry.partition("\n")
+            if credential_setting(key, value):
+                found.append((origin, key))
+        return found
+
     def fetch(self, remote: str) -> None:
         self.run("fetch", "--prune", "--end-of-options", self.checked_remote(remote))

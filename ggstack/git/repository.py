@@ -11,6 +11,7 @@ import os
 import weakref
 
 from ggstack.errors import UserError
+from ggstack.git.bundles import Bundles
 from ggstack.git.diffs import Diffs
 from ggstack.git.fastimport import FastImport
 from ggstack.git.history import History
@@ -21,7 +22,7 @@ from ggstack.git.runner import NotARepository, plain_git, rev_parse_at
 from ggstack.git.worktrees import Worktrees
 
 
-class Repository(History, Diffs, FastImport, Patches, Worktrees, Remotes):
+class Repository(History, Diffs, FastImport, Patches, Worktrees, Remotes, Bundles):
     """A git repository, discovered from a path (the fork checkout)."""
 
     def __init__(self, path: str) -> None:

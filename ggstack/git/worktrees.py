@@ -13,6 +13,36 @@ from collections.abc import Callable, Iterator
 from ggstack.git.runner import GitFailed, Runner, plain_git, rev_parse_at
 
 
+def config_file_entries(path: str) -> list[tuple[str, str | None]]:
+    """The settings of one git config file and of the files it includes, as git reads them
+    (a key without ``=`` has the value None); none where git cannot read it."""
+    try:
+        out = plain_git("config", "--file", path, "--includes", "--list", "-z")
+    except GitFailed:
+        return []
+    entries: list[tuple[str, str | None]] = []
+    for item in out.split("\0"):
+        if item:
+            key, newline, value = item.partition("\n")
+            entries.append((key, value if newline else None))
+    return entries
+
+
+def render_config(entries: list[tuple[str, str | None]]) -> str:
+    """A git config file that sets ``entries`` (as ``config_file_entries`` reads them), in order."""
+    lines: list[str] = []
+    for key, value in entries:
+        section, _, rest = key.partition(".")
+        subsection, _, name = rest.rpartition(".")
+        header = f'[{section} "{_quoted(subsection)}"]' if subsection else f"[{section}]"
+        lines += [header, f"\t{name}" if value is None else f'\t{name} = "{_quoted(value)}"']
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+
+
 class Worktrees(Runner):
     """Temporary detached worktrees, and which branches other worktrees hold."""
 

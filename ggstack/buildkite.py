@@ -1,0 +1,92 @@
+"""The test shards as a Buildkite pipeline (``ggstack test --matrix --ci buildkite``).
+
+A fork that follows an upstream whose GPU CI runs on Buildkite has GPU agent
+queues there, not GitHub Actions runners. So the same plan that gives the
+Actions matrix (``testing.matrix``: one entry a job, ``--shard K/N``) is
+written as steps for ``buildkite-agent pipeline upload``: a step a shard, GPU
+shards on the agent queue stack.toml names (``tests.gpu_queue``), each leaving
+its results as an artifact; then one step that reads them back, merges them
+(``test --merge``, as the Actions workflow does) and leaves the Run and the
+per-patch commits as artifacts for the privileged step, which a fork keeps in
+its own ``.buildkite/pipeline.yml`` (README "Buildkite"), never in what this
+emits: what a build uploads cannot be the step that holds the token.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from ggstack import git, testing
+from ggstack.model import Run, Stack
+
+RESULTS_DIR = "ggstack-results"  # where each shard step leaves its results document
+RUN_DIR = "ggstack-run"  # where the merge step leaves the Run and the bundle for the privileged step
+MERGE_KEY = "ggstack-merge"
+_MINUTES_OVER = 30  # a step's time limit over its test runs' (install, checkout, three runs of the command)
+
+
+def pipeline(
+    repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The pipeline (as JSON, which ``pipeline upload`` reads as YAML) of ``run``'s test jobs on its base."""
+    entries = testing.matrix(repo, stack, run, gpu=gpu, only=only)["include"]
+    cfg = stack.config.tests
+    common = ["ggstack", "test", stack.name, "--onto", run.base, *(f"--only={o}" for o in only)]
+    timeout = (3 * cfg.timeout) // 60 + _MINUTES_OVER
+    shards = []
+    for e in entries:
+        k = e["shard"].split("/")[0]
+        results = f"{RESULTS_DIR}/{k}.json"
+        gpu_mode = "require" if e["kind"] == "gpu" else gpu
+        step: dict[str, Any] = {
+            "label": f":test_tube: {e['patch']} ({e['kind']})",
+            "key": f"ggstack-shard-{k}",
+            "command": _command(common, "--gpu", gpu_mode, "--shard", e["shard"], "--results", results),
+            "artifact_paths": [results],
+            "timeout_in_minutes": timeout,
+        }
+        queue = cfg.gpu_queue if e["kind"] == "gpu" else cfg.cpu_queue
+        if queue:
+            step["agents"] = {"queue": queue}
+        shards.append(step)
+    merge = {
+        "label": ":twisted_rightwards_arrows: ggstack merge",
+        "key": MERGE_KEY,
+        "command": [
+            f"mkdir -p {RESULTS_DIR} {RUN_DIR}",
+            f"buildkite-agent artifact download '{RESULTS_DIR}/*.json' .",
+            # A shard that failed or never ran merges as "not run": inconclusive, never a pass.
+            _command(
+                common,
+                "--gpu",
+                gpu,
+                "--merge",
+                f"{RESULTS_DIR}/*.json",
+                "--json",
+                "--bundle",
+                f"{RUN_DIR}/commits.bundle",
+            )
+            + f" > {RUN_DIR}/run.json || [ $$? -le 1 ]",
+        ],
+        "artifact_paths": [f"{RUN_DIR}/run.json", f"{RUN_DIR}/commits.bundle"],
+        "timeout_in_minutes": _MINUTES_OVER,
+    }
+    if cfg.cpu_queue:
+        merge["agents"] = {"queue": cfg.cpu_queue}
+    if shards:
+        merge["depends_on"] = [s["key"] for s in shards]
+        merge["allow_dependency_failure"] = True
+    steps: list[dict[str, Any]] = []
+    if shards:
+        steps.append({"group": f":test_tube: ggstack tests of {stack.name}", "key": "ggstack-tests", "steps": shards})
+    steps.append(merge)
+    return {"steps": steps}
+
+
+def _command(common: Sequence[str], *args: str) -> str:
+    """One shell command line; every ``$`` doubled, so Buildkite's upload leaves it to the shell.
+    The results glob is left unquoted for the shell to expand."""
+    words = [w if w.endswith("/*.json") else shlex.quote(w) for w in (*common, *args)]
+    return " ".join(words).replace("$", "$$")
