@@ -25,7 +25,7 @@ from typing import NamedTuple
 from ggstack import git, replay, report
 from ggstack.cache import Map
 from ggstack.errors import InfraError, UserError
-from ggstack.forge import Comment, CommitFacts, Forge, RemotePR
+from ggstack.forge import Comment, CommitFacts, Forge, NativeStack, RemotePR
 from ggstack.model import Applied, Outcome, Patch, Progress, PRState, Run, Stack, Verdict
 from ggstack.secrets import TOKEN_VARS
 
@@ -80,6 +80,28 @@ def open_forge(stack: Stack, env: Mapping[str, str] | None, *, dry_run: bool) ->
     from ggstack.forge.github import GitHub  # PyGithub takes a second to import: only when it is used
 
     return GitHub(stack.config.target.repo, env=env)
+
+
+def uses_native(stack: Stack) -> bool | None:
+    """stack.toml's say on native stacks: True (on), False (off), None (auto: the forge says).
+    Stacks across forks are not supported by GitHub: a fork's PRs are never a native stack."""
+    if stack.config.target.fork is not None or stack.config.pr.native_stacks == "off":
+        return False
+    return True if stack.config.pr.native_stacks == "on" else None
+
+
+def native_stacks(forge: Forge, stack: Stack) -> list[NativeStack] | None:
+    """The forge's native stacks where ggstack uses them; None where it does not (or cannot)."""
+    wanted = uses_native(stack)
+    if wanted is False:
+        return None
+    found = forge.native_stacks()
+    if found is None and wanted:
+        raise UserError(
+            f'pr.native_stacks = "on" in stack.toml, but {stack.config.target.repo} has no stacked pull requests '
+            f'(GitHub answers 404 there): set it to "auto" or "off"'
+        )
+    return found
 
 
 def _patches_of(run: Run, stack: Stack) -> dict[str, Patch]:

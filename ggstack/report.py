@@ -19,7 +19,7 @@ from rich.text import Text
 from ggstack.model import Applied, Outcome, PRState, Recommendation, Run, Signal, TestResult, Verdict, json_text
 
 if TYPE_CHECKING:
-    from ggstack import drop, rebase
+    from ggstack import drop, land, rebase
 
 
 def short(sha: str | None) -> str:
@@ -1060,3 +1060,27 @@ def rebase_table(result: rebase.Result, *, dry_run: bool = False) -> Table:
         cells = [f"{e.name}\n{e.subject}", status, short(e.old_base), short(e.new_base), e.detail]
         table.add_row(*(Text(c) for c in cells))
     return table
+
+
+def landing_text(result: land.Landing) -> str:
+    """What ``ggstack land`` did, or (dry run) would do: the plan in merge order, each write, where it stopped."""
+    how = result.method + (", through the native stack" if result.native else "")
+    head = f"{result.stack}: landing onto {result.base} at {short(result.base_sha)} ({how})"
+    lines = [head + (" — plan only (dry run)" if result.dry_run else "")]
+    if result.dry_run or not result.done:
+        for e in result.plan:
+            pr = f" #{e.number}" if e.number else ""
+            lines.append(f"  {e.label}{pr}: {e.action}: {e.why}")
+            lines += [f"      - {'would ' if result.dry_run else ''}{s.words}" for s in e.steps]
+    lines += [f"  {line}" for line in result.done]
+    if result.merged or result.closed:
+        merged = ", ".join(f"#{n}" for n in result.merged) or "none"
+        closed = f"; closed as already in {result.base}: " + ", ".join(f"#{n}" for n in result.closed)
+        lines.append(f"merged: {merged}" + (closed if result.closed else ""))
+    if result.queued:
+        lines.append(result.queued)
+    if result.stopped:
+        lines.append(f"stopped at {result.stopped}")
+    elif not result.queued and not result.dry_run:
+        lines.append("nothing left to land")
+    return "\n".join(lines)
