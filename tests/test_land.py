@@ -7,6 +7,7 @@ commits there), and ggstack run as a subprocess driving PyGithub over HTTP.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,9 @@ import pytest
 from forge_server import FakeGitHub
 from gitrepo import run_ggstack
 from test_pr import SLUG, TOKEN, World
+
+from ggstack import land as land_stage
+from ggstack import series
 
 
 @pytest.fixture
@@ -81,3 +85,187 @@ def test_an_approved_three_pr_stack_lands_bottom_up_each_merged_once(world: Worl
     w.forge.reset_counts()
     assert "nothing left to land" in landed(w).stdout
     assert w.forge.write_calls() == 0
+
+
+def test_a_patch_the_base_took_meanwhile_is_closed_with_the_evidence_not_merged(world: World) -> None:
+    w = world
+    pa, pb, pc = opened(w, [w.a, w.b, w.c])
+    approve_all(w)
+
+    def base_takes_b(line: str) -> None:
+        """Right after #1 merged, someone lands b's change on main: only a check at that moment sees it."""
+        if f"merge #{pa['number']}" in line:
+            w.fork.git("fetch", "-q", "origin", "main")
+            w.fork.git("checkout", "-q", "-B", "main", "origin/main")
+            w.land(w.b)
+
+    result = land_stage.land(w.repo, series.load(str(w.patches), "s"), env=w.env(), say=base_takes_b)
+    states = {p["number"]: p for p in w.pulls(None)}
+    assert states[pa["number"]]["merged"] and states[pc["number"]]["merged"]
+    assert states[pb["number"]]["state"] == "closed" and not states[pb["number"]]["merged"]
+    assert result.merged == [pa["number"], pc["number"]] and result.closed == [pb["number"]]
+    (comment,) = w.forge.comments(SLUG, pb["number"])
+    assert "Closing as already represented in the current `main` base" in comment["body"]
+    assert w.fork.sha("main")[:10] in comment["body"]  # the commit that brought it
+    assert len(w.forge.merge_calls()) == 2
+
+
+def test_landing_stops_at_the_first_unapproved_pr_saying_why(world: World) -> None:
+    w = world
+    pa, pb, pc = opened(w, [w.a, w.b, w.c])
+    w.forge.approve(SLUG, pa["number"])
+    w.forge.approve(SLUG, pc["number"])
+    w.forge.approve(SLUG, pb["number"], user="reader")  # no write access: it does not count
+    w.forge.set_permission(SLUG, "reader", "read")
+    proc = landed(w, code=1)
+    assert proc.stdout.rstrip().endswith("stopped at 0002: waiting for approval")
+    merged = [p["number"] for p in w.pulls(None) if p["merged"]]
+    assert merged == [pa["number"]]
+    # stack.toml may name who approves: then the reader's approval counts.
+    toml = w.patches / "s" / "stack.toml"
+    toml.write_text(toml.read_text().replace("approvers = []", 'approvers = ["reader", "maintainer"]'))
+    landed(w)
+    assert all(p["merged"] for p in w.pulls(None))
+
+
+def test_an_approval_of_an_older_push_does_not_count(world: World) -> None:
+    w = world
+    (pa,) = opened(w, [w.a])
+    w.forge.approve(SLUG, pa["number"])
+    # The patch is reworded and `pr` pushes it: the approval was of the commit before.
+    (patch,) = (w.patches / "s").glob("0001-*.patch")
+    patch.write_text(patch.read_text().replace("Keep the a buffers alive", "Keep the a buffers alive, reworded"))
+    w.ok()
+    assert w.pulls()[0]["head"]["sha"] != pa["head"]["sha"]
+    proc = landed(w, code=1)
+    assert "0001: waiting for approval (the approval by @maintainer is of an older push)" in proc.stdout
+    w.forge.approve(SLUG, pa["number"])
+    landed(w)
+
+
+def test_landing_stops_at_a_failing_required_check(world: World) -> None:
+    w = world
+    pa, pb, pc = opened(w, [w.a, w.b, w.c])
+    approve_all(w)
+    w.forge.protect(SLUG, "main", checks=("gpu-tests",))
+    w.forge.set_check(SLUG, pa["head"]["sha"], "gpu-tests", "success")
+    w.forge.set_check(SLUG, pb["head"]["sha"], "gpu-tests", "failure")
+    w.forge.set_check(SLUG, pc["head"]["sha"], "gpu-tests", "success")
+    proc = landed(w, code=1)
+    assert proc.stdout.rstrip().endswith("stopped at 0002: check `gpu-tests` failing")
+    assert [p["number"] for p in w.pulls(None) if p["merged"]] == [pa["number"]]
+    # Re-run, the check green now (a rerun of the job): the rest lands.
+    w.forge.set_check(SLUG, pb["head"]["sha"], "gpu-tests", "success")
+    landed(w)
+    assert all(p["merged"] for p in w.pulls(None))
+
+
+def test_dry_run_shows_the_plan_and_the_readiness_and_writes_nothing(world: World) -> None:
+    w = world
+    pa, _ = opened(w, [w.a, w.b], config={"checks = []": 'checks = ["lint"]'})
+    approve_all(w)
+    w.forge.set_check(SLUG, pa["head"]["sha"], "lint", "success")
+    w.forge.reset_counts()
+    proc = landed(w, "--dry-run", code=1)
+    assert w.forge.write_calls() == 0 and w.forge.merge_calls() == []
+    out = proc.stdout
+    assert "plan only (dry run)" in out and f"would merge #{pa['number']} into main (merge)" in out
+    assert out.rstrip().endswith("stopped at 0002: waiting for check `lint`")
+    plan = json.loads(landed(w, "--dry-run", "--json", code=1).stdout)
+    first = plan["plan"][0]
+    assert first["action"] == "land" and first["readiness"]["checks"] == [["lint", "success"]]
+    assert first["readiness"]["approval"] == "approved by @maintainer" and first["readiness"]["mergeable"] == "draft"
+    assert plan["stopped"] == "0002: waiting for check `lint`" and w.forge.write_calls() == 0
+
+
+def test_killed_at_every_write_a_rerun_lands_the_rest_and_merges_nothing_twice(world: World) -> None:
+    w = world
+    opened(w, [w.a, w.b, w.c])
+    approve_all(w)
+    kills = 0
+    while (proc := land(w, env=w.env(GGSTACK_DEBUG_KILL_AFTER_WRITES="1"))).returncode != 0:
+        assert proc.returncode == -9, proc.stdout + proc.stderr
+        kills += 1
+        assert kills < 40, "never finished"
+    assert kills >= 9  # per PR: ready, unlabel, (retarget,) merge — each a place to die
+    assert len(w.forge.merge_calls()) == 3 and all(p["merged"] for p in w.pulls(None))
+    assert sum(s.startswith("Merge pull request") for s in main_subjects(w)) == 3
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        ("inject", "PUT", r"/pulls/\d+/merge$", {"status": 502, "times": 2}),
+        ("inject", "GET", r"/pulls/\d+$", {"status": 503, "times": 3}),
+        ("inject_retry_after", "PUT", r"/pulls/\d+/merge$", {"seconds": 1, "status": 403, "times": 2}),
+        ("inject_retry_after", "PATCH", r"/pulls/\d+$", {"seconds": 1}),
+    ],
+    ids=["merge-502", "read-503", "merge-secondary-rate-limit", "retarget-429"],
+)
+def test_a_forge_failure_mid_landing_is_retried_and_each_pr_merged_once(world: World, fault) -> None:
+    w = world
+    opened(w, [w.a, w.b, w.c])
+    approve_all(w)
+    method, *args, kw = fault
+    getattr(w.forge, method)(*args, **kw)
+    landed(w)
+    assert all(p["merged"] for p in w.pulls(None))
+    assert sum(s.startswith("Merge pull request") for s in main_subjects(w)) == 3
+
+
+def test_a_merge_whose_answer_was_lost_is_looked_up_not_sent_again(world: World) -> None:
+    w = world
+    opened(w, [w.a, w.b])
+    approve_all(w)
+    w.forge.inject("PUT", r"/pulls/\d+/merge$", status=0, delay=2.5)  # merged, but after the client gave up
+    landed(w, env=w.env(GGSTACK_FORGE_TIMEOUT="1", GGSTACK_RETRY_BASE_SECONDS="2"))
+    assert len(w.forge.merge_calls()) == 2 and all(p["merged"] for p in w.pulls(None))
+
+
+def test_a_lasting_forge_failure_is_exit_3_and_a_rerun_finishes(world: World) -> None:
+    w = world
+    opened(w, [w.a, w.b])
+    approve_all(w)
+    w.forge.inject("PUT", r"/pulls/\d+/merge$", status=502, times=5)
+    proc = land(w)
+    assert proc.returncode == 3 and "still fails after 5 tries" in proc.stderr
+    landed(w)
+    assert all(p["merged"] for p in w.pulls(None))
+
+
+def test_a_refused_merge_is_reported_in_github_words(world: World) -> None:
+    w = world
+    opened(w, [w.a])
+    approve_all(w)
+    w.forge.protect(SLUG, "main", approvals=2)  # a rule land does not know of: GitHub says no at the merge
+    proc = landed(w, code=1)
+    assert "GitHub refused to merge #1: At least 2 approving reviews are required" in proc.stdout
+    assert not any(p["merged"] for p in w.pulls(None))
+
+
+def test_after_landing_check_says_represented_by_the_merge_commit(world: World) -> None:
+    w = world
+    opened(w, [w.a, w.b], config={'method = ""': 'method = "squash"'})
+    approve_all(w)
+    landed(w)
+    squashes = {p["title"]: p["merge_commit_sha"] for p in w.pulls(None)}
+    w.fork.git("fetch", "-q", "origin")
+    proc = run_ggstack(
+        "--repo",
+        str(w.fork.path),
+        "--patches",
+        str(w.patches),
+        "check",
+        "s",
+        "--onto",
+        "origin/main",
+        "--json",
+        cwd=w.tmp,
+    )
+    run = json.loads(proc.stdout)
+    for o in run["patches"]:
+        assert o["verdict"] == "represented", o
+        assert squashes[o["subject"]] in o["represented_by"]
+    assert main_subjects(w)[:2] == [
+        f"{t} (#{n})" for t, n in (("fix(b): retain b on prewarm", 2), ("fix(a): preallocate the a buffers", 1))
+    ]
