@@ -256,16 +256,17 @@ def _land(stack: Stack, snap: Snapshot, o: Outcome, pull: RemotePR, e: Entry, ba
 
 
 def _plan_native(plan: Plan, snap: Snapshot) -> None:
-    """Where the PRs are a native stack: the ready ones land in one merge of the forge's (the top one's),
-    after their gates are lifted; a PR to close inside it dissolves it first (the rest then lands classically)."""
+    """Where the PRs are a native stack: the ready ones below the first to close land in one merge of
+    the forge's (the top one's), after their gates are lifted; a PR to close inside it dissolves the
+    stack first (what is above it then lands classically)."""
     if snap.stacks is None:
         return
     holding = {n: st for st in snap.stacks for n in st.pulls if n not in st.merged}
     moving = [e for e in plan.entries if e.action in ("land", "close")]
-    if _unstack_for_a_close(moving, holding):
-        return
-    found = _native_prefix(plan, [e for e in moving if e.action == "land"], holding)
+    cut = next((i for i, e in enumerate(moving) if e.action == "close"), len(moving))
+    found = _native_prefix(plan, moving[:cut], holding)
     if found is None:
+        _unstack_for_a_close(moving[cut : cut + 1], holding)
         return
     st, prefix = found
     top = prefix[-1]
@@ -298,15 +299,13 @@ def _native_prefix(
     return st, prefix
 
 
-def _unstack_for_a_close(moving: list[Entry], holding: Mapping[int, NativeStack]) -> bool:
+def _unstack_for_a_close(closing: list[Entry], holding: Mapping[int, NativeStack]) -> None:
     """A PR the base took, inside a native stack: the stack is dissolved before it is closed."""
-    for e in moving:
-        if e.action == "close" and e.number is not None and e.number in holding:
+    for e in closing:
+        if e.number is not None and e.number in holding:
             st = holding[e.number]
             words = f"unstack stack {st.number} (#{e.number} is closed, not merged)"
             e.steps.insert(0, Step("unstack", words, {"stack": str(st.number)}))
-            return True
-    return False
 
 
 # -- acting ----------------------------------------------------------------------------------
@@ -409,7 +408,7 @@ def land(
             if say:
                 say(result.done[-1])
             if stop is not None or result.queued:
-                result.stopped = stop
+                result.stopped = f"{nxt[0].label}: {stop}" if stop else None
                 return result
         raise InfraError("land: the forge kept changing under every step; nothing more was done (rerun it)")
     finally:
@@ -497,7 +496,8 @@ def _merged(
     if answer.status == "enqueued":
         result.queued = f"{what} is in the merge queue of {result.base}: rerun `ggstack land` once it merged"
         return f"{label}: added to the merge queue", None
-    refusal = f"GitHub refused to merge {what}: {answer.message or answer.status}"
+    said = "; ".join(line.strip() for line in answer.message.splitlines() if line.strip())  # one line
+    refusal = f"GitHub refused to merge {what}: {said or answer.status}"
     return f"{label}: refused", refusal
 
 

@@ -1258,6 +1258,13 @@ class Call(View):
             tip = merged
             tips.append(tip)
         self._landed(repo, list(zip(todo, tips, strict=True)), base_ref, old)
+        if st is not None:  # what stays of the stack now sits on its base
+            merged_heads = {p.head_ref for p in todo}
+            for m in st.pulls:
+                rest = self.forge.find_pull(repo.full_name, m)
+                if rest.state == "open" and rest.base_ref in merged_heads:
+                    rest.base_ref = st.base_ref
+                    self.forge.touch(rest)
         req.status, req.details = "merged", {"message": "Pull request was merged.", "sha": tip}
 
     # -- stacked pull requests --

@@ -269,3 +269,104 @@ def test_after_landing_check_says_represented_by_the_merge_commit(world: World) 
     assert main_subjects(w)[:2] == [
         f"{t} (#{n})" for t, n in (("fix(b): retain b on prewarm", 2), ("fix(a): preallocate the a buffers", 1))
     ]
+
+
+# -- GitHub's native stacked pull requests --------------------------------------------------------
+
+
+def gg(w: World, *args: str) -> subprocess.CompletedProcess[str]:
+    proc = run_ggstack("--repo", str(w.fork.path), "--patches", str(w.patches), *args, cwd=w.tmp, env=w.env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def stacked(w: World) -> list[list[int]]:
+    """The repository's native stacks, each its PRs bottom first."""
+    return [[p["number"] for p in st["pull_requests"]] for st in w.forge.stacks(SLUG)]
+
+
+def test_pr_keeps_the_prs_as_one_native_stack_made_extended_and_remade(world: World) -> None:
+    w = world
+    w.forge.enable_stacks(SLUG)
+    pa, pb = opened(w, [w.a, w.b])
+    assert stacked(w) == [[pa["number"], pb["number"]]]
+    assert w.pull("fix(b)")["stack"]["position"] == 2 and w.pull("fix(b)")["stack"]["base"]["ref"] == "main"
+    # A patch added on top: the stack is extended, not made again.
+    gg(w, "import", "s", w.c)
+    w.ok()
+    pc = w.pull("fix(c)")
+    assert stacked(w) == [[pa["number"], pb["number"], pc["number"]]]
+    assert ("POST", f"/repos/{SLUG}/stacks/1/add") in w.forge.requests
+    w.forge.reset_counts()
+    w.ok()
+    assert w.forge.write_calls() == 0
+    # Reordered: the old stack is dissolved, the bases change, the new order is stacked.
+    gg(w, "move", "s", "3", "--to", "1")
+    w.ok()
+    assert stacked(w) == [[pc["number"], pa["number"], pb["number"]]]
+    assert w.pull("fix(c)")["base"]["ref"] == "main" and w.pull("fix(a)")["base"]["ref"] == pc["head"]["ref"]
+    assert ("POST", f"/repos/{SLUG}/stacks/1/unstack") in w.forge.requests
+    assert [st["number"] for st in w.forge.stacks(SLUG)] == [2]
+
+
+def test_land_merges_a_native_stack_at_once_and_follows_the_asynchronous_result(world: World) -> None:
+    w = world
+    w.forge.enable_stacks(SLUG)
+    w.forge.configure(SLUG, allow_merge_commit=False)  # the method: what the repository allows
+    w.forge.merge_async_polls = 2  # pending for two polls before it runs
+    opened(w, [w.a, w.b, w.c])
+    approve_all(w)
+    proc = landed(w, env=w.env(GGSTACK_MERGE_POLL_SECONDS="0.05"))
+    assert "through the native stack" in proc.stdout
+    assert all(p["merged"] for p in w.pulls(None))
+    assert w.forge.merge_calls() == [("PUT", f"/repos/{SLUG}/pulls/3/merge-async")]
+    assert "(squash, through the native stack)" in proc.stdout
+    assert main_subjects(w)[:3] == [f"{p['title']} (#{p['number']})" for p in reversed(w.pulls(None))]
+    polls = [p for m, p in w.forge.requests if m == "GET" and "/merge-async/" in p]
+    assert len(polls) == 3  # pending, pending, merged
+    assert ("PUT", f"/repos/{SLUG}/pulls/1/merge") not in w.forge.requests  # never the legacy merge
+    for name in ("a.txt", "b.txt", "c.txt"):
+        assert "changed" in w.upstream.git("show", f"main:{name}")
+    assert "nothing left to land" in landed(w).stdout
+
+
+def test_a_native_stack_merge_refused_by_branch_protection_is_reported_and_nothing_lands(world: World) -> None:
+    w = world
+    w.forge.enable_stacks(SLUG)
+    opened(w, [w.a, w.b])
+    approve_all(w)
+    w.forge.protect(SLUG, "main", approvals=2, ruleset=True)  # evaluated only when the merge runs
+    before = w.upstream.git("rev-parse", "main")
+    proc = landed(w, code=1, env=w.env(GGSTACK_MERGE_POLL_SECONDS="0.05"))
+    assert "stopped at 0002: GitHub refused to merge stack 1 up to #2: Repository rule violations found" in proc.stdout
+    assert "At least 2 approving reviews are required" in proc.stdout
+    assert not any(p["merged"] for p in w.pulls(None)) and w.upstream.git("rev-parse", "main") == before
+
+
+def test_a_pr_the_base_took_inside_a_native_stack_unstacks_it_and_the_rest_lands_classically(world: World) -> None:
+    w = world
+    w.forge.enable_stacks(SLUG)
+    pa, pb, pc = opened(w, [w.a, w.b, w.c])
+    approve_all(w)
+    w.land(w.b)
+    landed(w)
+    states = {p["number"]: p for p in w.pulls(None)}
+    assert states[pa["number"]]["merged"] and states[pc["number"]]["merged"]
+    assert states[pb["number"]]["state"] == "closed" and not states[pb["number"]]["merged"]
+    # #1 merged through the stack (which keeps it: unstacking leaves merged PRs), #3 on its own after.
+    assert stacked(w) == [[pa["number"]]]
+    assert w.forge.merge_calls() == [
+        ("PUT", f"/repos/{SLUG}/pulls/{pa['number']}/merge-async"),
+        ("PUT", f"/repos/{SLUG}/pulls/{pc['number']}/merge"),
+    ]
+
+
+def test_native_stacks_off_in_stack_toml_keeps_the_classic_path(world: World) -> None:
+    w = world
+    w.forge.enable_stacks(SLUG)
+    opened(w, [w.a, w.b], config={'native_stacks = "auto"': 'native_stacks = "off"'})
+    assert stacked(w) == []
+    approve_all(w)
+    landed(w)
+    assert len(w.forge.merge_calls()) == 2 and all(p["merged"] for p in w.pulls(None))
+    assert not any("/stacks" in p for _, p in w.forge.requests)
