@@ -370,3 +370,36 @@ def test_native_stacks_off_in_stack_toml_keeps_the_classic_path(world: World) ->
     landed(w)
     assert len(w.forge.merge_calls()) == 2 and all(p["merged"] for p in w.pulls(None))
     assert not any("/stacks" in p for _, p in w.forge.requests)
+
+
+# -- the merge-readiness view ----------------------------------------------------------------------
+
+
+def test_pr_dry_run_and_report_show_each_prs_merge_readiness(world: World) -> None:
+    w = world
+    pa, _, pc = opened(w, [w.a, w.b, w.c])
+    w.forge.approve(SLUG, pa["number"])
+    w.forge.approve(SLUG, pc["number"])
+    w.forge.protect(SLUG, "main", checks=("gpu-tests",))
+    w.forge.set_check(SLUG, pa["head"]["sha"], "gpu-tests", "success")
+    w.forge.set_check(SLUG, pc["head"]["sha"], "gpu-tests", "failure")
+    shown = w.ok("--dry-run").stdout
+    assert "next: ready to land" in shown and "next: waiting for approval" in shown
+    assert "next: check `gpu-tests` failing" in shown and "gpu-tests: failure" in shown
+    run = w.run_json("--dry-run")
+    states = [o.pr for o in run.outcomes]
+    assert [s.next_action for s in states if s] == [
+        "ready to land",
+        "waiting for approval",
+        "check `gpu-tests` failing",
+    ]
+    assert (
+        states[0] and states[0].checks == [("gpu-tests", "success")] and states[0].approval == "approved by @maintainer"
+    )
+    assert states[1] and states[1].checks == [("gpu-tests", "expected")] and states[1].mergeable == "draft"
+    saved = w.tmp / "run.json"
+    saved.write_text(w.ok("--dry-run", "--json").stdout)
+    table = run_ggstack("report", str(saved), cwd=w.tmp).stdout
+    assert "ready to land" in table and "waiting for approval" in table
+    markdown = run_ggstack("report", str(saved), "--format", "markdown", cwd=w.tmp).stdout
+    assert "checks: gpu-tests failure; GitHub: draft; next: check `gpu-tests` failing" in markdown
