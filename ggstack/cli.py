@@ -1213,6 +1213,12 @@ def land(obj: Ctx, stack: str, onto: str | None, dry_run: bool, as_json: bool) -
     "--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence."
 )
 @click.option(
+    "--land",
+    "land_ready",
+    is_flag=True,
+    help="After a green run, land what is ready (as `ggstack land`); off by default.",
+)
+@click.option(
     "--rebase-series",
     is_flag=True,
     help="Also propose the stored series rebased onto the base, as a PR onto the branch it lives on.",
@@ -1242,6 +1248,7 @@ def sync(
     gpu: str,
     dry_run: bool,
     close_redundant: bool,
+    land_ready: bool,
     rebase_series: bool,
     series_branch: str | None,
     run_json: str | None,
@@ -1285,6 +1292,7 @@ def sync(
             use_cache=not no_cache,
             rebase_series=rebase_series,
             series_branch=series_branch,
+            land=land_ready,
         )
         path = sync_stage.save_run(obj.repo, run, run_json)
     console().print(report.report_table(run))
