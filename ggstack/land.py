@@ -67,7 +67,8 @@ def read(forge: Forge, repo: git.Repository, stack: Stack, run: Run, base: str, 
             continue
         if o.verdict is Verdict.REPRESENTED:
             snap.comments[pull.number] = forge.comments(pull)
-        snap.facts[pull.number] = forge.merge_facts(pull)
+        elif o.verdict is Verdict.UNIQUE:
+            snap.facts[pull.number] = forge.merge_facts(pull)
     if not stack.config.land.approvers:
         for f in snap.facts.values():
             for r in f.reviews:
@@ -503,17 +504,16 @@ def _merged(
 
 def _poll(forge: Forge, pull: RemotePR, answer: MergeResult, timing: Timing) -> MergeResult:
     """The asynchronous merge's answer once it is no longer pending (bounded by ``timing.wait``)."""
-    waited = 0.0
+    deadline = time.monotonic() + timing.wait
     while answer.status == "pending":
         if not answer.uuid:
             raise InfraError(f"the merge of #{pull.number} is pending, but GitHub gave no request id to follow")
-        if waited >= timing.wait:
+        if time.monotonic() >= deadline:
             raise InfraError(
-                f"the merge of #{pull.number} is still pending after {waited:.0f} s (GGSTACK_MERGE_WAIT_SECONDS); "
+                f"the merge of #{pull.number} is still pending after {timing.wait:g} s (GGSTACK_MERGE_WAIT_SECONDS); "
                 f"rerun `ggstack land` to follow it (GitHub keeps the request 24 hours)"
             )
         time.sleep(timing.poll)
-        waited += max(timing.poll, 1e-3)
         answer = forge.merge_result(pull, answer.uuid)
     return answer
 

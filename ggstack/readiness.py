@@ -64,8 +64,9 @@ def readiness(
         approval = f"waiting for approval (the approval by {_logins(stale)} is of an older push)"
     else:
         approval = "waiting for approval"
+    cleared = bool(approved) and not changes
     return Readiness(
-        approval, approved, checks, facts.mergeable_state, _blocker(facts, approval, bool(approved), checks, base)
+        approval, approved, checks, facts.mergeable_state, _blocker(facts, approval, cleared, checks, base)
     )
 
 

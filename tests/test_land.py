@@ -19,6 +19,9 @@ from test_pr import SLUG, TOKEN, World
 
 from ggstack import land as land_stage
 from ggstack import series
+from ggstack.forge import MergeFacts, Review
+from ggstack.model import LandPolicy
+from ggstack.readiness import READY, readiness
 
 
 @pytest.fixture
@@ -403,3 +406,119 @@ def test_pr_dry_run_and_report_show_each_prs_merge_readiness(world: World) -> No
     assert "ready to land" in table and "waiting for approval" in table
     markdown = run_ggstack("report", str(saved), "--format", "markdown", cwd=w.tmp).stdout
     assert "checks: gpu-tests failure; GitHub: draft; next: check `gpu-tests` failing" in markdown
+
+
+def test_a_stack_merge_still_pending_is_exit_3_and_a_rerun_follows_the_same_request(world: World) -> None:
+    w = world
+    w.forge.enable_stacks(SLUG)
+    w.forge.merge_async_polls = 10**6  # GitHub takes its time
+    opened(w, [w.a, w.b])
+    approve_all(w)
+    slow = w.env(GGSTACK_MERGE_POLL_SECONDS="0.05", GGSTACK_MERGE_WAIT_SECONDS="0.3")
+    proc = land(w, env=slow)
+    assert proc.returncode == 3 and "still pending after 0.3 s" in proc.stderr
+    assert "rerun `ggstack land` to follow it" in proc.stderr
+    (request,) = w.forge.merge_requests.values()
+    request.polls = 0  # it runs at the next poll
+    landed(w, env=slow)
+    assert all(p["merged"] for p in w.pulls(None)) and len(w.forge.merge_requests) == 1
+    assert w.forge.merge_calls() == [("PUT", f"/repos/{SLUG}/pulls/2/merge-async")] * 2  # the second answered 409
+
+
+def test_killed_at_every_write_a_native_stack_lands_once(world: World) -> None:
+    w = world
+    w.forge.enable_stacks(SLUG)
+    opened(w, [w.a, w.b, w.c])
+    approve_all(w)
+    kills = 0
+    env = w.env(GGSTACK_DEBUG_KILL_AFTER_WRITES="1", GGSTACK_MERGE_POLL_SECONDS="0.05")
+    while (proc := land(w, env=env)).returncode != 0:
+        assert proc.returncode == -9, proc.stdout + proc.stderr
+        kills += 1
+        assert kills < 30, "never finished"
+    assert kills >= 6 and all(p["merged"] for p in w.pulls(None)) and len(w.forge.merge_requests) == 1
+
+
+def test_land_without_a_token_is_exit_2_naming_the_variables(world: World) -> None:
+    w = world
+    w.stack("s", [w.a])
+    env = {k: v for k, v in w.env().items() if k != "GITHUB_TOKEN"}
+    proc = land(w, "--dry-run", env=env)
+    assert proc.returncode == 2 and "GITHUB_TOKEN" in proc.stderr and "GH_TOKEN" in proc.stderr
+    assert w.forge.requests == []
+
+
+# -- readiness, pure -------------------------------------------------------------------------------
+
+
+def facts(**kw) -> MergeFacts:
+    base = {
+        "head_sha": "h2",
+        "base_ref": "main",
+        "state": "open",
+        "merged": False,
+        "draft": False,
+        "labels": [],
+        "mergeable": True,
+        "mergeable_state": "clean",
+        "reviews": [],
+        "checks": {},
+    }
+    return MergeFacts(**{**base, **kw})
+
+
+WRITERS = {"ann": "write", "bob": "admin", "eve": "read"}
+
+
+@pytest.mark.parametrize(
+    ("reviews", "checks", "mergeable", "next_action"),
+    [
+        ([], {}, True, "waiting for approval"),
+        ([Review("eve", "APPROVED", "h2")], {}, True, "waiting for approval"),  # no write access
+        (
+            [Review("ann", "APPROVED", "h1")],
+            {},
+            True,
+            "waiting for approval (the approval by @ann is of an older push)",
+        ),
+        (
+            [Review("ann", "APPROVED", "h2"), Review("bob", "CHANGES_REQUESTED", "h2")],
+            {},
+            True,
+            "changes requested by @bob",
+        ),
+        ([Review("bob", "CHANGES_REQUESTED", "h1"), Review("bob", "APPROVED", "h2")], {"ci": "success"}, True, READY),
+        ([Review("ann", "APPROVED", "h2")], {"ci": "failure"}, True, "check `ci` failing"),
+        ([Review("ann", "APPROVED", "h2")], {"ci": "pending"}, True, "waiting for check `ci`"),
+        ([Review("ann", "APPROVED", "h2")], {}, True, "waiting for check `ci`"),  # required, not reported yet
+        (
+            [Review("ann", "APPROVED", "h2")],
+            {"ci": "success"},
+            None,
+            "GitHub has not computed yet whether it can merge; rerun in a moment",
+        ),
+        (
+            [Review("ann", "APPROVED", "h2")],
+            {"ci": "success"},
+            False,
+            "conflicts with main: rerun `ggstack pr` (or resolve the patch)",
+        ),
+    ],
+)
+def test_readiness_decides_as_the_policy_says(reviews, checks, mergeable, next_action) -> None:
+    got = readiness(facts(reviews=reviews, checks=checks, mergeable=mergeable), LandPolicy(), WRITERS, ["ci"], "main")
+    assert got.next_action == next_action
+
+
+def test_readiness_with_named_approvers_and_extra_checks() -> None:
+    policy = LandPolicy(approvers=("@Eve",), checks=("gpu-tests",))
+    got = readiness(
+        facts(reviews=[Review("eve", "APPROVED", "h2")], checks={"gpu-tests": "success"}), policy, WRITERS, [], "main"
+    )
+    assert (got.approval, got.checks, got.next_action) == ("approved by @eve", [("gpu-tests", "success")], READY)
+    got = readiness(facts(reviews=[Review("ann", "APPROVED", "h2")]), policy, WRITERS, [], "main")
+    assert got.next_action == "waiting for approval"  # ann may write, but stack.toml names eve
+    unknown = readiness(
+        facts(reviews=[Review("zed", "APPROVED", "h2", "MEMBER")]), LandPolicy(), {"zed": "unknown"}, [], "main"
+    )
+    assert unknown.next_action == READY  # the token may not read permissions: a member's approval counts

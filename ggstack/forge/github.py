@@ -539,24 +539,28 @@ class GitHub:
     def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
         """The asynchronous merge (GitHub's for stacked PRs): this PR and every one below it in its stack.
 
-        Sending it again is safe: GitHub answers 409 with the request already there, or "merged"."""
+        Sending it again is safe: GitHub answers 409 with the request already there, or "merged";
+        only a new request (202) counts as a write."""
 
-        def submit() -> MergeResult:
+        def submit() -> tuple[MergeResult, bool]:
             body = {"merge_method": method, "merge_action": "default", "sha": sha}
             try:
                 data = self._rest("PUT", f"/pulls/{pull.number}/merge-async", body=body)
             except GithubException as e:
                 if e.status in (400, 409) and isinstance(e.data, dict) and e.data.get("status"):
-                    return _merge_result(e.data)
+                    return _merge_result(e.data), False
                 raise
-            return _merge_result(data)
+            result = _merge_result(data)
+            return result, result.status == "pending"
 
-        return self.call(
+        result, new = self.call(
             f"merge #{pull.number} and the PRs below it ({method})",
             submit,
-            write=True,
             not_found=f"{self.slug} has no asynchronous merge API (stacked pull requests are not enabled there)",
         )
+        if new:
+            self._wrote()
+        return result
 
     def create_stack(self, numbers: Sequence[int]) -> NativeStack:
         def create() -> NativeStack:
