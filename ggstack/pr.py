@@ -25,9 +25,9 @@ from typing import NamedTuple
 from ggstack import git, replay, report
 from ggstack.cache import Map
 from ggstack.errors import InfraError, UserError
-from ggstack.forge import Comment, CommitFacts, Forge, MergeFacts, NativeStack, RemotePR
+from ggstack.forge import Comment, CommitFacts, Forge, MergeFacts, NativeStack, RemotePR, Review
 from ggstack.model import Applied, Outcome, Patch, Progress, PRState, Run, Stack, Verdict
-from ggstack.readiness import Readiness, readiness
+from ggstack.readiness import MAINTAINERS, Readiness, readiness
 from ggstack.secrets import TOKEN_VARS
 
 NEEDED = (Verdict.UNIQUE, Verdict.PARTIAL)  # the only verdicts that get a PR
@@ -202,9 +202,10 @@ def read(
     remote = repo.ls_remote(target.remote, wanted) if wanted else {}  # no patterns would list every ref
     snap.heads = {ref.removeprefix("refs/heads/"): sha for ref, sha in remote.items()}
     _fetch_missing(repo, target.remote, remote)
-    for pull in pulls.values():
-        snap.approvals[pull.number] = forge.approvals(pull)
     _read_readiness(forge, snap, stack, needed, base_branch)
+    for pull in pulls.values():
+        facts = snap.facts.get(pull.number)  # its reviews are read already
+        snap.approvals[pull.number] = maintainer_approvals(facts.reviews) if facts else forge.approvals(pull)
     for o in needed:
         if o.name not in pulls:
             _read_closed(forge, snap, o, _head_owner(stack))
@@ -234,6 +235,16 @@ def _read_readiness(forge: Forge, snap: Snapshot, stack: Stack, needed: list[Out
     if snap.facts:
         snap.required = forge.required_checks(base_branch)
     snap.stacks = native_stacks(forge, stack)
+
+
+def maintainer_approvals(reviews: Sequence[Review]) -> list[str]:
+    """The maintainers whose latest decisive review approves (what lifts the gate): ``Forge.approvals``
+    of reviews already read."""
+    latest: dict[str, Review] = {}
+    for r in reviews:
+        if r.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
+            latest[r.author] = r
+    return sorted(a for a, r in latest.items() if r.state == "APPROVED" and r.association in MAINTAINERS)
 
 
 def _fetch_missing(repo: git.Repository, remote: str, heads: dict[str, str]) -> None:
