@@ -1230,6 +1230,44 @@ def pr(
 
 
 @main.command()
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.option("--onto", default=None, help="The branch to land on [default: stack.toml target.base].")
+@click.option("--dry-run", is_flag=True, help="Print what would be merged, closed or waited for; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done (or planned) as JSON.")
+@click.pass_obj
+@handled
+def land(obj: Ctx, stack: str, onto: str | None, dry_run: bool, as_json: bool) -> None:
+    """Merge the stack's approved PRs in merge order, each checked again against the base first.
+
+    From the bottom, a PR is merged only when a reviewer with write access (or
+    one of stack.toml's land.approvers) approved its latest push, its required
+    checks pass, GitHub says it can merge, and a fresh check says the base
+    still needs it; one the base took meanwhile is closed with the evidence
+    instead. It stops at the first PR that is not ready, saying why. Safe to
+    rerun after a kill or a forge failure: nothing is merged twice. Where the
+    repository has stacked pull requests, the ready PRs merge as one stack.
+    Exit 0 when nothing is left waiting, 1 when a PR is not ready.
+
+    \b
+    Examples:
+      ggstack land gg-clean --dry-run
+      ggstack land gg-clean --onto dev/gilded-gnosis
+    """
+    from ggstack import land as landing
+
+    s = obj.stack(stack)
+    say = None if as_json or dry_run else (lambda line: err_console.print(escape(line), highlight=False))
+    result = landing.land(obj.repo, s, onto=onto, dry_run=dry_run, say=say)
+    if as_json:
+        print_json(result.to_json())
+    else:
+        from ggstack import report
+
+        click.echo(report.landing_text(result))
+    sys.exit(result.exit_code)
+
+
+@main.command()
 @click.argument("stack")
 @click.option("--onto", default=None, help="The base to sync onto [default: stack.toml target.base].")
 @click.option("--fetch", is_flag=True, help="git fetch the stack's remote first.")
@@ -1247,6 +1285,12 @@ def pr(
 )
 @click.option(
     "--close-redundant", is_flag=True, help="Close open ggstack PRs whose patch the base now has, with the evidence."
+)
+@click.option(
+    "--land",
+    "land_ready",
+    is_flag=True,
+    help="After a green run, land what is ready (as `ggstack land`); off by default.",
 )
 @click.option(
     "--rebase-series",
@@ -1291,6 +1335,7 @@ def sync(
     gpu: str,
     dry_run: bool,
     close_redundant: bool,
+    land_ready: bool,
     rebase_series: bool,
     series_branch: str | None,
     run_json: str | None,
@@ -1346,6 +1391,7 @@ def sync(
             rebase_series=rebase_series,
             series_branch=series_branch,
             forge=not no_forge,
+            land=land_ready,
         )
         path = sync_stage.save_run(obj.repo, run, run_json)
         if bundle:

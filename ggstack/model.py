@@ -116,6 +116,16 @@ class PRPolicy:
     approval_gate: bool = True
     stacked: bool = True
     require_tests: bool = True  # a needed patch whose tests could not decide is held, not opened
+    native_stacks: str = "auto"  # auto (the forge says) | on | off: the PRs as one stack the forge keeps
+
+
+@dataclass(frozen=True)
+class LandPolicy:
+    """Who may approve, what must pass, and how ``land`` merges."""
+
+    method: str = ""  # merge | squash | rebase; "": what the repository allows (a merge commit first)
+    approvers: tuple[str, ...] = ()  # logins whose approval counts; (): anyone with write access
+    checks: tuple[str, ...] = ()  # checks that must pass besides those the base branch requires
 
 
 @dataclass(frozen=True)
@@ -138,6 +148,7 @@ class StackConfig:
     branch_template: str = "gg/{stack}/{index:02d}-{slug}"
     pr: PRPolicy = PRPolicy()
     tests: TestConfig = TestConfig()
+    land: LandPolicy = LandPolicy()
 
 
 @dataclass(frozen=True)
@@ -280,6 +291,13 @@ class PRState:
     diffstat: list[tuple[str, int | None, int | None]] = field(default_factory=list)  # its commit's (path, +, -)
     comment: str | None = None  # the closing comment written (or that would be)
     note: str = ""
+    # Merge readiness (an open PR's, as the forge said when ``pr`` read it): what ``land`` would decide.
+    approval: str = ""  # "approved by @a", "waiting for approval", "changes requested by @b"
+    checks: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # required check -> success | failure | pending | expected
+    mergeable: str = ""  # GitHub's mergeable_state: clean, dirty, blocked, …
+    next_action: str = ""  # "ready to land", "waiting for approval", "check `x` failing", …
 
 
 @dataclass

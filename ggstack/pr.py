@@ -25,8 +25,9 @@ from typing import NamedTuple
 from ggstack import git, replay, report
 from ggstack.cache import Map
 from ggstack.errors import InfraError, UserError
-from ggstack.forge import Comment, CommitFacts, Forge, RemotePR
+from ggstack.forge import Comment, CommitFacts, Forge, MergeFacts, NativeStack, RemotePR, Review
 from ggstack.model import Applied, Outcome, Patch, Progress, PRState, Run, Stack, Verdict
+from ggstack.readiness import MAINTAINERS, Readiness, readiness
 from ggstack.secrets import TOKEN_VARS
 
 NEEDED = (Verdict.UNIQUE, Verdict.PARTIAL)  # the only verdicts that get a PR
@@ -80,6 +81,28 @@ def open_forge(stack: Stack, env: Mapping[str, str] | None, *, dry_run: bool) ->
     from ggstack.forge.github import GitHub  # PyGithub takes a second to import: only when it is used
 
     return GitHub(stack.config.target.repo, env=env)
+
+
+def uses_native(stack: Stack) -> bool | None:
+    """stack.toml's say on native stacks: True (on), False (off), None (auto: the forge says).
+    Stacks across forks are not supported by GitHub: a fork's PRs are never a native stack."""
+    if stack.config.target.fork is not None or stack.config.pr.native_stacks == "off":
+        return False
+    return True if stack.config.pr.native_stacks == "on" else None
+
+
+def native_stacks(forge: Forge, stack: Stack) -> list[NativeStack] | None:
+    """The forge's native stacks where ggstack uses them; None where it does not (or cannot)."""
+    wanted = uses_native(stack)
+    if wanted is False:
+        return None
+    found = forge.native_stacks()
+    if found is None and wanted:
+        raise UserError(
+            f'pr.native_stacks = "on" in stack.toml, but {stack.config.target.repo} has no stacked pull requests '
+            f'(GitHub answers 404 there): set it to "auto" or "off"'
+        )
+    return found
 
 
 def _patches_of(run: Run, stack: Stack) -> dict[str, Patch]:
@@ -144,6 +167,10 @@ class Snapshot:
     heads: dict[str, str] = field(default_factory=dict)  # remote branch -> sha
     closed: dict[str, RemotePR] = field(default_factory=dict)  # patch name -> latest closed PR of its branch
     approvals: dict[int, list[str]] = field(default_factory=dict)  # PR number -> approving maintainers
+    facts: dict[int, MergeFacts] = field(default_factory=dict)  # a needed patch's open PR -> merge readiness facts
+    permissions: dict[str, str] = field(default_factory=dict)  # reviewer (lower case) -> permission
+    required: list[str] = field(default_factory=list)  # the checks the PR base branch requires
+    stacks: list[NativeStack] | None = None  # the forge's native stacks; None: not used
     comments: dict[int, list[Comment]] = field(default_factory=dict)  # PR number -> its comments
     commits: dict[str, CommitFacts] = field(default_factory=dict)  # remote head sha -> the forge's facts
     patch_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)  # remote head sha -> its Stack-Patch-Ids
@@ -175,8 +202,10 @@ def read(
     remote = repo.ls_remote(target.remote, wanted) if wanted else {}  # no patterns would list every ref
     snap.heads = {ref.removeprefix("refs/heads/"): sha for ref, sha in remote.items()}
     _fetch_missing(repo, target.remote, remote)
+    _read_readiness(forge, snap, stack, needed, base_branch)
     for pull in pulls.values():
-        snap.approvals[pull.number] = forge.approvals(pull)
+        facts = snap.facts.get(pull.number)  # its reviews are read already
+        snap.approvals[pull.number] = maintainer_approvals(facts.reviews) if facts else forge.approvals(pull)
     for o in needed:
         if o.name not in pulls:
             _read_closed(forge, snap, o, _head_owner(stack))
@@ -189,6 +218,33 @@ def read(
         snap.base_exists = forge.has_branch(target.repo, base_branch)
         snap.head_repo_exists = target.fork is None or forge.has_repository(target.fork)
     return snap
+
+
+def _read_readiness(forge: Forge, snap: Snapshot, stack: Stack, needed: list[Outcome], base_branch: str) -> None:
+    """What ``land`` would decide of each needed patch's open PR (the view of ``report`` and ``pr --dry-run``),
+    and the forge's native stacks, which the PRs are kept as where the repository has them."""
+    if not needed:
+        return
+    for o in needed:
+        if o.name in snap.pulls:
+            snap.facts[snap.pulls[o.name].number] = forge.merge_facts(snap.pulls[o.name])
+    if not stack.config.land.approvers:
+        for f in snap.facts.values():
+            for r in f.reviews:
+                snap.permissions.setdefault(r.author.lower(), forge.permission(r.author))
+    if snap.facts:
+        snap.required = forge.required_checks(base_branch)
+    snap.stacks = native_stacks(forge, stack)
+
+
+def maintainer_approvals(reviews: Sequence[Review]) -> list[str]:
+    """The maintainers whose latest decisive review approves (what lifts the gate): ``Forge.approvals``
+    of reviews already read."""
+    latest: dict[str, Review] = {}
+    for r in reviews:
+        if r.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
+            latest[r.author] = r
+    return sorted(a for a, r in latest.items() if r.state == "APPROVED" and r.association in MAINTAINERS)
 
 
 def _fetch_missing(repo: git.Repository, remote: str, heads: dict[str, str]) -> None:
@@ -433,6 +489,7 @@ class Slot:
     # Rendered only where it is needed: to compare with the open PR's, to open
     # or update it. An offline plan of n PRs renders none of its n bodies of n lines.
     body: str | None = None
+    readiness: Readiness | None = None  # an open PR's: what ``land`` would decide now
 
     @property
     def needed(self) -> bool:
@@ -479,7 +536,47 @@ def make_plan(
     )
     _plan_needed(run, stack, plan)
     _plan_others(run, plan, snap, close_redundant)
+    _plan_native(plan, snap)
+    for s in plan.needed:
+        facts = snap.facts.get(s.pull.number) if s.pull is not None else None
+        if facts is not None:
+            s.readiness = readiness(facts, stack.config.land, snap.permissions, snap.required, base_branch)
     return plan
+
+
+def _extends(plan: Plan, st: NativeStack) -> bool:
+    """Whether the needed PRs are ``st``'s open ones (on the same base) and maybe more on top;
+    the step adding those more, if any."""
+    numbers = [s.pull.number if s.pull is not None and s.pull.state == "open" else None for s in plan.needed]
+    current = [n for n in st.pulls if n not in st.merged]
+    if st.base_ref != plan.base or numbers[: len(current)] != current:
+        return False
+    rest = plan.needed[len(current) :]
+    if rest:
+        names = [s.outcome.name for s in rest]
+        words = f"add {', '.join(names)} to native stack {st.number}"
+        plan.needed[-1].steps.append(Step("stack-add", words, {"stack": str(st.number), "names": ",".join(names)}))
+    return True
+
+
+def _plan_native(plan: Plan, snap: Snapshot) -> None:
+    """Where the forge keeps native stacks: the needed PRs as one, bottom first — made once they are two,
+    extended as patches are added on top, dissolved and made again when the series changed otherwise
+    (a PR's base cannot change inside a stack). The steps ride on the top PR; ``act`` does them first
+    (dissolving) and last (making, extending, once every PR is open and based)."""
+    if snap.stacks is None or not plan.stacked or plan.fork or not plan.needed:
+        return
+    needed, top = plan.needed, plan.needed[-1]
+    ours = {s.pull.number for s in plan.slots if s.pull is not None and s.pull.state == "open"}
+    touching = [st for st in snap.stacks if ours & (set(st.pulls) - set(st.merged))]
+    if len(touching) == 1 and _extends(plan, touching[0]):
+        return
+    for st in touching:
+        words = f"unstack native stack {st.number} (the series changed)"
+        top.steps.append(Step("stack-dissolve", words, {"stack": str(st.number)}))
+    if len(needed) >= 2:
+        words = f"stack the {len(needed)} PRs as one native stack, {needed[0].outcome.name} at the bottom"
+        top.steps.append(Step("stack-create", words, {"names": ",".join(s.outcome.name for s in needed)}))
 
 
 def _slot(o: Outcome, patch: Patch, snap: Snapshot, chosen: Mapping[str, Chosen]) -> Slot:
@@ -757,6 +854,10 @@ def record(run: Run, plan: Plan, *, dry_run: bool, offline: bool) -> Run:
         if slot.state is not None:
             slot.state.actions = [step.words for step in slot.steps]
             slot.state.action = _summary_action(slot, dry_run)
+            if slot.readiness is not None:
+                r = slot.readiness
+                slot.state.approval, slot.state.checks = r.approval, list(r.checks)
+                slot.state.mergeable, slot.state.next_action = r.mergeable, r.next_action
         o.pr = slot.state
         if slot.needed:
             o.commit = slot.commit
@@ -801,6 +902,7 @@ def act(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, 
             tick(s, "open")
             tick(s, "label")
     order = _order(plan)
+    _native_steps(plan, forge, tick, "stack-dissolve")  # before any base changes: not inside a stack
     for s in plan.needed:  # with every number known, each body, title and base once
         _update(run, plan, s, forge, order)
         tick(s, "edit")
@@ -815,6 +917,27 @@ def act(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, 
                 forge.edit_pull(s.pull, state="closed")
                 s.state.state = "closed"
             tick(s, step.kind)
+    _native_steps(plan, forge, tick, "stack-create", "stack-add")
+
+
+def _native_steps(plan: Plan, forge: Forge, tick: _Ticker, *kinds: str) -> None:
+    """The native stack's steps of these kinds (they ride on the top PR's slot)."""
+    if not plan.needed:
+        return
+    top = plan.needed[-1]
+    by_name = {s.outcome.name: s for s in plan.needed}
+    for step in top.steps:
+        if step.kind not in kinds:
+            continue
+        pulls = [by_name[n].pull for n in step.fields.get("names", "").split(",") if n]
+        numbers = [p.number for p in pulls if p is not None]
+        if step.kind == "stack-dissolve":
+            forge.unstack(int(step.fields["stack"]))
+        elif step.kind == "stack-create":
+            forge.create_stack(numbers)
+        else:
+            forge.add_to_stack(int(step.fields["stack"]), numbers)
+        tick(top, step.kind)
 
 
 def _open(run: Run, stack: Stack, plan: Plan, s: Slot, forge: Forge) -> None:

@@ -19,7 +19,7 @@ from rich.text import Text
 from ggstack.model import Applied, Outcome, PRState, Recommendation, Run, Signal, TestResult, Verdict, json_text
 
 if TYPE_CHECKING:
-    from ggstack import drop, rebase
+    from ggstack import drop, land, rebase
 
 
 def short(sha: str | None) -> str:
@@ -456,7 +456,7 @@ def pr_plan_table(run: Run) -> Table:
         " — plan only (dry run)" if stage.startswith("dry-run") else ""
     )
     table = Table(title=title, title_justify="left")
-    for col in ("patch", "verdict", "PR", "base", "gate", "actions"):
+    for col in ("patch", "verdict", "PR", "base", "gate", "actions", "to land"):
         table.add_column(col, overflow="fold")
     for o in run.outcomes:
         pr = o.pr
@@ -468,7 +468,9 @@ def pr_plan_table(run: Run) -> Table:
                 Verdict.BROKEN: "no PR: needs rework (broken)",
                 Verdict.INCONCLUSIVE: "no PR: held (inconclusive)",
             }
-            table.add_row(escape(o.name), verdict, "", "", "", why.get(o.verdict) or _no_pr_why(o) if o.verdict else "")
+            table.add_row(
+                escape(o.name), verdict, "", "", "", why.get(o.verdict) or _no_pr_why(o) if o.verdict else "", ""
+            )
             continue
         number = f"#{pr.number}" if pr.number else ("new" if pr.state == "planned" else "")
         if pr.number and pr.state and pr.state != "open":
@@ -477,8 +479,38 @@ def pr_plan_table(run: Run) -> Table:
         actions = "\n".join(pr.actions) or (pr.action or "nothing")
         if pr.note:
             actions += f"\n({pr.note})"
-        table.add_row(escape(o.name), verdict, number, escape(pr.base or ""), escape(gate), escape(actions))
+        table.add_row(
+            escape(o.name),
+            verdict,
+            number,
+            escape(pr.base or ""),
+            escape(gate),
+            escape(actions),
+            escape(readiness_text(pr)),
+        )
     return table
+
+
+def readiness_text(pr: PRState) -> str:
+    """An open PR's merge readiness, a line each: approval, required checks, GitHub's mergeability, next action."""
+    if not pr.next_action:
+        return ""
+    lines = [pr.approval]
+    lines += [f"{name}: {state}" for name, state in pr.checks]
+    lines += [f"GitHub: {pr.mergeable}", f"next: {pr.next_action}"]
+    return "\n".join(line for line in lines if line)
+
+
+def readiness_words(pr: PRState) -> str:
+    """The same in one line: "checks: gpu-tests failure; GitHub: clean; next: check `gpu-tests` failing"."""
+    if not pr.next_action:
+        return ""
+    checks = ", ".join(f"{name} {state}" for name, state in pr.checks)
+    return "; ".join(
+        part
+        for part in (f"checks: {checks}" if checks else "", f"GitHub: {pr.mergeable}", f"next: {pr.next_action}")
+        if part
+    )
 
 
 def _no_pr_why(o: Outcome) -> str:
@@ -718,6 +750,8 @@ def pr_words(o: Outcome) -> str:
         elif o.verdict in (Verdict.UNIQUE, Verdict.PARTIAL, None):
             words.append("waiting for approval")
     text = f"#{pr.number} " + ", ".join(words)
+    if pr.state == "open" and pr.next_action:
+        text += f"; {readiness_words(pr)}"
     return f"{text} ({pr.note})" if pr.note else text
 
 
@@ -731,6 +765,8 @@ def recommendation_words(o: Outcome) -> str:
         and pr.state == "open"
         and o.verdict in (Verdict.UNIQUE, Verdict.PARTIAL)
     ):
+        if pr.next_action:  # what ``land`` would decide, as the forge said when ``pr`` read it
+            return "land (`ggstack land`)" if pr.next_action == "ready to land" else pr.next_action
         return "merge (approved)" if pr.approved else Recommendation.WAIT_APPROVAL.value
     if pr is not None and pr.number is not None and pr.state == "open" and o.verdict is Verdict.REPRESENTED:
         return Recommendation.CLOSE_PR.value
@@ -794,7 +830,8 @@ def _pr_short(o: Outcome) -> str:
         return ""
     if pr.number is None:
         return "new PR planned" if pr.state == "planned" else ""
-    return f"#{pr.number} " + ("draft" if pr.state == "open" and pr.draft else pr.state or "open")
+    text = f"#{pr.number} " + ("draft" if pr.state == "open" and pr.draft else pr.state or "open")
+    return f"{text}\n{pr.next_action}" if pr.state == "open" and pr.next_action else text
 
 
 def _verbose_table(run: Run) -> Table:
@@ -1060,3 +1097,27 @@ def rebase_table(result: rebase.Result, *, dry_run: bool = False) -> Table:
         cells = [f"{e.name}\n{e.subject}", status, short(e.old_base), short(e.new_base), e.detail]
         table.add_row(*(Text(c) for c in cells))
     return table
+
+
+def landing_text(result: land.Landing) -> str:
+    """What ``ggstack land`` did, or (dry run) would do: the plan in merge order, each write, where it stopped."""
+    how = result.method + (", through the native stack" if result.native else "")
+    head = f"{result.stack}: landing onto {result.base} at {short(result.base_sha)} ({how})"
+    lines = [head + (" — plan only (dry run)" if result.dry_run else "")]
+    if result.dry_run or not result.done:
+        for e in result.plan:
+            pr = f" #{e.number}" if e.number else ""
+            lines.append(f"  {e.label}{pr}: {e.action}: {e.why}")
+            lines += [f"      - {'would ' if result.dry_run else ''}{s.words}" for s in e.steps]
+    lines += [f"  {line}" for line in result.done]
+    if result.merged or result.closed:
+        merged = ", ".join(f"#{n}" for n in result.merged) or "none"
+        closed = f"; closed as already in {result.base}: " + ", ".join(f"#{n}" for n in result.closed)
+        lines.append(f"merged: {merged}" + (closed if result.closed else ""))
+    if result.queued:
+        lines.append(result.queued)
+    if result.stopped:
+        lines.append(f"stopped at {result.stopped}")
+    elif not result.queued and not result.dry_run:
+        lines.append("nothing left to land")
+    return "\n".join(lines)

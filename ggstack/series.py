@@ -27,7 +27,7 @@ from ggstack.diff import DiffError, diff_end
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
 from ggstack.git.dates import stamp
-from ggstack.model import Patch, Provenance, PRPolicy, Stack, StackConfig, TargetConfig, TestConfig
+from ggstack.model import LandPolicy, Patch, Provenance, PRPolicy, Stack, StackConfig, TargetConfig, TestConfig
 
 STACK_TOML = "stack.toml"
 SERIES = "series"
@@ -51,7 +51,15 @@ _STACK_PATCH_ID = re.compile(r"^I[0-9a-f]{40}$")
 _SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "target": {"repo": str, "remote": str, "base": str, "fork": str},
     "branches": {"template": str},
-    "pr": {"draft": bool, "labels": list, "approval_gate": bool, "stacked": bool, "require_tests": bool},
+    "pr": {
+        "draft": bool,
+        "labels": list,
+        "approval_gate": bool,
+        "stacked": bool,
+        "require_tests": bool,
+        "native_stacks": str,
+    },
+    "land": {"method": str, "approvers": list, "checks": list},
     "tests": {
         "paths": list,
         "cpu": str,
@@ -105,6 +113,12 @@ labels = ["do-not-merge"]      # labels new PRs get (lifted on approval when app
 approval_gate = true           # "Do not merge until explicitly approved."
 stacked = true                 # each PR's base is the previous needed patch's branch
 require_tests = true           # hold a needed patch whose tests could not run (no PR until they can)
+native_stacks = "auto"         # one native stack of PRs where the forge has them: auto | on | off
+
+[land]
+method = ""                    # merge | squash | rebase ("": what the repository allows)
+approvers = []                 # whose approval counts ([]: anyone with write access)
+checks = []                    # checks that must pass besides the base branch's required ones
 
 [tests]
 paths = ["tests/**/test_*.py"] # which files of a patch are its tests
@@ -173,6 +187,9 @@ def parse_config(text: str, path: str) -> StackConfig:
     if "template" in data.get("branches", {}):
         _check_template(data["branches"]["template"], path, _line_of(text, r"^\s*template\s*="))
     pr = data.get("pr", {})
+    land = data.get("land", {})
+    _one_of(pr.get("native_stacks", "auto"), ("auto", "on", "off"), "pr.native_stacks", path, text)
+    _one_of(land.get("method", ""), ("", "merge", "squash", "rebase"), "land.method", path, text)
     default_tests = TestConfig()
     return StackConfig(
         target=TargetConfig(
@@ -188,6 +205,12 @@ def parse_config(text: str, path: str) -> StackConfig:
             approval_gate=pr.get("approval_gate", True),
             stacked=pr.get("stacked", True),
             require_tests=pr.get("require_tests", True),
+            native_stacks=pr.get("native_stacks", "auto"),
+        ),
+        land=LandPolicy(
+            method=land.get("method", ""),
+            approvers=tuple(land.get("approvers", ())),
+            checks=tuple(land.get("checks", ())),
         ),
         tests=TestConfig(
             paths=tuple(tests.get("paths", default_tests.paths)),
@@ -202,6 +225,15 @@ def parse_config(text: str, path: str) -> StackConfig:
             cpu_queue=tests.get("cpu_queue", default_tests.cpu_queue),
         ),
     )
+
+
+def _one_of(value: str, allowed: tuple[str, ...], key: str, path: str, text: str) -> None:
+    if value not in allowed:
+        shown = ", ".join(repr(a) for a in allowed)
+        name = key.split(".")[1]
+        raise UserError(
+            f"{key} must be one of {shown}, not {value!r}", path=path, line=_line_of(text, rf"^\s*{name}\s*=")
+        )
 
 
 _TEMPLATE_FIELDS = {"stack": "gg-clean", "index": 12, "slug": "x" * 64, "name": "0012-" + "x" * 64}

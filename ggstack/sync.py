@@ -27,7 +27,7 @@ from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Progress, Run, Stack, Verdict
 from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
 
-STAGES = ("fetch", "apply", "check", "test", "pr", "rebase-series")
+STAGES = ("fetch", "apply", "check", "test", "pr", "land", "rebase-series")
 FAILED_INFRA = "failed (infrastructure)"
 FAILED_INPUT = "failed (input)"
 SKIPPED = "skipped"
@@ -100,6 +100,7 @@ def sync(
     rebase_series: bool = False,
     series_branch: str | None = None,
     forge: bool = True,
+    land: bool = False,
 ) -> Run:
     """fetch → apply → check → test → pr: one Run, every stage's failure in it.
 
@@ -108,7 +109,9 @@ def sync(
     ``use_cache`` off (``--no-cache``): check and test compute everything again.
 
     ``dry_run`` changes nothing anywhere: no branch is written, nothing is
-    pushed, the forge is only read. An unknown base is a UserError before
+    pushed, the forge is only read. ``land`` (opt-in) lands what is ready
+    once every stage before succeeded (``ggstack land``: a check of its own,
+    no tests; a dry run plans it only). An unknown base is a UserError before
     any stage after fetch runs (there is nothing to report on).
     """
     obs = observer or Silent()
@@ -143,12 +146,10 @@ def sync(
     base = replay.resolve_base(repo, stack, base_ref)
     run = attempt("apply", lambda p: replay.apply(repo, stack, base_ref, write=not dry_run, progress=p))
     checked = attempt("check", lambda p: check_stack(repo, stack, base_ref, run=run, progress=p, use_cache=use_cache))
-    if checked is not None:
-        run = checked
     if checked is None:
         skip("test", "needs the verdicts of check")
     else:
-        judged = checked
+        run = judged = checked
         with secrets.withheld():
             tested = attempt(
                 "test", lambda p: testing.test(repo, stack, judged, gpu=gpu, progress=p, use_cache=use_cache)
@@ -167,6 +168,7 @@ def sync(
             ),
         )
         run = acted or run
+    _land_stage(land, stages, attempt, skip, lambda _: _land(repo, stack, base_ref, dry_run=dry_run, env=env))
     if rebase_series and run is not None:
         current = run
         proposed = attempt(
@@ -192,6 +194,41 @@ def _no_pr_because(stages: Mapping[str, str], run: Run | None, *, forge: bool) -
     if unsound or run is None:
         return f"{', '.join(unsound) or 'apply'} did not succeed; the forge is not touched"
     return None
+
+
+def _land_stage(
+    land: bool,
+    stages: Mapping[str, str],
+    attempt: Attempt,
+    skip: Callable[[str, str], None],
+    fn: Callable[[Progress | None], str],
+) -> None:
+    """``--land``: only after a green run (pr neither failed, skipped nor offline)."""
+    if not land:
+        return
+    if stages.get("pr", "") in ("ok", "dry-run"):
+        attempt("land", fn)
+    else:
+        skip("land", "the run before it was not green; nothing is merged")
+
+
+def _land(repo: git.Repository, stack: Stack, base_ref: str, *, dry_run: bool, env: Mapping[str, str] | None) -> str:
+    """The land stage: its state in one line ("ok: merged #1, #2; stopped at 0003: waiting for approval")."""
+    from ggstack import land as landing
+
+    base = pr_stage.pr_base(repo, stack, base_ref)
+    result = landing.land(repo, stack, onto=base, dry_run=dry_run, env=env)
+    if dry_run:
+        ready = [f"#{e.number}" for e in result.plan if e.action == "land"]
+        words = [f"would merge {', '.join(ready)}" if ready else "nothing ready to merge"]
+    else:
+        words = [f"merged {', '.join(f'#{n}' for n in result.merged)}" if result.merged else "nothing merged"]
+    if result.closed:
+        words.append(f"closed {', '.join(f'#{n}' for n in result.closed)} (already in {base})")
+    for extra in (result.queued, f"stopped at {result.stopped}" if result.stopped else None):
+        if extra:
+            words.append(extra)
+    return ("dry-run: " if dry_run else "ok: ") + "; ".join(words)
 
 
 Attempt = Callable[[str, Callable[[Progress | None], "Run | str | None"]], "Run | None"]

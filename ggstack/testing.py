@@ -27,12 +27,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ggstack import cache, git, replay, secrets, state, testresult
+from ggstack import cache, diff, git, replay, secrets, state, testresult
 from ggstack.check import rules
 from ggstack.errors import UserError
 from ggstack.model import (
@@ -105,6 +105,7 @@ class Job:
     tests: tuple[str, ...]
     trees: tuple[TestTree, ...]
     code_paths: tuple[str, ...]  # the patch's other paths: where represented-by candidates are looked for
+    own: tuple[str, ...] = ()  # the test functions the patch adds or changes: never "pre-existing"
 
 
 @dataclass(frozen=True)
@@ -214,8 +215,9 @@ def _jobs(
         return []
     code = tuple(p for p in patch.paths if not is_test_path(p, stack.config.tests.paths))
     stem = o.name.removesuffix(".patch")
+    own = own_tests(patch.diff, tests)
     return [
-        Job(f"{stem}-{kind}", o.name, kind, expand(command, tests), tests, trees, code)
+        Job(f"{stem}-{kind}", o.name, kind, expand(command, tests), tests, trees, code, own)
         for kind, command in kinds
         if command.strip()
     ]
@@ -1100,7 +1102,7 @@ def fold(
             continue
         text = _restore(o)
         o.tests = [r for j in patch_jobs for r in results[j.id]]
-        judged = [(j, judge(j.kind, {r.where: r for r in results[j.id]})) for j in patch_jobs]
+        judged = [(j, judge(j.kind, {r.where: r for r in results[j.id]}, j.own)) for j in patch_jobs]
         _apply(repo, o, text, judged, require_tests)
     run.gpu = gpu_state
     run.stages["test"] = "ok"
@@ -1112,16 +1114,19 @@ _UNDECIDED = ("could-not-run", "inconclusive")
 _WHERE_WORDS = {"patched": "with the patch", "base": "on the base without the patch", "old-base": "on the old base"}
 
 
-def judge(kind: str, runs: dict[str, TestResult]) -> Judgement:
+def judge(kind: str, runs: dict[str, TestResult], own: Collection[str] = ()) -> Judgement:
     """What one kind's three runs say about a patch (README "Tests": the rule table).
 
     Only tests that ran and failed count: a run that could not run (a harness
-    error) or was skipped decides nothing. A test that fails on the base and on
+    error) or was skipped decides nothing. A test the patch neither adds nor
+    changes (``own``: the names of those it does) that fails on the base, on
     the old base and with the patch alike (the environment's failure, not the
     patch's) is no evidence either way: it is reported as pre-existing."""
     patched, base, old = runs.get("patched"), runs["base"], runs.get("old-base")
     seen = set(patched.failed) if patched is not None else set()
-    pre = tuple(t for t in base.failed if old is not None and t in old.failed and t in seen)
+    pre = tuple(
+        t for t in base.failed if old is not None and t in old.failed and t in seen and _test_name(t) not in own
+    )
     judged = _judge_runs(kind, patched, base, old, set(pre))
     if not pre:
         return judged
@@ -1129,6 +1134,28 @@ def judge(kind: str, runs: dict[str, TestResult]) -> Judgement:
         f"{judged.detail}; pre-existing (failing with the patch, on the base and on the old base): {_names(list(pre))}"
     )
     return dataclasses.replace(judged, detail=detail, pre_existing=pre)
+
+
+def _test_name(test: str) -> str:
+    """A test id's function name: ``tests.test_c::TestC::test_x[1]`` -> ``test_x``."""
+    return test.rpartition("::")[2].rpartition(".")[2].partition("[")[0]
+
+
+_DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)\s*\(")
+
+
+def own_tests(patch_diff: str, tests: Collection[str]) -> tuple[str, ...]:
+    """The test functions the patch adds or changes in its test files (``tests``): a ``def`` among
+    its added lines, or the function a hunk's header names."""
+    found = []
+    for fc in diff.parse(patch_diff):
+        if fc.new_path not in tests:
+            continue
+        for h in fc.hunks:
+            named = _DEF.search(h.header.split("@@")[-1])
+            found += [named.group(1)] if named else []
+            found += [m.group(1) for b in h.blocks for line in b.added if (m := _DEF.match(line))]
+    return tuple(dict.fromkeys(found))
 
 
 def _judge_runs(

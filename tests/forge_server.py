@@ -16,6 +16,19 @@ on the real service: a pull listed by `GET /pulls` is the "simple" shape (no
 `merged`, `mergeable`, `commits`...; PyGithub fetches the full PR when one of
 those is read), and `head=` without an `owner:` prefix is ignored.
 
+Merging is modelled with real git in the bare repository: the legacy
+synchronous merge (`PUT /pulls/{n}/merge`: merge, squash or rebase, refused
+with 405/409 as GitHub refuses), branch protection (required status checks and
+approving reviews, classic or as a ruleset), check runs and commit statuses,
+collaborator permissions, and GitHub's stacked pull requests (public preview):
+the Stacks API (list, get, create, add, unstack), the `stack` object on every
+pull request, and the asynchronous merge API (`PUT .../merge-async`, polled with
+`GET .../merge-async/{uuid}`) that lands a stack atomically, evaluating branch
+protection only when the merge runs. Fields and status codes follow GitHub's
+REST reference for those endpoints; where it is silent (a base change or a
+legacy merge of a stacked PR) the server refuses, so code that relies on either
+fails here first.
+
 Faults (5xx, rate limits, `Retry-After`, slow answers) can be injected per
 method and path, so retry and back-off code is tested against real responses.
 Standard library only; state lives in memory behind one lock.
@@ -24,18 +37,22 @@ Standard library only; state lives in memory behind one lock.
 from __future__ import annotations
 
 import http
+import itertools
 import json
 import math
+import os
 import re
 import subprocess
+import tempfile
 import threading
 import time
 import traceback
 import urllib.parse
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 DOCS = "https://docs.github.com/rest"
 RATE_LIMIT = 5000
@@ -86,6 +103,41 @@ class Fault:
 
 
 @dataclass
+class Protection:
+    """A branch's rules: classic branch protection, or the same rules as a ruleset (`ruleset`)."""
+
+    checks: tuple[str, ...] = ()
+    approvals: int = 0
+    ruleset: bool = False
+
+
+@dataclass
+class NativeStack:
+    """A stack of pull requests, bottom first, as GitHub's Stacks API has it."""
+
+    id: int
+    number: int
+    base_ref: str
+    pulls: list[int]
+    created_at: str
+
+
+@dataclass
+class MergeRequest:
+    """One asynchronous merge request: pending until polled `polls` times, then run."""
+
+    uuid: str
+    repo: str
+    number: int
+    method: str
+    action: str
+    expected_sha: str
+    polls: int
+    status: str = "pending"
+    details: Json = field(default_factory=dict)
+
+
+@dataclass
 class Repo:
     full_name: str
     bare_path: str
@@ -94,6 +146,18 @@ class Repo:
     id: int
     labels: dict[str, Json] = field(default_factory=dict)  # keyed by lower-cased name, as GitHub matches
     next_number: int = 1
+    settings: dict[str, bool] = field(
+        default_factory=lambda: {
+            "allow_merge_commit": True,
+            "allow_squash_merge": True,
+            "allow_rebase_merge": True,
+            "delete_branch_on_merge": False,
+        }
+    )
+    protection: dict[str, Protection] = field(default_factory=dict)  # branch -> its rules
+    stacks_enabled: bool = False  # stacked pull requests (public preview) turned on
+    stacks: dict[int, NativeStack] = field(default_factory=dict)  # by stack number
+    next_stack: int = 1
 
     @property
     def owner(self) -> str:
@@ -129,6 +193,7 @@ class Pull:
     updated_seq: int = 0
     closed_at: str | None = None
     merged_at: str | None = None
+    merge_commit_sha: str | None = None
 
 
 @dataclass
@@ -161,6 +226,11 @@ class FakeGitHub:
         self.reset_at = int(time.time()) + 3600
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._checks: dict[tuple[str, str], list[Json]] = {}  # (repo, sha) -> check runs, oldest first
+        self._statuses: dict[tuple[str, str], list[Json]] = {}  # (repo, sha) -> commit statuses, oldest first
+        self._permissions: dict[tuple[str, str], str] = {}  # (repo, login) -> admin|maintain|write|triage|read
+        self.merge_requests: dict[str, MergeRequest] = {}
+        self.merge_async_polls = 1  # polls a merge request stays pending before it runs
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -194,9 +264,11 @@ class FakeGitHub:
         with self.lock:
             self._repos[full_name.lower()] = Repo(full_name, str(bare_path), default_branch, fork_of, self.new_id())
 
-    def approve(self, full_name: str, number: int, user: str = "maintainer") -> None:
+    def approve(self, full_name: str, number: int, user: str = "maintainer", state: str = "APPROVED") -> None:
+        """A review of the PR's current head by ``user`` (who has write access unless told otherwise)."""
         with self.lock:
             pull = self.find_pull(full_name, number)
+            self._permissions.setdefault((self.repo(full_name).full_name, user.lower()), "write")
             view = View(self)
             review_id = self.new_id()
             pull.reviews.append(
@@ -205,7 +277,7 @@ class FakeGitHub:
                     "node_id": f"PRR_fake{review_id}",
                     "user": view.user(user),
                     "body": "",
-                    "state": "APPROVED",
+                    "state": state,
                     "commit_id": view.head_sha(pull),
                     "submitted_at": now_iso(),
                     "author_association": "MEMBER",
@@ -226,6 +298,126 @@ class FakeGitHub:
             pull.state, pull.merged = "closed", True
             pull.closed_at = pull.merged_at = now_iso()
             self.touch(pull)
+
+    def set_permission(self, full_name: str, login: str, permission: str) -> None:
+        with self.lock:
+            self._permissions[(self.repo(full_name).full_name, login.lower())] = permission
+
+    def permission(self, full_name: str, login: str) -> str:
+        repo = self.repo(full_name)
+        if login.lower() == repo.owner.lower():
+            return "admin"
+        default = "write" if login.lower() == self.login.lower() else "read"
+        return self._permissions.get((repo.full_name, login.lower()), default)
+
+    def set_check(self, full_name: str, sha: str, name: str, conclusion: str | None = "success") -> None:
+        """A check run on ``sha``: completed with ``conclusion``, or still running when None."""
+        with self.lock:
+            check_id = self.new_id()
+            self._checks.setdefault((self.repo(full_name).full_name, sha), []).append(
+                {
+                    "id": check_id,
+                    "node_id": f"CR_fake{check_id}",
+                    "name": name,
+                    "head_sha": sha,
+                    "external_id": "",
+                    "status": "in_progress" if conclusion is None else "completed",
+                    "conclusion": conclusion,
+                    "started_at": now_iso(),
+                    "completed_at": None if conclusion is None else now_iso(),
+                    "url": f"{self.url}/repos/{full_name}/check-runs/{check_id}",
+                    "html_url": f"{self.url}/{full_name}/runs/{check_id}",
+                    "details_url": f"{self.url}/{full_name}/runs/{check_id}",
+                    "output": {"title": None, "summary": None, "text": None, "annotations_count": 0},
+                    "pull_requests": [],
+                }
+            )
+
+    def set_status(self, full_name: str, sha: str, context: str, state: str = "success") -> None:
+        """A commit status (the older API): success, failure, error or pending."""
+        with self.lock:
+            status_id = self.new_id()
+            self._statuses.setdefault((self.repo(full_name).full_name, sha), []).append(
+                {
+                    "id": status_id,
+                    "node_id": f"SC_fake{status_id}",
+                    "context": context,
+                    "state": state,
+                    "description": None,
+                    "target_url": None,
+                    "created_at": now_iso(),
+                    "updated_at": now_iso(),
+                    "url": f"{self.url}/repos/{full_name}/statuses/{sha}",
+                }
+            )
+
+    def check_states(self, full_name: str, sha: str) -> dict[str, str]:
+        """The latest state of every check run and status on ``sha``: success, failure or pending."""
+        name = self.repo(full_name).full_name
+        states: dict[str, str] = {}
+        for run in self._checks.get((name, sha), []):
+            if run["status"] != "completed":
+                states[run["name"]] = "pending"
+            else:
+                ok = run["conclusion"] in ("success", "neutral", "skipped")
+                states[run["name"]] = "success" if ok else "failure"
+        for status in self._statuses.get((name, sha), []):
+            states[status["context"]] = {"error": "failure"}.get(status["state"], status["state"])
+        return states
+
+    def protect(
+        self, full_name: str, branch: str, *, checks: tuple[str, ...] = (), approvals: int = 0, ruleset: bool = False
+    ) -> None:
+        with self.lock:
+            self.repo(full_name).protection[branch] = Protection(tuple(checks), approvals, ruleset)
+
+    def configure(self, full_name: str, **settings: bool) -> None:
+        """Repository merge settings: allow_merge_commit, allow_squash_merge, allow_rebase_merge, delete_branch_on_merge."""
+        with self.lock:
+            repo = self.repo(full_name)
+            unknown = set(settings) - set(repo.settings)
+            assert not unknown, unknown
+            repo.settings.update(settings)
+
+    def enable_stacks(self, full_name: str) -> None:
+        with self.lock:
+            self.repo(full_name).stacks_enabled = True
+
+    def stacks(self, full_name: str) -> list[dict]:
+        with self.lock:
+            view = View(self)
+            repo = self.repo(full_name)
+            return [view.stack(repo, st) for st in sorted(repo.stacks.values(), key=lambda x: -x.number)]
+
+    def rule_violations(self, pull: Pull, branch: str, head_sha: str) -> list[str]:
+        """What the rules of ``branch`` say against merging ``pull`` at ``head_sha``, in GitHub's words."""
+        rules = self.repo(pull.repo).protection.get(branch)
+        if rules is None:
+            return []
+        out = []
+        latest: dict[str, str] = {}
+        for review in pull.reviews:
+            if review["state"] in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
+                latest[review["user"]["login"]] = review["state"]
+        approvals = sum(
+            1
+            for login, state in latest.items()
+            if state == "APPROVED" and self.permission(pull.repo, login) in ("admin", "maintain", "write")
+        )
+        if approvals < rules.approvals:
+            noun = "review is" if rules.approvals == 1 else "reviews are"
+            out.append(f"At least {rules.approvals} approving {noun} required by reviewers with write access.")
+        states = self.check_states(pull.repo, head_sha)
+        for context in rules.checks:
+            if states.get(context) != "success":
+                out.append(
+                    f'Required status check "{context}" is {"failing" if states.get(context) == "failure" else "expected"}.'
+                )
+        return out
+
+    def merge_calls(self) -> list[tuple[str, str]]:
+        """The merge requests sent (legacy and asynchronous), as (method, path)."""
+        return [(m, p) for m, p in self.requests if m == "PUT" and re.search(r"/merge(-async)?$", p)]
 
     def pulls(self, full_name: str) -> list[dict]:
         with self.lock:
@@ -440,6 +632,7 @@ class View:
             "archived": False,
             "disabled": False,
             "permissions": {"admin": True, "maintain": True, "push": True, "triage": True, "pull": True},
+            **repo.settings,
             "created_at": "2024-01-01T00:00:00Z",
             "updated_at": now_iso(),
             "pushed_at": now_iso(),
@@ -526,7 +719,7 @@ class View:
             "updated_at": pull.updated_at,
             "closed_at": pull.closed_at,
             "merged_at": pull.merged_at,
-            "merge_commit_sha": pull.head_sha if pull.merged else None,
+            "merge_commit_sha": (pull.merge_commit_sha or pull.head_sha) if pull.merged else None,
             "assignee": None,
             "assignees": [],
             "requested_reviewers": [],
@@ -542,6 +735,7 @@ class View:
             "author_association": "MEMBER",
             "auto_merge": None,
             "draft": pull.draft,
+            "stack": self.pull_stack(pull),
         }
         if full:
             out.update(self._pull_details(pull, head_repo, base_sha))
@@ -550,11 +744,12 @@ class View:
     def _pull_details(self, pull: Pull, head_repo: Repo, base_sha: str) -> Json:
         # Only the single-PR endpoint has these on GitHub; they cost a diff there too.
         commits, additions, deletions, files = _diff_stats(head_repo, base_sha, self.head_sha(pull))
+        mergeable, state = self.mergeability(pull, base_sha)
         return {
             "merged": pull.merged,
-            "mergeable": None if pull.merged else True,
-            "rebaseable": True,
-            "mergeable_state": "draft" if pull.draft else "clean",
+            "mergeable": mergeable,
+            "rebaseable": mergeable,
+            "mergeable_state": state,
             "merged_by": self.user(pull.user) if pull.merged else None,
             "comments": len(pull.comments),
             "review_comments": 0,
@@ -563,6 +758,58 @@ class View:
             "additions": additions,
             "deletions": deletions,
             "changed_files": files,
+        }
+
+    def mergeability(self, pull: Pull, base_sha: str) -> tuple[bool | None, str]:
+        """GitHub's `mergeable` and `mergeable_state`: dirty (conflicts), draft, blocked (its base's
+        rules unmet), unstable (a check that is not required failing), else clean."""
+        if pull.state != "open":
+            return None, "unknown"
+        base_repo = self.forge.repo(pull.repo)
+        if not base_sha or _merged_tree(base_repo.bare_path, base_sha, self.head_sha(pull)) is None:
+            return False, "dirty"
+        if pull.draft:
+            return True, "draft"
+        if self.forge.rule_violations(pull, pull.base_ref, self.head_sha(pull)):
+            return True, "blocked"
+        if "failure" in self.forge.check_states(pull.repo, self.head_sha(pull)).values():
+            return True, "unstable"
+        return True, "clean"
+
+    def pull_stack(self, pull: Pull) -> Json | None:
+        """The `stack` object of a PR in a stack (null for a standalone PR)."""
+        repo = self.forge.repo(pull.repo)
+        for st in repo.stacks.values():
+            if pull.number in st.pulls:
+                return {
+                    "id": st.id,
+                    "number": st.number,
+                    "size": len(st.pulls),
+                    "position": st.pulls.index(pull.number) + 1,
+                    "base": {"ref": st.base_ref, "sha": self.heads(repo).get(st.base_ref, "")},
+                }
+        return None
+
+    def stack(self, repo: Repo, st: NativeStack) -> Json:
+        pulls = [self.forge.find_pull(repo.full_name, n) for n in st.pulls]
+        return {
+            "id": st.id,
+            "number": st.number,
+            "node_id": f"S_fake{st.id}",
+            "url": f"{self.api}/repos/{repo.full_name}/stacks/{st.number}",
+            "base": {"ref": st.base_ref},
+            "open": any(p.state == "open" for p in pulls),
+            "created_at": st.created_at,
+            "pull_requests": [
+                {
+                    "number": p.number,
+                    "state": p.state,
+                    "draft": p.draft,
+                    "merged_at": p.merged_at,
+                    "head": {"ref": p.head_ref, "sha": self.head_sha(p)},
+                }
+                for p in pulls
+            ],
         }
 
     def issue(self, pull: Pull) -> Json:
@@ -640,6 +887,58 @@ def _has_no_commits(repo: Repo, base_sha: str, head_sha: str) -> bool:
     return git(repo.bare_path, "merge-base", "--is-ancestor", head_sha, base_sha).returncode == 0
 
 
+def _merged_tree(bare: str, base_sha: str, head_sha: str) -> str | None:
+    """The tree of merging head into base (git merge-tree), None when they conflict."""
+    out = git(bare, "merge-tree", "--write-tree", "--no-messages", base_sha, head_sha)
+    return out.stdout.split("\n", 1)[0].strip() if out.returncode == 0 else None
+
+
+_GITHUB = {
+    "GIT_COMMITTER_NAME": "GitHub",
+    "GIT_COMMITTER_EMAIL": "noreply@github.com",
+}
+
+
+def _commit_tree(bare: str, tree: str, parents: list[str], message: str, author: tuple[str, str, str]) -> str:
+    env = {**os.environ, **_GITHUB, "GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]}
+    if author[2]:
+        env["GIT_AUTHOR_DATE"] = author[2]
+    args = ["git", f"--git-dir={bare}", "commit-tree", tree, *[a for p in parents for a in ("-p", p)]]
+    out = subprocess.run(args, input=message, capture_output=True, text=True, env=env, check=True)
+    return out.stdout.strip()
+
+
+def _author_of(bare: str, sha: str) -> tuple[str, str, str]:
+    name, email, date = git(bare, "log", "-1", "--format=%an%x00%ae%x00%aI", sha).stdout.strip("\n").split("\x00")
+    return name, email, date
+
+
+def _rebased(bare: str, onto: str, head: str) -> str | None:
+    """head's commits that onto lacks (by patch-id, as git rebase skips them) replayed onto it; None on a conflict."""
+    commits = git(bare, "rev-list", "--reverse", "--no-merges", "--right-only", "--cherry-pick", f"{onto}...{head}")
+    current = onto
+    for sha in commits.stdout.split():
+        diff = git(bare, "diff", "--binary", "--full-index", f"{sha}^", sha).stdout
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            subprocess.run(["git", f"--git-dir={bare}", "read-tree", current], env=env, check=True)
+            applied = subprocess.run(
+                ["git", f"--git-dir={bare}", "apply", "--cached", "-"],
+                input=diff,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            if applied.returncode != 0:
+                return None
+            tree = subprocess.run(
+                ["git", f"--git-dir={bare}", "write-tree"], env=env, capture_output=True, text=True, check=True
+            ).stdout.strip()
+        message = git(bare, "log", "-1", "--format=%B", sha).stdout
+        current = _commit_tree(bare, tree, [current], message, _author_of(bare, sha))
+    return current
+
+
 def _label_names(body: Any) -> list[str]:
     """GitHub takes ["a"], {"labels": ["a"]} and {"labels": [{"name": "a"}]} alike."""
     items = body.get("labels", []) if isinstance(body, dict) else body
@@ -692,16 +991,376 @@ class Call(View):
         if sha is None:
             raise ApiError(404, "Branch not found", docs=f"{DOCS}/branches/branches#get-a-branch")
         url = f"{self.api}/repos/{repo.full_name}/branches/{branch}"
+        rules = repo.protection.get(branch)
+        classic = rules is not None and not rules.ruleset
+        checks = list(rules.checks) if rules is not None and classic else []
         return {
             "name": branch,
             "commit": self.commit(repo, sha),
-            "protected": False,
+            "protected": classic,
+            "protection": {
+                "enabled": classic,
+                "required_status_checks": {
+                    "enforcement_level": "non_admins" if checks else "off",
+                    "contexts": checks,
+                    "checks": [{"context": c, "app_id": None} for c in checks],
+                },
+            },
             "protection_url": f"{url}/protection",
             "_links": {"self": url, "html": f"{self.web}/{repo.full_name}/tree/{branch}"},
         }
 
     def get_commit(self, o: str, r: str, sha: str) -> Json:
         return self.commit(self.forge.repo(f"{o}/{r}"), sha)
+
+    def branch_rules(self, o: str, r: str, branch: str) -> tuple[int, list[Json], dict[str, str]]:
+        """`GET /rules/branches/{branch}`: the rulesets' rules that apply to a branch (read access suffices)."""
+        repo = self.forge.repo(f"{o}/{r}")
+        rules = repo.protection.get(branch)
+        out: list[Json] = []
+        if rules is not None and rules.ruleset:
+            source = {"ruleset_source_type": "Repository", "ruleset_source": repo.full_name, "ruleset_id": 1}
+            if rules.approvals:
+                params = {
+                    "required_approving_review_count": rules.approvals,
+                    "dismiss_stale_reviews_on_push": False,
+                    "require_code_owner_review": False,
+                    "require_last_push_approval": False,
+                    "required_review_thread_resolution": False,
+                }
+                out.append({"type": "pull_request", "parameters": params, **source})
+            if rules.checks:
+                params = {
+                    "strict_required_status_checks_policy": False,
+                    "required_status_checks": [{"context": c} for c in rules.checks],
+                }
+                out.append({"type": "required_status_checks", "parameters": params, **source})
+        page, links = self._paginate(out)
+        return 200, page, links
+
+    def _sha_of(self, repo: Repo, ref: str) -> str:
+        return self.heads(repo).get(ref, ref)
+
+    def check_runs(self, o: str, r: str, ref: str) -> Json:
+        repo = self.forge.repo(f"{o}/{r}")
+        latest: dict[str, Json] = {}
+        for run in self.forge._checks.get((repo.full_name, self._sha_of(repo, ref)), []):
+            latest[run["name"]] = run  # filter=latest, GitHub's default
+        return {"total_count": len(latest), "check_runs": list(latest.values())}
+
+    def combined_status(self, o: str, r: str, ref: str) -> Json:
+        repo = self.forge.repo(f"{o}/{r}")
+        sha = self._sha_of(repo, ref)
+        latest: dict[str, Json] = {}
+        for status in self.forge._statuses.get((repo.full_name, sha), []):
+            latest[status["context"]] = status
+        states = {s["state"] for s in latest.values()}
+        state = (
+            "failure"
+            if states & {"failure", "error"}
+            else "pending"
+            if "pending" in states or not states
+            else "success"
+        )
+        return {
+            "state": state,
+            "statuses": list(latest.values()),
+            "sha": sha,
+            "total_count": len(latest),
+            "repository": self.repo(repo, with_parent=False),
+            "commit_url": f"{self.api}/repos/{repo.full_name}/commits/{sha}",
+            "url": f"{self.api}/repos/{repo.full_name}/commits/{sha}/status",
+        }
+
+    def collaborator_permission(self, o: str, r: str, login: str) -> Json:
+        role = self.forge.permission(f"{o}/{r}", login)
+        legacy = {"maintain": "write", "triage": "read"}.get(role, role)  # `permission` keeps the old five values
+        return {"permission": legacy, "role_name": role, "user": self.user(login)}
+
+    # -- merging --
+
+    _ALLOWED: ClassVar[dict[str, str]] = {
+        "merge": "allow_merge_commit",
+        "squash": "allow_squash_merge",
+        "rebase": "allow_rebase_merge",
+    }
+    _NOT_ALLOWED: ClassVar[dict[str, str]] = {
+        "merge": "Merge commits",
+        "squash": "Squash merges",
+        "rebase": "Rebase merges",
+    }
+
+    def _method(self, body: Json) -> str:
+        method = body.get("merge_method") or "merge"
+        if method not in self._ALLOWED:
+            raise validation_failed({"resource": "PullRequest", "field": "merge_method", "code": "invalid"})
+        return method
+
+    def _merge_one(self, repo: Repo, pull: Pull, onto: str, method: str) -> str | None:
+        """The new tip of the base after merging ``pull`` onto commit ``onto``; None when they conflict."""
+        head = self.head_sha(pull)
+        bare = repo.bare_path
+        if pull.head_repo != repo.full_name:  # a fork's head: its objects come over first
+            fork = self.forge.repo(pull.head_repo)
+            git(bare, "fetch", "--quiet", "--no-write-fetch-head", fork.bare_path, f"refs/heads/{pull.head_ref}")
+        if method == "rebase":
+            return _rebased(bare, onto, head)
+        tree = _merged_tree(bare, onto, head)
+        if tree is None:
+            return None
+        if method == "squash":
+            listed = git(bare, "log", "--reverse", "--format=* %B", f"{onto}..{head}").stdout.strip()
+            message = f"{pull.title} (#{pull.number})\n\n{listed}\n"
+            return _commit_tree(bare, tree, [onto], message, _author_of(bare, head))
+        owner = self.forge.repo(pull.head_repo).owner
+        message = f"Merge pull request #{pull.number} from {owner}/{pull.head_ref}\n\n{pull.title}\n"
+        login = self.forge.login
+        return _commit_tree(bare, tree, [onto, head], message, (login, f"{login}@users.noreply.github.com", ""))
+
+    def _landed(self, repo: Repo, pulls: list[tuple[Pull, str]], base_ref: str, old: str) -> None:
+        """Move the base to the last tip (compare-and-swap on ``old``) and mark each PR merged at its tip."""
+        tip = pulls[-1][1]
+        if git(repo.bare_path, "update-ref", f"refs/heads/{base_ref}", tip, old).returncode != 0:
+            raise ApiError(409, "Base branch was modified. Review and try the merge again.")
+        self._heads.pop(repo.full_name, None)
+        for pull, sha in pulls:
+            self.head_sha(pull)  # keep the head it had
+            pull.state, pull.merged, pull.base_ref = "closed", True, base_ref
+            pull.closed_at = pull.merged_at = now_iso()
+            pull.merge_commit_sha = sha
+            self.forge.touch(pull)
+        if repo.settings["delete_branch_on_merge"]:
+            for pull, _ in pulls:
+                if pull.head_repo == repo.full_name:
+                    git(repo.bare_path, "update-ref", "-d", f"refs/heads/{pull.head_ref}")
+                    for other in self.forge.pulls_of(repo.full_name):  # GitHub retargets the PRs on it
+                        if other.state == "open" and other.base_ref == pull.head_ref:
+                            other.base_ref = base_ref
+                            self.forge.touch(other)
+            self._heads.pop(repo.full_name, None)
+
+    def merge_pull(self, o: str, r: str, n: str) -> Json:
+        """`PUT /pulls/{n}/merge`: the synchronous merge, refused (405/409) as GitHub refuses it."""
+        repo, pull, body = self.forge.repo(f"{o}/{r}"), self.forge.find_pull(f"{o}/{r}", int(n)), self._body_dict()
+        method = self._method(body)
+        if pull.state != "open":
+            raise ApiError(405, "Pull Request is not mergeable")
+        if self.pull_stack(pull) is not None:
+            raise ApiError(405, "This pull request is part of a stack: merge it with the asynchronous merge API.")
+        if not repo.settings[self._ALLOWED[method]]:
+            raise ApiError(405, f"{self._NOT_ALLOWED[method]} are not allowed on this repository.")
+        head = self.head_sha(pull)
+        if body.get("sha") and body["sha"] != head:
+            raise ApiError(409, "Head branch was modified. Review and try the merge again.")
+        if pull.draft:
+            raise ApiError(405, "Pull Request is still a draft")
+        violations = self.forge.rule_violations(pull, pull.base_ref, head)
+        if violations:
+            rules = repo.protection[pull.base_ref]
+            raise ApiError(
+                405,
+                ("Repository rule violations found\n\n" + "\n".join(violations)) if rules.ruleset else violations[0],
+            )
+        base_sha = self.heads(repo)[pull.base_ref]
+        tip = self._merge_one(repo, pull, base_sha, method)
+        if tip is None:
+            raise ApiError(405, "Pull Request is not mergeable")
+        self._landed(repo, [(pull, tip)], pull.base_ref, base_sha)
+        return {"sha": tip, "merged": True, "message": "Pull Request successfully merged"}
+
+    def _async_repo(self, o: str, r: str) -> Repo:
+        repo = self.forge.repo(f"{o}/{r}")
+        if not repo.stacks_enabled:
+            raise not_found()  # async merge (and stacks) not available for this repository
+        return repo
+
+    @staticmethod
+    def _pending(req: MergeRequest, message: str) -> Json:
+        return {
+            "status": "pending",
+            "details": {
+                "message": message,
+                "uuid": req.uuid,
+                "merge_method": req.method,
+                "merge_action": req.action,
+                "expected_head_sha": req.expected_sha,
+            },
+        }
+
+    def merge_async(self, o: str, r: str, n: str) -> tuple[int, Json, dict[str, str]]:
+        """`PUT /pulls/{n}/merge-async`: only the PR's basic state is checked now; the merge runs later."""
+        repo = self._async_repo(o, r)
+        pull, body = self.forge.find_pull(repo.full_name, int(n)), self._body_dict()
+        method = self._method(body)
+        action = body.get("merge_action") or "default"
+        if action not in ("default", "direct_merge", "merge_queue"):
+            raise validation_failed({"resource": "PullRequest", "field": "merge_action", "code": "invalid"})
+        if pull.merged:
+            details = {"message": "Pull request was already merged.", "sha": pull.merge_commit_sha}
+            return 200, {"status": "merged", "details": details}, {}
+        for req in self.forge.merge_requests.values():
+            if req.repo == repo.full_name and req.number == pull.number and req.status == "pending":
+                return 409, self._pending(req, "A merge request already exists for this pull request."), {}
+        if pull.state != "open" or pull.draft:
+            why = "it is a draft" if pull.draft else "it is closed"
+            return (
+                400,
+                {"status": "failed", "details": {"message": f"Pull request is not ready to be merged: {why}."}},
+                {},
+            )
+        req = MergeRequest(
+            str(uuid.uuid4()),
+            repo.full_name,
+            pull.number,
+            method,
+            action,
+            body.get("sha") or self.head_sha(pull),
+            self.forge.merge_async_polls,
+        )
+        self.forge.merge_requests[req.uuid] = req
+        return 202, self._pending(req, "Merge request enqueued."), {}
+
+    def merge_async_result(self, o: str, r: str, n: str, request_id: str) -> Json:
+        repo = self._async_repo(o, r)
+        req = self.forge.merge_requests.get(request_id)
+        if req is None or req.repo != repo.full_name or req.number != int(n):
+            raise not_found()
+        if req.status == "pending":
+            if req.polls > 0:
+                req.polls -= 1
+                return self._pending(req, "Merge request is in progress.")
+            self._run_merge(repo, req)
+        return {"status": req.status, "details": req.details}
+
+    def _run_merge(self, repo: Repo, req: MergeRequest) -> None:
+        """The merge runs: the whole stack below (and with) the PR lands, or nothing does."""
+        pull = self.forge.find_pull(repo.full_name, req.number)
+        st = next((x for x in repo.stacks.values() if pull.number in x.pulls), None)
+        chain = (
+            [self.forge.find_pull(repo.full_name, m) for m in st.pulls[: st.pulls.index(pull.number) + 1]]
+            if st
+            else [pull]
+        )
+        todo = [p for p in chain if not p.merged]
+        base_ref = st.base_ref if st else pull.base_ref
+        req.status = "failed"
+        if any(p.state != "open" or p.draft for p in todo):
+            req.details = {"message": "A pull request of the stack is closed or a draft."}
+            return
+        if self.head_sha(pull) != req.expected_sha:
+            req.details = {"message": "Head branch was modified. Review and try the merge again."}
+            return
+        if not repo.settings[self._ALLOWED[req.method]]:
+            req.details = {"message": f"{self._NOT_ALLOWED[req.method]} are not allowed on this repository."}
+            return
+        violations = [v for p in todo for v in self.forge.rule_violations(p, base_ref, self.head_sha(p))]
+        if violations:
+            req.details = {"message": "Repository rule violations found\n\n" + "\n".join(dict.fromkeys(violations))}
+            return
+        old = tip = self.heads(repo)[base_ref]
+        tips = []
+        for p in todo:
+            merged = self._merge_one(repo, p, tip, req.method)
+            if merged is None:
+                req.details = {"message": "Merge conflict: the pull request could not be merged."}
+                return
+            tip = merged
+            tips.append(tip)
+        self._landed(repo, list(zip(todo, tips, strict=True)), base_ref, old)
+        if st is not None:  # what stays of the stack now sits on its base
+            merged_heads = {p.head_ref for p in todo}
+            for m in st.pulls:
+                rest = self.forge.find_pull(repo.full_name, m)
+                if rest.state == "open" and rest.base_ref in merged_heads:
+                    rest.base_ref = st.base_ref
+                    self.forge.touch(rest)
+        req.status, req.details = "merged", {"message": "Pull request was merged.", "sha": tip}
+
+    # -- stacked pull requests --
+
+    def _stack_of(self, repo: Repo, number: str) -> NativeStack:
+        st = repo.stacks.get(int(number))
+        if st is None:
+            raise not_found()
+        return st
+
+    def _stackable(self, repo: Repo, numbers: Any, least: int) -> list[Pull]:
+        """The PRs a create or add names, checked as GitHub checks them; 422 with the reason otherwise."""
+        if not isinstance(numbers, list) or not all(isinstance(x, int) for x in numbers):
+            raise validation_failed({"resource": "Stack", "field": "pull_requests", "code": "invalid"})
+        if not least <= len(numbers) <= 100:
+            raise validation_failed(
+                {"resource": "Stack", "code": "custom", "message": f"A stack needs {least} to 100 pull requests."}
+            )
+        pulls = []
+        for number in numbers:
+            pull = self.forge._pulls.get((repo.full_name, number))
+            if pull is None or pull.state != "open":
+                raise validation_failed(
+                    {"resource": "Stack", "code": "custom", "message": f"Pull request #{number} is not open."}
+                )
+            if pull.head_repo != repo.full_name:
+                raise validation_failed(
+                    {"resource": "Stack", "code": "custom", "message": "Cross-fork stacks are not supported."}
+                )
+            if self.pull_stack(pull) is not None:
+                raise validation_failed(
+                    {"resource": "Stack", "code": "custom", "message": f"Pull request #{number} is already in a stack."}
+                )
+            pulls.append(pull)
+        for below, above in itertools.pairwise(pulls):
+            self._chained(below, above)
+        return pulls
+
+    @staticmethod
+    def _chained(below: Pull, above: Pull) -> None:
+        if above.base_ref != below.head_ref:
+            raise validation_failed(
+                {
+                    "resource": "Stack",
+                    "code": "custom",
+                    "message": f"The base of #{above.number} ({above.base_ref}) is not the head of #{below.number} ({below.head_ref}).",
+                }
+            )
+
+    def list_stacks(self, o: str, r: str) -> tuple[int, list[Json], dict[str, str]]:
+        repo = self._async_repo(o, r)
+        found = sorted(repo.stacks.values(), key=lambda x: -x.number)
+        if "pull_request" in self.req.query:
+            found = [x for x in found if int(self.req.query["pull_request"]) in x.pulls]
+        page, links = self._paginate(found)
+        return 200, [self.stack(repo, x) for x in page], links
+
+    def get_stack(self, o: str, r: str, number: str) -> Json:
+        repo = self._async_repo(o, r)
+        return self.stack(repo, self._stack_of(repo, number))
+
+    def create_stack(self, o: str, r: str) -> tuple[int, Json, dict[str, str]]:
+        repo = self._async_repo(o, r)
+        pulls = self._stackable(repo, self._body_dict().get("pull_requests"), 2)
+        st = NativeStack(self.forge.new_id(), repo.next_stack, pulls[0].base_ref, [p.number for p in pulls], now_iso())
+        repo.next_stack += 1
+        repo.stacks[st.number] = st
+        out = self.stack(repo, st)
+        return 201, out, {"Location": out["url"]}
+
+    def add_to_stack(self, o: str, r: str, number: str) -> Json:
+        repo = self._async_repo(o, r)
+        st = self._stack_of(repo, number)
+        pulls = self._stackable(repo, self._body_dict().get("pull_requests"), 1)
+        self._chained(self.forge.find_pull(repo.full_name, st.pulls[-1]), pulls[0])
+        st.pulls += [p.number for p in pulls]
+        return self.stack(repo, st)
+
+    def unstack(self, o: str, r: str, number: str) -> tuple[int, Json | None, dict[str, str]]:
+        """Takes the unmerged PRs out; 204 when none is left (the stack is dissolved)."""
+        repo = self._async_repo(o, r)
+        st = self._stack_of(repo, number)
+        st.pulls = [n for n in st.pulls if self.forge.find_pull(repo.full_name, n).merged]
+        if not st.pulls:
+            del repo.stacks[st.number]
+            return 204, None, {}
+        return 200, self.stack(repo, st), {}
 
     # -- pulls --
 
@@ -840,6 +1499,14 @@ class Call(View):
                 )
             if body["base"] not in self.heads(base_repo):
                 raise validation_failed({"resource": "PullRequest", "field": "base", "code": "invalid"})
+            if self.pull_stack(pull) is not None:
+                raise validation_failed(
+                    {
+                        "resource": "PullRequest",
+                        "code": "custom",
+                        "message": "Cannot change the base branch of a pull request in a stack; unstack it first.",
+                    }
+                )
             pull.base_ref = body["base"]
         self._edit_common(pull, body)
         return self.pull(pull, full=True)
@@ -1099,6 +1766,18 @@ ROUTES: list[tuple[str, re.Pattern[str], Callable[..., Any]]] = [
         ("GET", _REPO, Call.get_repo),
         ("GET", _REPO + r"/branches/(?P<branch>.+)", Call.get_branch),
         ("GET", _REPO + r"/commits/(?P<sha>[0-9a-f]{4,40})", Call.get_commit),
+        ("GET", _REPO + r"/commits/(?P<ref>[^/]+)/check-runs", Call.check_runs),
+        ("GET", _REPO + r"/commits/(?P<ref>[^/]+)/status", Call.combined_status),
+        ("GET", _REPO + r"/rules/branches/(?P<branch>.+)", Call.branch_rules),
+        ("GET", _REPO + r"/collaborators/(?P<login>[^/]+)/permission", Call.collaborator_permission),
+        ("PUT", _REPO + r"/pulls/(?P<n>\d+)/merge", Call.merge_pull),
+        ("PUT", _REPO + r"/pulls/(?P<n>\d+)/merge-async", Call.merge_async),
+        ("GET", _REPO + r"/pulls/(?P<n>\d+)/merge-async/(?P<request_id>[^/]+)", Call.merge_async_result),
+        ("GET", _REPO + r"/stacks", Call.list_stacks),
+        ("POST", _REPO + r"/stacks", Call.create_stack),
+        ("GET", _REPO + r"/stacks/(?P<number>\d+)", Call.get_stack),
+        ("POST", _REPO + r"/stacks/(?P<number>\d+)/add", Call.add_to_stack),
+        ("POST", _REPO + r"/stacks/(?P<number>\d+)/unstack", Call.unstack),
         ("GET", _REPO + r"/pulls", Call.list_pulls),
         ("POST", _REPO + r"/pulls", Call.create_pull),
         ("GET", _REPO + r"/pulls/(?P<n>\d+)", Call.get_pull),

@@ -8,6 +8,7 @@ faults (checked with a raw urllib client so that nothing retries them away).
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -295,3 +296,141 @@ def test_write_calls_count_rest_writes_and_graphql_mutations(srv: FakeGitHub, ch
     assert srv.write_calls() == 4
     srv.reset_counts()
     assert srv.write_calls() == 0 and srv.requests == []
+
+
+# -- merging, checks, rules and stacked pull requests ------------------------------------------------
+
+
+def stacked_pulls(srv: FakeGitHub, checkout: Checkout, n: int) -> list[int]:
+    """``n`` PRs, each on the one before (the first on main); their numbers."""
+    repo = client(srv).get_repo(REPO)
+    numbers, base = [], "main"
+    for i in range(n):
+        checkout.work.git("checkout", "-q", "-B", f"s{i}", base if base != "main" else "main")
+        checkout.work.commit(f"s{i}", {f"s{i}": f"{i}\n"})
+        checkout.work.git("push", "-q", "--force", "origin", f"s{i}")
+        numbers.append(repo.create_pull(base=base, head=f"s{i}", title=f"s{i}").number)
+        base = f"s{i}"
+    checkout.work.git("checkout", "-q", "main")
+    return numbers
+
+
+def test_legacy_merge_merges_with_git_and_refuses_as_github_does(srv: FakeGitHub, checkout: Checkout) -> None:
+    checkout.push_branch("topic")
+    repo = client(srv).get_repo(REPO)
+    pr = repo.create_pull(base="main", head="topic", title="Topic")
+    status, _, body = raw(srv, "PUT", f"/repos/{REPO}/pulls/1/merge", {"sha": "0" * 40})
+    assert status == 409 and body["message"] == "Head branch was modified. Review and try the merge again."
+    srv.configure(REPO, allow_rebase_merge=False)
+    status, _, body = raw(srv, "PUT", f"/repos/{REPO}/pulls/1/merge", {"merge_method": "rebase"})
+    assert status == 405 and body["message"] == "Rebase merges are not allowed on this repository."
+    srv.protect(REPO, "main", checks=("ci",))
+    assert repo.get_pull(1).mergeable_state == "blocked"
+    status, _, body = raw(srv, "PUT", f"/repos/{REPO}/pulls/1/merge", {})
+    assert status == 405 and body["message"] == 'Required status check "ci" is expected.'
+    srv.set_check(REPO, pr.head.sha, "ci", "success")
+    assert repo.get_pull(1).mergeable_state == "clean"
+    result = pr.merge(merge_method="squash", sha=pr.head.sha)
+    assert result.merged and len(result.sha) == 40
+    main = checkout.bare
+    assert (
+        subprocess.run(["git", f"--git-dir={main}", "rev-parse", "main"], capture_output=True, text=True).stdout.strip()
+        == result.sha
+    )
+    after = repo.get_pull(1)
+    assert after.merged and after.state == "closed" and after.merge_commit_sha == result.sha
+    status, _, body = raw(srv, "PUT", f"/repos/{REPO}/pulls/1/merge", {})
+    assert status == 405 and body["message"] == "Pull Request is not mergeable"
+
+
+def test_checks_statuses_rules_and_permissions_as_pygithub_reads_them(srv: FakeGitHub, checkout: Checkout) -> None:
+    sha = checkout.push_branch("topic")
+    repo = client(srv).get_repo(REPO)
+    srv.set_check(REPO, sha, "build", "failure")
+    srv.set_check(REPO, sha, "build", "success")  # a rerun: the latest counts
+    srv.set_check(REPO, sha, "gpu", None)
+    srv.set_status(REPO, sha, "legacy-ci", "error")
+    commit = repo.get_commit(sha)
+    runs = {r.name: (r.status, r.conclusion) for r in commit.get_check_runs()}
+    assert runs == {"build": ("completed", "success"), "gpu": ("in_progress", None)}
+    combined = commit.get_combined_status()
+    assert combined.state == "failure" and [(s.context, s.state) for s in combined.statuses] == [("legacy-ci", "error")]
+    srv.protect(REPO, "main", checks=("build",))
+    assert repo.get_branch("main").raw_data["protection"]["required_status_checks"]["contexts"] == ["build"]
+    srv.protect(REPO, "main", checks=("build",), approvals=1, ruleset=True)
+    assert not repo.get_branch("main").protected
+    status, _, rules = raw(srv, "GET", f"/repos/{REPO}/rules/branches/main")
+    assert status == 200 and [r["type"] for r in rules] == ["pull_request", "required_status_checks"]
+    assert rules[1]["parameters"]["required_status_checks"] == [{"context": "build"}]
+    srv.set_permission(REPO, "alice", "maintain")
+    assert repo.get_collaborator_permission("alice") == "write"  # `permission` keeps the old five values
+    assert repo.get_collaborator_permission("upstream") == "admin"
+    assert repo.get_collaborator_permission("stranger") == "read"
+
+
+def test_the_stacks_api_create_add_unstack_and_the_stack_object(srv: FakeGitHub, checkout: Checkout) -> None:
+    a, b, c = stacked_pulls(srv, checkout, 3)
+    assert raw(srv, "GET", f"/repos/{REPO}/stacks")[0] == 404  # not enabled for this repository
+    srv.enable_stacks(REPO)
+    assert raw(srv, "GET", f"/repos/{REPO}/stacks")[2] == []
+    status, _, body = raw(srv, "POST", f"/repos/{REPO}/stacks", {"pull_requests": [a]})
+    assert status == 422  # a stack is two pull requests at least
+    status, _, body = raw(srv, "POST", f"/repos/{REPO}/stacks", {"pull_requests": [a, c]})
+    assert status == 422 and "is not the head of" in body["errors"][0]["message"]
+    status, headers, st = raw(srv, "POST", f"/repos/{REPO}/stacks", {"pull_requests": [a, b]})
+    assert status == 201 and headers["Location"] == st["url"]
+    assert (st["number"], st["base"], st["open"]) == (1, {"ref": "main"}, True)
+    assert [(p["number"], p["state"], p["draft"], p["merged_at"]) for p in st["pull_requests"]] == [
+        (a, "open", False, None),
+        (b, "open", False, None),
+    ]
+    assert set(st) == {"id", "number", "node_id", "url", "base", "open", "created_at", "pull_requests"}
+    status, _, st = raw(srv, "POST", f"/repos/{REPO}/stacks/1/add", {"pull_requests": [c]})
+    assert status == 200 and [p["number"] for p in st["pull_requests"]] == [a, b, c]
+    pull = client(srv).get_repo(REPO).get_pull(b).raw_data
+    assert {k: pull["stack"][k] for k in ("number", "size", "position")} == {"number": 1, "size": 3, "position": 2}
+    assert pull["stack"]["base"]["ref"] == "main"
+    assert raw(srv, "GET", f"/repos/{REPO}/stacks?pull_request={c}")[2][0]["number"] == 1
+    assert raw(srv, "PATCH", f"/repos/{REPO}/pulls/{b}", {"base": "main"})[0] == 422  # not inside a stack
+    status, _, body = raw(srv, "POST", f"/repos/{REPO}/stacks/1/unstack")
+    assert status == 204 and body is None and raw(srv, "GET", f"/repos/{REPO}/stacks")[2] == []
+    assert client(srv).get_repo(REPO).get_pull(b).raw_data["stack"] is None
+
+
+def test_the_asynchronous_merge_of_a_stack(srv: FakeGitHub, checkout: Checkout) -> None:
+    a, b, c = stacked_pulls(srv, checkout, 3)
+    assert raw(srv, "PUT", f"/repos/{REPO}/pulls/{b}/merge-async", {})[0] == 404  # not available here
+    srv.enable_stacks(REPO)
+    raw(srv, "POST", f"/repos/{REPO}/stacks", {"pull_requests": [a, b, c]})
+    assert raw(srv, "PUT", f"/repos/{REPO}/pulls/{b}/merge", {})[0] == 405  # never the legacy merge in a stack
+    status, _, first = raw(srv, "PUT", f"/repos/{REPO}/pulls/{b}/merge-async", {"merge_method": "squash"})
+    assert status == 202 and first["status"] == "pending"
+    uuid = first["details"]["uuid"]
+    assert first["details"]["merge_method"] == "squash" and first["details"]["merge_action"] == "default"
+    status, _, again = raw(srv, "PUT", f"/repos/{REPO}/pulls/{b}/merge-async", {})
+    assert status == 409 and again["details"]["uuid"] == uuid
+    poll = f"/repos/{REPO}/pulls/{b}/merge-async/{uuid}"
+    assert raw(srv, "GET", poll)[2]["status"] == "pending"
+    status, _, done = raw(srv, "GET", poll)
+    assert status == 200 and done["status"] == "merged" and len(done["details"]["sha"]) == 40
+    states = {p["number"]: (p["merged"], p["base"]["ref"]) for p in srv.pulls(REPO)}
+    assert states == {a: (True, "main"), b: (True, "main"), c: (False, "main")}  # c now sits on the base
+    status, _, merged = raw(srv, "PUT", f"/repos/{REPO}/pulls/{b}/merge-async", {})
+    assert status == 200 and merged["status"] == "merged"
+    assert raw(srv, "GET", f"/repos/{REPO}/pulls/{b}/merge-async/not-a-request")[0] == 404
+
+
+def test_an_asynchronous_merge_fails_atomically_on_a_rule_evaluated_when_it_runs(
+    srv: FakeGitHub, checkout: Checkout
+) -> None:
+    a, b = stacked_pulls(srv, checkout, 2)
+    srv.enable_stacks(REPO)
+    raw(srv, "POST", f"/repos/{REPO}/stacks", {"pull_requests": [a, b]})
+    srv.merge_async_polls = 0
+    srv.protect(REPO, "main", checks=("ci",), ruleset=True)
+    srv.set_check(REPO, srv.pulls(REPO)[0]["head"]["sha"], "ci", "success")  # the bottom passes, the top does not
+    status, _, first = raw(srv, "PUT", f"/repos/{REPO}/pulls/{b}/merge-async", {})
+    assert status == 202  # only the PR's basic state is checked when it is submitted
+    done = raw(srv, "GET", f"/repos/{REPO}/pulls/{b}/merge-async/{first['details']['uuid']}")[2]
+    assert done["status"] == "failed" and 'Required status check "ci" is expected.' in done["details"]["message"]
+    assert not any(p["merged"] for p in srv.pulls(REPO))

@@ -625,3 +625,22 @@ def test_credentials_in_the_api_url_are_in_no_output_no_summary_and_no_run(seede
     assert f"http://127.0.0.1:{port}" in run.stages["pr"]  # the forge is named, without its userinfo
     for text in (proc.stdout, proc.stderr, summary.read_text(), (tmp_path / "run.json").read_text()):
         assert secret not in text and "bot:" not in text
+
+
+def test_sync_land_is_opt_in_and_lands_what_is_ready_after_a_green_run(world: World) -> None:
+    w = world
+    w.stack([w.a, w.b])
+    first = w.sync("--land")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert w.last_run().stages["land"] == "ok: nothing merged; stopped at 0001: waiting for approval"
+    for p in w.pulls():
+        w.forge.approve(SLUG, p["number"])
+    w.sync()  # without --land nothing is merged
+    assert "land" not in w.last_run().stages and not any(p["merged"] for p in w.pulls(None))
+    unreachable = w.env(GITHUB_TOKEN="")
+    w.sync("--land", env=unreachable)  # pr fails (no token): the run is not green, nothing is merged
+    assert w.last_run().stages["land"].startswith("skipped") and not any(p["merged"] for p in w.pulls(None))
+    landed = w.sync("--land")
+    assert landed.returncode == 0, landed.stdout + landed.stderr
+    assert w.last_run().stages["land"] == "ok: merged #1, #2"
+    assert all(p["merged"] for p in w.pulls(None))

@@ -116,3 +116,20 @@ def test_a_new_failure_with_the_patch_is_still_broken_beside_a_pre_existing_one(
     }
     j = testing.judge("cpu", runs)
     assert j.kind == "broken" and j.tests == ("t.test_0",)
+
+
+def test_a_test_the_patch_adds_failing_everywhere_is_broken_not_pre_existing() -> None:
+    """The patch's own new (or changed) test decides: failing with it, it is broken, though it fails
+    without it and on the old base too (its test files are put on both)."""
+    runs = {
+        "base": result("base", "failed", [], ["tests.test_c::test_c"]),
+        "patched": result("patched", "failed", [], ["tests.test_c::test_c"]),
+        "old-base": result("old-base", "failed", [], ["tests.test_c::test_c"]),
+    }
+    assert testing.judge("cpu", runs).kind != "broken"
+    assert testing.judge("cpu", runs, own=("test_c",)).kind == "broken"
+    diff = (
+        "diff --git a/tests/test_c.py b/tests/test_c.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/test_c.py\n"
+        "@@ -0,0 +1,2 @@\n+def test_c():\n+    assert False\n"
+    )
+    assert testing.own_tests(diff, ["tests/test_c.py"]) == ("test_c",)

@@ -1,10 +1,11 @@
 """The forge: where the stack's pull requests live, as ggstack needs it.
 
-``pr`` reads the forge once (a snapshot), plans without it and acts through
-it last, so a forge is the few calls of ``Forge`` below. GitHub and GitHub
-Enterprise are ``github.GitHub`` (PyGithub); ``none.NoForge`` is a forge on
-which nothing exists, for planning offline. Another forge (GitLab) is one more
-class with these calls.
+``pr`` and ``land`` read the forge once (a snapshot), plan without it and act
+through it last, so a forge is the few calls of ``Forge`` below. GitHub and
+GitHub Enterprise are ``github.GitHub`` (PyGithub); ``none.NoForge`` is a forge
+on which nothing exists, for planning offline. Another forge (GitLab) is one
+more class with these calls. A forge may have native stacks (GitHub's stacked
+pull requests): ``native_stacks`` answers None where it has none.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class RemotePR:
     state: str = "open"
     merged: bool = False
     author: str = ""  # the login that opened it
+    head_sha: str = ""
     handle: Any = field(default=None, repr=False, compare=False)  # the forge's own object (PyGithub's PullRequest)
 
 
@@ -48,6 +50,51 @@ class CommitFacts:
     tree: str
     parents: tuple[str, ...]
     message: str
+
+
+@dataclass(frozen=True)
+class Review:
+    author: str  # login
+    state: str  # APPROVED | CHANGES_REQUESTED | DISMISSED | COMMENTED
+    commit: str  # the head it reviewed
+    association: str = ""  # OWNER | MEMBER | COLLABORATOR | …: where the permission cannot be read
+
+
+@dataclass
+class MergeFacts:
+    """What the forge says about merging one PR now: read together, just before deciding."""
+
+    head_sha: str
+    base_ref: str
+    state: str  # open | closed
+    merged: bool
+    draft: bool
+    labels: list[str]
+    mergeable: bool | None  # None: not computed yet
+    mergeable_state: str  # GitHub's words: clean, dirty, blocked, behind, unstable, draft, unknown…
+    reviews: list[Review]  # oldest first
+    checks: dict[str, str]  # check run or status name -> success | failure | pending
+    merge_commit: str | None = None
+
+
+@dataclass(frozen=True)
+class NativeStack:
+    """A stack of PRs the forge itself keeps (GitHub's stacked pull requests), bottom first."""
+
+    number: int
+    base_ref: str
+    pulls: tuple[int, ...]
+    merged: tuple[int, ...] = ()  # those of ``pulls`` already merged
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """The answer to a merge: merged (``sha``), pending (poll ``uuid``), enqueued, or refused/failed (``message``)."""
+
+    status: str  # merged | pending | enqueued | failed | refused
+    message: str = ""
+    sha: str | None = None
+    uuid: str | None = None
 
 
 class Forge(Protocol):
@@ -67,6 +114,13 @@ class Forge(Protocol):
     def commit_facts(self, slug: str, sha: str) -> CommitFacts | None: ...
     def has_branch(self, slug: str, branch: str) -> bool: ...
     def has_repository(self, slug: str) -> bool: ...
+    def branch_sha(self, branch: str) -> str | None: ...  # of target.repo
+    def merge_facts(self, pull: RemotePR) -> MergeFacts: ...
+    def required_checks(self, branch: str) -> list[str]: ...  # branch protection and rulesets of target.repo
+    def permission(self, login: str) -> str: ...  # admin | maintain | write | triage | read | none
+    def merge_methods(self) -> tuple[str, ...]: ...  # what the repository allows, of merge, squash, rebase
+    def native_stacks(self) -> list[NativeStack] | None: ...  # None: the repository has no stacked PRs
+    def merge_result(self, pull: RemotePR, uuid: str) -> MergeResult: ...
 
     # -- writes --
     def create_pull(
@@ -77,6 +131,11 @@ class Forge(Protocol):
     def remove_label(self, pull: RemotePR, label: str) -> None: ...
     def mark_ready(self, pull: RemotePR) -> None: ...
     def comment(self, pull: RemotePR, body: str) -> None: ...
+    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult: ...  # merged or refused
+    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult: ...
+    def create_stack(self, numbers: Sequence[int]) -> NativeStack: ...
+    def add_to_stack(self, stack: int, numbers: Sequence[int]) -> NativeStack: ...
+    def unstack(self, stack: int) -> None: ...
 
 
 def same_last_line(a: str, b: str) -> bool:

@@ -23,10 +23,20 @@ from typing import Any, TypeVar
 
 import requests
 from github import Auth, Github, GithubException
+from github.Commit import Commit
 
 from ggstack import state
 from ggstack.errors import InfraError, UserError
-from ggstack.forge import Comment, CommitFacts, RemotePR, same_last_line
+from ggstack.forge import (
+    Comment,
+    CommitFacts,
+    MergeFacts,
+    MergeResult,
+    NativeStack,
+    RemotePR,
+    Review,
+    same_last_line,
+)
 from ggstack.secrets import TOKEN_VARS, Secrets, shown_url
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -108,6 +118,7 @@ class GitHub:
         self.policy = RetryPolicy.from_env(env)
         self.writes = 0
         self._waited = 0.0
+        self._permissions: dict[str, str] = {}
         self._kill_after = state.env_count("GGSTACK_DEBUG_KILL_AFTER_WRITES", env)
         self._gh = Github(
             auth=Auth.Token(self.token),
@@ -311,6 +322,150 @@ class GitHub:
             f"read repository {slug}", lambda: _found(lambda: self._gh.get_repo(slug))
         )
 
+    # -- reads for landing -------------------------------------------------------------
+
+    def branch_sha(self, branch: str) -> str | None:
+        """The tip of ``branch`` of target.repo on the forge, None when there is no such branch."""
+
+        def fetch() -> str | None:
+            try:
+                return self.repo.get_branch(branch).commit.sha
+            except GithubException as e:
+                if e.status == 404:
+                    return None
+                raise
+
+        return self.call(f"read branch {branch!r} of {self.slug}", fetch)
+
+    def merge_facts(self, pull: RemotePR) -> MergeFacts:
+        """The PR as it is now (its full shape: mergeability), its reviews and its head's checks."""
+        full = self.call(f"read #{pull.number}", lambda: self.repo.get_pull(pull.number))
+        reviews = self.call(f"read reviews of #{pull.number}", lambda: list(full.get_reviews()))
+        head = full.head.sha
+        return MergeFacts(
+            head_sha=head,
+            base_ref=full.base.ref,
+            state=full.state,
+            merged=bool(full.merged),
+            draft=bool(full.draft),
+            labels=[label.name for label in full.labels],
+            mergeable=full.mergeable,
+            mergeable_state=full.mergeable_state or "unknown",
+            reviews=[
+                Review(r.user.login, r.state or "", r.commit_id or "", (r.author_association or "").upper())
+                for r in reviews
+                if r.user is not None
+            ],
+            checks=self.call(f"read the checks of {head[:10]}", lambda: self._checks(head)),
+            merge_commit=full.merge_commit_sha,
+        )
+
+    def _checks(self, sha: str) -> dict[str, str]:
+        """Every check run and commit status of ``sha``, the latest of each name: success, failure or pending."""
+        commit = Commit(self.repo.requester, url=f"{self.repo.url}/commits/{sha}", completed=False)  # no full read
+        states: dict[str, str] = {}
+        for run in sorted(commit.get_check_runs(), key=lambda r: r.id):
+            if run.status != "completed":
+                states[run.name] = "pending"
+            else:
+                states[run.name] = "success" if run.conclusion in ("success", "neutral", "skipped") else "failure"
+        for status in commit.get_combined_status().statuses:
+            states[status.context] = {"success": "success", "pending": "pending"}.get(status.state, "failure")
+        return states
+
+    def required_checks(self, branch: str) -> list[str]:
+        """The checks ``branch`` requires: its branch protection's and its rulesets' (both readable with read access)."""
+
+        def fetch() -> list[str]:
+            names: list[Any] = []
+            try:
+                protection = self.repo.get_branch(branch).raw_data.get("protection") or {}
+            except GithubException as e:
+                if e.status != 404:
+                    raise
+                protection = {}
+            required = protection.get("required_status_checks") or {}
+            names += list(required.get("contexts") or []) + [c.get("context") for c in required.get("checks") or []]
+            for rule in self._rest("GET", f"/rules/branches/{urllib.parse.quote(branch)}", missing=[]) or []:
+                if isinstance(rule, dict) and rule.get("type") == "required_status_checks":
+                    found = (rule.get("parameters") or {}).get("required_status_checks") or []
+                    names += [c.get("context") for c in found if isinstance(c, dict)]
+            return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+
+        return self.call(f"read the required checks of {branch!r}", fetch)
+
+    def permission(self, login: str) -> str:
+        """``login``'s permission on target.repo (admin, write, read, none); "unknown" where the token may not ask."""
+        key = login.lower()
+        if key not in self._permissions:
+
+            def fetch() -> str:
+                try:
+                    return self.repo.get_collaborator_permission(login)
+                except GithubException as e:
+                    if e.status == 404:
+                        return "none"
+                    if e.status == 403 and "rate limit" not in _message(e).lower():
+                        return "unknown"
+                    raise
+
+            self._permissions[key] = self.call(f"read the permission of {login}", fetch)
+        return self._permissions[key]
+
+    def merge_methods(self) -> tuple[str, ...]:
+        """The merge methods the repository allows (one it does not say it refuses counts as allowed)."""
+        flags = {
+            "merge": self.repo.allow_merge_commit,
+            "squash": self.repo.allow_squash_merge,
+            "rebase": self.repo.allow_rebase_merge,
+        }
+        return tuple(m for m, allowed in flags.items() if allowed is not False)
+
+    def native_stacks(self) -> list[NativeStack] | None:
+        """The repository's stacks of PRs (GitHub's stacked pull requests); None where it has none (404)."""
+
+        def fetch() -> list[NativeStack] | None:
+            found: list[Any] = []
+            for page in range(1, 100):
+                data = self._rest("GET", "/stacks", parameters={"per_page": 100, "page": page}, missing=None)
+                if data is None:
+                    return None
+                found += data
+                if len(data) < 100:
+                    break
+            return [_stack(d) for d in found]
+
+        return self.call(f"list the stacks of {self.slug}", fetch)
+
+    def merge_result(self, pull: RemotePR, uuid: str) -> MergeResult:
+        data = self.call(
+            f"read the merge request of #{pull.number}",
+            lambda: self._rest("GET", f"/pulls/{pull.number}/merge-async/{urllib.parse.quote(uuid)}"),
+            not_found=f"the merge request {uuid} of #{pull.number} is gone (GitHub keeps one 24 hours)",
+        )
+        return _merge_result(data)
+
+    def _rest(
+        self,
+        verb: str,
+        path: str,
+        *,
+        parameters: dict[str, Any] | None = None,
+        body: Any = None,
+        missing: Any = ...,
+    ) -> Any:
+        """Plain REST through PyGithub's requester, for what PyGithub has no method for;
+        ``missing`` (when given) is the answer to a 404."""
+        try:
+            _, data = self.repo.requester.requestJsonAndCheck(
+                verb, f"{self.repo.url}{path}", parameters=parameters, input=body
+            )
+        except GithubException as e:
+            if e.status == 404 and missing is not ...:
+                return missing
+            raise
+        return data
+
     # -- writes (one at a time; each retried) --------------------------------------------
 
     def create_pull(
@@ -363,6 +518,96 @@ class GitHub:
             f"comment on #{pull.number}", lambda: pull.handle.create_issue_comment(body), write=True, recheck=landed
         )
 
+    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
+        """The synchronous merge of ``pull`` at ``sha``: merged, or refused with GitHub's reason (405/409).
+
+        A merge whose answer was lost is looked up before it is sent again: never twice."""
+
+        def merge() -> MergeResult:
+            try:
+                status = pull.handle.merge(merge_method=method, sha=sha)
+            except GithubException as e:
+                if e.status in (405, 409):
+                    return MergeResult("refused", _message(e))
+                raise
+            return MergeResult("merged", status.message or "", status.sha)
+
+        def landed() -> MergeResult | None:
+            now = self.call(f"look up #{pull.number}", lambda: self.repo.get_pull(pull.number))
+            return (
+                MergeResult("merged", "merged (found after a lost answer)", now.merge_commit_sha)
+                if now.merged
+                else None
+            )
+
+        return self.call(f"merge #{pull.number} ({method})", merge, write=True, recheck=landed)
+
+    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
+        """The asynchronous merge (GitHub's for stacked PRs): this PR and every one below it in its stack.
+
+        Sending it again is safe: GitHub answers 409 with the request already there, or "merged";
+        only a new request (202) counts as a write."""
+
+        def submit() -> tuple[MergeResult, bool]:
+            body = {"merge_method": method, "merge_action": "default", "sha": sha}
+            try:
+                data = self._rest("PUT", f"/pulls/{pull.number}/merge-async", body=body)
+            except GithubException as e:
+                if e.status in (400, 409) and isinstance(e.data, dict) and e.data.get("status"):
+                    return _merge_result(e.data), False
+                raise
+            result = _merge_result(data)
+            return result, result.status == "pending"
+
+        result, new = self.call(
+            f"merge #{pull.number} and the PRs below it ({method})",
+            submit,
+            not_found=f"{self.slug} has no asynchronous merge API (stacked pull requests are not enabled there)",
+        )
+        if new:
+            self._wrote()
+        return result
+
+    def create_stack(self, numbers: Sequence[int]) -> NativeStack:
+        def create() -> NativeStack:
+            return _stack(self._rest("POST", "/stacks", body={"pull_requests": list(numbers)}))
+
+        return self.call(
+            f"stack #{', #'.join(map(str, numbers))}",
+            create,
+            write=True,
+            recheck=lambda: self._stack_holding(numbers),
+        )
+
+    def add_to_stack(self, stack: int, numbers: Sequence[int]) -> NativeStack:
+        def add() -> NativeStack:
+            return _stack(self._rest("POST", f"/stacks/{stack}/add", body={"pull_requests": list(numbers)}))
+
+        return self.call(
+            f"add #{', #'.join(map(str, numbers))} to stack {stack}",
+            add,
+            write=True,
+            recheck=lambda: self._stack_holding(numbers),
+        )
+
+    def unstack(self, stack: int) -> None:
+        def gone() -> bool | None:
+            st = self.call(f"read stack {stack}", lambda: self._rest("GET", f"/stacks/{stack}", missing=None))
+            return True if st is None or not any(not p.get("merged_at") for p in st.get("pull_requests", [])) else None
+
+        self.call(
+            f"unstack stack {stack}", lambda: self._rest("POST", f"/stacks/{stack}/unstack"), write=True, recheck=gone
+        )
+
+    def _stack_holding(self, numbers: Sequence[int]) -> NativeStack | None:
+        """The stack that holds every one of ``numbers`` already (a create or add whose answer was lost)."""
+        found = self.call(
+            "look up the stack",
+            lambda: self._rest("GET", "/stacks", parameters={"pull_request": numbers[-1]}, missing=[]),
+        )
+        stacks = [_stack(d) for d in found or []]
+        return next((st for st in stacks if set(numbers) <= set(st.pulls)), None)
+
 
 def _token(env: Mapping[str, str], slug: str) -> tuple[str, str]:
     for var in TOKEN_VARS:
@@ -392,7 +637,26 @@ def _remote(p: Any) -> RemotePR:
         author=p.user.login if p.user else "",
         state=p.state,
         merged=p.merged_at is not None,  # in the list shape; p.merged would cost a request
+        head_sha=p.head.sha or "",
         handle=p,
+    )
+
+
+def _stack(data: Any) -> NativeStack:
+    pulls = data.get("pull_requests") or []
+    return NativeStack(
+        number=int(data["number"]),
+        base_ref=(data.get("base") or {}).get("ref", ""),
+        pulls=tuple(int(p["number"]) for p in pulls),
+        merged=tuple(int(p["number"]) for p in pulls if p.get("merged_at")),
+    )
+
+
+def _merge_result(data: Any) -> MergeResult:
+    data = data if isinstance(data, dict) else {}
+    details = data.get("details") if isinstance(data.get("details"), dict) else {}
+    return MergeResult(
+        str(data.get("status") or "failed"), str(details.get("message") or ""), details.get("sha"), details.get("uuid")
     )
 
 

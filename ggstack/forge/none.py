@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ggstack.errors import UserError
-from ggstack.forge import Comment, CommitFacts, RemotePR
+from ggstack.forge import Comment, CommitFacts, MergeFacts, MergeResult, NativeStack, RemotePR
 
 
 class NoForge:
@@ -41,6 +41,27 @@ class NoForge:
     def has_repository(self, slug: str) -> bool:
         return True
 
+    def branch_sha(self, branch: str) -> str | None:
+        return None
+
+    def merge_facts(self, pull: RemotePR) -> MergeFacts:
+        raise self._refuse()  # it has no PR to read
+
+    def required_checks(self, branch: str) -> list[str]:
+        return []
+
+    def permission(self, login: str) -> str:
+        return "none"
+
+    def merge_methods(self) -> tuple[str, ...]:
+        return ("merge", "squash", "rebase")
+
+    def native_stacks(self) -> list[NativeStack] | None:
+        return None
+
+    def merge_result(self, pull: RemotePR, uuid: str) -> MergeResult:
+        raise self._refuse()
+
     def _refuse(self) -> UserError:
         return UserError("planned offline (no forge): nothing can be written; set GITHUB_TOKEN to open PRs")
 
@@ -62,4 +83,19 @@ class NoForge:
         raise self._refuse()
 
     def comment(self, pull: RemotePR, body: str) -> None:
+        raise self._refuse()
+
+    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
+        raise self._refuse()
+
+    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
+        raise self._refuse()
+
+    def create_stack(self, numbers: Sequence[int]) -> NativeStack:
+        raise self._refuse()
+
+    def add_to_stack(self, stack: int, numbers: Sequence[int]) -> NativeStack:
+        raise self._refuse()
+
+    def unstack(self, stack: int) -> None:
         raise self._refuse()
