@@ -133,9 +133,14 @@ def _candidate(pick: replay.Pick) -> Candidate:
         commit=pick.commit or "",
         parent=pick.parent or "",
         changes=diff.parse(pick.diff),
-        # the fork commit it came from, and what that commit says it was picked from (a backport's
-        # "(cherry picked from commit X)"), as check --commits reads a commit's message
-        sources=[patch.provenance.cherry_picked_from or "", *PICKED_FROM.findall(patch.message)],
+        # the commit it was picked from, what its message says it was picked from (a backport's
+        # "(cherry picked from commit X)"), as check --commits reads a commit's message, and the
+        # fork's commit it was imported from (upstream may have merged that very commit)
+        sources=[
+            patch.provenance.cherry_picked_from or "",
+            *PICKED_FROM.findall(patch.message),
+            patch.source_commit or "",
+        ],
         spid=patch.provenance.stack_patch_id,
         subject=patch.subject,
         original_pr=patch.provenance.original_pr,
