@@ -579,13 +579,10 @@ def test_a_base_commit_with_the_same_subject_is_a_hint_not_a_verdict(world: GitR
     assert o.recommendation is Recommendation.HUMAN_LOOK
 
 
-def test_every_rule_of_the_table_is_in_the_readme_and_has_a_test() -> None:
-    root = Path(__file__).resolve().parent.parent
-    readme = (root / "README.md").read_text()
-    tests = "".join(p.read_text() for p in (root / "tests").glob("test_check*.py"))
+def test_the_readme_prints_the_verdict_table_as_the_code_has_it() -> None:
+    """(Every rule has rows of facts in tests/test_rules_table.py; this holds the words.)"""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert markdown_table() in readme, "README's verdict table differs from ggstack/check/rules.py"
-    for name, _, _, _ in RULES:
-        assert re.search(rf'rule\(o\) (==|in) .*"{re.escape(name)}"', tests), f"no test asserts rule {name!r}"
 
 
 @pytest.mark.parametrize("name", [r[0] for r in RULES])

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ggstack.check.containment import NO_FILE, Containment, Unit
+from ggstack.check.containment import NO_FILE, UNREADABLE, Containment, Unit
 from ggstack.check.remaining import Remaining
 from ggstack.check.rules import FOLD_RULES, RULES, Facts, FromTests, Match, decide, fold
 from ggstack.diff import Block
@@ -205,6 +205,13 @@ ROWS = [
         "files gone",
         Verdict.UNIQUE,
         Recommendation.HUMAN_LOOK,
+    ),
+    (
+        "not comparable (a degraded clone)",
+        facts([Unit("f", "hunk", 2, False, UNREADABLE, block=Block(0, added=["x"]))]),
+        "not compared",
+        Verdict.INCONCLUSIVE,
+        Recommendation.HOLD,
     ),
     ("nothing there", facts([added(False)]), "needed", Verdict.UNIQUE, Recommendation.OPEN_PR),
     (

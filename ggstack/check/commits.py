@@ -268,7 +268,7 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
     steps = _replay_all(repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
     done = [
-        m or Measured(k, steps[c.commit], reverse=reverse_applies(c.changes, _mine(c, entries), ctx.files))
+        m or _replayed(ctx, c, k, steps.get(c.commit), entries)
         for c, k, m in zip(cands, contents, measured, strict=True)
     ]
     for m in done:
@@ -407,6 +407,26 @@ def _settled(content: judging.Containment, ident: Identified, live: bool, revers
     return None
 
 
+def _replayed(
+    ctx: Context,
+    c: Candidate,
+    content: judging.Containment,
+    step: replay.Step | None,
+    entries: dict[str, tuple[str, str]],
+) -> Measured:
+    reverse = reverse_applies(c.changes, _mine(c, entries), ctx.files)
+    if step is None:
+        return Measured(content, reverse=reverse, uncomputed="git merge-tree could not make the merge")
+    return Measured(content, step, reverse=reverse)
+
+
+def _merge_or_none(repo: git.Repository, ours: str, theirs: str) -> git.MergeResult | None:
+    try:
+        return repo.merge_trees(ours, theirs)
+    except git.GitFailed:
+        return None
+
+
 _EXACT_PICK = (
     "not replayed: an exact pick (identity or patch-id, not taken out since) of which some lines are there is "
     "represented by it whatever a merge says"
@@ -420,9 +440,15 @@ def _replay_all(repo: git.Repository, base: str, base_tree: str, todo: list[Cand
     if not todo:
         return {}
     scratch = repo.hash_commits([(base_tree, [c.parent], "ggstack scratch\n") for c in todo])
-    merges = repo.merge_many([(ours, cand.commit) for cand, ours in zip(todo, scratch, strict=True)])
+    pairs = [(ours, cand.commit) for cand, ours in zip(todo, scratch, strict=True)]
+    try:
+        merges: list[git.MergeResult | None] = list(repo.merge_many(pairs))
+    except git.GitFailed:  # an object this clone lacks: each merge on its own, the ones git can make
+        merges = [_merge_or_none(repo, ours, theirs) for ours, theirs in pairs]
     steps = {}
     for cand, merged in zip(todo, merges, strict=True):
+        if merged is None:
+            continue  # judged without the replay (``unmerged``)
         if not merged.clean:  # the paths and git's messages; the conflict regions are apply's to show
             conflict = Conflict(list(merged.conflicted_paths), "", merged.messages)
             steps[cand.commit] = replay.Step(Applied.CONFLICT, merged.tree, conflict=conflict)

@@ -21,6 +21,7 @@ from ggstack.diff import Block, FileChange, Hunk, paths_of
 
 Entries = dict[str, tuple[str, str]]  # path -> (mode, blob)
 NO_FILE = "file is not in the base"  # the reason of a block whose file the tree does not have
+UNREADABLE = "could not be compared: the base's version of the file is not in this clone"
 
 
 # A letter or digit: ``str.isalnum`` of one character is the regex's word character but "_".
@@ -215,6 +216,12 @@ def _file_units(fc: FileChange, in_base: tuple[str, str] | None, entries: Entrie
             units.append(Unit(fc.path, "binary", 1, False, "binary file is not in the base"))
         return units
     base_data = files.blob(in_base[1])
+    if base_data is None and not fc.binary:  # an object this clone lacks (a degraded mirror): not compared
+        return units + [
+            Unit(fc.path, h.label, informative(b.removed + b.added), False, UNREADABLE, i, b)
+            for i, h in enumerate(fc.hunks)
+            for b in h.blocks
+        ]
     if fc.binary or not is_text(base_data):
         return [*units, _binary_unit(fc, in_base)]
     return units + _block_units(fc, in_base[1], files)

@@ -71,8 +71,13 @@ class Files:
         return self._blobs[sha]
 
     def prepare_alignments(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Align many (old blob, new blob) pairs at once with git's own diff (histogram, in C)."""
+        """Align many (old blob, new blob) pairs at once with git's own diff (histogram, in C).
+        A blob this clone lacks aligns with nothing (every line unplaced), never fails the rest."""
         todo = [p for p in dict.fromkeys(pairs) if p[0] != p[1] and p not in self._aligned]
+        self.prefetch([b for p in todo for b in p])
+        for p in [p for p in todo if self.blob(p[0]) is None or self.blob(p[1]) is None]:
+            self._aligned[p] = [None] * self.count_lines(p[0])
+        todo = [p for p in todo if p not in self._aligned]
         diffs = self.repo.diff_blob_pairs(todo)
         for i, pair in enumerate(todo):
             raw = diffs.get(i, b"").decode("utf-8", "surrogateescape")

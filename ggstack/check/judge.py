@@ -61,6 +61,7 @@ class Measured:
     reverse: bool | None = None
     reverse_later: list[str] = field(default_factory=list)  # reversed once these later patches were taken out
     unreplayed: str = ""  # why no replay was spent where one could have been
+    uncomputed: str = ""  # why the replay could not be made (git's word: an object this clone lacks)
     tree: str = ""  # the tree it was measured in (for an adapted pick's remaining diff)
 
 
@@ -297,7 +298,7 @@ def judge(
     evidence = list(ident.evidence)
     if group is not None:  # (its members and commits are among the facts already)
         evidence.append(signals.grouped(group.names, group.by, group.how))
-    replayed = signals.replayed(m.step, m.applies, m.unreplayed)
+    replayed = signals.replayed(m.step, m.applies, m.unreplayed, m.uncomputed)
     evidence += [e for e in (replayed, signals.reversed_(m.reverse, m.reverse_later)) if e]
     evidence.append(signals.content(m.content))
     if facts.same_blobs:

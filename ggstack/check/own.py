@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import NO_FILE, Containment, Unit, carries, place
+from ggstack.check.containment import NO_FILE, UNREADABLE, Containment, Unit, carries, place
 from ggstack.check.files import Files, find_run
 from ggstack.check.history import History
 from ggstack.diff import Block
@@ -52,6 +52,8 @@ def _probes(c: Containment, u: Unit, history: History, files: Files) -> list[Uni
     """What to ask of the range about ``u``'s place: [] (nothing: it is the fork's own), the
     lines there to attribute, or None (a range commit touched it, no search needed)."""
     base_path = c.base_paths.get(u.path)
+    if u.reason == UNREADABLE:
+        return None  # not compared: no claim either way (the Run says which file could not be read)
     if u.reason == NO_FILE or base_path is None:
         # A file the base lacks: the fork's own, unless the range deleted or moved it.
         return None if history.versions(u.path) or history.moved_to(u.path) else []

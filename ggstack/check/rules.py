@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from ggstack.check.containment import Containment, Unit, adds
+from ggstack.check.containment import UNREADABLE, Containment, Unit, adds
 from ggstack.check.remaining import Remaining
 from ggstack.model import Applied, Recommendation, TextVerdict, Verdict
 
@@ -446,6 +446,24 @@ def _look_gone(f: Facts) -> Decision:
     )
 
 
+def _not_compared(f: Facts) -> bool:
+    """Lines that could not be compared (an object this clone lacks) and none found: no evidence."""
+    counted = f.content.counted
+    return any(u.reason == UNREADABLE for u in counted) and not any(u.present for u in counted)
+
+
+def _unread(f: Facts) -> Decision:
+    files = ", ".join(dict.fromkeys(u.path for u in f.content.counted if u.reason == UNREADABLE))
+    return Decision(
+        "not compared",
+        Verdict.INCONCLUSIVE,
+        Recommendation.HOLD,
+        [],
+        f"its lines in {files} could not be compared: the base's version is not in this clone "
+        "(fetch the missing objects, e.g. git fetch --refetch, and check again)",
+    )
+
+
 def _always(f: Facts) -> bool:
     return True
 
@@ -570,6 +588,13 @@ RULES: tuple[Rule, ...] = (
         "→ unique/conflict, human look (moot, or to port where that code lives now)",
         _files_gone,
         _look_gone,
+    ),
+    (
+        "not compared",
+        "none of its changes is found and some could not be compared (the base's file is not in this clone) "
+        "→ inconclusive, hold",
+        _not_compared,
+        _unread,
     ),
     (
         "needed",

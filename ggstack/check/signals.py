@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ggstack import git, replay
-from ggstack.check.containment import Containment, Unit
+from ggstack.check.containment import UNREADABLE, Containment, Unit
 from ggstack.check.files import is_zero
 from ggstack.check.history import REVERT_OF, History, normal_subject, pr_numbers
 from ggstack.check.own import describe
@@ -169,8 +169,12 @@ def modified(history: History, cand: Candidate, matches: list[Match]) -> Evidenc
     )
 
 
-def replayed(step: replay.Step | None, applies: bool, unreplayed: str = "") -> Evidence | None:
-    """What replaying it said; ``unreplayed``: why it was not replayed, where it could have been."""
+def replayed(step: replay.Step | None, applies: bool, unreplayed: str = "", uncomputed: str = "") -> Evidence | None:
+    """What replaying it said; ``unreplayed``: why it was not replayed, where it could have been;
+    ``uncomputed``: why it could not be (the signal was not computed: said so, never a verdict)."""
+    if uncomputed:
+        detail = f"the replay could not be computed ({uncomputed}): judged without it"
+        return Evidence(Signal.EMPTY, detail, data={"replayed": False, "computed": False}, says=Says.NOTHING)
     if step is None:
         if unreplayed:
             return Evidence(Signal.EMPTY, unreplayed, data={"replayed": False}, says=Says.NOTHING)
@@ -251,7 +255,12 @@ def content(c: Containment) -> Evidence:
     if c.came_from:
         split = ", ".join(f"{p}'s code in {q}" for p, q in c.came_from.items())
         detail += f" (judged where the base has what its own side moved: {split})"
-    return Evidence(Signal.CONTENT, detail, fraction=round(c.fraction, 4), data={"units": _units(c)}, says=says)
+    data: dict[str, Any] = {"units": _units(c)}
+    unread = list(dict.fromkeys(u.path for u in c.units if u.reason == UNREADABLE))
+    if unread:
+        detail += f"; not computed for {', '.join(unread)}: the base's version is not in this clone"
+        data["uncomputed"] = unread
+    return Evidence(Signal.CONTENT, detail, fraction=round(c.fraction, 4), data=data, says=says)
 
 
 def _units(c: Containment) -> list[dict[str, Any]]:

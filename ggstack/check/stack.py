@@ -178,12 +178,13 @@ def _walk(
             outcome = outcomes[i]
             tip_tree = replayer.tip_tree
             content = judging.measure_content(ctx, [cand], tip_tree, idents)[0]
-            step = replayer.try_pick(pick)
+            step, unmerged = _try_pick(replayer, pick)
             rev = reverse.get(pick.name)
             rev_applies, rev_later = (rev.applies, rev.later) if rev else (None, [])
             m = Measured(content, step, reverse=rev_applies, reverse_later=rev_later, tree=tip_tree)
+            m.uncomputed = unmerged
             hole = [left_out[p] for p in cand.paths if p in left_out]
-            if step.applied is Applied.EMPTY and hole:
+            if step is not None and step.applied is Applied.EMPTY and hole:
                 # It changes lines an earlier patch brought, which the tip lacks: that it changes nothing
                 # there says nothing of the base (its revert of that patch's line is still needed).
                 m.step, m.unreplayed = None, _EMPTY_ONLY_WITHOUT.format(", ".join(dict.fromkeys(hole)))
@@ -194,7 +195,7 @@ def _walk(
             judging.settle(outcome, judged)
             walked.append(_Judged(cand, outcome, m, tip_tree, author))
             needed = outcome.verdict in (Verdict.UNIQUE, Verdict.PARTIAL, Verdict.CONFLICT)
-            if needed and step.applied is Applied.APPLIED and i not in squashed:
+            if needed and step is not None and step.applied is Applied.APPLIED and i not in squashed:
                 replayer.advance(step)
             elif needed and i not in squashed:
                 left_out.update({p: cand.name for p in cand.paths})
@@ -203,6 +204,15 @@ def _walk(
     finally:
         replayer.close()
     return walked
+
+
+def _try_pick(replayer: replay.Replayer, pick: replay.Pick) -> tuple[replay.Step | None, str]:
+    """The replay of one patch onto the tip, or (None, git's word) where git could not make the merge
+    (an object this clone lacks): that costs the replay's evidence, not every verdict of the stack."""
+    try:
+        return replayer.try_pick(pick), ""
+    except git.GitFailed as e:
+        return None, e.stderr.strip().splitlines()[-1] if e.stderr.strip() else str(e)
 
 
 _EMPTY_ONLY_WITHOUT = (
