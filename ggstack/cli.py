@@ -18,9 +18,9 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
 import click
 
-from ggstack import git, model, replay, secrets, state
+from ggstack import exits, git, model, replay, secrets, state
 from ggstack.errors import InfraError, UserError
-from ggstack.model import Run, Stack, Verdict
+from ggstack.model import Run, Stack
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -825,7 +825,7 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
         where = report.branches_line(run)
         if where:
             click.echo(where)
-    sys.exit(1 if any(o.conflict for o in run.outcomes) else 0)
+    sys.exit(exits.exit_code(run))
 
 
 class _JobsType(click.ParamType):
@@ -932,8 +932,7 @@ def check(
         from ggstack import report  # rich: not imported for --json
 
         console().print(report.check_table(run))
-    needs_human = {"conflict", "partial"}
-    sys.exit(1 if any(o.verdict and o.verdict.value in needs_human for o in run.outcomes) else 0)
+    sys.exit(exits.exit_code(run))
 
 
 @main.command("test")
@@ -1085,7 +1084,7 @@ def test_(
         print_json(run.to_json())
     else:
         _print_tested(s, run, only)
-    sys.exit(1 if any(o.verdict is Verdict.BROKEN for o in run.outcomes) else 0)
+    sys.exit(exits.exit_code(run))
 
 
 def _print_tested(s: Stack, run: Run, only: tuple[str, ...]) -> None:
@@ -1226,7 +1225,7 @@ def pr(
         console().print(report.pr_plan_table(run))
         if dry_run:
             click.echo(report.pr_documents(run, pr_stage.bodies(run, s)))
-    sys.exit(1 if report.attention(run) else 0)  # as sync: 1 when a patch needs a human
+    sys.exit(exits.exit_code(run))
 
 
 @main.command()
@@ -1404,7 +1403,7 @@ def sync(
     err_console.print(
         f"wrote the Run to {path}" + (" (dry run: nothing else changed)" if dry_run else ""), highlight=False
     )
-    sys.exit(sync_stage.exit_code(run))
+    sys.exit(exits.exit_code(run))
 
 
 class _TerminalObserver:

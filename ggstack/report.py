@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ggstack import exits
 from ggstack.model import Applied, Outcome, PRState, Recommendation, Run, Signal, TestResult, Verdict, json_text
 
 if TYPE_CHECKING:
@@ -638,33 +639,6 @@ def header_line(run: Run) -> str:
     )
 
 
-def redundant_open(o: Outcome) -> bool:
-    """A PR is still open for a patch the base already has."""
-    return o.verdict is Verdict.REPRESENTED and o.pr is not None and o.pr.number is not None and o.pr.state == "open"
-
-
-def attention(run: Run) -> list[str]:
-    """What a human has to look at, one line each; empty when the bot may stay silent.
-
-    Needed-and-healthy patches (their PR open and waiting for approval) and
-    represented patches without an open PR need nobody.
-    """
-    reasons = []
-    for o in run.outcomes:
-        if o.verdict in (Verdict.CONFLICT, Verdict.BROKEN, Verdict.PARTIAL, Verdict.INCONCLUSIVE):
-            reasons.append(f"{o.name}: {o.verdict.value}")
-        elif o.recommendation is Recommendation.HUMAN_LOOK:
-            reasons.append(f"{o.name}: the signals disagree (human look)")
-        elif redundant_open(o):
-            reasons.append(f"{o.name}: represented, but PR #{o.pr.number if o.pr else None} is still open")
-        elif o.verdict is None and o.applied is Applied.CONFLICT:
-            reasons.append(f"{o.name}: conflict")
-        pending = [k for e in o.evidence if e.kind == "tests" for k in e.data.get("pending", [])]
-        if pending and o.verdict is not Verdict.INCONCLUSIVE:
-            reasons.append(f"{o.name}: {', '.join(pending)} tests inconclusive (hold for their results)")
-    return reasons
-
-
 def evidence_words(o: Outcome) -> str:
     """The verdict and why, as a sentence a maintainer can act on:
     "represented: 100% of added lines come from 639aeff; its tests pass on
@@ -916,7 +890,7 @@ def markdown(run: Run) -> str:
     lines += [f"**{_md(header_line(run))}**", ""]
     if run.stages:
         lines += [f"Stages: {_md(stage_words(run))}", ""]
-    reasons = attention(run)
+    reasons = exits.attention(run)
     lines += [f"Needs attention: {_md('; '.join(reasons))}" if reasons else "Nothing needs a human.", ""]
     lines += ["| # | patch | verdict | recommendation | evidence | provenance | PR |", "|---|---|---|---|---|---|---|"]
     lines += [_markdown_row(i, o) for i, o in enumerate(run.outcomes, 1)]

@@ -6,7 +6,7 @@ stage that fails is recorded there (``Run.stages``, ``Run.errors``) while the
 later ones run on what is still sound. Precision first: ``pr`` touches the
 forge only when every earlier stage vouched for the Run (a PR on a stale base
 or on verdicts never reached is the noise ggstack exists to avoid). The exit
-code is rendered from the Run (``exit_code``; README "The bot"), so a saved
+code is rendered from the Run (``exits.exit_code``; README "The bot"), so a saved
 Run gives the code the bot exited with; this module also writes the GitHub
 Actions groups, annotations and step summary (the CLI only chooses where).
 """
@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol, TextIO
 
-from ggstack import git, replay, report, secrets, state, testing
+from ggstack import exits, git, replay, report, secrets, state, testing
 from ggstack import pr as pr_stage
 from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError, UserError
@@ -28,11 +28,9 @@ from ggstack.model import Outcome, Progress, Run, Stack, Verdict
 from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
 
 STAGES = ("fetch", "apply", "check", "test", "pr", "land", "rebase-series")
-FAILED_INFRA = "failed (infrastructure)"
-FAILED_INPUT = "failed (input)"
+FAILED_INFRA, FAILED_INPUT = exits.FAILED_INFRA, exits.FAILED_INPUT
 SKIPPED = "skipped"
 
-EXIT_OK, EXIT_ATTENTION, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 NO_FORGE = "--no-forge: the stage that holds the token does it (`ggstack pr --run RUN --bundle FILE`)"
 
 
@@ -301,20 +299,6 @@ def skeleton(stack: Stack, base_ref: str, base: str) -> Run:
     return run
 
 
-def exit_code(run: Run) -> int:
-    """The bot's exit code, from the Run alone: 0 nothing for a human, 1 attention (a
-    conflict, broken, partial, inconclusive, signals that disagree, a redundant PR left
-    open), 2 a stage refused its input, 3 infrastructure (forge, git, another sync's lock)."""
-    states = list(run.stages.values())
-    if any(s.startswith(FAILED_INFRA) for s in states):
-        return EXIT_INFRA
-    if any(s.startswith(FAILED_INPUT) for s in states):
-        return EXIT_USAGE
-    if report.attention(run):
-        return EXIT_ATTENTION
-    return EXIT_OK
-
-
 def save_run(repo: git.Repository, run: Run, path: str | None = None) -> str:
     """Write the Run to ``path`` and as the stack's last run under the git dir; returns where."""
     data = secrets.scrub(report.run_json(run)).encode()  # uploaded by the workflow: no secret in it
@@ -357,7 +341,7 @@ def workflow_annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
     for o in run.outcomes:
         if o.verdict in ERROR_VERDICTS or (o.verdict is None and o.conflict):
             level = "error"
-        elif o.verdict in WARNING_VERDICTS or report.redundant_open(o):
+        elif o.verdict in WARNING_VERDICTS or exits.redundant_open(o):
             level = "warning"
         else:
             continue
@@ -365,7 +349,7 @@ def workflow_annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
         verdict = o.verdict.value if o.verdict else "conflict"
         title = f"ggstack: {o.name} is {verdict}"
         message = f"{report.evidence_words(o)} — recommendation: {report.recommendation_words(o)}"
-        if report.redundant_open(o):
+        if exits.redundant_open(o):
             message += f"; PR #{o.pr.number if o.pr else None} is still open (pass --close-redundant)"
         lines.append(f"::{level} file={_property(path)},title={_property(title)}::{_data(message)}")
     for error in run.errors:

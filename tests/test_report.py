@@ -17,7 +17,7 @@ import pytest
 from gitrepo import run_ggstack
 from markdown_it import MarkdownIt
 
-from ggstack import model, report
+from ggstack import exits, model, report
 from ggstack.model import (
     Applied,
     Conflict,
@@ -197,7 +197,7 @@ def test_pr_and_approval_state_in_words() -> None:
 
 
 def test_attention_lists_what_a_human_must_look_at() -> None:
-    reasons = report.attention(every_verdict_run())
+    reasons = exits.attention(every_verdict_run())
     joined = "\n".join(reasons)
     for needle in (
         "0002-represented-patch.patch: represented, but PR #7 is still open",

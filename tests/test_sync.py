@@ -24,7 +24,7 @@ from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 from markdown_it import MarkdownIt
 
-from ggstack import git, importing, series
+from ggstack import exits, git, importing, series
 from ggstack.model import Run, Verdict
 
 TOKEN = "ghp_SyncT0kenNeverPrinted0042"
@@ -234,7 +234,6 @@ def test_a_partial_patch_is_attention_and_the_report_holds_its_remaining_diff(wo
 
 
 def test_exit_code_of_each_verdict() -> None:
-    from ggstack import sync as sync_stage
     from ggstack.model import Outcome, PRState
 
     def code(verdict: Verdict, pr: PRState | None = None, stages: dict[str, str] | None = None) -> int:
@@ -245,7 +244,7 @@ def test_exit_code_of_each_verdict() -> None:
             outcomes=[Outcome("0001-p.patch", "p", "id", verdict=verdict, pr=pr)],
             stages=stages or {"pr": "ok"},
         )
-        return sync_stage.exit_code(run)
+        return exits.exit_code(run)
 
     waiting = PRState(number=1, state="open", draft=True)
     assert code(Verdict.UNIQUE, waiting) == 0 and code(Verdict.REPRESENTED) == 0

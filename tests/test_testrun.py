@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, series, testing
+from ggstack import exits, git, importing, series, testing
+from ggstack.model import Run
 
 SLUG = "owner/repo"
 
@@ -178,10 +179,14 @@ class World:
             env={"GITHUB_TOKEN": SECRET} if env is None else env,
         )
 
-    def test_json(self, stack: str, base: str, *args: str, rc: int = 0) -> dict:
+    def test_json(self, stack: str, base: str, *args: str, rc: int | None = None) -> dict:
+        """The Run of ``test`` as JSON; its exit code is the one policy's for that Run (or ``rc``)."""
         proc = self.gg("test", stack, "--onto", f"base-{base}", "--json", *args)
-        assert proc.returncode == rc, proc.stderr + proc.stdout
-        return json.loads(proc.stdout)
+        assert proc.returncode in (0, 1), proc.stderr + proc.stdout
+        run = json.loads(proc.stdout)
+        expected = exits.exit_code(Run.from_json(run)) if rc is None else rc
+        assert proc.returncode == expected, proc.stderr + proc.stdout
+        return run
 
     def worktrees_left(self) -> list[str]:
         root = Path(self.repo.state_dir("worktrees"))
@@ -631,8 +636,8 @@ def test_matrix_then_shards_then_merge_equals_a_single_run(world: World, tmp_pat
         assert proc.returncode == 0, proc.stderr
         files.append(str(out))
     proc = world.gg("test", "gpu", "--onto", "base-rewritten", "--json", "--merge", *files)
-    assert proc.returncode == 0, proc.stderr
     merged = json.loads(proc.stdout)
+    assert proc.returncode == exits.exit_code(Run.from_json(merged)), proc.stderr
 
     shutil.rmtree(world.repo.state_dir("cache", "tests"))  # the single run must really run
     single = world.test_json("gpu", "rewritten")

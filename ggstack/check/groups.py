@@ -152,12 +152,24 @@ def by_content(
             if (i, j) not in measured:  # a try left out of the batches (none, as the runs are ordered)
                 measured.update(_contained(repo, history, cands, [(i, j)], base_tree, files))
             c = measured[(i, j)]
-            if _earned(c):
+            if _earned(c) and _rework_each_other(cands, i, j):
                 by = c.commits
                 groups.append(
                     Group(list(range(i, j + 1)), by, "all their lines come from " + ", ".join(x[:10] for x in by))
                 )
     return groups
+
+
+def _rework_each_other(cands: Sequence[Candidate], i: int, j: int) -> bool:
+    """Does each member after the first change a file an earlier one changed? Neighbours that
+    never touch each other's files are each judged on their own: together they say nothing more
+    (two backports side by side are not one squash of the base's)."""
+    seen = set(cands[i].paths)
+    for k in range(i + 1, j + 1):
+        if not seen & set(cands[k].paths):
+            return False
+        seen |= set(cands[k].paths)
+    return True
 
 
 def _earned(c: Containment) -> bool:

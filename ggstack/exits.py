@@ -1,0 +1,53 @@
+"""The one exit policy: every command's exit code, from its Run alone.
+
+0: nothing for a human; 1: a patch needs one (a conflict, broken, partial or
+inconclusive patch, signals that disagree, tests pending, a redundant PR left
+open); 2: a stage refused its input; 3: infrastructure (forge, git, a lock).
+``apply``, ``check``, ``test``, ``pr``, ``sync`` and ``demo`` all exit by it, so
+the same Run never exits 0 from one command and 1 from another. (A bad input
+raised as ``UserError`` is 2 and an ``InfraError`` 3 in ``cli``'s one handler.)
+"""
+
+from __future__ import annotations
+
+from ggstack.model import Applied, Outcome, Recommendation, Run, Verdict
+
+OK, ATTENTION, USAGE, INFRA = 0, 1, 2, 3
+FAILED_INFRA = "failed (infrastructure)"  # a stage's state, as sync writes it
+FAILED_INPUT = "failed (input)"
+
+
+def exit_code(run: Run) -> int:
+    states = list(run.stages.values())
+    if any(s.startswith(FAILED_INFRA) for s in states):
+        return INFRA
+    if any(s.startswith(FAILED_INPUT) for s in states):
+        return USAGE
+    return ATTENTION if attention(run) else OK
+
+
+def attention(run: Run) -> list[str]:
+    """What a human has to look at, one line each; empty when the bot may stay silent.
+
+    Needed-and-healthy patches (their PR open and waiting for approval) and
+    represented patches without an open PR need nobody.
+    """
+    reasons = []
+    for o in run.outcomes:
+        if o.verdict in (Verdict.CONFLICT, Verdict.BROKEN, Verdict.PARTIAL, Verdict.INCONCLUSIVE):
+            reasons.append(f"{o.name}: {o.verdict.value}")
+        elif o.recommendation is Recommendation.HUMAN_LOOK:
+            reasons.append(f"{o.name}: the signals disagree (human look)")
+        elif redundant_open(o):
+            reasons.append(f"{o.name}: represented, but PR #{o.pr.number if o.pr else None} is still open")
+        elif o.verdict is None and o.applied is Applied.CONFLICT:
+            reasons.append(f"{o.name}: conflict")
+        pending = [k for e in o.evidence if e.kind == "tests" for k in e.data.get("pending", [])]
+        if pending and o.verdict is not Verdict.INCONCLUSIVE:
+            reasons.append(f"{o.name}: {', '.join(pending)} tests inconclusive (hold for their results)")
+    return reasons
+
+
+def redundant_open(o: Outcome) -> bool:
+    """A PR is still open for a patch the base already has."""
+    return o.verdict is Verdict.REPRESENTED and o.pr is not None and o.pr.number is not None and o.pr.state == "open"
