@@ -320,6 +320,7 @@ def test_json_prints_the_run(tmp_path: Path) -> None:
 # -- crash safety ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigkill_midway_leaves_refs_all_old_or_all_new(tmp_path: Path) -> None:
     root = {f"f{i:02d}.txt": lines(f"f{i:02d}") for i in range(50)}
     fork = Fork(tmp_path, [{f"f{i:02d}.txt": lines(f"f{i:02d}", l1=f"patch {i}")} for i in range(50)], [], root=root)

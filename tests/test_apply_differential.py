@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 from ggstack import git, importing, replay, series
 from ggstack.model import Applied
 
+pytestmark = pytest.mark.slow  # end to end: the suite runs it, `pytest -m "not slow"` does not
+
 # The later names let a rename move a whole directory (d/ -> f/) or add below one.
 PATHS = ["a.txt", "b.txt", "d/c.txt", "d/e.txt", "f/g.txt", "h.txt", "f/c.txt", "f/e.txt", "d/s/k.txt"]
 TOKENS = ["alpha", "beta", "gamma"]

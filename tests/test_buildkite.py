@@ -143,6 +143,7 @@ def _comparable(run: dict) -> dict:
     return run
 
 
+@pytest.mark.slow
 def test_a_merge_of_the_buildkite_shards_artifacts_is_the_actions_paths_run(world: tr.World, tmp_path: Path) -> None:
     w = world
     env = {**os.environ, **_bin(tmp_path), "GGSTACK_PATCHES": str(w.patches), "BK_ARTIFACTS": str(tmp_path / "store")}

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
+pytestmark = pytest.mark.slow  # end to end: the suite runs it, `pytest -m "not slow"` does not
+
 ROOT = Path(__file__).resolve().parent.parent
 STORED = ROOT / "patches" / "gg-clean"
 HAVE_TORCH = importlib.util.find_spec("torch") is not None

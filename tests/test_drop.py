@@ -151,6 +151,7 @@ def test_a_branch_moved_by_someone_else_is_not_deleted(fork: Fork) -> None:
     assert fork.repo.sha("gg/s/02-fix-b-change-b") == fork.landed
 
 
+@pytest.mark.slow
 def test_a_kill_at_any_file_operation_leaves_the_old_stack_or_the_new_one_with_its_record(fork: Fork) -> None:
     args = ["drop", "s", "--represented", "--onto", "main"]
     saved = fork.tmp / "saved"

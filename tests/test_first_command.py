@@ -21,6 +21,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # end to end: the suite runs it, `pytest -m "not slow"` does not
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 
 from ggstack.cli import main
 
+pytestmark = pytest.mark.slow  # end to end: the suite runs it, `pytest -m "not slow"` does not
+
 FUZZ = settings(
     max_examples=int(os.environ.get("GGSTACK_FUZZ_EXAMPLES", "60")),
     deadline=None,

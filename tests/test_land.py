@@ -181,6 +181,7 @@ def test_dry_run_shows_the_plan_and_the_readiness_and_writes_nothing(world: Worl
     assert plan["stopped"] == "0002: waiting for check `lint`" and w.forge.write_calls() == 0
 
 
+@pytest.mark.slow
 def test_killed_at_every_write_a_rerun_lands_the_rest_and_merges_nothing_twice(world: World) -> None:
     w = world
     opened(w, [w.a, w.b, w.c])
@@ -205,6 +206,7 @@ def test_killed_at_every_write_a_rerun_lands_the_rest_and_merges_nothing_twice(w
     ],
     ids=["merge-502", "read-503", "merge-secondary-rate-limit", "retarget-429"],
 )
+@pytest.mark.slow
 def test_a_forge_failure_mid_landing_is_retried_and_each_pr_merged_once(world: World, fault) -> None:
     w = world
     opened(w, [w.a, w.b, w.c])
@@ -346,6 +348,7 @@ def test_a_native_stack_merge_refused_by_branch_protection_is_reported_and_nothi
     assert not any(p["merged"] for p in w.pulls(None)) and w.upstream.git("rev-parse", "main") == before
 
 
+@pytest.mark.slow
 def test_a_pr_the_base_took_inside_a_native_stack_unstacks_it_and_the_rest_lands_classically(world: World) -> None:
     w = world
     w.forge.enable_stacks(SLUG)
@@ -425,6 +428,7 @@ def test_a_stack_merge_still_pending_is_exit_3_and_a_rerun_follows_the_same_requ
     assert w.forge.merge_calls() == [("PUT", f"/repos/{SLUG}/pulls/2/merge-async")] * 2  # the second answered 409
 
 
+@pytest.mark.slow
 def test_killed_at_every_write_a_native_stack_lands_once(world: World) -> None:
     w = world
     w.forge.enable_stacks(SLUG)

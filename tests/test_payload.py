@@ -24,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ggstack.demofork import history
 
+pytestmark = pytest.mark.slow  # end to end: the suite runs it, `pytest -m "not slow"` does not
+
 OP, OP_TESTS = history.OP, history.OP_TESTS
 CURRENT, BEFORE = "dev/gilded-gnosis", "dev/before"
 RETENTION_TESTS = {

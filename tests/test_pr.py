@@ -481,6 +481,7 @@ def test_prs_from_a_fork_have_owner_prefixed_heads(tmp_path: Path, forge: FakeGi
         "503-unlabel",
     ],
 )
+@pytest.mark.slow
 def test_a_transient_fault_is_retried_and_the_run_converges(seeded: World, phase: str, fault) -> None:
     """Phase "open": the first run meets the fault; "update": the run after an
     approval and a base move (push, edit, mark ready, unlabel) does."""
@@ -543,6 +544,7 @@ def test_a_create_whose_answer_was_lost_is_not_sent_twice(seeded: World) -> None
     assert len(w.pulls(None)) == 2
 
 
+@pytest.mark.slow
 def test_killed_at_every_write_then_rerun_converges_without_duplicates(world: World) -> None:
     w = world
     w.stack("s", [w.a, w.b, w.c])

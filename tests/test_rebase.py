@@ -198,6 +198,7 @@ def test_a_patch_that_became_empty_stops_it_too(fork: Fork) -> None:
     assert unknown.returncode == 2 and "unknown base ref 'no-such-branch'" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_a_kill_at_any_file_operation_leaves_the_old_stack_or_the_new_one(fork: Fork) -> None:
     fork.move_base(a="a moved", b="b moved", c="c moved")
     args = ["rebase", "s", "--onto", "main"]

@@ -121,11 +121,13 @@ def kill_sweep(fork: Fork, args: list[str], *, via: list[str] | None = None) -> 
     [["move", "s", "3", "--to", "1"], ["remove", "s", "2"], ["import", "s", "HEAD~1"]],
     ids=["move", "remove", "import"],
 )
+@pytest.mark.slow
 def test_a_kill_at_any_file_operation_leaves_all_old_or_all_new(fork: Fork, args: list[str]) -> None:
     kills, seen = kill_sweep(fork, args)
     assert kills >= 5 and seen == {"old", "new"}
 
 
+@pytest.mark.slow
 def test_without_the_exchange_syscall_a_kill_still_loses_nothing(fork: Fork) -> None:
     kills, seen = kill_sweep(fork, ["move", "s", "3", "--to", "1"], via=NO_EXCHANGE)
     assert kills >= 5 and seen == {"old", "new"}

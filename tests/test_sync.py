@@ -381,6 +381,7 @@ def test_two_syncs_started_together_one_runs_the_other_exits_3_naming_the_lock(w
     assert not os.path.exists(os.path.join(w.repo.state_dir("locks"), "s.lock"))
 
 
+@pytest.mark.slow
 def test_after_kill_9_a_rerun_takes_over_the_stale_lock_and_converges(world: World, tmp_path: Path) -> None:
     w = world
     marks, env = _barrier(w, tmp_path)
@@ -503,6 +504,7 @@ def test_in_github_actions_the_summary_has_the_table_and_conflicts_and_broken_pa
 # -- the workflow's job chain ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_workflow_job_chain_untrusted_shards_merge_then_pr_in_a_job_of_its_own(
     world: World, tmp_path: Path
 ) -> None:

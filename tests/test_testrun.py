@@ -372,6 +372,7 @@ def _harness_case(world: World, tmp_path: Path, kind: str) -> tuple[str, dict[st
         ("crash", "no JUnit XML written"),
     ],
 )
+@pytest.mark.slow
 def test_a_run_that_could_not_run_is_a_harness_error_never_evidence(
     world: World, tmp_path: Path, kind: str, reason: str
 ) -> None:
@@ -489,6 +490,7 @@ def test_tests_that_import_an_installed_copy_of_the_trees_package_could_not_run(
 # -- timeouts and crashes -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_hanging_test_times_out_and_its_process_group_is_killed(world: World, tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     world.stack("hang", [world.hang], timeout=2, env={"PIDFILE": str(pidfile)})
@@ -612,6 +614,7 @@ def _comparable(run: dict) -> dict:
     return run
 
 
+@pytest.mark.slow
 def test_matrix_then_shards_then_merge_equals_a_single_run(world: World, tmp_path: Path) -> None:
     world.stack("gpu", [world.fix, world.kernel], gpu=GPU)
     proc = world.gg("test", "gpu", "--onto", "base-rewritten", "--matrix")
@@ -649,6 +652,7 @@ def test_matrix_then_shards_then_merge_equals_a_single_run(world: World, tmp_pat
     assert proc.returncode == 2 and files[0] in proc.stderr
 
 
+@pytest.mark.slow
 def test_jobs_run_cpu_commands_side_by_side_with_the_same_result(world: World) -> None:
     world.stack("two", [world.fix, world.kernel])
     sequential = world.test_json("two", "equivalent")
