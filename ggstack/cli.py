@@ -380,7 +380,7 @@ def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
         out.print(f"no stacks in {obj.patches_dir}")
     for s in stacks:
         table = Table(title=f"{s.name} → {s.config.target.repo} {s.config.target.base}", title_justify="left")
-        for col in ("#", "subject", "original PR", "picked from", "dropped", "Stack-Patch-Id"):
+        for col in ("#", "subject", "original PR", "source", "dropped", "Stack-Patch-Id"):
             table.add_column(col, overflow="fold")
         for i, p in enumerate(s.patches, 1):
             prov = p.provenance
@@ -388,7 +388,9 @@ def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
                 str(i),
                 escape(p.subject),
                 prov.original_pr or "",
-                (prov.cherry_picked_from or "")[:10],
+                f"picked from {prov.cherry_picked_from[:10]}"
+                if prov.cherry_picked_from
+                else (p.source_commit or "")[:10],
                 escape("\n".join(prov.dropped)),
                 prov.stack_patch_id[:12],
             )

@@ -171,7 +171,9 @@ def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | No
     it, else the stack's base) — ``git apply`` in a temporary index, the
     user's tree untouched — and stored like an imported commit: its author,
     date and message, a ``Stack-Patch-Id``, and the provenance it carries
-    (``Cherry-picked-from`` the commit it names; its DEP-3 ``Origin``,
+    (the source its mbox ``From`` line names, as an import of that commit
+    records it; ``Cherry-picked-from`` the upstream commit a DEP-3 ``Origin``
+    or a cherry-pick line names; its DEP-3 ``Origin``,
     ``Forwarded``, ``Applied-Upstream`` and ``Bug`` kept as trailers, a GitHub
     pull URL among them as ``Original-PR``). Nothing is written."""
     incoming = existing_series.read(repo, path)
@@ -188,7 +190,9 @@ def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | No
         author = _author_ident(repo, item, me)
         commit = repo.write_commit(new_tree, [parent], item.message, author, me)
         trailers = [(T_ORIGINAL_PR, item.original_pr)] if item.original_pr else []
-        trailers += [(T_CHERRY_PICKED, item.source)] if item.source else []
+        # As an import of the commit itself: a pick keeps its pick trailer, a commit is its source (the From line).
+        picked = item.picked_from or picked_from_line(item.message)
+        trailers += [(T_CHERRY_PICKED, picked)] if picked else []
         trailers += item.trailers
         content = hashlib.sha1(item.message.encode("utf-8", "surrogateescape") + b"\0" + item.diff).hexdigest()
         trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, content, [])))
@@ -422,8 +426,10 @@ def _patches(
         message = _merge_message(info.message) if len(info.parents) > 1 else info.message
         pr = original_pr or _pr_from_message(info.message, stack.config.target)
         trailers = [(T_ORIGINAL_PR, pr)] if pr else []
-        # A `git cherry-pick -x` names where the change first was: that is the origin, not its copy here.
-        trailers.append((T_CHERRY_PICKED, picked_from_line(info.message) or info.sha))
+        # Only a pick has a pick trailer (a `git cherry-pick -x` line names where the change first was);
+        # a commit of the fork's own is its source, which the mbox "From " line names already.
+        picked = picked_from_line(info.message)
+        trailers += [(T_CHERRY_PICKED, picked)] if picked else []
         trailers += [(T_DROPPED, text) for text in _dropped_texts(left_out, dropped)]
         trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, info.sha, kept)))
         items.append((message, trailers))

@@ -333,11 +333,11 @@ def pr_body(
     if prov and prov.original_pr:
         origin.append(f"- Original PR: {_pr_ref_md(prov.original_pr)}")
     if prov and prov.cherry_picked_from:
-        origin.append(f"- Original commit, cherry-picked with provenance: {md_line(prov.cherry_picked_from)}")
+        origin.append(f"- Cherry-picked from: {md_line(prov.cherry_picked_from)}")
     elif outcome.source_commit:
-        origin.append(f"- Source commit: {md_line(outcome.source_commit)}")
+        origin.append(f"- Source commit (the fork's own): {md_line(outcome.source_commit)}")
     if origin:
-        parts.append("### Original PR\n\n" + "\n".join(origin))
+        parts.append("### Origin\n\n" + "\n".join(origin))
     if prov and prov.dropped:
         parts.append(
             "### Dropped\n\nLeft out of the original on purpose:\n\n"

@@ -93,7 +93,7 @@ def test_a_range_imports_the_branchs_own_commits_and_names_the_merges_it_left_ou
 
     proc = fork.ok("import", "s", "main..fix/x")
 
-    assert [p["cherry_picked_from"] for p in fork.listed()] == own
+    assert [p["source_commit"] for p in fork.listed()] == own
     assert [p["subject"] for p in fork.listed()] == ["fix: first", "fix: second", "fix: third"]
     assert "left out 2 merges of the base: " in proc.stdout
     for m in merges:
@@ -115,7 +115,7 @@ def test_a_range_from_the_fork_point_says_which_commits_the_stacks_base_already_
     assert "BASE..BRANCH" in proc.stdout
     fork.ok("init", "s2", "--repo-slug", SLUG, "--base", "main")
     plain = fork.ok("import", "s2", "main..fix/x")
-    assert [p["cherry_picked_from"] for p in json.loads(fork.ok("list", "s2", "--json").stdout)["s2"]] == own
+    assert [p["source_commit"] for p in json.loads(fork.ok("list", "s2", "--json").stdout)["s2"]] == own
     assert "already on the stack's base" not in plain.stdout
 
 
@@ -146,7 +146,7 @@ def test_a_pr_merge_in_a_range_is_the_prs_combined_change(fork: Fork) -> None:
     proc = fork.ok("import", "s", "main..release")
 
     got = fork.listed()
-    assert [p["cherry_picked_from"] for p in got] == [first, pr, last]
+    assert [p["source_commit"] for p in got] == [first, pr, last]
     assert got[1]["subject"] == "Add the feature"
     assert got[1]["original_pr"] == f"{SLUG}#7"
     assert "left out" not in proc.stdout
@@ -194,7 +194,7 @@ def test_a_merged_sub_branch_is_replayed_commit_by_commit(fork: Fork) -> None:
 
     proc = fork.ok("import", "s", "main..fix/x")
 
-    assert {p["cherry_picked_from"] for p in fork.listed()} == {a, b, c}
+    assert {p["source_commit"] for p in fork.listed()} == {a, b, c}
     assert f"left out 1 merge of commits imported on their own: {merge[:12]}" in proc.stdout
     assert fork.am("main").tree("HEAD") == repo.tree("fix/x")
 
@@ -209,7 +209,7 @@ def test_a_commit_the_base_already_has_by_patch_id_is_kept_and_said(fork: Fork) 
 
     proc = fork.ok("import", "s", "main..fix/x")
 
-    assert [p["cherry_picked_from"] for p in fork.listed()] == [picked, other]
+    assert [p["source_commit"] for p in fork.listed()] == [picked, other]
     assert "kept 1 already upstream by patch-id" in proc.stdout
     assert "0001-fix-taken-upstream.patch" in proc.stdout
 
@@ -268,8 +268,12 @@ def test_trailers_follow_the_message_after_a_blank_line(fork: Fork, shape: str) 
     proc = fork.ok("import", "s", sha)
 
     (patch,) = fork.listed()
-    assert patch["cherry_picked_from"] == sha and patch["stack_patch_id"].startswith("I")
-    trailers = f"Cherry-picked-from: {sha}\nStack-Patch-Id: {patch['stack_patch_id']}\n"
+    assert (
+        patch["source_commit"] == sha
+        and patch["cherry_picked_from"] is None
+        and patch["stack_patch_id"].startswith("I")
+    )
+    trailers = f"Stack-Patch-Id: {patch['stack_patch_id']}\n"  # its own commit: the From line names it, no pick trailer
     in_block = shape == "existing trailers"
     expected = message.rstrip("\n") + ("\n" if in_block else "\n\n") + trailers
     # What ggstack itself replays (apply writes the whole message) ...
@@ -316,8 +320,14 @@ def test_a_directory_of_format_patch_files_comes_in_with_stack_patch_ids(fork: F
 
     got = fork.listed()
     assert [p["subject"] for p in got] == ["carry: one", "carry: two"]
-    assert [p["cherry_picked_from"] for p in got] == shas  # the From line names the commit it was taken from
+    assert [p["source_commit"] for p in got] == shas  # the From line names the commit it was taken from
     assert all(p["stack_patch_id"].startswith("I") for p in got)
+    # The same commits imported as a range record the same source, and neither path calls them picks.
+    fork.ok("init", "s2", "--repo-slug", "o/r", "--base", "main")
+    fork.ok("import", "s2", "main..carry")
+    ranged = json.loads(fork.ok("list", "s2", "--json").stdout)["s2"]
+    assert [(p["source_commit"], p["cherry_picked_from"]) for p in ranged] == [(s, None) for s in shas]
+    assert [(p["source_commit"], p["cherry_picked_from"]) for p in got] == [(s, None) for s in shas]
     assert "imported 0001-carry-one.patch" in proc.stdout
     checkout = fork.am("main")
     assert checkout.tree("HEAD") == fork.repo.tree("carry")
@@ -357,7 +367,7 @@ def test_an_mbox_comes_in(fork: Fork) -> None:
 
     fork.ok("import", "s", "--from", str(mbox))
 
-    assert [p["cherry_picked_from"] for p in fork.listed()] == shas
+    assert [p["source_commit"] for p in fork.listed()] == shas
     assert fork.am("main").tree("HEAD") == fork.repo.tree("carry")
 
 
