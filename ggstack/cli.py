@@ -58,6 +58,7 @@ class Ctx:
         self.repo_path = repo
         self._patches = patches or os.environ.get("GGSTACK_PATCHES")
         self._repo: git.Repository | None = None
+        self.anywhere = False  # init: a stack may be made outside a repository (it warns)
 
     def point_at(self, *, repo: str | None = None, patches: str | None = None) -> None:
         """A subcommand's ``--repo``/``--patches``: read after the group's, so they win."""
@@ -72,16 +73,24 @@ class Ctx:
             try:
                 top = self.repo.worktree  # found by the discovery the command needs anyway
             except UserError:
-                if self.repo_path != ".":
-                    raise  # a --repo that is no repository is named, not read as "no stack here"
-                top = None  # run outside any repository: the stacks are where the command runs
+                if self.repo_path != "." or not self.anywhere:
+                    raise  # "not a git repository", never "no stack here" read from a ./patches of chance
+                top = None  # init outside any repository: the stack is made where the command runs
             self._patches = os.path.join(top or os.getcwd(), "patches")
         return self._patches
 
     @property
     def repo(self) -> git.Repository:
         if self._repo is None:
-            self._repo = git.Repository(self.repo_path)
+            try:
+                self._repo = git.Repository(self.repo_path)
+            except UserError as e:
+                if "not a git repository" not in str(e):
+                    raise
+                raise UserError(
+                    f"{os.path.abspath(self.repo_path)}: not a git repository (run ggstack inside your fork's "
+                    "checkout, or point at it with --repo PATH)"
+                ) from None
         return self._repo
 
     def stack(self, name: str) -> Stack:
@@ -258,6 +267,7 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str
     """
     from ggstack import series
 
+    obj.anywhere = True
     path = series.init(obj.patches_dir, stack, repo_slug, base, remote, fork=fork)
     click.echo(f"created {path}")
     try:
@@ -291,6 +301,11 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str
     multiple=True,
     help="Describe a left-out part for its Dropped: trailer, e.g. 'CUTLASS pin (cmake/cutlass.cmake)'.",
 )
+@click.option(
+    "--keep-merged",
+    is_flag=True,
+    help="Of a range, also import the commits the base has, or that a merge of the base brought in.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the imported patches as JSON.")
 @click.pass_obj
 @handled
@@ -304,6 +319,7 @@ def import_(
     only: tuple[str, ...],
     exclude: tuple[str, ...],
     dropped: tuple[str, ...],
+    keep_merged: bool,
     as_json: bool,
 ) -> None:
     """Append commits (a sha, or a range A..B) — or an existing series
@@ -330,6 +346,8 @@ def import_(
         raise UserError("give commits (a sha or a range A..B) or --from PATH")
     if from_path and (only or exclude or dropped or original_pr):
         raise UserError("--only, --exclude, --dropped and --original-pr are for commits, not --from")
+    if from_path and keep_merged:
+        raise UserError("--keep-merged is for a range of commits, not --from")
     if onto and not from_path:
         raise UserError("--onto is for --from (commits already have their parents)")
     with obj.editing(stack, "import"):
@@ -337,7 +355,14 @@ def import_(
             done = importing.from_series(obj.repo, obj.stack(stack), from_path, onto=onto)
         else:
             done = importing.commits(
-                obj.repo, obj.stack(stack), revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped
+                obj.repo,
+                obj.stack(stack),
+                revs,
+                original_pr=original_pr,
+                only=only,
+                exclude=exclude,
+                dropped=dropped,
+                keep_merged=keep_merged,
             )
         series.save(done.stack)
     if as_json:
@@ -410,7 +435,12 @@ def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
 
 @main.command()
 @click.argument("stack", shell_complete=_complete_stacks)
-@click.option("--represented", is_flag=True, required=True, help="Drop the patches judged represented.")
+@click.option(
+    "--represented",
+    is_flag=True,
+    default=True,
+    help="Drop the patches judged represented: what drop takes out (the default; said for clarity).",
+)
 @click.option(
     "--run",
     "run_path",
@@ -533,7 +563,11 @@ def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool,
             if partial and n:
                 what, was = (f"the {n} patches before it", "were") if n > 1 else ("the patch before it", "was")
                 kept = f"{what} {'would be' if dry_run else was} rebased"
-            hint = "`ggstack apply` shows the conflict" + ("" if partial else "; --partial rebases up to it")
+            if stop.detail.startswith("conflicts in "):
+                why = f"`ggstack resolve {stack} {stop.name[:4]}` resolves the conflict"
+            else:  # it changes nothing on the base: the base has it
+                why = f"`ggstack drop {stack}` takes it out, with a record of why"
+            hint = why + ("" if partial else "; --partial rebases up to it")
             err_console.print(
                 f"ggstack: {escape(stop.name)} stops the rebase: {escape(stop.detail)}; {kept} ({hint})",
                 highlight=False,
@@ -576,6 +610,14 @@ def resolve(obj: Ctx, stack: str, patch: str, onto: str | None, as_json: bool) -
         err_console.print(f"conflicts in: {escape(', '.join(session.conflicts))}", highlight=False)
     if session.reused:
         err_console.print(f"rerere reused a recorded resolution for: {escape(', '.join(session.reused))}")
+    if not session.conflicts and not session.reused:
+        err_console.print(
+            f"no conflict: {escape(session.name)} applies cleanly onto {escape(session.base_ref)}; it is picked "
+            f"there uncommitted. Nothing to resolve: edit only to change the patch, then `ggstack refresh "
+            f"{escape(stack)} {escape(patch)}` (or --abort)",
+            highlight=False,
+        )
+        return
     err_console.print(
         f"edit the files there, then `ggstack refresh {escape(stack)} {escape(patch)}` (or --abort)", highlight=False
     )

@@ -236,7 +236,10 @@ def test_a_squash_of_a_pr_that_merged_main_in_is_found_across_main_s_commits(wor
     )
     repo = git.Repository(str(world.path))
     series.init(str(world.path / "patches"), "s", "owner/repo", "main")
-    imported = importing.commits(repo, series.load(str(world.path / "patches"), "s"), [f"{up}~1..{b}"])
+    # --keep-merged: the stack holds main's commit between the PR's own, as a series imported so does.
+    imported = importing.commits(
+        repo, series.load(str(world.path / "patches"), "s"), [f"{up}~1..{b}"], keep_merged=True
+    )
     series.save(imported.stack)
     v = {o.name[:4]: o for o in check_stack(repo, series.load(str(world.path / "patches"), "s"), "main").outcomes}
     assert [o.source_commit for o in v.values()] == [a, up, b]

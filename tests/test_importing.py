@@ -102,21 +102,56 @@ def test_a_range_imports_the_branchs_own_commits_and_names_the_merges_it_left_ou
     assert fork.am("main").tree("HEAD") == fork.repo.tree("fix/x")
 
 
-def test_a_range_from_the_fork_point_says_which_commits_the_stacks_base_already_has(fork: Fork) -> None:
+def test_a_range_from_the_fork_point_leaves_out_the_commits_the_stacks_base_already_has(fork: Fork) -> None:
     """From the fork point (not from main), the range reaches main's own commits through the
-    merges, and git rebase would replay them: kept, but said, with the range that leaves them out."""
+    merges, and git rebase would replay them: the branch's own commits are what a maintainer
+    means, so main's are left out and listed; --keep-merged imports them."""
     own, _ = _branch_that_merged_main_twice(fork)
 
     proc = fork.ok("import", "s", f"{fork.base}..fix/x")
 
-    subjects = [p["subject"] for p in fork.listed()]
-    assert "upstream: one" in subjects and "fix: third" in subjects
-    assert "2 imported commit(s) are already on the stack's base 'main'" in proc.stdout, proc.stdout
-    assert "BASE..BRANCH" in proc.stdout
+    assert [p["source_commit"] for p in fork.listed()] == own
+    said = " ".join(proc.stdout.split())
+    assert "left out 2 commits already on the stack's base 'main'" in said, proc.stdout
+    assert "'upstream: one'" in said and "'upstream: two'" in said and "--keep-merged" in said
     fork.ok("init", "s2", "--repo-slug", SLUG, "--base", "main")
-    plain = fork.ok("import", "s2", "main..fix/x")
-    assert [p["source_commit"] for p in json.loads(fork.ok("list", "s2", "--json").stdout)["s2"]] == own
+    kept = fork.ok("import", "s2", "--keep-merged", f"{fork.base}..fix/x")
+    subjects = [p["subject"] for p in json.loads(fork.ok("list", "s2", "--json").stdout)["s2"]]
+    assert "upstream: one" in subjects and "fix: third" in subjects
+    assert "2 imported commit(s) are already on the stack's base 'main'" in kept.stdout, kept.stdout
+    fork.ok("init", "s3", "--repo-slug", SLUG, "--base", "main")
+    plain = fork.ok("import", "s3", "main..fix/x")
+    assert [p["source_commit"] for p in json.loads(fork.ok("list", "s3", "--json").stdout)["s3"]] == own
     assert "already on the stack's base" not in plain.stdout
+
+
+def test_a_branch_that_merged_a_newer_main_than_the_local_base_ref_imports_its_own_commits(fork: Fork) -> None:
+    """A stale origin/main: the branch merged a newer main, whose commits are in origin/main..branch.
+    They are not the fork's carry patches: left out, with the hint that the base ref looks behind."""
+    repo = fork.repo
+    repo.git("update-ref", "refs/remotes/origin/main", fork.base)  # the last fetch: before upstream moved
+    repo.git("checkout", "-q", "-b", "fix/x")
+    own = [repo.commit("fix: first", {"fix.py": "x = 1\n"})]
+    fork.on("main")
+    upstream = [repo.commit(f"upstream: {i}", {f"up{i}.txt": f"{i}\n"}) for i in range(3)]
+    fork.on("fix/x")
+    fork.merge("main", "Merge remote-tracking branch 'origin/main' into fix/x")
+    own.append(repo.commit("fix: second", {"fix.py": "x = 2\n"}))
+    repo.git("branch", "-q", "-f", "main", fork.base)  # the local main is as old as origin/main
+    fork.ok("init", "t", "--repo-slug", SLUG, "--base", "main")
+
+    proc = fork.ok("import", "t", "origin/main..fix/x")
+
+    got = json.loads(fork.ok("list", "t", "--json").stdout)["t"]
+    assert [p["source_commit"] for p in got] == own
+    said = " ".join(proc.stdout.split())
+    assert "left out 3 commits that a merge of the base brought in" in said, proc.stdout
+    assert "looks behind" in said and "git fetch origin" in said
+    assert all(c[:12] in said for c in upstream)
+    fork.ok("init", "u", "--repo-slug", SLUG, "--base", "main")
+    fork.ok("import", "u", "--keep-merged", "origin/main..fix/x")
+    kept = json.loads(fork.ok("list", "u", "--json").stdout)["u"]
+    assert [p["source_commit"] for p in kept] == [own[0], *upstream, own[1]]
 
 
 def test_a_second_import_of_the_range_names_the_file_that_has_it(fork: Fork) -> None:
@@ -224,8 +259,13 @@ def test_a_range_of_merges_only_says_so(fork: Fork) -> None:
 
     proc = fork.gg("import", "s", "main~1..fix/x")
 
+    # main~1..fix/x holds main's own commit and the merge: the branch has nothing of its own.
+    assert proc.returncode == 2, proc.stderr
+    assert "no commits to import: the base has them or a merge of the base brought them" in proc.stderr
+    assert "--keep-merged" in proc.stderr and snapshot(fork.stack) == snapshot(fork.stack)
+    proc = fork.gg("import", "s", "--keep-merged", "main~1..fix/x")
     assert proc.returncode == 0, proc.stderr
-    # main~1..fix/x holds main's own commit and the merge: the commit is imported, the merge is left out.
+    # Asked for: the commit is imported, the merge is left out.
     assert [p["subject"] for p in fork.listed()] == ["upstream: one"]
     assert "left out 1 merge of commits imported on their own" in proc.stdout
     fork.ok("remove", "s", "1")
