@@ -428,9 +428,27 @@ def _base_names(target: TargetConfig, lower: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+def _first_parents(inside: Mapping[str, Sequence[str]], tip: str) -> set[str]:
+    """The branch's own line inside the range: first parents from its tip."""
+    spine, at = set(), tip
+    while at in inside and at not in spine:
+        spine.add(at)
+        at = inside[at][0] if inside[at] else ""
+    return spine
+
+
+def _brought_by_base_merges(inside: Mapping[str, Sequence[str]], skipped: Sequence[LeftOut]) -> set[str]:
+    """The commits of the range that only the merges of the base left out bring in."""
+    merged_in: set[str] = set()
+    for m in skipped:
+        parents = inside.get(m.commit, ()) if m.why == MERGE_OF_BASE else ()
+        merged_in |= _ancestors_inside(inside, parents[1:]) - _ancestors_inside(inside, parents[:1])
+    return merged_in
+
+
 def _named_for_base(subject: str, names: Sequence[str]) -> bool:
     m = _BRANCH_MERGE.match(subject)
-    return bool(m) and any(m.group(1) == n or m.group(1).endswith("/" + n) for n in names)
+    return m is not None and any(m.group(1) == n or m.group(1).endswith("/" + n) for n in names)
 
 
 def _not_the_bases(
@@ -446,20 +464,12 @@ def _not_the_bases(
     in (the local base ref lacks them: it is behind the branch that was merged). The branch's own line
     (first parents from its tip) is always its own, on the base or not: ``check`` judges those."""
     inside = {c: parents for c, parents in graph}
-    spine, at = set(), tip
-    while at in inside and at not in spine:
-        spine.add(at)
-        at = inside[at][0] if inside[at] else ""
+    spine = _first_parents(inside, tip)
     merged = [c for c in taken if c not in spine]
     base = repo.try_resolve(target.base) or repo.try_resolve(f"{target.remote}/{target.base}")
     on_base = set(merged) - repo.not_reachable(merged, base) if base and merged else set()
-    merged_in: set[str] = set()
-    for m in skipped:
-        if m.why == MERGE_OF_BASE and m.commit in inside:
-            parents = inside[m.commit]
-            merged_in |= _ancestors_inside(inside, parents[1:]) - _ancestors_inside(inside, parents[:1])
-    behind = [c for c in taken if c in merged_in and c not in on_base]
-    gone = on_base | set(behind)
+    merged_in = _brought_by_base_merges(inside, skipped)
+    gone = on_base | {c for c in taken if c in merged_in}
     if not gone:
         return list(taken), []
     subjects = {i.sha: i.message.split("\n", 1)[0] for i in repo.commit_infos(sorted(gone))}
