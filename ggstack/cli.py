@@ -125,14 +125,26 @@ def warn(message: str) -> None:
     err_console.print(f"[yellow]ggstack: warning:[/] {escape(message)}", highlight=False)
 
 
+PIPED_WIDTH = 100  # the width of piped output where COLUMNS does not say
+
+
+def piped_width() -> int:
+    """Piped output's width: ``COLUMNS`` (a number from 40 to 1000), else 100."""
+    text = os.environ.get("COLUMNS", "")
+    return min(int(text), 1000) if text.isascii() and text.isdigit() and int(text) >= 40 else PIPED_WIDTH
+
+
 def console() -> Console:
+    """stdout: rich at a terminal (its width; tables fit it), plain lines at ``COLUMNS`` when piped."""
     from rich.console import Console
 
     if sys.stdout.isatty():
         return Console(highlight=False, soft_wrap=False)
     from ggstack.plaintable import PlainConsole  # tables as plain lines: rich's layout, not its cost
 
-    return PlainConsole(file=cast(IO[str], _NoTrailingSpace(sys.stdout)), highlight=False, soft_wrap=False, width=200)
+    return PlainConsole(
+        file=cast(IO[str], _NoTrailingSpace(sys.stdout)), highlight=False, soft_wrap=False, width=piped_width()
+    )
 
 
 class _NoTrailingSpace(io.TextIOBase):
@@ -801,11 +813,21 @@ def move(obj: Ctx, stack: str, patch: str, to: int) -> None:
 
 
 class StageProgress:
-    """A rich progress bar on a terminal for stacks of more than a handful of patches."""
+    """How far a stage is, on stderr: a rich bar at a terminal (for stacks of more than a handful of
+    patches), and plain lines where stderr is piped or a log — the stage and its count when it starts,
+    how far it is every ``EVERY`` seconds, and how long it took when that was long."""
+
+    EVERY = 10.0
 
     def __init__(self, total: int, what: str, *, min_total: int = 6) -> None:
+        import time
+
         self._bar = None
-        if sys.stdout.isatty() and total >= min_total:
+        self._what, self._total, self._done = what, total, 0
+        self._lines = not sys.stderr.isatty() and total >= min_total
+        self._start = self._said = time.monotonic()
+        if sys.stderr.isatty() and total >= min_total:
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._bar = Progress(
@@ -815,21 +837,43 @@ class StageProgress:
                 TextColumn("{task.description}"),
                 TimeElapsedColumn(),
                 transient=True,
+                console=Console(stderr=True),
             )
             self._task = self._bar.add_task("", total=total)
 
     def __enter__(self) -> StageProgress:
         if self._bar:
             self._bar.start()
+        elif self._lines:
+            self._say(f"{self._what}: {_count(self._total, 'patch')} …")
         return self
 
     def __exit__(self, *exc: object) -> None:
+        import time
+
         if self._bar:
             self._bar.stop()
+        elif self._lines and time.monotonic() - self._start >= self.EVERY:
+            self._say(f"{self._what}: {self._done}/{self._total} in {time.monotonic() - self._start:.0f} s")
 
     def __call__(self, done: int, total: int, name: str) -> None:
+        import time
+
+        self._done, self._total = done, total
         if self._bar:
             self._bar.update(self._task, completed=done, total=total, description=name)
+        elif self._lines and time.monotonic() - self._said >= self.EVERY:
+            self._said = time.monotonic()
+            self._say(f"{self._what}: {done}/{total} {name}")
+
+    @staticmethod
+    def _say(line: str) -> None:
+        sys.stderr.write(f"ggstack: {line}\n")
+        sys.stderr.flush()
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'es' if word.endswith('ch') and n != 1 else 's' if n != 1 else ''}"
 
 
 @main.command()
@@ -1140,7 +1184,7 @@ def _print_tested(s: Stack, run: Run, only: tuple[str, ...]) -> None:
     out.print(report.test_table(run, [p.name for p in s.patches if only and p.name not in chosen]))
     failures = report.test_failures(run)
     if failures:
-        out.print(failures, markup=False)
+        out.print(failures, markup=False, highlight=False, soft_wrap=True)
     if run.stages.get("test", "").startswith("ok: "):
         warn(run.stages["test"].removeprefix("ok: "))
 
@@ -1505,8 +1549,8 @@ def report_(run_file: str, fmt: str, verbose: bool) -> None:
         out.print(report.report_table(run, verbose=verbose))
         for o in run.outcomes:
             if o.verdict and o.verdict.value == "partial" and o.remaining_diff:
-                out.print(f"\n{o.name}: remaining diff", markup=False)
-                out.print(o.remaining_diff, markup=False, highlight=False)
+                out.print(f"\n{o.name}: remaining diff", markup=False, soft_wrap=True)
+                out.print(o.remaining_diff, markup=False, highlight=False, soft_wrap=True)
 
 
 def _load_run(path: str) -> Run:
@@ -1584,26 +1628,29 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
             stack = demo_.export_stack(fork, export_dir)
         click.echo(f"wrote {stack.path} ({len(stack.patches)} patches)")
         return
+    from ggstack import sync as sync_stage
+
     out = console()
     if not as_json:
         out.print(f"Building the miniature fork and replaying gg-clean onto {demo_.BASES[base]} …", highlight=False)
-    with StageProgress(9, "demo") as progress:
-        run, workdir = demo_.run(directory, base, gpu=gpu, progress=progress)
+    run, workdir = demo_.run(directory, base, gpu=gpu, stage=lambda name, n: StageProgress(n, name, min_total=1))
     try:
         if as_json:
             print_json(run.to_json())
-            return
-        out.print(report.report_table(run))
-        out.print(report.pr_plan_table(run))
-        gg_clean = series.load(os.path.join(workdir, "patches"), demo_.STACK)
-        documents = report.pr_documents(run, pr_stage.bodies(run, gg_clean))
-        if documents:
-            out.print(documents, markup=False, highlight=False)
-        if directory or keep:
-            out.print(f"The fork is {workdir}/fork.git, the stack {workdir}/patches/gg-clean.", highlight=False)
+        else:
+            out.print(report.report_table(run))
+            out.print(report.pr_plan_table(run))
+            gg_clean = series.load(os.path.join(workdir, "patches"), demo_.STACK)
+            documents = report.pr_documents(run, pr_stage.bodies(run, gg_clean))
+            if documents:
+                out.print(documents, markup=False, highlight=False, soft_wrap=True)
+            if directory or keep:
+                out.print(f"The fork is {workdir}/fork.git, the stack {workdir}/patches/gg-clean.", highlight=False)
+            out.print(f"\n{demo_.NEXT_STEPS}", markup=False, highlight=False, soft_wrap=True)
     finally:
         if not (directory or keep):
             shutil.rmtree(workdir, ignore_errors=True)
+    sys.exit(sync_stage.exit_code(run))  # as the bot would for this Run: 1 when a patch needs a human
 
 
 def _patch_json(p, with_diff: bool = False) -> dict[str, Any]:
