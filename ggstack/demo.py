@@ -153,8 +153,8 @@ NEXT_STEPS = """\
 Next, on your own fork (upstream's branch origin/main, your carry patches on the branch my-fork):
   pipx install .                               # from this checkout: ggstack on PATH outside this venv too
   cd path/to/your-fork && git fetch origin
-  ggstack init my-fork --repo-slug you/your-fork --base origin/main
+  ggstack init my-fork --repo-slug you/your-fork --base main
   ggstack import my-fork origin/main..my-fork  # the branch's own commits become patches/my-fork/
-  ggstack check my-fork                        # which of them upstream already has, and why
+  ggstack check my-fork --onto origin/main     # which of them upstream already has, and why
   git add patches && git commit -m "patches: the my-fork stack"
 README.md's "Quick start" has the daily loop; docs/ has a page for every command."""
