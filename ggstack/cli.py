@@ -1521,7 +1521,7 @@ def sync(
 
     \b
     Exit codes:
-      0  nothing for a human: every patch needed-and-healthy or represented
+      0  nothing for a human: every patch unique with a healthy PR, or represented
       1  attention: conflict, broken, partial, inconclusive, redundant PR left open
       2  usage or input error
       3  infrastructure failure: forge or git failed, or another sync holds the lock

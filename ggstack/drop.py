@@ -5,7 +5,7 @@ pays for it — but deleting it by hand loses the one fact a maintainer needs
 later ("where did our DCP fix go?"). So drop removes only what a Run judged
 ``represented`` and writes what each was and why it went into
 ``patches/<stack>/dropped.toml`` (TOML, so a reviewer reads it in the PR
-diff), in the same atomic change as the series. README "Keeping the stack: drop" has the record
+diff), in the same atomic change as the series. docs/commands/drop.md has the record
 and the rules; ``drop`` says in which order, so a failure changes nothing.
 """
 

@@ -19,7 +19,7 @@ from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text
 from ggstack import git, importing, series
 from ggstack.check import groups
 from ggstack.check.commits import check_commits
-from ggstack.check.rules import RULES, markdown_table
+from ggstack.check.rules import RULES, fold_table, markdown_table
 from ggstack.check.signals import Candidate
 from ggstack.check.stack import check_stack
 from ggstack.model import Recommendation, Signal, Verdict
@@ -582,11 +582,12 @@ def test_a_base_commit_with_the_same_subject_is_a_hint_not_a_verdict(world: GitR
     assert o.recommendation is Recommendation.HUMAN_LOOK
 
 
-def test_every_rule_of_the_table_is_in_the_readme_and_has_a_test() -> None:
+def test_every_rule_of_the_table_is_in_the_docs_and_has_a_test() -> None:
     root = Path(__file__).resolve().parent.parent
-    readme = (root / "README.md").read_text()
+    judgement = (root / "docs" / "judgement.md").read_text()
     tests = "".join(p.read_text() for p in (root / "tests").glob("test_check*.py"))
-    assert markdown_table() in readme, "README's verdict table differs from ggstack/check/rules.py"
+    assert markdown_table() in judgement, "docs/judgement.md's verdict table differs from ggstack/check/rules.py"
+    assert fold_table() in judgement, "docs/judgement.md's table of the tests' fold differs from ggstack/check/rules.py"
     for name, _, _, _ in RULES:
         assert re.search(rf'rule\(o\) (==|in) .*"{re.escape(name)}"', tests), f"no test asserts rule {name!r}"
 

@@ -167,3 +167,23 @@ def test_the_demos_examples_parse() -> None:
         sub = main.get_command(ctx, args[0])
         assert isinstance(sub, click.Command)
         sub.make_context(args[0], args[1:], parent=ctx)
+
+
+def test_every_command_takes_json() -> None:
+    """`report --format json` was the one way out where every other command had --json."""
+    lacking = [name for name in COMMANDS if "--json" not in {o for p in main.commands[name].params for o in p.opts}]
+    assert not lacking, f"no --json: {lacking}"
+
+
+def test_report_json_is_its_format_json(tmp_path: Path) -> None:
+    from test_report import every_verdict_run
+
+    from ggstack import report
+
+    path = tmp_path / "run.json"
+    path.write_text(report.run_json(every_verdict_run()))
+    by_flag = run_ggstack("report", str(path), "--json", cwd=tmp_path)
+    by_format = run_ggstack("report", str(path), "--format", "json", cwd=tmp_path)
+    assert by_flag.returncode == 0 and by_flag.stdout == by_format.stdout == report.run_json(every_verdict_run())
+    both = run_ggstack("report", str(path), "--json", "--format", "markdown", cwd=tmp_path)
+    assert both.returncode == 2 and "do not go together" in both.stderr
