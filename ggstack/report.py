@@ -152,7 +152,7 @@ def check_table(run: Run) -> Table:
     """One row a patch: its number and subject, the verdict, what to do, and why (wrapped to fit)."""
     title = f"{run.stack or 'commits'} on {run.base_ref} ({short(run.base)}), merge-base {short(run.merge_base)}"
     table = Table(title=Text(title), title_justify="left")
-    table.add_column("patch", overflow="fold", max_width=36)
+    table.add_column("patch", overflow="fold", max_width=48)
     table.add_column("verdict", overflow="fold", max_width=16)
     table.add_column("evidence", overflow="fold")
     table.add_column("recommendation", overflow="fold", max_width=16)
@@ -836,7 +836,7 @@ def report_table(run: Run, *, verbose: bool = False) -> Table:
     if verbose:
         return _verbose_table(run)
     table = Table(title=Text(header_line(run)), title_justify="left")
-    table.add_column("patch", overflow="fold", max_width=30)
+    table.add_column("patch", overflow="fold", max_width=40)
     table.add_column("verdict, recommendation", overflow="fold", max_width=20)
     table.add_column("evidence", overflow="fold")
     table.add_column("PR", overflow="fold", max_width=16)

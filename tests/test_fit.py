@@ -162,3 +162,21 @@ def test_check_and_sync_piped_fit_columns_with_every_word(tmp_path: Path, column
     assert_fits(out, report.report_table(saved), width)
     # The stages said how far they were on stderr, piped too: a line each, with its count.
     assert re.search(r"^ggstack: check: 3 patches", err, re.M) or "check: ok" in err, err
+
+
+def test_one_colour_map_for_the_verdicts_in_every_table() -> None:
+    """check's table had its own colours (represented yellow), the report's another (cyan)."""
+    import inspect
+
+    source = inspect.getsource(report)
+    styles = re.findall(r'"(?:bold )?(?:green|cyan|yellow|magenta|red)"', source)
+    assert len(styles) == len(report.VERDICT_STYLES), styles  # each written once: in VERDICT_STYLES
+    run = every_verdict_run()
+    for make in (report.check_table, report.report_table, report.pr_plan_table, report.test_table):
+        table = make(run)
+        column = next(c for c in table.columns if "verdict" in str(c.header))
+        for o, cell in zip(run.outcomes, column._cells):
+            spans = [str(s.style) for s in cell.spans] if isinstance(cell, Text) else []
+            style = cell.style if isinstance(cell, Text) else ""
+            if o.verdict is not None:
+                assert report.VERDICT_STYLES[o.verdict] in [*spans, str(style)], (make.__name__, o.verdict)
