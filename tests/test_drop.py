@@ -76,7 +76,7 @@ def test_drop_takes_out_the_represented_patch_and_records_why(fork: Fork) -> Non
     fork.ok("apply", "s", "--onto", "main~1")  # before the base had b: three branches
     assert len(fork.branches()) == 3
     proc = fork.ok("drop", "s", "--represented", "--onto", "main")
-    assert "0002-fix-b-change-b.patch" in proc.stdout and fork.landed[:10] in proc.stdout
+    assert "0002 fix(b): change b" in proc.stdout and fork.landed[:10] in proc.stdout
 
     listing = fork.listing()
     assert [p["source_commit"] for p in listing] == [fork.picks[0], fork.picks[2]]
