@@ -261,7 +261,7 @@ def main(ctx: click.Context, repo: str, patches: str | None) -> None:
 
     \b
     First run:   ggstack demo
-    Your fork:   ggstack init my-fork --repo-slug you/your-fork --base main
+    Typical:     ggstack init my-fork --repo-slug you/your-fork --base main
                  ggstack import my-fork origin/main..my-fork
                  ggstack check my-fork --onto origin/main
     Completion:  eval "$(_GGSTACK_COMPLETE=bash_source ggstack)"  in ~/.bashrc
