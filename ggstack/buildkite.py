@@ -8,7 +8,7 @@ shards on the agent queue stack.toml names (``tests.gpu_queue``), each leaving
 its results as an artifact; then one step that reads them back, merges them
 (``test --merge``, as the Actions workflow does) and leaves the Run and the
 per-patch commits as artifacts for the privileged step, which a fork keeps in
-its own ``.buildkite/pipeline.yml`` (README "Buildkite"), never in what this
+its own ``.buildkite/pipeline.yml`` (docs/bot.md, "Buildkite"), never in what this
 emits: what a build uploads cannot be the step that holds the token.
 """
 

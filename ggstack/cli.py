@@ -12,6 +12,7 @@ import functools
 import io
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
@@ -58,6 +59,7 @@ class Ctx:
         self.repo_path = repo
         self._patches = patches or os.environ.get("GGSTACK_PATCHES")
         self._repo: git.Repository | None = None
+        self.anywhere = False  # init: a stack may be made outside a repository (it warns)
 
     def point_at(self, *, repo: str | None = None, patches: str | None = None) -> None:
         """A subcommand's ``--repo``/``--patches``: read after the group's, so they win."""
@@ -72,16 +74,24 @@ class Ctx:
             try:
                 top = self.repo.worktree  # found by the discovery the command needs anyway
             except UserError:
-                if self.repo_path != ".":
-                    raise  # a --repo that is no repository is named, not read as "no stack here"
-                top = None  # run outside any repository: the stacks are where the command runs
+                if self.repo_path != "." or not self.anywhere:
+                    raise  # "not a git repository", never "no stack here" read from a ./patches of chance
+                top = None  # init outside any repository: the stack is made where the command runs
             self._patches = os.path.join(top or os.getcwd(), "patches")
         return self._patches
 
     @property
     def repo(self) -> git.Repository:
         if self._repo is None:
-            self._repo = git.Repository(self.repo_path)
+            try:
+                self._repo = git.Repository(self.repo_path)
+            except UserError as e:
+                if "not a git repository" not in str(e):
+                    raise
+                raise UserError(
+                    f"{os.path.abspath(self.repo_path)}: not a git repository (run ggstack inside your fork's "
+                    "checkout, or point at it with --repo PATH)"
+                ) from None
         return self._repo
 
     def stack(self, name: str) -> Stack:
@@ -112,18 +122,42 @@ def _complete_stacks(ctx: click.Context, param: click.Parameter, incomplete: str
     return [name for name in series.list_stacks(patches) if name.startswith(incomplete)]
 
 
+def _complete_refs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of --onto: the branches, remote-tracking branches and tags of the fork checkout."""
+    root, meta = ctx.find_root().params, ctx.meta
+    try:
+        repo = git.Repository(meta.get("ggstack.repo") or root.get("repo") or ".")
+        refs = repo.refs("refs/heads/") | repo.refs("refs/remotes/") | repo.refs("refs/tags/")
+    except (UserError, InfraError):
+        return []
+    names = (re.sub(r"^refs/(heads|remotes|tags)/", "", r) for r in refs)
+    return sorted(n for n in names if n.startswith(incomplete) and not n.endswith("/HEAD"))
+
+
 def warn(message: str) -> None:
     err_console.print(f"[yellow]ggstack: warning:[/] {escape(message)}", highlight=False)
 
 
+PIPED_WIDTH = 100  # the width of piped output where COLUMNS does not say
+
+
+def piped_width() -> int:
+    """Piped output's width: ``COLUMNS`` (a number from 40 to 1000), else 100."""
+    text = os.environ.get("COLUMNS", "")
+    return min(int(text), 1000) if text.isascii() and text.isdigit() and int(text) >= 40 else PIPED_WIDTH
+
+
 def console() -> Console:
+    """stdout: rich at a terminal (its width; tables fit it), plain lines at ``COLUMNS`` when piped."""
     from rich.console import Console
 
     if sys.stdout.isatty():
         return Console(highlight=False, soft_wrap=False)
     from ggstack.plaintable import PlainConsole  # tables as plain lines: rich's layout, not its cost
 
-    return PlainConsole(file=cast(IO[str], _NoTrailingSpace(sys.stdout)), highlight=False, soft_wrap=False, width=200)
+    return PlainConsole(
+        file=cast(IO[str], _NoTrailingSpace(sys.stdout)), highlight=False, soft_wrap=False, width=piped_width()
+    )
 
 
 class _NoTrailingSpace(io.TextIOBase):
@@ -178,6 +212,14 @@ def print_json(data: Any) -> None:
     click.echo(model.json_text(data))
 
 
+def _done(as_json: bool, words: str, data: dict[str, Any]) -> None:
+    """What a command that changed the stack did: a line, or (--json) its JSON."""
+    if as_json:
+        print_json(data)
+    else:
+        click.echo(words)
+
+
 _REPO_HELP = "The fork checkout (any path inside it)."
 _PATCHES_HELP = "Directory holding the stacks [default: $GGSTACK_PATCHES, else patches/ at the top of the repository]."
 
@@ -219,8 +261,12 @@ def main(ctx: click.Context, repo: str, patches: str | None) -> None:
 
     \b
     First run:   ggstack demo
-    Typical:     ggstack import gg-clean abc123 --only vllm/ --original-pr owner/repo#130
-                 ggstack check gg-clean --onto origin/dev/gilded-gnosis
+    Typical:     ggstack init my-fork --repo-slug you/your-fork --base main
+                 ggstack import my-fork origin/main..my-fork
+                 ggstack check my-fork --onto origin/main
+    Completion:  eval "$(_GGSTACK_COMPLETE=bash_source ggstack)"  in ~/.bashrc
+                 (zsh_source in ~/.zshrc, fish_source for fish): commands, options,
+                 stack names and --onto refs complete
     """
     # A patch's tests must not reach the forge token, not even through /proc/<ggstack>/environ.
     secrets.keep_out_of_environ(sys.argv[1:], release=ctx.invoked_subcommand not in _NO_FORGE_UNTIL_TESTED)
@@ -236,9 +282,9 @@ _NO_FORGE_UNTIL_TESTED = ("test", "demo", "sync")
 
 
 @main.command()
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.option("--repo-slug", required=True, help="owner/name of the target repository on the forge.")
-@click.option("--base", required=True, help="The base branch the stack is replayed onto (e.g. dev/gilded-gnosis).")
+@click.option("--base", required=True, help="The upstream branch the stack is replayed onto and PRs go to (e.g. main).")
 @click.option("--remote", default="origin", show_default=True, help="The git remote branches are pushed to.")
 @click.option(
     "--fork",
@@ -246,20 +292,25 @@ _NO_FORGE_UNTIL_TESTED = ("test", "demo", "sync")
     metavar="OWNER/NAME",
     help="The fork holding the PR heads, when PRs go to --repo-slug from it (then --repo-slug is upstream).",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 @handled
-def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str | None) -> None:
+def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str | None, as_json: bool) -> None:
     """Create an empty stack directory: patches/STACK/{stack.toml,series}.
 
     \b
     Examples:
-      ggstack init gg-clean --repo-slug voipmonitor/vllm --base dev/gilded-gnosis
-      ggstack init fixes --repo-slug pydantic/pydantic --fork me/pydantic --base v2.12-fixes
+      ggstack init my-fork --repo-slug you/your-fork --base main
+      ggstack init upstream-fixes --repo-slug upstream/project --fork you/project --base main
     """
     from ggstack import series
 
+    obj.anywhere = True
     path = series.init(obj.patches_dir, stack, repo_slug, base, remote, fork=fork)
-    click.echo(f"created {path}")
+    if as_json:
+        print_json({"stack": stack, "path": path})
+    else:
+        click.echo(f"created {path}")
     try:
         _ = obj.repo.worktree
     except UserError:  # made where it was asked for; but import, apply and check need the fork's checkout
@@ -270,7 +321,7 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str
 
 
 @main.command("import")
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("revs", nargs=-1)
 @click.option(
     "--from",
@@ -278,7 +329,12 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str
     default=None,
     help="An existing series instead of commits: a directory of format-patch files, an mbox, or a quilt series.",
 )
-@click.option("--onto", default=None, help="With --from: the commit the series applies to [default: the stack's base].")
+@click.option(
+    "--onto",
+    default=None,
+    help="With --from: the commit the series applies to [default: the stack's base].",
+    shell_complete=_complete_refs,
+)
 @click.option(
     "--original-pr",
     default=None,
@@ -290,6 +346,11 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str
     "--dropped",
     multiple=True,
     help="Describe a left-out part for its Dropped: trailer, e.g. 'CUTLASS pin (cmake/cutlass.cmake)'.",
+)
+@click.option(
+    "--keep-merged",
+    is_flag=True,
+    help="Of a range, also import the commits the base has, or that a merge of the base brought in.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the imported patches as JSON.")
 @click.pass_obj
@@ -304,6 +365,7 @@ def import_(
     only: tuple[str, ...],
     exclude: tuple[str, ...],
     dropped: tuple[str, ...],
+    keep_merged: bool,
     as_json: bool,
 ) -> None:
     """Append commits (a sha, or a range A..B) — or an existing series
@@ -317,12 +379,10 @@ def import_(
     assigned once.
 
     \b
-    Example (the seed's "reapply the useful part"):
-      ggstack import gg-clean ef7cae43b2 --only vllm/v1/attention/ops/dcp_alltoall.py \\
-          --only tests/distributed/test_dcp_a2a.py --original-pr voipmonitor/vllm#130 \\
-          --dropped 'CUTLASS version pin' --dropped 'MLA .contiguous() workaround'
-      ggstack import gg-clean origin/main..fix/x          # a branch, as git rebase replays it
-      ggstack import gg-clean --from debian/patches       # a quilt series with DEP-3 headers
+    Examples:
+      ggstack import my-fork origin/main..my-fork     # the branch's own commits, as git rebase replays them
+      ggstack import my-fork my-fork~1 --only src/ --dropped 'the CI tweak (ci/)' --original-pr upstream/project#130
+      ggstack import my-fork --from ../old-patches     # format-patch files, an mbox, or a quilt series
     """
     from ggstack import importing, series
 
@@ -330,6 +390,8 @@ def import_(
         raise UserError("give commits (a sha or a range A..B) or --from PATH")
     if from_path and (only or exclude or dropped or original_pr):
         raise UserError("--only, --exclude, --dropped and --original-pr are for commits, not --from")
+    if from_path and keep_merged:
+        raise UserError("--keep-merged is for a range of commits, not --from")
     if onto and not from_path:
         raise UserError("--onto is for --from (commits already have their parents)")
     with obj.editing(stack, "import"):
@@ -337,7 +399,14 @@ def import_(
             done = importing.from_series(obj.repo, obj.stack(stack), from_path, onto=onto)
         else:
             done = importing.commits(
-                obj.repo, obj.stack(stack), revs, original_pr=original_pr, only=only, exclude=exclude, dropped=dropped
+                obj.repo,
+                obj.stack(stack),
+                revs,
+                original_pr=original_pr,
+                only=only,
+                exclude=exclude,
+                dropped=dropped,
+                keep_merged=keep_merged,
             )
         series.save(done.stack)
     if as_json:
@@ -350,7 +419,7 @@ def import_(
 
 
 @main.command("list")
-@click.argument("stack", required=False)
+@click.argument("stack", required=False, shell_complete=_complete_stacks)
 @click.option("--dropped", is_flag=True, help="List the patches `ggstack drop` took out, and why.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_obj
@@ -360,8 +429,8 @@ def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
 
     \b
     Examples:
-      ggstack list gg-clean
-      ggstack list gg-clean --dropped      # what drop took out: represented by which commit, on which base
+      ggstack list
+      ggstack list my-fork --dropped      # what drop took out: represented by which commit, on which base
     """
     from ggstack import series
 
@@ -380,7 +449,7 @@ def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
         out.print(f"no stacks in {obj.patches_dir}")
     for s in stacks:
         table = Table(title=f"{s.name} → {s.config.target.repo} {s.config.target.base}", title_justify="left")
-        for col in ("#", "subject", "original PR", "picked from", "dropped", "Stack-Patch-Id"):
+        for col in ("#", "subject", "original PR", "source", "dropped", "Stack-Patch-Id"):
             table.add_column(col, overflow="fold")
         for i, p in enumerate(s.patches, 1):
             prov = p.provenance
@@ -388,7 +457,9 @@ def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
                 str(i),
                 escape(p.subject),
                 prov.original_pr or "",
-                (prov.cherry_picked_from or "")[:10],
+                f"picked from {prov.cherry_picked_from[:10]}"
+                if prov.cherry_picked_from
+                else (p.source_commit or "")[:10],
                 escape("\n".join(prov.dropped)),
                 prov.stack_patch_id[:12],
             )
@@ -408,7 +479,12 @@ def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
 
 @main.command()
 @click.argument("stack", shell_complete=_complete_stacks)
-@click.option("--represented", is_flag=True, required=True, help="Drop the patches judged represented.")
+@click.option(
+    "--represented",
+    is_flag=True,
+    default=True,
+    help="Drop the patches judged represented: what drop takes out (the default; said for clarity).",
+)
 @click.option(
     "--run",
     "run_path",
@@ -416,7 +492,12 @@ def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="Use a saved Run (`ggstack check --json`, `test --json`, sync's) instead of running check.",
 )
-@click.option("--onto", default=None, help="The base to check against [default: stack.toml target.base].")
+@click.option(
+    "--onto",
+    default=None,
+    help="The base to check against [default: stack.toml target.base].",
+    shell_complete=_complete_refs,
+)
 @click.option(
     "--close-redundant", is_flag=True, help="Also close their open PRs with the evidence comment (needs a token)."
 )
@@ -460,8 +541,8 @@ def drop(
 
     \b
     Examples:
-      ggstack drop gg-clean --represented --onto origin/dev/gilded-gnosis
-      ggstack drop gg-clean --represented --run run.json --close-redundant
+      ggstack drop my-fork --onto origin/main --dry-run    # what would go; nothing changes
+      ggstack drop my-fork --onto origin/main
     """
     from ggstack import drop as dropping
     from ggstack import report
@@ -495,7 +576,9 @@ def drop(
 
 @main.command()
 @click.argument("stack", shell_complete=_complete_stacks)
-@click.option("--onto", default=None, help="The new base [default: stack.toml target.base].")
+@click.option(
+    "--onto", default=None, help="The new base [default: stack.toml target.base].", shell_complete=_complete_refs
+)
 @click.option("--partial", is_flag=True, help="Rebase the patches before the first that does not apply; keep the rest.")
 @click.option("--dry-run", is_flag=True, help="Say what would be rewritten; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was (or would be) rewritten as JSON.")
@@ -512,8 +595,8 @@ def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool,
 
     \b
     Examples:
-      ggstack rebase gg-clean --onto origin/dev/gilded-gnosis
-      ggstack rebase gg-clean --onto origin/main --partial --json
+      ggstack rebase my-fork --onto origin/main --dry-run
+      ggstack rebase my-fork --onto origin/main --partial
     """
     from ggstack import rebase as rebasing
     from ggstack import report
@@ -531,7 +614,11 @@ def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool,
             if partial and n:
                 what, was = (f"the {n} patches before it", "were") if n > 1 else ("the patch before it", "was")
                 kept = f"{what} {'would be' if dry_run else was} rebased"
-            hint = "`ggstack apply` shows the conflict" + ("" if partial else "; --partial rebases up to it")
+            if stop.detail.startswith("conflicts in "):
+                why = f"`ggstack resolve {stack} {stop.name[:4]}` resolves the conflict"
+            else:  # it changes nothing on the base: the base has it
+                why = f"`ggstack drop {stack}` takes it out, with a record of why"
+            hint = why + ("" if partial else "; --partial rebases up to it")
             err_console.print(
                 f"ggstack: {escape(stop.name)} stops the rebase: {escape(stop.detail)}; {kept} ({hint})",
                 highlight=False,
@@ -542,7 +629,12 @@ def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool,
 @main.command()
 @click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("patch")
-@click.option("--onto", default=None, help="The base to resolve it on [default: stack.toml target.base].")
+@click.option(
+    "--onto",
+    default=None,
+    help="The base to resolve it on [default: stack.toml target.base].",
+    shell_complete=_complete_refs,
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the session (worktree path, conflicts) as JSON.")
 @click.pass_obj
 @handled
@@ -557,9 +649,9 @@ def resolve(obj: Ctx, stack: str, patch: str, onto: str | None, as_json: bool) -
     Running it again prints the same worktree.
 
     \b
-    Example:
-      ggstack resolve gg-clean 2 --onto origin/dev/gilded-gnosis
-      cd "$(ggstack resolve gg-clean 2 --json | jq -r .worktree)"
+    Examples:
+      ggstack resolve my-fork 2 --onto origin/main     # prints the worktree to edit in
+      ggstack resolve my-fork 2 --json                 # the same worktree, and its conflicts, as JSON
     """
     from ggstack import resolve as resolving
 
@@ -574,6 +666,14 @@ def resolve(obj: Ctx, stack: str, patch: str, onto: str | None, as_json: bool) -
         err_console.print(f"conflicts in: {escape(', '.join(session.conflicts))}", highlight=False)
     if session.reused:
         err_console.print(f"rerere reused a recorded resolution for: {escape(', '.join(session.reused))}")
+    if not session.conflicts and not session.reused:
+        err_console.print(
+            f"no conflict: {escape(session.name)} applies cleanly onto {escape(session.base_ref)}; it is picked "
+            f"there uncommitted. Nothing to resolve: edit only to change the patch, then `ggstack refresh "
+            f"{escape(stack)} {escape(patch)}` (or --abort)",
+            highlight=False,
+        )
+        return
     err_console.print(
         f"edit the files there, then `ggstack refresh {escape(stack)} {escape(patch)}` (or --abort)", highlight=False
     )
@@ -583,9 +683,10 @@ def resolve(obj: Ctx, stack: str, patch: str, onto: str | None, as_json: bool) -
 @click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("patch")
 @click.option("--abort", is_flag=True, help="Give up: remove the resolve worktree; the patch stays as it was.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 @handled
-def refresh(obj: Ctx, stack: str, patch: str, abort: bool) -> None:
+def refresh(obj: Ctx, stack: str, patch: str, abort: bool, as_json: bool) -> None:
     """Write the resolution made in `ggstack resolve`'s worktree back into the patch file.
 
     The diff becomes the change from the replayed parent to the worktree's
@@ -596,8 +697,9 @@ def refresh(obj: Ctx, stack: str, patch: str, abort: bool) -> None:
     conflict markers remain. One atomic change; the worktree is removed.
 
     \b
-    Example:
-      ggstack refresh gg-clean 2
+    Examples:
+      ggstack resolve my-fork 2 --onto origin/main     # first: a worktree with the patch picked in it
+      ggstack refresh my-fork 2                        # its files go back into the patch file
     """
     from ggstack import resolve as resolving
     from ggstack import series
@@ -606,20 +708,21 @@ def refresh(obj: Ctx, stack: str, patch: str, abort: bool) -> None:
         s = obj.stack(stack)
         if abort:
             session = resolving.abort(obj.repo, s, patch)
-            click.echo(f"removed {session.worktree}")
+            _done(as_json, f"removed {session.worktree}", {"aborted": session.name, "worktree": session.worktree})
             return
         after, new, session = resolving.refresh(obj.repo, s, patch)
         series.save(after)
         resolving.finish(obj.repo, s, session)
-    click.echo(f"refreshed {new.name}: base-commit {new.base_commit}")
+    _done(as_json, f"refreshed {new.name}: base-commit {new.base_commit}", {"refreshed": _patch_json(new)})
 
 
 @main.command("edit")
 @click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("patch")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 @handled
-def edit_(obj: Ctx, stack: str, patch: str) -> None:
+def edit_(obj: Ctx, stack: str, patch: str, as_json: bool) -> None:
     """Edit a patch's message in $EDITOR (VISUAL, EDITOR, else vi); the file is regenerated.
 
     The trailers are checked before anything is written: the one
@@ -629,8 +732,8 @@ def edit_(obj: Ctx, stack: str, patch: str) -> None:
     fails the checks is kept under the git dir (the error names the file).
 
     \b
-    Example:
-      EDITOR=vim ggstack edit gg-clean 2
+    Examples:
+      ggstack edit my-fork 2                 # in $VISUAL or $EDITOR (else vi)
     """
     from ggstack import edit as editing
     from ggstack import series
@@ -641,7 +744,7 @@ def edit_(obj: Ctx, stack: str, patch: str) -> None:
     except click.ClickException as e:
         raise UserError(f"the editor did not run: {e.message} (set VISUAL or EDITOR)") from None
     if text is None:
-        click.echo(f"{before.name}: unchanged")
+        _done(as_json, f"{before.name}: unchanged", {"patch": before.name, "changed": False})
         return
     with obj.editing(stack, "edit"):
         s = obj.stack(stack)
@@ -655,16 +758,19 @@ def edit_(obj: Ctx, stack: str, patch: str) -> None:
             state.write_atomic(kept, text.encode("utf-8", "surrogateescape"))
             raise UserError(f"{e}; your message is kept in {kept}") from None
         changed = series.save(after)
-    click.echo(f"{new.name}: {'message changed' if changed else 'unchanged'}")
+    _done(
+        as_json, f"{new.name}: {'message changed' if changed else 'unchanged'}", {"patch": new.name, "changed": changed}
+    )
 
 
 @main.command()
 @click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("first")
 @click.argument("second")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 @handled
-def squash(obj: Ctx, stack: str, first: str, second: str) -> None:
+def squash(obj: Ctx, stack: str, first: str, second: str, as_json: bool) -> None:
     """Make two neighbouring patches one: the earlier one's place, name and Stack-Patch-Id.
 
     The message is the first's, then the second's; the provenance trailers of
@@ -673,8 +779,8 @@ def squash(obj: Ctx, stack: str, first: str, second: str) -> None:
     second does not apply on the first alone. The rest are renumbered.
 
     \b
-    Example:
-      ggstack squash gg-clean 2 3
+    Examples:
+      ggstack squash my-fork 2 3
     """
     from ggstack import edit as editing
     from ggstack import series
@@ -682,11 +788,11 @@ def squash(obj: Ctx, stack: str, first: str, second: str) -> None:
     with obj.editing(stack, "squash"):
         after, new, folded = editing.squash(obj.repo, obj.stack(stack), first, second)
         series.save(after)
-    click.echo(f"squashed {folded.name} into {new.name}")
+    _done(as_json, f"squashed {folded.name} into {new.name}", {"squashed": folded.name, "into": _patch_json(new)})
 
 
 @main.command()
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("patch")
 @click.option("--patch", "with_diff", is_flag=True, help="Also print the diff.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -698,8 +804,8 @@ def show(obj: Ctx, stack: str, patch: str, with_diff: bool, as_json: bool) -> No
     PATCH is an index (1, 0001) or a file name.
 
     \b
-    Example:
-      ggstack show gg-clean 1 --patch
+    Examples:
+      ggstack show my-fork 1 --patch
     """
     p = obj.stack(stack).find(patch)
     if as_json:
@@ -713,55 +819,67 @@ def show(obj: Ctx, stack: str, patch: str, with_diff: bool, as_json: bool) -> No
 
 
 @main.command()
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("patch")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 @handled
-def remove(obj: Ctx, stack: str, patch: str) -> None:
+def remove(obj: Ctx, stack: str, patch: str, as_json: bool) -> None:
     """Remove a patch from the series; the rest are renumbered.
 
     \b
-    Example:
-      ggstack remove gg-clean 2
+    Examples:
+      ggstack remove my-fork 2
     """
     from ggstack import series
 
     with obj.editing(stack, "remove"):
         after, victim = series.remove(obj.stack(stack), patch)
         series.save(after)
-    click.echo(f"removed {victim.name}")
+    _done(as_json, f"removed {victim.name}", {"removed": victim.name, "patches": [p.name for p in after.patches]})
 
 
 @main.command()
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("patch")
 @click.option("--to", "to", type=int, required=True, help="The new 1-based position in merge order.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 @handled
-def move(obj: Ctx, stack: str, patch: str, to: int) -> None:
+def move(obj: Ctx, stack: str, patch: str, to: int, as_json: bool) -> None:
     """Move a patch to another place in merge order (files renumbered).
 
     \b
-    Example:
-      ggstack move gg-clean 3 --to 1
+    Examples:
+      ggstack move my-fork 3 --to 1
     """
     from ggstack import series
 
     with obj.editing(stack, "move"):
         after = series.move(obj.stack(stack), patch, to)
         series.save(after)
-    click.echo("\n".join(p.name for p in after.patches))
+    _done(as_json, "\n".join(p.name for p in after.patches), {"patches": [p.name for p in after.patches]})
 
 
 # -- the stages --------------------------------------------------------------------
 
 
 class StageProgress:
-    """A rich progress bar on a terminal for stacks of more than a handful of patches."""
+    """How far a stage is, on stderr: a rich bar at a terminal (for stacks of more than a handful of
+    patches), and plain lines where stderr is piped or a log — the stage and its count when it starts,
+    how far it is every ``EVERY`` seconds, and how long it took when that was long."""
+
+    EVERY = 10.0
 
     def __init__(self, total: int, what: str, *, min_total: int = 6) -> None:
+        import time
+
         self._bar = None
-        if sys.stdout.isatty() and total >= min_total:
+        self._what, self._total, self._done = what, total, 0
+        self._lines = not sys.stderr.isatty() and total >= min_total
+        self._start = self._said = time.monotonic()
+        if sys.stderr.isatty() and total >= min_total:
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._bar = Progress(
@@ -771,26 +889,53 @@ class StageProgress:
                 TextColumn("{task.description}"),
                 TimeElapsedColumn(),
                 transient=True,
+                console=Console(stderr=True),
             )
             self._task = self._bar.add_task("", total=total)
 
     def __enter__(self) -> StageProgress:
         if self._bar:
             self._bar.start()
+        elif self._lines:
+            self._say(f"{self._what}: {_count(self._total, 'patch')} …")
         return self
 
     def __exit__(self, *exc: object) -> None:
+        import time
+
         if self._bar:
             self._bar.stop()
+        elif self._lines and time.monotonic() - self._start >= self.EVERY:
+            self._say(f"{self._what}: {self._done}/{self._total} in {time.monotonic() - self._start:.0f} s")
 
     def __call__(self, done: int, total: int, name: str) -> None:
+        import time
+
+        self._done, self._total = done, total
         if self._bar:
             self._bar.update(self._task, completed=done, total=total, description=name)
+        elif self._lines and time.monotonic() - self._said >= self.EVERY:
+            self._said = time.monotonic()
+            self._say(f"{self._what}: {done}/{total} {name}")
+
+    @staticmethod
+    def _say(line: str) -> None:
+        sys.stderr.write(f"ggstack: {line}\n")
+        sys.stderr.flush()
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'es' if word.endswith('ch') and n != 1 else 's' if n != 1 else ''}"
 
 
 @main.command()
-@click.argument("stack")
-@click.option("--onto", default=None, help="The base to replay onto [default: stack.toml target.base].")
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.option(
+    "--onto",
+    default=None,
+    help="The base to replay onto [default: stack.toml target.base].",
+    shell_complete=_complete_refs,
+)
 @click.option(
     "--branch-prefix",
     default=None,
@@ -808,8 +953,9 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     Exit 0 when every patch applied or was empty, 1 when any conflicted.
 
     \b
-    Example:
-      ggstack apply gg-clean --onto origin/dev/gilded-gnosis
+    Examples:
+      ggstack apply my-fork --onto origin/main
+      ggstack apply my-fork --onto origin/main --branch-prefix refs/ggstack/try   # no branch under refs/heads
     """
     s = obj.stack(stack)
     with StageProgress(len(s.patches), "apply") as progress:
@@ -849,9 +995,12 @@ class _JobsType(click.ParamType):
 
 
 @main.command()
-@click.argument("stack", required=False)
+@click.argument("stack", required=False, shell_complete=_complete_stacks)
 @click.option(
-    "--onto", default=None, help="The base to judge against [default: stack.toml target.base; required with --commits]."
+    "--onto",
+    default=None,
+    help="The base to judge against [default: stack.toml target.base; required with --commits].",
+    shell_complete=_complete_refs,
 )
 @click.option(
     "--commits",
@@ -897,8 +1046,9 @@ def check(
 
     \b
     Examples:
-      ggstack check gg-clean --onto origin/dev/gilded-gnosis
-      ggstack check --onto origin/dev/gilded-gnosis --commits ef7cae43b2 639aeff --json
+      ggstack check my-fork --onto origin/main
+      ggstack check my-fork --onto origin/main --json > run.json
+      ggstack check --onto origin/main --commits my-fork~1 my-fork    # commits, each on its own
     """
     from ggstack.check.commits import check_commits
     from ggstack.check.stack import check_stack
@@ -936,9 +1086,11 @@ def check(
 
 
 @main.command("test")
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.argument("results_files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
-@click.option("--onto", default=None, help="The base to test on [default: stack.toml target.base].")
+@click.option(
+    "--onto", default=None, help="The base to test on [default: stack.toml target.base].", shell_complete=_complete_refs
+)
 @click.option(
     "--gpu",
     type=click.Choice(["auto", "require", "off"]),
@@ -1030,14 +1182,14 @@ def test_(
 
     \b
     Examples:
-      ggstack test gg-clean --onto origin/dev/gilded-gnosis
-      ggstack test gg-clean --onto origin/dev/gilded-gnosis --matrix
-      ggstack test gg-clean --onto origin/dev/gilded-gnosis --shard 2/4 --results results/2.json
-      ggstack test gg-clean --onto origin/dev/gilded-gnosis --merge results/*.json
-      ggstack test gg-clean --onto "$BASE" --matrix --ci buildkite | buildkite-agent pipeline upload
+      ggstack test my-fork --onto origin/main
+      ggstack test my-fork --onto origin/main --matrix                 # a job list for GitHub Actions
+      ggstack test my-fork --onto origin/main --shard 1/2 --results results/1.json
+      ggstack test my-fork --onto origin/main --merge results/*.json --json
+      ggstack test my-fork --onto origin/main --matrix --ci buildkite > pipeline.json
 
     --shard and --job are the CI's untrusted jobs: they refuse to run where a
-    credential is in reach (README "The bot").
+    credential is in reach (docs: "The bot").
     """
     from ggstack import handoff, testing
 
@@ -1095,7 +1247,7 @@ def _print_tested(s: Stack, run: Run, only: tuple[str, ...]) -> None:
     out.print(report.test_table(run, [p.name for p in s.patches if only and p.name not in chosen]))
     failures = report.test_failures(run)
     if failures:
-        out.print(failures, markup=False)
+        out.print(failures, markup=False, highlight=False, soft_wrap=True)
     if run.stages.get("test", "").startswith("ok: "):
         warn(run.stages["test"].removeprefix("ok: "))
 
@@ -1132,9 +1284,12 @@ def _parse_shard(text: str) -> tuple[int, int]:
 
 
 @main.command("pr")
-@click.argument("stack")
+@click.argument("stack", shell_complete=_complete_stacks)
 @click.option(
-    "--onto", default=None, help="The branch to replay onto and open the PRs against [default: stack.toml target.base]."
+    "--onto",
+    default=None,
+    help="The branch to replay onto and open the PRs against [default: stack.toml target.base].",
+    shell_complete=_complete_refs,
 )
 @click.option(
     "--dry-run",
@@ -1195,8 +1350,9 @@ def pr(
 
     \b
     Examples:
-      ggstack pr gg-clean --onto origin/dev/gilded-gnosis --dry-run
-      ggstack pr gg-clean --run ggstack-run/run.json --bundle ggstack-run/commits.bundle
+      ggstack pr my-fork --onto origin/main --dry-run    # the plan and every PR body; nothing changes
+      ggstack pr my-fork --onto origin/main              # with GITHUB_TOKEN: push, open, update, in merge order
+      ggstack pr my-fork --onto origin/main --close-redundant
     """
     from ggstack import handoff, report
     from ggstack import pr as pr_stage
@@ -1230,7 +1386,12 @@ def pr(
 
 @main.command()
 @click.argument("stack", shell_complete=_complete_stacks)
-@click.option("--onto", default=None, help="The branch to land on [default: stack.toml target.base].")
+@click.option(
+    "--onto",
+    default=None,
+    help="The branch to land on [default: stack.toml target.base].",
+    shell_complete=_complete_refs,
+)
 @click.option("--dry-run", is_flag=True, help="Print what would be merged, closed or waited for; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done (or planned) as JSON.")
 @click.pass_obj
@@ -1249,8 +1410,8 @@ def land(obj: Ctx, stack: str, onto: str | None, dry_run: bool, as_json: bool) -
 
     \b
     Examples:
-      ggstack land gg-clean --dry-run
-      ggstack land gg-clean --onto dev/gilded-gnosis
+      ggstack land my-fork --onto main --dry-run
+      ggstack land my-fork --onto main
     """
     from ggstack import land as landing
 
@@ -1267,8 +1428,13 @@ def land(obj: Ctx, stack: str, onto: str | None, dry_run: bool, as_json: bool) -
 
 
 @main.command()
-@click.argument("stack")
-@click.option("--onto", default=None, help="The base to sync onto [default: stack.toml target.base].")
+@click.argument("stack", shell_complete=_complete_stacks)
+@click.option(
+    "--onto",
+    default=None,
+    help="The base to sync onto [default: stack.toml target.base].",
+    shell_complete=_complete_refs,
+)
 @click.option("--fetch", is_flag=True, help="git fetch the stack's remote first.")
 @click.option(
     "--gpu",
@@ -1324,6 +1490,7 @@ def land(obj: Ctx, stack: str, onto: str | None, dry_run: bool, as_json: bool) -
     type=click.Path(dir_okay=False),
     help="Also write the Run's per-patch commits as a git bundle here, for `ggstack pr --run RUN --bundle FILE`.",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON instead of the table.")
 @click.pass_obj
 @handled
 def sync(
@@ -1341,6 +1508,7 @@ def sync(
     no_cache: bool,
     no_forge: bool,
     bundle: str | None,
+    as_json: bool,
 ) -> None:
     """The CI rebase bot: fetch, apply, check, test and pr in one run, one Run.
 
@@ -1352,19 +1520,19 @@ def sync(
 
     \b
     Exit codes:
-      0  nothing for a human: every patch needed-and-healthy or represented
+      0  nothing for a human: every patch unique with a healthy PR, or represented
       1  attention: conflict, broken, partial, inconclusive, redundant PR left open
       2  usage or input error
       3  infrastructure failure: forge or git failed, or another sync holds the lock
 
-    On CI, split it (README "The bot"): `sync --no-forge --bundle FILE` in a
+    On CI, split it (docs: "The bot"): `sync --no-forge --bundle FILE` in a
     job that holds no token, then `pr --run RUN --bundle FILE` in one that
     holds it and runs no patch code.
 
     \b
     Examples:
-      ggstack sync gg-clean --fetch --onto origin/dev/gilded-gnosis --run-json run.json
-      ggstack sync gg-clean --no-forge --run-json out/run.json --bundle out/commits.bundle
+      ggstack sync my-fork --onto origin/main --dry-run
+      ggstack sync my-fork --onto origin/main --no-forge --run-json out/run.json --bundle out/commits.bundle
     """
     from ggstack import handoff, report
     from ggstack import sync as sync_stage
@@ -1375,7 +1543,8 @@ def sync(
     if no_forge:
         handoff.refuse_credentials(obj.repo, "sync --no-forge")
     actions = sync_stage.in_actions(os.environ)
-    observer = sync_stage.ActionsObserver(sys.stdout) if actions else _TerminalObserver()
+    log = sys.stderr if as_json else sys.stdout  # with --json, stdout is the Run alone
+    observer = sync_stage.ActionsObserver(log) if actions else _TerminalObserver()
     with state.locked(obj.repo, s.name, command=f"ggstack sync {s.name}", warn=warn):
         run = sync_stage.sync(
             obj.repo,
@@ -1395,11 +1564,14 @@ def sync(
         path = sync_stage.save_run(obj.repo, run, run_json)
         if bundle:
             handoff.write_bundle(obj.repo, run, bundle)
-    console().print(report.report_table(run))
+    if as_json:
+        print_json(run.to_json())
+    else:
+        console().print(report.report_table(run))
     for error in run.errors:
         err_console.print(f"[bold red]ggstack:[/] {escape(error)}", highlight=False)
     if actions:
-        sync_stage.publish_to_actions(run, s, os.environ, sys.stdout)
+        sync_stage.publish_to_actions(run, s, os.environ, log)
     err_console.print(
         f"wrote the Run to {path}" + (" (dry run: nothing else changed)" if dry_run else ""), highlight=False
     )
@@ -1432,9 +1604,12 @@ class _TerminalObserver:
     show_default=True,
     help="table for the terminal, markdown for GitHub (PR comment, step summary), json for the Run itself.",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the Run as JSON (as every command's --json; --format json)."
+)
 @click.option("--verbose", "-v", is_flag=True, help="The table with the whole evidence in words and the provenance.")
 @handled
-def report_(run_file: str, fmt: str, verbose: bool) -> None:
+def report_(run_file: str, fmt: str, as_json: bool, verbose: bool) -> None:
     """Render a saved Run for the maintainer deciding merge or close.
 
     Per patch, in merge order: verdict, recommendation, the evidence in words,
@@ -1445,13 +1620,16 @@ def report_(run_file: str, fmt: str, verbose: bool) -> None:
 
     \b
     Examples:
-      ggstack check gg-clean --json > run.json && ggstack report run.json --verbose
-      ggstack report run.json --format markdown >> "$GITHUB_STEP_SUMMARY"
+      ggstack check my-fork --onto origin/main --json > run.json
+      ggstack report run.json --verbose
+      ggstack report run.json --format markdown > summary.md     # for a PR comment or CI's step summary
     """
     from ggstack import report
 
     run = _load_run(run_file)
-    if fmt == "json":
+    if as_json and fmt not in ("table", "json"):
+        raise UserError(f"--json and --format {fmt} do not go together")
+    if as_json or fmt == "json":
         click.echo(report.run_json(run), nl=False)
     elif fmt == "markdown":
         click.echo(report.markdown(run), nl=False)
@@ -1460,8 +1638,8 @@ def report_(run_file: str, fmt: str, verbose: bool) -> None:
         out.print(report.report_table(run, verbose=verbose))
         for o in run.outcomes:
             if o.verdict and o.verdict.value == "partial" and o.remaining_diff:
-                out.print(f"\n{o.name}: remaining diff", markup=False)
-                out.print(o.remaining_diff, markup=False, highlight=False)
+                out.print(f"\n{o.name}: remaining diff", markup=False, soft_wrap=True)
+                out.print(o.remaining_diff, markup=False, highlight=False, soft_wrap=True)
 
 
 def _load_run(path: str) -> Run:
@@ -1523,8 +1701,8 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
     \b
     Examples:
       ggstack demo                    # on dev/gilded-gnosis: 0001 is already there
-      ggstack demo --base before      # on dev/before: 0001 is needed
-      ggstack demo /tmp/gg --keep     # keep the fork to explore it
+      ggstack demo --base before      # on dev/before: every patch is unique
+      ggstack demo ./demo-fork        # keep the fork to explore it
     """
     import shutil
     import tempfile
@@ -1542,23 +1720,24 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
     out = console()
     if not as_json:
         out.print(f"Building the miniature fork and replaying gg-clean onto {demo_.BASES[base]} …", highlight=False)
-    with StageProgress(9, "demo") as progress:
-        run, workdir = demo_.run(directory, base, gpu=gpu, progress=progress)
+    run, workdir = demo_.run(directory, base, gpu=gpu, stage=lambda name, n: StageProgress(n, name, min_total=1))
     try:
         if as_json:
             print_json(run.to_json())
-            return
-        out.print(report.report_table(run))
-        out.print(report.pr_plan_table(run))
-        gg_clean = series.load(os.path.join(workdir, "patches"), demo_.STACK)
-        documents = report.pr_documents(run, pr_stage.bodies(run, gg_clean))
-        if documents:
-            out.print(documents, markup=False, highlight=False)
-        if directory or keep:
-            out.print(f"The fork is {workdir}/fork.git, the stack {workdir}/patches/gg-clean.", highlight=False)
+        else:
+            out.print(report.report_table(run))
+            out.print(report.pr_plan_table(run))
+            gg_clean = series.load(os.path.join(workdir, "patches"), demo_.STACK)
+            documents = report.pr_documents(run, pr_stage.bodies(run, gg_clean))
+            if documents:
+                out.print(documents, markup=False, highlight=False, soft_wrap=True)
+            if directory or keep:
+                out.print(f"The fork is {workdir}/fork.git, the stack {workdir}/patches/gg-clean.", highlight=False)
+            out.print(f"\n{demo_.NEXT_STEPS}", markup=False, highlight=False, soft_wrap=True)
     finally:
         if not (directory or keep):
             shutil.rmtree(workdir, ignore_errors=True)
+    sys.exit(exits.exit_code(run))  # as the bot would for this Run: 1 when a patch needs a human
 
 
 def _patch_json(p, with_diff: bool = False) -> dict[str, Any]:

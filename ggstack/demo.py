@@ -10,10 +10,13 @@ base. The same code regenerates the stored ``patches/gg-clean``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from ggstack import git, importing, series, state
@@ -100,12 +103,19 @@ def export_stack(fork: Fork, patches_dir: str) -> Stack:
 
 
 def run(
-    directory: str | None, base: str = "current", *, gpu: str = "auto", progress: Progress | None = None
+    directory: str | None,
+    base: str = "current",
+    *,
+    gpu: str = "auto",
+    progress: Progress | None = None,
+    stage: Callable[[str, int], AbstractContextManager[Progress | None]] | None = None,
 ) -> tuple[Run, str]:
     """Build the fork, import the stack, and run apply → check → test → PR plan on ``base``.
 
-    Returns the Run and the directory everything lives in (``fork.git``,
-    ``remote.git`` standing in for the forge's git remote, ``patches/``).
+    ``stage(name, patches)`` is entered around each stage (to say how far it is, as sync's
+    observer does); without it, ``progress`` hears every stage. Returns the Run and the
+    directory everything lives in (``fork.git``, ``remote.git`` standing in for the forge's
+    git remote, ``patches/``).
     """
     from ggstack import pr, replay, testing
     from ggstack.check.stack import check_stack
@@ -123,9 +133,28 @@ def run(
     fork.repo.add_remote("origin", remote.git_dir)
     stack = export_stack(fork, os.path.join(workdir, "patches"))
     base_ref = BASES[base]
-    result = replay.apply(fork.repo, stack, base_ref, progress=progress)
-    result = check_stack(fork.repo, stack, base_ref, run=result, progress=progress)
-    # The demo's tests are known to run side by side (file rendezvous, no fixed ports).
-    result = testing.test(fork.repo, stack, result, gpu=gpu, progress=progress, jobs=min(4, cores()))
-    result = pr.pr(fork.repo, stack, result, dry_run=True, client=NoForge())
+
+    def within(name: str) -> AbstractContextManager[Progress | None]:
+        return stage(name, len(stack.patches)) if stage else contextlib.nullcontext(progress)
+
+    with within("apply") as said:
+        result = replay.apply(fork.repo, stack, base_ref, progress=said)
+    with within("check") as said:
+        result = check_stack(fork.repo, stack, base_ref, run=result, progress=said)
+    with within("test") as said:
+        # The demo's tests are known to run side by side (file rendezvous, no fixed ports).
+        result = testing.test(fork.repo, stack, result, gpu=gpu, progress=said, jobs=min(4, cores()))
+    with within("pr") as said:
+        result = pr.pr(fork.repo, stack, result, dry_run=True, client=NoForge())
     return result, workdir
+
+
+NEXT_STEPS = """\
+Next, on your own fork (upstream's branch origin/main, your carry patches on the branch my-fork):
+  pipx install .                               # from this checkout: ggstack on PATH outside this venv too
+  cd path/to/your-fork && git fetch origin
+  ggstack init my-fork --repo-slug you/your-fork --base main
+  ggstack import my-fork origin/main..my-fork  # the branch's own commits become patches/my-fork/
+  ggstack check my-fork --onto origin/main     # which of them upstream already has, and why
+  git add patches && git commit -m "patches: the my-fork stack"
+README.md's "Quick start" has the daily loop; docs/ has a page for every command."""

@@ -5,7 +5,7 @@ pays for it — but deleting it by hand loses the one fact a maintainer needs
 later ("where did our DCP fix go?"). So drop removes only what a Run judged
 ``represented`` and writes what each was and why it went into
 ``patches/<stack>/dropped.toml`` (TOML, so a reviewer reads it in the PR
-diff), in the same atomic change as the series. README "Keeping the stack: drop" has the record
+diff), in the same atomic change as the series. docs/commands/drop.md has the record
 and the rules; ``drop`` says in which order, so a failure changes nothing.
 """
 
@@ -41,7 +41,8 @@ class Dropped:
     reason: str  # the rule that decided, in words
     dropped_at: str  # ISO 8601, UTC
     original_pr: str = ""
-    cherry_picked_from: str = ""
+    cherry_picked_from: str = ""  # a pick's origin (its Cherry-picked-from trailer)
+    source_commit: str = ""  # the commit it was imported from (its mbox From line)
     branch: str = ""  # its per-patch branch when dropped (removed unless someone else moved it)
     file: str = ""  # the patch file as it was, kept in the stack: "dropped/0003-….patch" (git am / import --from)
 
@@ -185,6 +186,7 @@ def entry_of(patch: Patch, o: Outcome, run: Run, branch: str, now: str, file: st
         dropped_at=now,
         original_pr=patch.provenance.original_pr or "",
         cherry_picked_from=patch.provenance.cherry_picked_from or "",
+        source_commit=patch.source_commit or "",
         branch=branch,
         file=file,
     )

@@ -6,7 +6,7 @@ message (or, for a squash, the two changes as one tree), and written again
 by ``git format-patch`` — so the file stays what ``git am`` and quilt accept.
 What must not be lost (the subject, the one ``Stack-Patch-Id`` PRs are matched
 by, the provenance trailers' shapes, a squash's ``Squashed:``) is checked
-before anything is written; README "Keeping the stack: edit, squash" has the rules.
+before anything is written; docs/commands/edit.md and squash.md have the rules.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ class Incoming:
     message: str
     diff: bytes
     source: str | None = None  # the commit it was taken from, when the file names one
+    picked_from: str | None = None  # the upstream commit a DEP-3 Origin names: this patch is a pick of it
     original_pr: str | None = None  # owner/repo#N, from a GitHub pull URL in Origin/Forwarded
     trailers: list[tuple[str, str]] = field(default_factory=list)  # DEP-3 provenance, kept
     base: str | None = None  # the base-commit: it records
@@ -157,6 +158,7 @@ def _dep3(raw: bytes, path: str) -> Incoming:
         message=subject.strip() + ("\n\n" + body if body else "") + "\n",
         diff="\n".join(lines[diff_at:]).encode(),
         source=sha.group(1) if sha else None,
+        picked_from=sha.group(1) if sha else None,
         original_pr=f"{pr.group(1)}#{pr.group(2)}" if pr else None,
         trailers=kept,
     )

@@ -1,7 +1,7 @@
 """The bot in two stages: one runs the patches' code and holds no credential, one holds the token and runs none.
 
 A patch's tests are code nobody may have read yet, and the bot's token may push
-and write PRs. So on CI the bot is split (README "The bot"): the *untrusted*
+and write PRs. So on CI the bot is split (docs/bot.md): the *untrusted*
 stage (``sync --no-forge``, ``test --shard``/``--merge``) applies, checks and
 tests, and hands on a Run and a git bundle of the per-patch commits; the
 *privileged* stage (``pr --run RUN --bundle FILE``, and every later command
@@ -63,7 +63,7 @@ def refuse_credentials(repo: git.Repository, command: str, env: Mapping[str, str
         raise UserError(
             f"{command} runs the patches' code and must hold no credential, but these are in reach of it: "
             f"{shown}. Give the token only to the stage that runs no patch code (`ggstack pr --run RUN "
-            f'--bundle FILE`); check out with persist-credentials: false (README "The bot")'
+            f"--bundle FILE`); check out with persist-credentials: false (docs/bot.md)"
         )
 
 

@@ -37,12 +37,18 @@ class LeftOut:
 
     commit: str
     subject: str
-    why: str  # MERGE_OF_BASE | MERGE_OF_RANGE | EMPTY
+    why: str  # MERGE_OF_BASE | MERGE_OF_RANGE | EMPTY | ON_BASE | BEHIND
 
 
-MERGE_OF_BASE = "merge of the base"  # every parent but the first is already in A
+MERGE_OF_BASE = "merge of the base"  # every parent but the first is already in A, or it is named for the base
 MERGE_OF_RANGE = "merge of commits imported on their own"  # git rebase replays the merged commits instead
 EMPTY = "empty commit"  # it changes nothing: git rebase drops it too
+ON_BASE = "already on the base"  # the stack's base has this very commit (a range from before a merge of it)
+BEHIND = "brought by a merge of the base"  # a merge named for the base brought it, and the local base ref lacks it
+
+# "Merge branch 'main' into fix", "Merge remote-tracking branch 'origin/main' into fix",
+# "Merge branch 'main' of https://github.com/o/r into fix": git's own words for a merge of a branch.
+_BRANCH_MERGE = re.compile(r"^Merge (?:remote-tracking )?branch '([^']+)'")
 
 
 @dataclass(frozen=True)
@@ -85,13 +91,18 @@ def commits(
     only: Sequence[str] = (),
     exclude: Sequence[str] = (),
     dropped: Sequence[str] = (),
+    keep_merged: bool = False,
 ) -> Imported:
     """Append the commits ``revs`` (shas or ``A..B`` ranges) to the series, with provenance.
 
     A range is taken as ``git rebase A B`` would replay it: the branch's own
     commits, oldest first; merges left out (listed in ``left_out``) except a
     forge's PR merge ("Merge pull request #N …"), which is imported as the
-    PR's combined change in place of the PR's own commits. Commits whose
+    PR's combined change in place of the PR's own commits. Of a range, the
+    commits the stack's base already has are left out, and so are those a
+    merge named for the base brought in ("Merge branch 'main' into fix")
+    while the local base ref lacks them (it is behind: ``git fetch``);
+    ``keep_merged`` imports both. Commits whose
     patch-id ``A`` already has — git rebase drops them — are kept and listed
     in ``upstream``: whether the base has them is ``check``'s judgement,
     with evidence, and a patch never leaves the stack silently.
@@ -106,9 +117,9 @@ def commits(
                 raise UserError(
                     f"{flag} {pattern}: a path outside the repository (paths are relative to its top, e.g. vllm/)"
                 )
-    selection = _select(repo, revs)
+    selection = _select(repo, revs, stack.config.target, keep_merged=keep_merged)
     if not selection.commits:
-        left = ": it holds only merges (left out, as git rebase does)" if selection.left_out else ""
+        left = f": {_nothing_left(selection.left_out)}" if selection.left_out else ""
         raise UserError(f"{' '.join(revs)}: no commits to import{left}")
     infos, changes, empty = _changing(repo, repo.commit_infos(selection.commits), _range_hint(stack, revs, selection))
     if not infos:
@@ -120,6 +131,15 @@ def commits(
     on_base = _on_base(repo, stack, [i.sha for i in infos])
     left_out = tuple([*selection.left_out, *empty])
     return Imported(after, added, left_out, tuple(selection.upstream), on_base, tuple(reassigned))
+
+
+def _nothing_left(left_out: Sequence[LeftOut]) -> str:
+    if any(m.why in (ON_BASE, BEHIND) for m in left_out):
+        return (
+            f"the base has them or a merge of the base brought them ({len(left_out)} left out; "
+            "--keep-merged imports them)"
+        )
+    return "it holds only merges (left out, as git rebase does)"
 
 
 def _range_hint(stack: Stack, revs: Sequence[str], selection: _Selection) -> str:
@@ -171,7 +191,9 @@ def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | No
     it, else the stack's base) — ``git apply`` in a temporary index, the
     user's tree untouched — and stored like an imported commit: its author,
     date and message, a ``Stack-Patch-Id``, and the provenance it carries
-    (``Cherry-picked-from`` the commit it names; its DEP-3 ``Origin``,
+    (the source its mbox ``From`` line names, as an import of that commit
+    records it; ``Cherry-picked-from`` the upstream commit a DEP-3 ``Origin``
+    or a cherry-pick line names; its DEP-3 ``Origin``,
     ``Forwarded``, ``Applied-Upstream`` and ``Bug`` kept as trailers, a GitHub
     pull URL among them as ``Original-PR``). Nothing is written."""
     incoming = existing_series.read(repo, path)
@@ -188,7 +210,9 @@ def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | No
         author = _author_ident(repo, item, me)
         commit = repo.write_commit(new_tree, [parent], item.message, author, me)
         trailers = [(T_ORIGINAL_PR, item.original_pr)] if item.original_pr else []
-        trailers += [(T_CHERRY_PICKED, item.source)] if item.source else []
+        # As an import of the commit itself: a pick keeps its pick trailer, a commit is its source (the From line).
+        picked = item.picked_from or picked_from_line(item.message)
+        trailers += [(T_CHERRY_PICKED, picked)] if picked else []
         trailers += item.trailers
         content = hashlib.sha1(item.message.encode("utf-8", "surrogateescape") + b"\0" + item.diff).hexdigest()
         trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, content, [])))
@@ -281,11 +305,11 @@ def notes(done: Imported) -> list[str]:
         )
     out += _reassigned_notes(done)
     names = {p.source_commit: p.name for p in done.added}
+    out += _base_notes(done)
     if done.on_base:
         out.append(
             f"{len(done.on_base)} imported commit(s) are already on the stack's base "
-            f"{done.stack.config.target.base!r} (the range reaches them through a merge of it; a range from the "
-            f"base, BASE..BRANCH, leaves them out; `ggstack check` calls them represented): "
+            f"{done.stack.config.target.base!r} (`ggstack check` calls them represented): "
             f"{_first_ten(names, done.on_base)}"
         )
     if done.upstream:
@@ -294,6 +318,32 @@ def notes(done: Imported) -> list[str]:
             f"`ggstack check` judges them): {_first_ten(names, done.upstream)}"
         )
     return out
+
+
+def _base_notes(done: Imported) -> list[str]:
+    """The commits of a range that are the base's, not the branch's: left out, and why."""
+    target = done.stack.config.target
+    out = []
+    on_base = [m for m in done.left_out if m.why == ON_BASE]
+    if on_base:
+        out.append(
+            f"left out {len(on_base)} commit{'s' * (len(on_base) > 1)} already on the stack's base {target.base!r} "
+            f"(the range reaches them through a merge of it; --keep-merged imports them): {_listed(on_base)}"
+        )
+    behind = [m for m in done.left_out if m.why == BEHIND]
+    if behind:
+        out.append(
+            f"left out {len(behind)} commit{'s' * (len(behind) > 1)} that a merge of the base brought in, which "
+            f"{target.base!r} here does not have: the base ref looks behind the branch that was merged "
+            f"(`git fetch {target.remote}`, then import again; --keep-merged imports them): {_listed(behind)}"
+        )
+    return out
+
+
+def _listed(left_out: Sequence[LeftOut]) -> str:
+    """The first ten commits with their subjects, and how many more."""
+    shown = ", ".join(f"{m.commit[:12]} {m.subject!r}" for m in left_out[:10])
+    return shown + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
 
 
 def _first_ten(names: Mapping[str | None, str], commits: Sequence[str]) -> str:
@@ -345,7 +395,7 @@ def _refuse_duplicates(stack: Stack, added: Sequence[Patch], labels: Sequence[st
         first[spid] = label
 
 
-def _select(repo: git.Repository, revs: Sequence[str]) -> _Selection:
+def _select(repo: git.Repository, revs: Sequence[str], target: TargetConfig, *, keep_merged: bool) -> _Selection:
     commits: list[str] = []
     left_out: list[LeftOut] = []
     upstream: list[str] = []
@@ -355,7 +405,11 @@ def _select(repo: git.Repository, revs: Sequence[str]) -> _Selection:
         if ".." in rev:
             a, _, b = rev.partition("..")
             lo, hi = repo.resolve(a or "HEAD"), repo.resolve(b or "HEAD")
-            taken, skipped = _replayed(repo, repo.range_commits(lo, hi))
+            graph = repo.range_commits(lo, hi)
+            taken, skipped = _replayed(repo, graph, () if keep_merged else _base_names(target, a))
+            if not keep_merged:
+                taken, more = _not_the_bases(repo, target, graph, hi, taken, skipped)
+                skipped += more
             commits += taken
             left_out += skipped
             if taken and repo.merge_base(lo, hi) != lo:  # A moved on: it may have some of them already
@@ -366,13 +420,74 @@ def _select(repo: git.Repository, revs: Sequence[str]) -> _Selection:
     return _Selection(list(dict.fromkeys(commits)), left_out, list(dict.fromkeys(upstream)))
 
 
+def _base_names(target: TargetConfig, lower: str) -> tuple[str, ...]:
+    """The names a merge of the stack's base gives it: ``main``, ``origin/main`` (and the range's lower end)."""
+    names = {target.base, f"{target.remote}/{target.base}"}
+    if lower and not re.fullmatch(r"[0-9a-f]{7,64}", lower):
+        names |= {lower, lower.removeprefix("refs/remotes/").removeprefix("refs/heads/")}
+    return tuple(sorted(names))
+
+
+def _first_parents(inside: Mapping[str, Sequence[str]], tip: str) -> set[str]:
+    """The branch's own line inside the range: first parents from its tip."""
+    spine, at = set(), tip
+    while at in inside and at not in spine:
+        spine.add(at)
+        at = inside[at][0] if inside[at] else ""
+    return spine
+
+
+def _brought_by_base_merges(inside: Mapping[str, Sequence[str]], skipped: Sequence[LeftOut]) -> set[str]:
+    """The commits of the range that only the merges of the base left out bring in."""
+    merged_in: set[str] = set()
+    for m in skipped:
+        parents = inside.get(m.commit, ()) if m.why == MERGE_OF_BASE else ()
+        merged_in |= _ancestors_inside(inside, parents[1:]) - _ancestors_inside(inside, parents[:1])
+    return merged_in
+
+
+def _named_for_base(subject: str, names: Sequence[str]) -> bool:
+    m = _BRANCH_MERGE.match(subject)
+    return m is not None and any(m.group(1) == n or m.group(1).endswith("/" + n) for n in names)
+
+
+def _not_the_bases(
+    repo: git.Repository,
+    target: TargetConfig,
+    graph: Sequence[tuple[str, tuple[str, ...]]],
+    tip: str,
+    taken: Sequence[str],
+    skipped: Sequence[LeftOut],
+) -> tuple[list[str], list[LeftOut]]:
+    """Of the commits a range takes, the branch's own: those a merge brought in that the stack's base has
+    (a range from before a merge of it) are left out, and so are those a merge named for the base brought
+    in (the local base ref lacks them: it is behind the branch that was merged). The branch's own line
+    (first parents from its tip) is always its own, on the base or not: ``check`` judges those."""
+    inside = {c: parents for c, parents in graph}
+    spine = _first_parents(inside, tip)
+    merged = [c for c in taken if c not in spine]
+    base = repo.try_resolve(target.base) or repo.try_resolve(f"{target.remote}/{target.base}")
+    on_base = set(merged) - repo.not_reachable(merged, base) if base and merged else set()
+    merged_in = _brought_by_base_merges(inside, skipped)
+    gone = on_base | {c for c in taken if c in merged_in}
+    if not gone:
+        return list(taken), []
+    subjects = {i.sha: i.message.split("\n", 1)[0] for i in repo.commit_infos(sorted(gone))}
+    left = [LeftOut(c, subjects[c], ON_BASE if c in on_base else BEHIND) for c in taken if c in gone]
+    return [c for c in taken if c not in gone], left
+
+
 _PR_MERGE = re.compile(r"^Merge pull request #\d+ from ")
 
 
-def _replayed(repo: git.Repository, graph: Sequence[tuple[str, tuple[str, ...]]]) -> tuple[list[str], list[LeftOut]]:
+def _replayed(
+    repo: git.Repository, graph: Sequence[tuple[str, tuple[str, ...]]], base_names: Sequence[str] = ()
+) -> tuple[list[str], list[LeftOut]]:
     """The commits of a range (oldest first, with parents) that import takes,
     and the merges it leaves out: git rebase's choice, except that a PR merge
-    stands for the PR's commits (which are then not taken on their own)."""
+    stands for the PR's commits (which are then not taken on their own). A
+    merge named for one of ``base_names`` is a merge of the base, wherever its
+    other parents are."""
     inside = {c: parents for c, parents in graph}
     merges = [c for c, parents in graph if len(parents) > 1]
     subjects = {i.sha: i.message.split("\n", 1)[0] for i in repo.commit_infos(merges)}
@@ -385,7 +500,8 @@ def _replayed(repo: git.Repository, graph: Sequence[tuple[str, tuple[str, ...]]]
         if _PR_MERGE.match(subjects[merge]):
             covered |= _ancestors_inside(inside, parents[1:]) - _ancestors_inside(inside, parents[:1])
             continue
-        why = MERGE_OF_RANGE if any(p in inside for p in parents[1:]) else MERGE_OF_BASE
+        of_range = any(p in inside for p in parents[1:]) and not _named_for_base(subjects[merge], base_names)
+        why = MERGE_OF_RANGE if of_range else MERGE_OF_BASE
         left_out.append(LeftOut(merge, subjects[merge], why))
     taken = [c for c, parents in graph if c not in covered and (len(parents) < 2 or _PR_MERGE.match(subjects[c]))]
     return taken, left_out[::-1]
@@ -422,8 +538,10 @@ def _patches(
         message = _merge_message(info.message) if len(info.parents) > 1 else info.message
         pr = original_pr or _pr_from_message(info.message, stack.config.target)
         trailers = [(T_ORIGINAL_PR, pr)] if pr else []
-        # A `git cherry-pick -x` names where the change first was: that is the origin, not its copy here.
-        trailers.append((T_CHERRY_PICKED, picked_from_line(info.message) or info.sha))
+        # Only a pick has a pick trailer (a `git cherry-pick -x` line names where the change first was);
+        # a commit of the fork's own is its source, which the mbox "From " line names already.
+        picked = picked_from_line(info.message)
+        trailers += [(T_CHERRY_PICKED, picked)] if picked else []
         trailers += [(T_DROPPED, text) for text in _dropped_texts(left_out, dropped)]
         trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, info.sha, kept)))
         items.append((message, trailers))

@@ -1,4 +1,4 @@
-"""The vocabulary of the README as types: Stack, Patch, Provenance, Outcome, Run.
+"""The vocabulary of the docs (docs/glossary.md) as types: Stack, Patch, Provenance, Outcome, Run.
 
 Every stage takes and returns these values; every report, PR body and exit
 code is rendered from a Run (which round-trips through JSON), never
@@ -244,7 +244,7 @@ class Conflict:
 
 @dataclass
 class TestResult:
-    """One test run of one patch (README "Tests")."""
+    """One test run of one patch (docs/commands/test.md)."""
 
     kind: str  # cpu | gpu
     where: str  # base | patched | old-base

@@ -8,7 +8,7 @@ steps: *read* the forge and the remote once (``read``: a ``Snapshot``),
 those commits (``make_plan``: its rules are tested without a forge), and
 *act* in merge order. ``--dry-run`` stops before acting, and without a token
 plans against ``NoForge``. What it avoids — noise, duplicates, flapping,
-late refusals — is README "Pull requests"; each has its place in ``make_plan``.
+late refusals — is docs/commands/pr.md; each has its place in ``make_plan``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ as the change from its replayed parent to its replayed commit — ``apply``'s
 own replay, so re-applying the rebased series onto that base gives exactly
 the trees ``apply`` gives now. What is kept (bytes where nothing changed,
 identity, provenance, reproducible parents) and the all-or-nothing rule are
-README "Keeping the stack: rebase"; ``plan`` and ``_commit`` say how.
+docs/commands/rebase.md; ``plan`` and ``_commit`` say how.
 """
 
 from __future__ import annotations

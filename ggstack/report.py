@@ -27,17 +27,49 @@ def short(sha: str | None) -> str:
     return sha[:10] if sha else ""
 
 
+# The one colour map: what a verdict (or a replay's outcome) asks of the maintainer. Green: nothing
+# to do but open or keep its PR; cyan: the base has it; yellow: look at it; red: it needs work.
+VERDICT_STYLES: dict[Verdict | None, str] = {
+    Verdict.UNIQUE: "green",
+    Verdict.REPRESENTED: "cyan",
+    Verdict.PARTIAL: "yellow",
+    Verdict.CONFLICT: "bold red",
+    Verdict.BROKEN: "bold red",
+    Verdict.INCONCLUSIVE: "yellow",
+}
+APPLIED_STYLES: dict[Applied, str] = {
+    Applied.APPLIED: VERDICT_STYLES[Verdict.UNIQUE],
+    Applied.EMPTY: VERDICT_STYLES[Verdict.REPRESENTED],
+    Applied.CONFLICT: VERDICT_STYLES[Verdict.CONFLICT],
+}
+
+_NUMBERED = re.compile(r"^(\d{4})-")
+
+
+def patch_label(name: str, subject: str) -> str:
+    """A patch as a maintainer names it in a table: its number and subject ("0002 Fix the buffer"),
+    never its file name, which folds mid-word; a commit (``check --commits``) by its id and subject."""
+    m = _NUMBERED.match(name)
+    return f"{m.group(1) if m else name} {subject}".strip()
+
+
 def apply_table(run: Run) -> Table:
-    table = Table(title=f"{run.stack} onto {run.base_ref} ({short(run.base)})", title_justify="left")
-    for col in ("patch", "outcome", "new commit", "conflicting paths / note"):
-        table.add_column(col, overflow="fold")
-    styles = {Applied.APPLIED: "green", Applied.EMPTY: "yellow", Applied.CONFLICT: "bold red"}
+    table = Table(title=Text(f"{run.stack} onto {run.base_ref} ({short(run.base)})"), title_justify="left")
+    table.add_column("patch", overflow="fold", max_width=40)
+    table.add_column("outcome", overflow="fold")
+    table.add_column("new commit", overflow="fold")
+    table.add_column("conflicting paths / note", overflow="fold")
     for o in run.outcomes:
         applied = o.applied or Applied.SKIPPED
         detail = ", ".join(o.conflict.paths) if o.conflict else ""
         if o.note:
             detail = f"{detail} ({o.note})" if detail else o.note
-        table.add_row(escape(o.name), f"[{styles.get(applied, '')}]{applied.value}[/]", short(o.commit), escape(detail))
+        table.add_row(
+            Text(patch_label(o.name, o.subject)),
+            Text(applied.value, style=APPLIED_STYLES.get(applied, "")),
+            short(o.commit),
+            Text(detail),
+        )
     return table
 
 
@@ -118,26 +150,27 @@ def commit_words(sha: str, run: Run) -> str:
 
 
 def check_table(run: Run) -> Table:
+    """One row a patch: its number and subject, the verdict, what to do, and why (wrapped to fit)."""
     title = f"{run.stack or 'commits'} on {run.base_ref} ({short(run.base)}), merge-base {short(run.merge_base)}"
-    table = Table(title=title, title_justify="left")
-    for col in ("patch", "verdict", "represented by", "evidence", "recommendation"):
-        table.add_column(col, overflow="fold")
-    styles: dict[Verdict | None, str] = {
-        Verdict.UNIQUE: "green",
-        Verdict.REPRESENTED: "yellow",
-        Verdict.PARTIAL: "magenta",
-        Verdict.CONFLICT: "bold red",
-    }
+    table = Table(title=Text(title), title_justify="left")
+    table.add_column("patch", overflow="fold", max_width=48)
+    table.add_column("verdict", overflow="fold", max_width=16)
+    table.add_column("evidence", overflow="fold")
+    table.add_column("recommendation", overflow="fold", max_width=16)
     for o in run.outcomes:
         verdict = o.verdict.value if o.verdict else ""
         if o.verdict is Verdict.PARTIAL:
             verdict += f" {round(100 * o.represented_fraction)}%"
+        by = [commit_words(c, run) for c in o.represented_by[:3]]
+        more = len(o.represented_by) - len(by)
+        evidence = ("by " + ", ".join(by) + (f" +{more}" if more > 0 else "") + "\n" if by else "") + (
+            verdict_words(o).partition(" — ")[2] or verdict_words(o)
+        )
         table.add_row(
-            escape(f"{o.name}\n{o.subject}"),
-            Text(verdict, style=styles.get(o.verdict, "")),  # markup "[]broken[/]" was a MarkupError
-            escape("\n".join(commit_words(c, run) for c in o.represented_by[:3])),
-            escape(verdict_words(o)),
-            o.recommendation.value if o.recommendation else "",
+            Text(patch_label(o.name, o.subject)),
+            Text(verdict, style=VERDICT_STYLES.get(o.verdict, "")),  # Text, not markup: "[]broken[/]"
+            Text(evidence),
+            Text(o.recommendation.value if o.recommendation else ""),
         )
     return table
 
@@ -334,11 +367,11 @@ def pr_body(
     if prov and prov.original_pr:
         origin.append(f"- Original PR: {_pr_ref_md(prov.original_pr)}")
     if prov and prov.cherry_picked_from:
-        origin.append(f"- Original commit, cherry-picked with provenance: {md_line(prov.cherry_picked_from)}")
+        origin.append(f"- Cherry-picked from: {md_line(prov.cherry_picked_from)}")
     elif outcome.source_commit:
-        origin.append(f"- Source commit: {md_line(outcome.source_commit)}")
+        origin.append(f"- Source commit (the fork's own): {md_line(outcome.source_commit)}")
     if origin:
-        parts.append("### Original PR\n\n" + "\n".join(origin))
+        parts.append("### Origin\n\n" + "\n".join(origin))
     if prov and prov.dropped:
         parts.append(
             "### Dropped\n\nLeft out of the original on purpose:\n\n"
@@ -456,9 +489,9 @@ def pr_plan_table(run: Run) -> Table:
     title = f"{run.stack}: pull requests onto {run.base_ref} ({short(run.base)})" + (
         " — plan only (dry run)" if stage.startswith("dry-run") else ""
     )
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")
     for col in ("patch", "verdict", "PR", "base", "gate", "actions", "to land"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", max_width=30 if col == "patch" else None)
     for o in run.outcomes:
         pr = o.pr
         verdict = o.verdict.value if o.verdict else ""
@@ -470,7 +503,13 @@ def pr_plan_table(run: Run) -> Table:
                 Verdict.INCONCLUSIVE: "no PR: held (inconclusive)",
             }
             table.add_row(
-                escape(o.name), verdict, "", "", "", why.get(o.verdict) or _no_pr_why(o) if o.verdict else "", ""
+                Text(patch_label(o.name, o.subject)),
+                Text(verdict, style=VERDICT_STYLES.get(o.verdict, "")),
+                "",
+                "",
+                "",
+                why.get(o.verdict) or _no_pr_why(o) if o.verdict else "",
+                "",
             )
             continue
         number = f"#{pr.number}" if pr.number else ("new" if pr.state == "planned" else "")
@@ -481,8 +520,8 @@ def pr_plan_table(run: Run) -> Table:
         if pr.note:
             actions += f"\n({pr.note})"
         table.add_row(
-            escape(o.name),
-            verdict,
+            Text(patch_label(o.name, o.subject)),
+            Text(verdict, style=VERDICT_STYLES.get(o.verdict, "")),
             number,
             escape(pr.base or ""),
             escape(gate),
@@ -574,13 +613,15 @@ def test_table(run: Run, left_out: Collection[str] = ()) -> Table:
         caption_justify="left",
     )
     for col in ("patch", "verdict", "recommendation", "cpu", "gpu", "tests say"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", max_width=30 if col == "patch" else None)
     for o in run.outcomes:
         evidence = next((e for e in o.evidence if e.kind == "tests"), None)
         said = evidence.detail if evidence else _untested_words(o, left_out)
         # Text, not markup: names, reasons and output may hold "[...]".
-        cells = [o.name, o.verdict.value if o.verdict else "", recommendation_words(o)]
-        table.add_row(*(Text(c) for c in [*cells, _test_cells(o, "cpu"), _test_cells(o, "gpu"), said]))
+        cells = [patch_label(o.name, o.subject), o.verdict.value if o.verdict else "", recommendation_words(o)]
+        row = [Text(c) for c in [*cells, _test_cells(o, "cpu"), _test_cells(o, "gpu"), said]]
+        row[1].stylize(VERDICT_STYLES.get(o.verdict, ""))
+        table.add_row(*row)
     return table
 
 
@@ -759,37 +800,26 @@ def settle_words(o: Outcome) -> str:
     return ""
 
 
-_VERDICT_STYLES: dict[Verdict | None, str] = {
-    Verdict.UNIQUE: "green",
-    Verdict.REPRESENTED: "cyan",
-    Verdict.PARTIAL: "yellow",
-    Verdict.CONFLICT: "bold red",
-    Verdict.BROKEN: "bold red",
-    Verdict.INCONCLUSIVE: "yellow",
-}
-MAIN_TABLE_WIDTH = 100
-
-
 def report_table(run: Run, *, verbose: bool = False) -> Table:
     """``ggstack report --format table``: one row a patch, in merge order.
 
-    The main table fits 100 columns: the patch, its verdict and
-    recommendation, one short evidence line, the PR. ``verbose`` adds the
-    whole evidence in words and the provenance (as ``show``, Markdown and
-    JSON have them)."""
+    The main table fits the terminal (or ``COLUMNS`` piped): the patch's
+    number and subject, its verdict and recommendation, one short evidence
+    line (wrapped), the PR. ``verbose`` adds the whole evidence in words and
+    the provenance (as ``show``, Markdown and JSON have them)."""
     if verbose:
         return _verbose_table(run)
-    table = Table(title=Text(header_line(run)), title_justify="left", width=MAIN_TABLE_WIDTH)
-    table.add_column("patch", overflow="fold", max_width=26)
+    table = Table(title=Text(header_line(run)), title_justify="left")
+    table.add_column("patch", overflow="fold", max_width=40)
     table.add_column("verdict, recommendation", overflow="fold", max_width=20)
-    table.add_column("evidence", overflow="fold", ratio=1)
-    table.add_column("PR", overflow="fold", max_width=14)
+    table.add_column("evidence", overflow="fold")
+    table.add_column("PR", overflow="fold", max_width=16)
     for o in run.outcomes:
         verdict = o.verdict.value if o.verdict else NOT_JUDGED
         rec = recommendation_words(o).split(" — ")[0]
-        style = _VERDICT_STYLES.get(o.verdict, "")
+        style = VERDICT_STYLES.get(o.verdict, "")
         table.add_row(
-            Text(o.name),
+            Text(patch_label(o.name, o.subject)),
             Text.assemble((verdict, style), "\n", rec),  # Text, not markup: names and evidence may hold "[...]"
             Text(short_evidence(o, run)),
             Text(_pr_short(o)),
@@ -817,7 +847,7 @@ def _verbose_table(run: Run) -> Table:
         verdict = o.verdict.value if o.verdict else NOT_JUDGED
         pr = pr_words(o) + (f"\n{o.pr.url}" if o.pr and o.pr.url else "")
         cells = [
-            f"{o.name}\n{o.subject}",
+            patch_label(o.name, o.subject),
             verdict,
             recommendation_words(o),
             evidence_words(o).partition(": ")[2],
@@ -825,7 +855,7 @@ def _verbose_table(run: Run) -> Table:
             pr,
         ]
         table.add_row(
-            str(i), *(Text(c, style=_VERDICT_STYLES.get(o.verdict, "") if c is verdict else "") for c in cells)
+            str(i), *(Text(c, style=VERDICT_STYLES.get(o.verdict, "") if c is verdict else "") for c in cells)
         )
     return table
 
@@ -860,12 +890,12 @@ def _text_short(o: Outcome, run: Run) -> str:
         by = commit_words(o.represented_by[0], run) + (
             f" +{len(o.represented_by) - 1}" if len(o.represented_by) > 1 else ""
         )
-        share = f"{round(100 * o.represented_fraction)}% of its lines" if o.represented_fraction else ""
+        if o.verdict is Verdict.PARTIAL:  # the share its PR body says: of the patch's lines, not of blame's
+            return f"{o.represented_fraction:.0%} of its lines, by {by}"
         blame = next((e.detail for e in o.evidence if e.kind == "blame"), "")
         m = re.match(r"(\d+% of added lines)", blame)
-        share = m.group(1) if m else share
-        word = "by" if o.verdict is Verdict.REPRESENTED else "partly by"
-        return f"{word} {by}" + (f" — {share}" if share else "")
+        share = m.group(1) if m else f"{o.represented_fraction:.0%} of its lines" if o.represented_fraction else ""
+        return f"by {by}" + (f" — {share}" if share else "")
     if o.conflict:
         return "conflicts in " + ", ".join(o.conflict.paths[:2]) + (" …" if len(o.conflict.paths) > 2 else "")
     if o.verdict is Verdict.UNIQUE:
@@ -1021,7 +1051,7 @@ def drop_table(result: drop.Result) -> Table:
         branch = e.branch.removeprefix("refs/heads/")
         if e.branch in result.branches_deleted:
             branch += " (would be deleted)" if result.dry_run else " (deleted)"
-        cells = [f"{e.name}\n{e.subject}", _represented_words(e.represented_by, e.represented_subjects), e.reason]
+        cells = [patch_label(e.name, e.subject), _represented_words(e.represented_by, e.represented_subjects), e.reason]
         table.add_row(*(Text(c) for c in [*cells, pr, branch]))
     if not result.dropped:
         table.add_row(Text("nothing is represented: nothing to drop"), "", "", "", "")
@@ -1037,7 +1067,7 @@ def dropped_table(records: Mapping[str, Sequence[drop.Dropped]]) -> Table:
         for e in entries:
             cells = [
                 stack,
-                f"{e.name}\n{e.subject}",
+                patch_label(e.name, e.subject),
                 e.stack_patch_id[:12],
                 _represented_words(e.represented_by, e.represented_subjects),
                 f"{e.base_ref} ({short(e.base)})",
@@ -1068,7 +1098,7 @@ def rebase_table(result: rebase.Result, *, dry_run: bool = False) -> Table:
         status = e.status
         if status == "rewritten" and not result.written:  # a dry run, or stopped without --partial
             status = "would rewrite" if dry_run else "not written"
-        cells = [f"{e.name}\n{e.subject}", status, short(e.old_base), short(e.new_base), e.detail]
+        cells = [patch_label(e.name, e.subject), status, short(e.old_base), short(e.new_base), e.detail]
         table.add_row(*(Text(c) for c in cells))
     return table
 

@@ -6,7 +6,7 @@ under the git dir (never the user's checkout), at the patch's replayed
 parent, with the patch cherry-picked into it uncommitted (merge-ort, as in
 ``apply``) and ``rerere`` on. ``refresh`` writes the result back into the
 patch file against that parent, so the stored patch *carries* the
-resolution and every later ``apply`` reuses it. README "resolve and refresh"
+resolution and every later ``apply`` reuses it. docs/commands/resolve.md and refresh.md
 has the rules (trailers kept, ``Adapted:``, refusals).
 """
 

@@ -7,7 +7,7 @@ message on its way out goes through ``Secrets.scrub``, and a URL ggstack names
 itself is shown without its userinfo (``shown_url``). A patch's tests are the
 patch's code and could read ``/proc/<pid>/environ`` of their ancestors, so the
 secrets never stay in ggstack's process environment (``keep_out_of_environ``):
-every form a CI hands a credential in (README "The bot": a token variable, git's
+every form a CI hands a credential in (docs/bot.md: a token variable, git's
 auth header in ``GIT_CONFIG_*``, an askpass program, an agent socket, a URL
 with userinfo) is taken out at start-up (``split_credentials``) and given back
 only to what needs it: git's network commands (``lent``), the forge after the
@@ -473,5 +473,5 @@ def credential_files(env: Mapping[str, str]) -> list[str]:
 
 
 # Credentials a CI system gives every job and that a job cannot be run without: Buildkite's
-# job-scoped agent token (artifact upload, pipeline upload; no forge). See README "Buildkite".
+# job-scoped agent token (artifact upload, pipeline upload; no forge). See docs/bot.md, "Buildkite".
 IN_EVERY_JOB = frozenset({"BUILDKITE_AGENT_ACCESS_TOKEN"})

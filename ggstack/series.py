@@ -85,7 +85,7 @@ def render_config(
     gpu: str = "",
     timeout: int = 900,
 ) -> str:
-    """The stack.toml that ``ggstack init`` writes; every key documented in the README."""
+    """The stack.toml that ``ggstack init`` writes; every key documented in docs/stack-toml.md."""
     gpu_line = (
         f"gpu = {_toml_string(gpu)}"
         if gpu
@@ -96,7 +96,7 @@ def render_config(
         if fork
         else '# fork = "me/name"             # set when PR heads live in a fork (head = "me:branch")'
     )
-    return f"""# ggstack stack configuration (see README.md, "stack.toml")
+    return f"""# ggstack stack configuration (see docs/stack-toml.md in ggstack)
 
 [target]
 {_noted(f"repo = {_toml_string(repo_slug)}", "owner/name on the forge: where PRs are opened")}
@@ -813,7 +813,7 @@ def _check_base(base: str, text: str, path: str) -> None:
 
 def _check_test_environment(tests: dict, text: str, path: str) -> None:
     """``tests.home`` is one of its two words; ``tests.pass_env`` names no credential: a
-    patch's tests never get one (README "Tests": the environment)."""
+    patch's tests never get one (docs/commands/test.md: the environment)."""
     if tests.get("home", "scratch") not in ("scratch", "user"):
         raise UserError(
             f'tests.home must be "scratch" or "user", not {tests["home"]!r}',

@@ -6,7 +6,7 @@ stage that fails is recorded there (``Run.stages``, ``Run.errors``) while the
 later ones run on what is still sound. Precision first: ``pr`` touches the
 forge only when every earlier stage vouched for the Run (a PR on a stale base
 or on verdicts never reached is the noise ggstack exists to avoid). The exit
-code is rendered from the Run (``exits.exit_code``; README "The bot"), so a saved
+code is rendered from the Run (``exits.exit_code``; docs/bot.md), so a saved
 Run gives the code the bot exited with; this module also writes the GitHub
 Actions groups, annotations and step summary (the CLI only chooses where).
 """

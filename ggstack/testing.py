@@ -4,8 +4,8 @@ Text can be fooled — a squash that rewrote the code, a refactor that kept the
 behaviour — a patch's own tests cannot. Its test files run on three trees made
 in memory (base + tests, base + patch, old base + tests: the control), each in
 a repository of its own under the git dir, so a test reaches nothing of the
-user's; what a run leaves running is killed (``sweep``). The rules are README
-"Tests as evidence" (``judge``, ``combine``, ``_apply``); only tests that ran and
+user's; what a run leaves running is killed (``sweep``). The rules are docs/
+judgement.md, "Tests as evidence" (``judge``, ``combine``, ``_apply``); only tests that ran and
 failed are evidence (``testresult``). ``test`` and CI's ``matrix``/``shard``/
 ``merge`` share ``plan`` and ``fold``, so a sharded run gives the local Run.
 """
@@ -65,7 +65,7 @@ _TAIL_CHARS = 8000
 _KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a timed-out group
 _FAILING = ("failed", "error", "timeout")
 # A test run's environment is made of these of ggstack's own variables, those stack.toml's
-# tests.pass_env names, and tests.env; nothing else (README "Tests": the environment). What
+# tests.pass_env names, and tests.env; nothing else (docs/commands/test.md: the environment). What
 # carries a credential is left out even where its name is here (``secrets.credential_name``).
 _PASSED_ENV = frozenset(
     {

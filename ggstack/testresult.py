@@ -4,7 +4,7 @@ A run that could not run — command or module missing, tests not collectable,
 pytest stopped on a usage or internal error, no JUnit XML, a timeout — says
 nothing about the patch; counting one as "the tests fail on the base" once
 made a patch ``needed`` because ``No module named pytest``. So every run is
-classified here, once (README "Tests as evidence": the ``harness_error``
+classified here, once (docs/commands/test.md, "Harness errors": the ``harness_error``
 table), and only ``failed`` is ever evidence. One exception is the commonest
 way a base lacks a patch: a test module that cannot import a name (or a
 module) the patch adds to the code under test is the code failing: ``failed``.

@@ -203,7 +203,7 @@ def test_conflict_in_patch_2_of_4_is_recorded_and_the_rest_carry_on(tmp_path: Pa
     # The author and the full message (trailers included) are kept.
     info = g.git("log", "-1", "--format=%an <%ae>%n%B", p3["commit"])
     assert info.startswith("Test Author <author@example.com>\npatch number 3\n\nbody 3\n")
-    assert "Cherry-picked-from: " in info and "Stack-Patch-Id: " in info
+    assert "Stack-Patch-Id: " in info
 
     table = fork.ggstack("apply", STACK)
     assert table.returncode == 1
@@ -313,7 +313,7 @@ def test_json_prints_the_run(tmp_path: Path) -> None:
     (p,) = run["patches"]
     assert p["name"].startswith("0001-") and p["subject"] == "patch number 1"
     assert p["applied"] == "applied" and p["branch"] == "refs/heads/gg/s/01-patch-number-1"
-    assert p["provenance"]["cherry_picked_from"] == fork.g.sha("topic")
+    assert p["source_commit"] == fork.g.sha("topic") and p["provenance"]["cherry_picked_from"] is None
     assert fork.g.tree(p["commit"]) != fork.g.tree("main")
 
 

@@ -19,7 +19,7 @@ from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text
 from ggstack import git, importing, series
 from ggstack.check import groups
 from ggstack.check.commits import check_commits
-from ggstack.check.rules import RULES, markdown_table
+from ggstack.check.rules import RULES, fold_table, markdown_table
 from ggstack.check.signals import Candidate
 from ggstack.check.stack import check_stack
 from ggstack.model import Recommendation, Signal, Verdict
@@ -236,7 +236,10 @@ def test_a_squash_of_a_pr_that_merged_main_in_is_found_across_main_s_commits(wor
     )
     repo = git.Repository(str(world.path))
     series.init(str(world.path / "patches"), "s", "owner/repo", "main")
-    imported = importing.commits(repo, series.load(str(world.path / "patches"), "s"), [f"{up}~1..{b}"])
+    # --keep-merged: the stack holds main's commit between the PR's own, as a series imported so does.
+    imported = importing.commits(
+        repo, series.load(str(world.path / "patches"), "s"), [f"{up}~1..{b}"], keep_merged=True
+    )
     series.save(imported.stack)
     v = {o.name[:4]: o for o in check_stack(repo, series.load(str(world.path / "patches"), "s"), "main").outcomes}
     assert [o.source_commit for o in v.values()] == [a, up, b]
@@ -579,10 +582,11 @@ def test_a_base_commit_with_the_same_subject_is_a_hint_not_a_verdict(world: GitR
     assert o.recommendation is Recommendation.HUMAN_LOOK
 
 
-def test_the_readme_prints_the_verdict_table_as_the_code_has_it() -> None:
+def test_the_docs_print_the_verdict_tables_as_the_code_has_them() -> None:
     """(Every rule has rows of facts in tests/test_rules_table.py; this holds the words.)"""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert markdown_table() in readme, "README's verdict table differs from ggstack/check/rules.py"
+    judgement = (Path(__file__).resolve().parent.parent / "docs" / "judgement.md").read_text()
+    assert markdown_table() in judgement, "docs/judgement.md's verdict table differs from ggstack/check/rules.py"
+    assert fold_table() in judgement, "docs/judgement.md's table of the tests' fold differs from ggstack/check/rules.py"
 
 
 @pytest.mark.parametrize("name", [r[0] for r in RULES])

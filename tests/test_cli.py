@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from gitrepo import GitRepo, run_ggstack
 
 SUBJECT = "[misc] fix [red]the thing[/red] [/]"
@@ -362,8 +363,38 @@ def test_a_repo_that_is_no_repository_is_named_not_read_as_no_stack_here(tmp_pat
         assert proc.returncode == 2 and f"{where}: not a git repository" in proc.stderr, proc.stderr
         assert "no stack" not in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["plain"]
-    outside = run_ggstack("list", cwd=plain)
-    assert outside.returncode == 0 and f"no stacks in {plain / 'patches'}" in outside.stdout, outside.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["list"],
+        ["show", "s", "1"],
+        ["check", "s"],
+        ["apply", "s"],
+        ["test", "s"],
+        ["pr", "s", "--dry-run"],
+        ["sync", "s"],
+        ["land", "s", "--dry-run"],
+        ["drop", "s"],
+        ["rebase", "s"],
+        ["resolve", "s", "1"],
+        ["refresh", "s", "1"],
+        ["edit", "s", "1"],
+        ["squash", "s", "1", "2"],
+        ["move", "s", "1", "--to", "2"],
+        ["remove", "s", "1"],
+        ["import", "s", "HEAD"],
+    ],
+)
+def test_outside_a_repository_every_command_that_needs_one_says_so(tmp_path: Path, args: list[str]) -> None:
+    """`list` there said "no stacks in …/patches" and exited 0, `check` blamed a missing stack."""
+    plain = tmp_path / "plain"
+    (plain / "patches" / "s").mkdir(parents=True)  # a ./patches of chance is not where the fork's stacks are
+    proc = run_ggstack(*args, cwd=plain)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{plain}: not a git repository" in proc.stderr and "--repo" in proc.stderr, proc.stderr
+    assert "no stack" not in proc.stderr + proc.stdout
 
 
 def test_repo_and_patches_work_after_the_subcommand_too(repo: GitRepo, tmp_path) -> None:

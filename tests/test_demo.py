@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
+from ggstack import exits
+from ggstack.model import Run
+
 pytestmark = pytest.mark.slow  # end to end: the suite runs it, `pytest -m "not slow"` does not
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,8 +55,10 @@ def test_stored_stack_applies_with_git_am_onto_the_older_base(tmp_path: Path) ->
 
 def _demo(tmp_path: Path, base: str) -> dict:
     proc = run_ggstack("demo", str(tmp_path / "demo"), "--base", base, "--json", cwd=tmp_path, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    run = json.loads(proc.stdout)
+    # Its exit code is the one sync would give for the same Run (1: a patch needs a human).
+    assert proc.returncode == exits.exit_code(Run.from_json(run)), proc.stderr
+    return run
 
 
 @pytest.mark.skipif(
@@ -87,8 +92,14 @@ def test_demo_on_the_older_base_says_the_fix_is_needed(tmp_path: Path) -> None:
 
 
 def test_demo_prints_the_maintainer_table(tmp_path: Path) -> None:
-    proc = run_ggstack("demo", "--gpu", "off", cwd=tmp_path, timeout=600)
-    assert proc.returncode == 0, proc.stderr
+    proc = run_ggstack("demo", "--gpu", "off", cwd=tmp_path, timeout=600, env={"COLUMNS": ""})
+    assert proc.returncode == 1, proc.stderr  # 0002 is partial: as sync, 1 when a patch needs a human
     assert "gg-clean" in proc.stdout and "dev/gilded-gnosis" in proc.stdout
     assert "0001" in proc.stdout and "0003" in proc.stdout
+    # Piped: tables at 100 columns, a line a stage on stderr, and what to do next on your own fork.
+    tables = proc.stdout.split("===== ")[0]
+    assert max(len(line) for line in tables.splitlines()) <= 100
+    for stage in ("apply", "check", "test", "pr"):
+        assert f"ggstack: {stage}: 3 patches" in proc.stderr, proc.stderr
+    assert "Next, on your own fork" in proc.stdout and "ggstack import my-fork origin/main..my-fork" in proc.stdout
     assert not list(tmp_path.iterdir()), "the temporary directory is removed without --keep"

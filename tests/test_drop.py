@@ -76,10 +76,10 @@ def test_drop_takes_out_the_represented_patch_and_records_why(fork: Fork) -> Non
     fork.ok("apply", "s", "--onto", "main~1")  # before the base had b: three branches
     assert len(fork.branches()) == 3
     proc = fork.ok("drop", "s", "--represented", "--onto", "main")
-    assert "0002-fix-b-change-b.patch" in proc.stdout and fork.landed[:10] in proc.stdout
+    assert "0002 fix(b): change b" in proc.stdout and fork.landed[:10] in proc.stdout
 
     listing = fork.listing()
-    assert [p["cherry_picked_from"] for p in listing] == [fork.picks[0], fork.picks[2]]
+    assert [p["source_commit"] for p in listing] == [fork.picks[0], fork.picks[2]]
     assert [p["name"] for p in listing] == ["0001-fix-a-change-a.patch", "0002-fix-c-change-c.patch"]
     assert (fork.stack / "series").read_text().splitlines()[1:] == [p["name"] for p in listing]
     assert "[PATCH 2/2]" in (fork.stack / "0002-fix-c-change-c.patch").read_text()
@@ -89,7 +89,7 @@ def test_drop_takes_out_the_represented_patch_and_records_why(fork: Fork) -> Non
     assert entry["name"] == "0002-fix-b-change-b.patch" and entry["subject"] == "fix(b): change b"
     assert entry["represented_by"] == [fork.landed] and entry["represented_subjects"] == ["fix(b): change b"]
     assert entry["base"] == fork.landed and entry["base_ref"] == "main"
-    assert entry["cherry_picked_from"] == fork.picks[1] and entry["stack_patch_id"].startswith("I")
+    assert entry["source_commit"] == fork.picks[1] and entry["stack_patch_id"].startswith("I")
     assert entry["dropped_at"] == "2027-01-15T08:00:00Z"  # SOURCE_DATE_EPOCH
     assert "patch-id" in entry["reason"] or fork.landed[:10] in entry["reason"]
     # Its branch is gone; the others' stay (apply renames them when it next runs).
@@ -122,11 +122,13 @@ def test_drop_from_a_saved_run_and_the_runs_it_refuses(fork: Fork) -> None:
     (fork.tmp / "other.json").write_text(json.dumps(other))
     bad = fork.gg("drop", "s", "--represented", "--run", "other.json")
     assert bad.returncode == 2 and "the Run is of stack 't', not 's'" in bad.stderr
-    assert fork.gg("drop", "s").returncode == 2  # --represented is what it drops: required
+    # --represented is what drop takes out: the default, the same plan without the word.
+    plain = json.loads(fork.ok("drop", "s", "--run", "run.json", "--dry-run", "--json").stdout)
+    assert plain == dry
     assert snapshot(fork.stack) == before and len(fork.branches()) == 2
 
     fork.ok("drop", "s", "--represented", "--run", "run.json")
-    assert [p["cherry_picked_from"] for p in fork.listing()] == [fork.picks[0], fork.picks[2]]
+    assert [p["source_commit"] for p in fork.listing()] == [fork.picks[0], fork.picks[2]]
 
 
 def test_a_branch_someone_moved_or_checked_out_is_kept_and_a_later_drop_removes_it(fork: Fork) -> None:
@@ -298,5 +300,5 @@ def test_drop_refuses_a_patch_with_lines_of_the_forks_own_unless_forced(fork: Fo
     assert snapshot(fork.stack) == before
 
     fork.ok("drop", "s", "--represented", "--run", "run.json", "--force")
-    assert [p["cherry_picked_from"] for p in fork.listing()] == [fork.picks[0], fork.picks[2]]
+    assert [p["source_commit"] for p in fork.listing()] == [fork.picks[0], fork.picks[2]]
     assert (fork.stack / "dropped" / "0001-fix-b-change-b.patch").exists()

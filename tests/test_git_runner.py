@@ -237,8 +237,9 @@ def test_merges_asked_of_one_merge_tree_are_those_of_a_process_each(tmp_path: Pa
 
 
 def test_outside_any_repository_git_says_so_and_gitpython_is_not_imported(tmp_path: Path) -> None:
-    """Finding ``patches/`` outside a repository falls back to ``./patches`` on git's own
-    "not a git repository", without importing GitPython (a tenth of a second) to hear it again."""
+    """Outside a repository, git's own "not a git repository" is the answer (init makes its stack
+    in ``./patches``; every other command says so), without importing GitPython (a tenth of a
+    second) to hear it again."""
     import sys
 
     outside = tmp_path / "outside"
@@ -252,7 +253,13 @@ def test_outside_any_repository_git_says_so_and_gitpython_is_not_imported(tmp_pa
         "    git.Repository('.')\n"
         "except UserError as e:\n"
         "    print(e)\n"
-        "print(Ctx('.', None).patches_dir)\n"
+        "try:\n"
+        "    Ctx('.', None).patches_dir\n"
+        "except UserError as e:\n"
+        "    print(e)\n"
+        "ctx = Ctx('.', None)\n"
+        "ctx.anywhere = True  # init\n"
+        "print(ctx.patches_dir)\n"
         "print('git' in sys.modules)\n"
     )
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(git.__file__).parents[2]), "HOME": str(tmp_path)}
@@ -260,8 +267,9 @@ def test_outside_any_repository_git_says_so_and_gitpython_is_not_imported(tmp_pa
     proc = subprocess.run([sys.executable, "-c", probe], cwd=outside, env=env, capture_output=True, text=True)
 
     assert proc.returncode == 0, proc.stderr
-    said, patches, imported = proc.stdout.splitlines()
+    said, told, patches, imported = proc.stdout.splitlines()
     assert said == ".: not a git repository (use --repo to point at the fork checkout)"
+    assert told.startswith(f"{outside}: not a git repository (run ggstack inside your fork's checkout")
     assert patches == str(outside / "patches")
     assert imported == "False"
 

@@ -93,7 +93,7 @@ def test_a_range_imports_the_branchs_own_commits_and_names_the_merges_it_left_ou
 
     proc = fork.ok("import", "s", "main..fix/x")
 
-    assert [p["cherry_picked_from"] for p in fork.listed()] == own
+    assert [p["source_commit"] for p in fork.listed()] == own
     assert [p["subject"] for p in fork.listed()] == ["fix: first", "fix: second", "fix: third"]
     assert "left out 2 merges of the base: " in proc.stdout
     for m in merges:
@@ -102,21 +102,56 @@ def test_a_range_imports_the_branchs_own_commits_and_names_the_merges_it_left_ou
     assert fork.am("main").tree("HEAD") == fork.repo.tree("fix/x")
 
 
-def test_a_range_from_the_fork_point_says_which_commits_the_stacks_base_already_has(fork: Fork) -> None:
+def test_a_range_from_the_fork_point_leaves_out_the_commits_the_stacks_base_already_has(fork: Fork) -> None:
     """From the fork point (not from main), the range reaches main's own commits through the
-    merges, and git rebase would replay them: kept, but said, with the range that leaves them out."""
+    merges, and git rebase would replay them: the branch's own commits are what a maintainer
+    means, so main's are left out and listed; --keep-merged imports them."""
     own, _ = _branch_that_merged_main_twice(fork)
 
     proc = fork.ok("import", "s", f"{fork.base}..fix/x")
 
-    subjects = [p["subject"] for p in fork.listed()]
-    assert "upstream: one" in subjects and "fix: third" in subjects
-    assert "2 imported commit(s) are already on the stack's base 'main'" in proc.stdout, proc.stdout
-    assert "BASE..BRANCH" in proc.stdout
+    assert [p["source_commit"] for p in fork.listed()] == own
+    said = " ".join(proc.stdout.split())
+    assert "left out 2 commits already on the stack's base 'main'" in said, proc.stdout
+    assert "'upstream: one'" in said and "'upstream: two'" in said and "--keep-merged" in said
     fork.ok("init", "s2", "--repo-slug", SLUG, "--base", "main")
-    plain = fork.ok("import", "s2", "main..fix/x")
-    assert [p["cherry_picked_from"] for p in json.loads(fork.ok("list", "s2", "--json").stdout)["s2"]] == own
+    kept = fork.ok("import", "s2", "--keep-merged", f"{fork.base}..fix/x")
+    subjects = [p["subject"] for p in json.loads(fork.ok("list", "s2", "--json").stdout)["s2"]]
+    assert "upstream: one" in subjects and "fix: third" in subjects
+    assert "2 imported commit(s) are already on the stack's base 'main'" in kept.stdout, kept.stdout
+    fork.ok("init", "s3", "--repo-slug", SLUG, "--base", "main")
+    plain = fork.ok("import", "s3", "main..fix/x")
+    assert [p["source_commit"] for p in json.loads(fork.ok("list", "s3", "--json").stdout)["s3"]] == own
     assert "already on the stack's base" not in plain.stdout
+
+
+def test_a_branch_that_merged_a_newer_main_than_the_local_base_ref_imports_its_own_commits(fork: Fork) -> None:
+    """A stale origin/main: the branch merged a newer main, whose commits are in origin/main..branch.
+    They are not the fork's carry patches: left out, with the hint that the base ref looks behind."""
+    repo = fork.repo
+    repo.git("update-ref", "refs/remotes/origin/main", fork.base)  # the last fetch: before upstream moved
+    repo.git("checkout", "-q", "-b", "fix/x")
+    own = [repo.commit("fix: first", {"fix.py": "x = 1\n"})]
+    fork.on("main")
+    upstream = [repo.commit(f"upstream: {i}", {f"up{i}.txt": f"{i}\n"}) for i in range(3)]
+    fork.on("fix/x")
+    fork.merge("main", "Merge remote-tracking branch 'origin/main' into fix/x")
+    own.append(repo.commit("fix: second", {"fix.py": "x = 2\n"}))
+    repo.git("branch", "-q", "-f", "main", fork.base)  # the local main is as old as origin/main
+    fork.ok("init", "t", "--repo-slug", SLUG, "--base", "main")
+
+    proc = fork.ok("import", "t", "origin/main..fix/x")
+
+    got = json.loads(fork.ok("list", "t", "--json").stdout)["t"]
+    assert [p["source_commit"] for p in got] == own
+    said = " ".join(proc.stdout.split())
+    assert "left out 3 commits that a merge of the base brought in" in said, proc.stdout
+    assert "looks behind" in said and "git fetch origin" in said
+    assert all(c[:12] in said for c in upstream)
+    fork.ok("init", "u", "--repo-slug", SLUG, "--base", "main")
+    fork.ok("import", "u", "--keep-merged", "origin/main..fix/x")
+    kept = json.loads(fork.ok("list", "u", "--json").stdout)["u"]
+    assert [p["source_commit"] for p in kept] == [own[0], *upstream, own[1]]
 
 
 def test_a_second_import_of_the_range_names_the_file_that_has_it(fork: Fork) -> None:
@@ -146,7 +181,7 @@ def test_a_pr_merge_in_a_range_is_the_prs_combined_change(fork: Fork) -> None:
     proc = fork.ok("import", "s", "main..release")
 
     got = fork.listed()
-    assert [p["cherry_picked_from"] for p in got] == [first, pr, last]
+    assert [p["source_commit"] for p in got] == [first, pr, last]
     assert got[1]["subject"] == "Add the feature"
     assert got[1]["original_pr"] == f"{SLUG}#7"
     assert "left out" not in proc.stdout
@@ -194,7 +229,7 @@ def test_a_merged_sub_branch_is_replayed_commit_by_commit(fork: Fork) -> None:
 
     proc = fork.ok("import", "s", "main..fix/x")
 
-    assert {p["cherry_picked_from"] for p in fork.listed()} == {a, b, c}
+    assert {p["source_commit"] for p in fork.listed()} == {a, b, c}
     assert f"left out 1 merge of commits imported on their own: {merge[:12]}" in proc.stdout
     assert fork.am("main").tree("HEAD") == repo.tree("fix/x")
 
@@ -209,7 +244,7 @@ def test_a_commit_the_base_already_has_by_patch_id_is_kept_and_said(fork: Fork) 
 
     proc = fork.ok("import", "s", "main..fix/x")
 
-    assert [p["cherry_picked_from"] for p in fork.listed()] == [picked, other]
+    assert [p["source_commit"] for p in fork.listed()] == [picked, other]
     assert "kept 1 already upstream by patch-id" in proc.stdout
     assert "0001-fix-taken-upstream.patch" in proc.stdout
 
@@ -224,8 +259,13 @@ def test_a_range_of_merges_only_says_so(fork: Fork) -> None:
 
     proc = fork.gg("import", "s", "main~1..fix/x")
 
+    # main~1..fix/x holds main's own commit and the merge: the branch has nothing of its own.
+    assert proc.returncode == 2, proc.stderr
+    assert "no commits to import: the base has them or a merge of the base brought them" in proc.stderr
+    assert "--keep-merged" in proc.stderr and snapshot(fork.stack) == snapshot(fork.stack)
+    proc = fork.gg("import", "s", "--keep-merged", "main~1..fix/x")
     assert proc.returncode == 0, proc.stderr
-    # main~1..fix/x holds main's own commit and the merge: the commit is imported, the merge is left out.
+    # Asked for: the commit is imported, the merge is left out.
     assert [p["subject"] for p in fork.listed()] == ["upstream: one"]
     assert "left out 1 merge of commits imported on their own" in proc.stdout
     fork.ok("remove", "s", "1")
@@ -268,8 +308,12 @@ def test_trailers_follow_the_message_after_a_blank_line(fork: Fork, shape: str) 
     proc = fork.ok("import", "s", sha)
 
     (patch,) = fork.listed()
-    assert patch["cherry_picked_from"] == sha and patch["stack_patch_id"].startswith("I")
-    trailers = f"Cherry-picked-from: {sha}\nStack-Patch-Id: {patch['stack_patch_id']}\n"
+    assert (
+        patch["source_commit"] == sha
+        and patch["cherry_picked_from"] is None
+        and patch["stack_patch_id"].startswith("I")
+    )
+    trailers = f"Stack-Patch-Id: {patch['stack_patch_id']}\n"  # its own commit: the From line names it, no pick trailer
     in_block = shape == "existing trailers"
     expected = message.rstrip("\n") + ("\n" if in_block else "\n\n") + trailers
     # What ggstack itself replays (apply writes the whole message) ...
@@ -316,8 +360,14 @@ def test_a_directory_of_format_patch_files_comes_in_with_stack_patch_ids(fork: F
 
     got = fork.listed()
     assert [p["subject"] for p in got] == ["carry: one", "carry: two"]
-    assert [p["cherry_picked_from"] for p in got] == shas  # the From line names the commit it was taken from
+    assert [p["source_commit"] for p in got] == shas  # the From line names the commit it was taken from
     assert all(p["stack_patch_id"].startswith("I") for p in got)
+    # The same commits imported as a range record the same source, and neither path calls them picks.
+    fork.ok("init", "s2", "--repo-slug", "o/r", "--base", "main")
+    fork.ok("import", "s2", "main..carry")
+    ranged = json.loads(fork.ok("list", "s2", "--json").stdout)["s2"]
+    assert [(p["source_commit"], p["cherry_picked_from"]) for p in ranged] == [(s, None) for s in shas]
+    assert [(p["source_commit"], p["cherry_picked_from"]) for p in got] == [(s, None) for s in shas]
     assert "imported 0001-carry-one.patch" in proc.stdout
     checkout = fork.am("main")
     assert checkout.tree("HEAD") == fork.repo.tree("carry")
@@ -357,7 +407,7 @@ def test_an_mbox_comes_in(fork: Fork) -> None:
 
     fork.ok("import", "s", "--from", str(mbox))
 
-    assert [p["cherry_picked_from"] for p in fork.listed()] == shas
+    assert [p["source_commit"] for p in fork.listed()] == shas
     assert fork.am("main").tree("HEAD") == fork.repo.tree("carry")
 
 

@@ -195,6 +195,8 @@ def test_first_run_opens_two_stacked_gated_prs_and_none_for_the_represented_patc
     assert "Keep the a buffers alive while graphs are captured." in body
     assert "Co-authored-by" not in body and "Stack-Patch-Id" not in body  # trailers are not the summary
     assert "upstream/proj#130" in body and w.a in body
+    # The fork's own commit is its source, never "cherry-picked" (it was picked from nowhere).
+    assert f"Source commit (the fork's own): {w.a}" in body and "herry-pick" not in body
     assert "CUTLASS version pin (cmake/cutlass.cmake)" in body
     assert re.search(r"a\.txt\s+\| \+1 -1", body) and re.search(r"tests/test_a\.py\s+\| \+2 -0", body)
     assert "PR 1 of 2" in body and f"Next: #{pb['number']}" in body

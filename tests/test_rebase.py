@@ -172,7 +172,7 @@ def test_a_conflict_stops_it_and_partial_rebases_up_to_it(fork: Fork) -> None:
     proc = fork.gg("rebase", "s", "--onto", "main", "--partial", "--dry-run")
     assert "s: would rebase 1 of 3 patches onto main" in proc.stdout, proc.stdout
     assert "0002-fix-b-change-b.patch stops the rest" in proc.stdout and "would rewrite" in proc.stdout
-    assert "the patch before it would be rebased (`ggstack apply` shows the conflict)" in proc.stderr
+    assert "the patch before it would be rebased (`ggstack resolve s 0002` resolves the conflict)" in proc.stderr
     assert snapshot(fork.stack) == before
 
     proc = fork.gg("rebase", "s", "--onto", "main", "--partial", "--json")
@@ -193,6 +193,8 @@ def test_a_patch_that_became_empty_stops_it_too(fork: Fork) -> None:
     before = snapshot(fork.stack)
     proc = fork.gg("rebase", "s", "--onto", "main")
     assert proc.returncode == 1 and "changes nothing on the base" in proc.stderr and "ggstack drop" in proc.stderr
+    # The stop's real reason, not a conflict that is not there.
+    assert "conflict" not in proc.stderr and "`ggstack drop s` takes it out" in proc.stderr, proc.stderr
     assert snapshot(fork.stack) == before
     unknown = fork.gg("rebase", "s", "--onto", "no-such-branch")
     assert unknown.returncode == 2 and "unknown base ref 'no-such-branch'" in unknown.stderr

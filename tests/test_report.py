@@ -339,7 +339,7 @@ def test_table_shows_every_patch_in_merge_order() -> None:
     console = Console(width=250, record=True, color_system=None)
     console.print(report.report_table(every_verdict_run()))
     text = console.export_text()
-    positions = [text.index(f"{i:04d}-") for i in range(1, 8)]
+    positions = [text.index(f"{i:04d} Patch {i}") for i in range(1, 8)]
     assert positions == sorted(positions)
     assert "waiting for approval" in text and "close PR" in text and "not judged" in text
 
@@ -404,7 +404,7 @@ def test_colour_on_a_terminal_none_with_no_color_none_when_piped(tmp_path: Path)
     assert colour in _on_a_terminal(["report", str(path)], {})
     assert colour not in _on_a_terminal(["report", str(path)], {"NO_COLOR": "1"})
     piped = run_ggstack("report", str(path), cwd=tmp_path)
-    assert "\x1b[" not in piped.stdout and "0005-broken-patch.patch" in piped.stdout
+    assert "\x1b[" not in piped.stdout and "0005 Patch 5" in piped.stdout
 
 
 @pytest.mark.parametrize(
@@ -483,9 +483,9 @@ def test_a_needed_patch_that_did_not_replay_says_why_it_gets_no_pr() -> None:
         stages={"pr": "dry-run (offline: no forge was read)"},
     )
     shown = plain(report.pr_plan_table(run), width=200)
-    (row,) = [line for line in shown.splitlines() if "0001-partial" in line]
+    (row,) = [line for line in shown.splitlines() if "0001 Patch 1" in line]
     assert "no PR: partial, but it does not replay onto the base (rework)" in row
-    (row,) = [line for line in shown.splitlines() if "0002-unique" in line]
+    (row,) = [line for line in shown.splitlines() if "0002 Patch 2" in line]
     assert "no PR" not in row  # it has a commit: the plan's own words (here none yet) are its
 
 
@@ -504,7 +504,7 @@ def test_markdown_cells_show_code_spans_as_written_and_still_no_html() -> None:
 def test_the_test_table_says_which_patches_only_left_out_rather_than_no_test_files() -> None:
     run = every_verdict_run()
     shown = plain(report.test_table(run, [run.outcomes[2].name]), width=250)
-    (row,) = [line for line in shown.splitlines() if run.outcomes[2].name in line]
+    (row,) = [line for line in shown.splitlines() if "0003 Patch 3" in line]
     assert "not tested (not chosen by --only)" in row
     assert "no test files" in shown  # the others without tests still say so
 

@@ -220,3 +220,11 @@ def test_a_worktree_half_made_by_a_killed_resolve_is_replaced(fork: Fork) -> Non
     (Path(proc["worktree"]) / "f.txt").write_text(_text("f", {10: "both 10"}))
     fork.ok("refresh", "s", "2")
     assert fork.repo.git("worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_resolve_of_a_patch_that_applies_says_there_is_no_conflict(fork: Fork) -> None:
+    """It said "edit the files there" as for a conflict; 0001 applies cleanly onto main."""
+    proc = fork.ok("resolve", "s", "1", "--onto", "main")
+    assert "no conflict: 0001-fix-a-change-a.patch applies cleanly onto main" in " ".join(proc.stderr.split())
+    assert "conflicts in" not in proc.stderr
+    fork.ok("refresh", "s", "1", "--abort")

@@ -162,7 +162,7 @@ def test_concurrent_imports_lose_no_update(fork: Fork) -> None:
     procs = [_start(fork, "import", "s", sha) for sha in fork.more]
     results = [(p.wait(timeout=240), p.stderr.read() if p.stderr else "") for p in procs]
     assert all(rc == 0 for rc, _ in results), results
-    picked = [p["cherry_picked_from"] for p in fork.listing()]
+    picked = [p["source_commit"] for p in fork.listing()]
     assert picked[:3] == fork.picks and sorted(picked[3:]) == sorted(fork.more)
     assert leftovers(fork.patches) == []
 
@@ -171,7 +171,7 @@ def test_concurrent_removes_lose_no_update(fork: Fork) -> None:
     procs = [_start(fork, "remove", "s", "1") for _ in range(2)]
     results = [(p.wait(timeout=240), p.stderr.read() if p.stderr else "") for p in procs]
     assert all(rc == 0 for rc, _ in results), results
-    assert [p["cherry_picked_from"] for p in fork.listing()] == fork.picks[2:]
+    assert [p["source_commit"] for p in fork.listing()] == fork.picks[2:]
 
 
 def test_an_edit_waits_for_the_lock_then_names_its_holder(fork: Fork) -> None:
@@ -218,11 +218,11 @@ def test_a_reader_never_sees_a_torn_stack_while_it_changes(fork: Fork) -> None:
         ],
         cwd=fork.tmp,
     )
-    names = {tuple(p["cherry_picked_from"] for p in fork.listing())}
+    names = {tuple(p["source_commit"] for p in fork.listing())}
     while mover.poll() is None:
         proc = fork.gg("list", "s", "--json")
         assert proc.returncode == 0, proc.stderr
-        names.add(tuple(p["cherry_picked_from"] for p in json.loads(proc.stdout)["s"]))
+        names.add(tuple(p["source_commit"] for p in json.loads(proc.stdout)["s"]))
     assert mover.returncode == 0
     rotations = {tuple(fork.picks[i:] + fork.picks[:i]) for i in range(3)}
     assert names <= rotations and len(names) >= 2

@@ -3,7 +3,7 @@
 ``ggstack demo`` (and the payload tests) turn this into a real repository;
 as data, the history reads in one place, the commit ids are the same on every
 machine (fixed identities and dates), and nothing here needs git. The story
-is the seed's (README "The embedded default: demo"): PR #130's DCP fix,
+is the seed's (docs/commands/demo.md): PR #130's DCP fix,
 merged and reverted, re-applied as patch A of a clean stack, while
 ``dev/gilded-gnosis`` got the same fix in another shape through one
 consolidating commit — so patch-id and text cannot tell that A is redundant

@@ -6,7 +6,7 @@ PyGithub and every message raised here is scrubbed of it. Retries are
 ggstack's, not urllib3's (PyGithub gets ``retry=None``): a re-sent POST must
 first check whether the lost one landed, and every wait comes out of one
 bounded budget per run (``RetryPolicy``: its knobs are environment variables,
-README "Pull requests", so the tests can shrink the time scale).
+docs/commands/pr.md, so the tests can shrink the time scale).
 """
 
 from __future__ import annotations

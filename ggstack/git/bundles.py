@@ -1,7 +1,7 @@
 """Commits carried from one CI job to another as a git bundle, and read back objects only.
 
 The stage that runs a patch's tests holds no token, and the stage that holds
-the token runs no patch code (README "The bot"): the commits the first made
+the token runs no patch code (docs/bot.md): the commits the first made
 travel to the second as a file. A bundle is git's own format for that (a
 header naming the commits, then a pack), so ``git bundle verify`` and ``git
 fetch`` read it too; ggstack writes it itself because ``git bundle create``

@@ -64,12 +64,16 @@ class Patches(Runner):
         parents = dict(commits)
         out: dict[str, tuple[str, bytes]] = {}
         with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as out_dir:
-            shas = list(parents)
-            for chunk in range(0, len(shas), 2000):  # format-patch reads no --stdin: bounded command lines
+            calls = [
+                group[chunk : chunk + 2000]  # format-patch reads no --stdin: bounded command lines
+                for group in _unchained(parents)
+                for chunk in range(0, len(group), 2000)
+            ]
+            for n, shas in enumerate(calls):
                 # "C^!" is C alone (one sha alone would be format-patch's "since C").
-                chunk_dir = os.path.join(out_dir, str(chunk))  # each call numbers its files from 0001
+                chunk_dir = os.path.join(out_dir, str(n))  # each call numbers its files from 0001
                 args = [*_FORMAT_PATCH_ARGS, "-o", chunk_dir, "--end-of-options"]
-                args += [c + "^!" for c in shas[chunk : chunk + 2000]]
+                args += [c + "^!" for c in shas]
                 if paths:
                     args += ["--", *paths]
                 self.run(*args, env={"GIT_LITERAL_PATHSPECS": "1"})
@@ -168,3 +172,19 @@ def set_patch_number(data: bytes, number: int, total: int) -> bytes:
     if m is None or m.group(0) == label:
         return data
     return b"".join((memoryview(data)[: m.start()], label, memoryview(data)[m.end() :]))
+
+
+def _unchained(parents: dict[str, str]) -> list[list[str]]:
+    """The commits in groups where none is another's parent: in one call, ``B^!`` after ``A^!``
+    with A B's parent would take A out again (``^A``). A stack's copies form such a chain where
+    a copy is its commit itself (a message that carries every trailer already)."""
+    groups: list[tuple[list[str], set[str], set[str]]] = []  # (members, members as a set, their parents)
+    for sha, parent in parents.items():
+        group = next((g for g in groups if parent not in g[1] and sha not in g[2]), None)
+        if group is None:
+            group = ([], set(), set())
+            groups.append(group)
+        group[0].append(sha)
+        group[1].add(sha)
+        group[2].add(parent)
+    return [members for members, _, _ in groups]

@@ -82,7 +82,7 @@ def environment(extra: dict[str, str] | None = None, config: Mapping[str, str] |
 # ``log`` printing gpg's verdict before a signed commit; ``diff-tree -p`` writing a blank
 # context line as an empty line, which is no hunk line to the diffs ggstack reads and compares.
 # And the user's programs that git would start for them, which ggstack's own work never wants
-# (README "Your git settings"): the fsmonitor daemon or hook started in the checkout to answer
+# (docs/git-settings.md): the fsmonitor daemon or hook started in the checkout to answer
 # what changed in it (ggstack reads objects, not the checkout); gpg signing a scratch commit
 # (``commit-tree`` honours commit.gpgSign: a prompt, and no longer the same object for the same
 # inputs). An external diff program or textconv filter plumbing never runs, and the one
