@@ -1,12 +1,6 @@
-"""One home for ggstack's caches: what a rerun on the same inputs need not compute again.
-
-Every cache lives under ``<git dir>/ggstack/cache/``, keyed by exactly what
-decides its entries and by a version bumped when their meaning changes. An
-entry that is missing, corrupt, of another shape or another version is a
-miss the caller recomputes — a cache only ever costs time, never a wrong
-answer or a traceback. Entries are written with ``state.write_atomic``, so a
-kill leaves the old one or the new one. ``--no-cache`` is ``Entries(read=False)``;
-a ``Map`` holds git facts named by object ids, which no flag needs recomputed.
+"""One home for ggstack's caches under ``<git dir>/ggstack/cache/``, keyed by exactly what decides
+an entry and a version. A missing, corrupt or other-version entry is a miss: a cache only ever
+costs time, never a wrong answer.
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ def key(version: str, parts: Iterable[str | bytes]) -> str:
 
 
 def read_json(path: str) -> Any:
-    """The JSON value in ``path``; None where there is none or it is not JSON."""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -40,18 +33,12 @@ def read_json(path: str) -> Any:
 
 
 def write_json(path: str, value: Any, *, sort_keys: bool = False) -> None:
-    """``value`` as JSON in ``path``, atomically; the keys in the order given unless ``sort_keys``
-    (a restored evidence dict prints in the order it was made)."""
+    """``value`` as JSON in ``path``, atomically, keys in the order given unless ``sort_keys``."""
     state.write_atomic(path, json.dumps(value, sort_keys=sort_keys).encode())
 
 
 class Entries:
-    """A cache of one JSON object per key, each in a file of its own (``<name>/<key>.json``).
-
-    ``keep``: how many entries stay, the most recently written or read first
-    (None: all). ``read=False`` (``--no-cache``): every entry is a miss, and
-    what is computed instead is written as usual.
-    """
+    """One JSON object per key, a file each; ``keep`` the most recently used, ``read=False`` for ``--no-cache``."""
 
     def __init__(
         self, repo: git.Repository, name: str, *, version: str, keep: int | None = None, read: bool = True
@@ -65,7 +52,6 @@ class Entries:
         return os.path.join(self._repo.state_dir("cache", self.name), k + ".json")
 
     def get(self, k: str) -> dict[str, Any] | None:
-        """The object stored under ``k``; None when reading is off or it is missing or not an object."""
         if not self.read:
             return None
         path = self.path(k)
@@ -92,8 +78,7 @@ def _prune(directory: str, keep: int) -> None:
 
 
 class Map:
-    """A small map of strings to strings in one JSON file (``<name>.json``), read whole
-    and written back whole when it changed. A value that is not a string is a miss."""
+    """A small string map in one JSON file, read whole, written back whole when it changed."""
 
     def __init__(self, repo: git.Repository, name: str) -> None:
         self._path = os.path.join(repo.state_dir("cache"), name + ".json")

@@ -1,10 +1,5 @@
-"""The two kinds of failure a user sees as a message rather than a traceback.
-
-``UserError`` is what the user can fix (a malformed patch, an unknown ref, a
-missing token): exit code 2. ``InfraError`` is the world failing under us (the
-forge unreachable after retries, git itself failing): exit code 3, so that a
-bot can tell "fix your input" from "try again later". Anything else is a bug
-and keeps its traceback.
+"""The failures a user sees as a message, not a traceback: ``UserError`` (fix your input, exit 2)
+and ``InfraError`` (the world failed, try again later, exit 3). Anything else is a bug.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""The secrets ggstack holds, and the one place that hides them from what it prints or saves.
-
-The forge token and credentials in ``GITHUB_API_URL`` can be quoted by any
-message from requests, PyGithub or git, and a message travels far (stderr,
-Actions logs and annotations, the step summary, the saved Run): so every
-message on its way out goes through ``Secrets.scrub``, and a URL ggstack names
-itself is shown without its userinfo (``shown_url``). A patch's tests are the
-patch's code and could read ``/proc/<pid>/environ`` of their ancestors, so the
-secrets never stay in ggstack's process environment (``keep_out_of_environ``):
-every form a CI hands a credential in (docs/bot.md: a token variable, git's
-auth header in ``GIT_CONFIG_*``, an askpass program, an agent socket, a URL
-with userinfo) is taken out at start-up (``split_credentials``) and given back
-only to what needs it: git's network commands (``lent``), the forge after the
-tests (``release_to_environ``).
+"""The secrets ggstack holds, and the one place that hides them. Every message on its way out
+goes through ``Secrets.scrub``; and since a patch's tests could read ``/proc/<pid>/environ`` of
+their ancestors, every form a CI hands a credential in is taken out of the environment at
+start-up and lent back only to what needs it (git's network commands, the forge after the tests).
 """
 
 from __future__ import annotations
@@ -51,7 +41,6 @@ def shown_url(url: str) -> str:
 
 
 def _url_secrets(url: str) -> list[str]:
-    """The userinfo of ``url`` (with its "@", as written and percent-decoded) and its parts."""
     scheme_end = url.find("://")
     rest = url[scheme_end + 3 :] if scheme_end >= 0 else url
     # Up to the last "@" before the path, else in the whole value: what any reader may take for userinfo.
@@ -67,10 +56,9 @@ def _url_secrets(url: str) -> list[str]:
 
 
 def encoded(value: str) -> list[str]:
-    """The forms ``value`` takes where a program passes it on: as it is, percent-encoded (in a
-    URL), and base64-encoded — alone, as the password of GitHub's basic auth
-    (``x-access-token:<value>``, the header git sends), and inside any longer base64 text
-    (the part of its encoding that is the same wherever it starts in that text)."""
+    """``value`` in every form a program passes it on: as it is, percent-encoded, base64 alone, as
+    basic auth's password (``x-access-token:<value>``), and inside longer base64 text.
+    """
     import base64
     import urllib.parse
 
@@ -93,8 +81,7 @@ def encoded(value: str) -> list[str]:
 
 
 def _header_secrets(env: Mapping[str, str]) -> list[str]:
-    """The credentials of an ``http.extraheader`` passed as GIT_CONFIG_* (actions/checkout's way):
-    the header's last word, and the token inside it where it is basic auth's base64."""
+    """An ``http.extraheader``'s credentials: its last word, and the token in basic auth's base64."""
     import base64
     import binascii
 
@@ -114,8 +101,7 @@ def _header_secrets(env: Mapping[str, str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Secrets:
-    """The values that must never be shown, in every form they travel in (``encoded``);
-    ``scrub`` replaces them with ``***``."""
+    """The values never to be shown, in every form they travel in; ``scrub`` makes them ``***``."""
 
     values: tuple[str, ...] = ()
 
@@ -136,7 +122,7 @@ class Secrets:
         found += _header_secrets(env)
         found += _credential_values(env)
         kept = {v for v in found if len(v) >= _SHORTEST or (len(v) > 1 and v.endswith("@"))}
-        forms = {form for v in kept for form in (encoded(v) if not v.endswith("@") else [v]) if len(form) >= _SHORTEST}
+        forms = {form for v in kept for form in _forms(v) if len(form) >= _SHORTEST}
         return cls(tuple(sorted(forms, key=len, reverse=True)))  # longest first: a part goes with its whole
 
     def scrub(self, text: str) -> str:
@@ -146,8 +132,7 @@ class Secrets:
         return _USERINFO.sub(rf"\1{HIDDEN}@", text)
 
     def scrub_all(self, value: T) -> T:
-        """``value`` with ``scrub`` applied to every string in it: a string, a list, a dict's
-        values, a dataclass's fields (a test's result: its output, its failures' names)."""
+        """``value`` with every string in it scrubbed (lists, dict values, dataclass fields)."""
         if not self.values:
             return value
         if isinstance(value, str):
@@ -166,11 +151,15 @@ _SECRET_VARS = frozenset((*TOKEN_VARS, *URL_VARS))
 _made: dict[tuple[tuple[str, str], ...], Secrets] = {}  # one Secrets a set of values: scrub is asked often
 
 
+def _forms(value: str) -> list[str]:
+    """A userinfo with its "@" is shown only as it is; a secret in every form it travels in."""
+    return [value] if value.endswith("@") else encoded(value)
+
+
 class Scrubbed:
-    """A text stream (stdout, stderr) whose every line goes through ``Secrets.scrub`` first:
-    whatever prints — a table, JSON, a warning, a library's message — shows no secret.
-    Whole lines are scrubbed (a secret split over two writes is still one line); what
-    is left of a line goes out at ``flush``."""
+    """A text stream whose every whole line goes through ``Secrets.scrub``, so a secret split over
+    two writes is still caught.
+    """
 
     def __init__(self, stream: IO[str], secrets: Secrets) -> None:
         self.stream, self.secrets, self._pending = stream, secrets, ""
@@ -207,7 +196,6 @@ def scrub_output() -> None:
 
 
 def scrub(text: str, env: Mapping[str, str] | None = None) -> str:
-    """``text`` with every secret of the environment hidden."""
     return Secrets.from_env(env).scrub(text)
 
 
@@ -218,37 +206,22 @@ def _running_as_ggstack() -> bool:
 
 
 def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
-    """Re-execute ggstack without its secrets in the process environment.
-
-    The first process writes them into a pipe and execs ``python -m ggstack
-    ARGV`` with the pipe's read end inherited and the secrets gone from the
-    environment; the second reads them into ``held`` (and ``held_config``) and,
-    when ``release``, into ``os.environ`` (children started from then on inherit them).
-
-    ``/proc/<pid>/environ`` never changes after exec, whatever ``os.environ`` does
-    later, hence the exec: for the commands that run a patch's code (``release``
-    off); the others, which keep them, are not started again. ``sync`` puts them
-    into ``os.environ`` only after its tests (``release_to_environ``)."""
+    """Re-execute ggstack with its secrets passed through a pipe, not the environment:
+    ``/proc/<pid>/environ`` never changes after exec, whatever ``os.environ`` does later. Only the
+    commands that run a patch's code re-execute; ``sync`` releases them after its tests.
+    """
     if os.environ.get(SECRETS_FD, "").isdigit():
-        fd = int(os.environ.pop(SECRETS_FD))
-        with os.fdopen(fd, "rb") as pipe:
-            handed = json.loads(pipe.read() or b"{}")
-        held.update(handed.get("env", {}))
-        held_config.extend((k, v) for k, v in handed.get("config", []))
-        if release:
-            release_to_environ()
+        _take_handed(int(os.environ.pop(SECRETS_FD)), release=release)
         return
     if release:  # a command that runs no patch code would only put them straight back: no exec
         return
     clean, found, config = split_credentials(os.environ)
     if not (found or config) or not _running_as_ggstack() or not hasattr(os, "execve"):
         return
-    read, write = os.pipe()
     data = json.dumps({"env": found, "config": config}).encode()
     if len(data) > 60_000:  # a pipe holds 64 KiB before it needs a reader: no secret is that long
-        os.close(read)
-        os.close(write)
         return
+    read, write = os.pipe()
     os.write(write, data)
     os.close(write)
     os.set_inheritable(read, True)
@@ -258,10 +231,20 @@ def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
     os.execve(sys.executable, [sys.executable, *_no_cwd_on_path(), "-m", "ggstack", *argv], clean)
 
 
+def _take_handed(fd: int, *, release: bool) -> None:
+    """The secrets the process before the exec wrote into the pipe, held here."""
+    with os.fdopen(fd, "rb") as pipe:
+        handed = json.loads(pipe.read() or b"{}")
+    held.update(handed.get("env", {}))
+    held_config.extend((k, v) for k, v in handed.get("config", []))
+    if release:
+        release_to_environ()
+
+
 def _no_cwd_on_path() -> list[str]:
-    """``-P``: ``python -m`` puts the working directory first on ``sys.path``, where a
-    checkout's own ``json.py`` (pydantic's package has one) would shadow the standard
-    library's; not when ggstack itself is importable only from there (a source tree)."""
+    """``-P``: a checkout's own ``json.py`` first on ``sys.path`` would shadow the standard library's;
+    not where ggstack is importable only from there (a source tree).
+    """
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with contextlib.suppress(OSError):
         if os.path.samefile(here, os.getcwd()):
@@ -277,8 +260,7 @@ def release_to_environ() -> None:
 
 @contextlib.contextmanager
 def lent() -> Iterator[None]:
-    """The held secrets in ``os.environ`` for the block only: for a git fetch before the
-    tests (``sync --fetch``). No long-lived process may start inside it: it would keep them."""
+    """The held secrets in ``os.environ`` for the block only (``sync --fetch``); start no long-lived process in it."""
     saved = dict(os.environ)
     release_to_environ()
     try:
@@ -290,13 +272,8 @@ def lent() -> Iterator[None]:
 
 @contextlib.contextmanager
 def withheld() -> Iterator[None]:
-    """Every credential out of this process's environment for the block.
-
-    ``sync``'s test stage runs code from the patches, and their output is kept
-    in the Run: in one sync process that must not see the token that ``pr``
-    needs next (nor a git auth header the CI passes as GIT_CONFIG_*). Run as the
-    ``ggstack`` program they are out already (``keep_out_of_environ``); this is
-    for a sync called in-process.
+    """Every credential out of this process's environment for the block: for a ``sync`` called
+    in-process, whose tests run the patches' code before ``pr`` needs the token.
     """
     saved = dict(os.environ)
     clean, _, _ = split_credentials(os.environ)
@@ -359,14 +336,12 @@ _USERINFO_PART = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://([^\s/?#@]+)@")
 
 
 def has_userinfo(text: str) -> bool:
-    """A URL in ``text`` whose userinfo is a credential: ``user:password@``, or a token as the
-    user name (``https://<token>@host``); not a bare short name (``ssh://git@host``)."""
+    """A URL in ``text`` whose userinfo is a credential (not a bare name like ``ssh://git@host``)."""
     return any(":" in m or len(m) >= 20 for m in _USERINFO_PART.findall(text))
 
 
 def credential_setting(key: str, value: str) -> bool:
-    """Does this git setting hand out a credential: an auth header, a credential helper, a
-    client key, an askpass or ssh command, a URL with userinfo (``url.<base>.insteadOf`` too)?"""
+    """Does this git setting hand out a credential (auth header, helper, key, askpass, URL with userinfo)?"""
     lower = key.lower()
     return (
         lower.rsplit(".", 1)[-1] in _CREDENTIAL_SETTINGS
@@ -377,19 +352,15 @@ def credential_setting(key: str, value: str) -> bool:
 
 
 def split_credentials(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str], list[tuple[str, str]]]:
-    """``env`` as (without credentials, the credential variables, the credential ``GIT_CONFIG_*``
-    entries): the entries that stay in git's numbered list are numbered again from 0."""
+    """``env`` split into (the rest, credential variables, credential ``GIT_CONFIG_*`` entries),
+    the entries that stay renumbered from 0.
+    """
     clean: dict[str, str] = {}
     found: dict[str, str] = {}
     for name, value in env.items():
         if name == "GIT_CONFIG_COUNT" or _CONFIG_VAR.match(name):
             continue
-        if name == "GIT_CONFIG_PARAMETERS" and not _credential_parameters(value):
-            clean[name] = value
-        elif credential_name(name) or has_userinfo(value):
-            found[name] = value
-        else:
-            clean[name] = value
+        (found if _is_credential_variable(name, value) else clean)[name] = value
     kept: list[tuple[str, str]] = []
     config: list[tuple[str, str]] = []
     for key, value in config_entries(env):
@@ -399,15 +370,19 @@ def split_credentials(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str,
     return clean, found, config
 
 
+def _is_credential_variable(name: str, value: str) -> bool:
+    if name == "GIT_CONFIG_PARAMETERS":
+        return _credential_parameters(value)
+    return credential_name(name) or has_userinfo(value)
+
+
 def config_entries(env: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The settings of ``GIT_CONFIG_COUNT``/``KEY_n``/``VALUE_n``, as git reads them."""
     count = env.get("GIT_CONFIG_COUNT", "")
     n = int(count) if count.isdigit() else 0
     return [(env.get(f"GIT_CONFIG_KEY_{i}", ""), env.get(f"GIT_CONFIG_VALUE_{i}", "")) for i in range(n)]
 
 
 def _append_config(env: MutableMapping[str, str], entries: Sequence[tuple[str, str]]) -> None:
-    """``entries`` after the settings already in ``env``'s numbered list."""
     if not entries:
         return
     n = len(config_entries(env))
@@ -417,20 +392,16 @@ def _append_config(env: MutableMapping[str, str], entries: Sequence[tuple[str, s
 
 
 def _parameters(value: str) -> list[tuple[str, str]]:
-    """The settings of ``GIT_CONFIG_PARAMETERS`` (what ``git -c`` hands its children:
-    ``'key'='value' …``), unquoted as git quotes them."""
+    """The settings of ``GIT_CONFIG_PARAMETERS`` (``git -c``'s), unquoted as git quotes them."""
     pairs = re.findall(r"'((?:[^']|'\\'')*)'(?:='((?:[^']|'\\'')*)')?", value)
     return [(k.replace("'\\''", "'"), v.replace("'\\''", "'")) for k, v in pairs]
 
 
 def _credential_parameters(value: str) -> bool:
-    """``GIT_CONFIG_PARAMETERS`` that sets a credential of any kind."""
     return any(credential_setting(k, v) for k, v in _parameters(value)) or has_userinfo(value)
 
 
 def _credential_values(env: Mapping[str, str]) -> list[str]:
-    """What of each credential form would be shown: a secret variable's value, an auth
-    header's value and its last word (the token or its encoding)."""
     found = [
         v.strip() for k, v in env.items() if credential_name(k) and k.upper() not in CREDENTIAL_VARS and len(v) >= 8
     ]
@@ -442,9 +413,9 @@ def _credential_values(env: Mapping[str, str]) -> list[str]:
 
 
 def reachable_credentials(env: Mapping[str, str]) -> list[str]:
-    """The credentials this process was given, by name (never by value): what the stage
-    that runs a patch's code must not hold. ``IN_EVERY_JOB`` is left out: a CI gives it to
-    every job, and it reaches no forge."""
+    """The credentials this process holds, by name: what the stage running patch code must not
+    hold (``IN_EVERY_JOB`` left out: every CI job has it, and it reaches no forge).
+    """
     _, found, config = split_credentials(env)
     names = [k for k in {**held, **found} if k not in IN_EVERY_JOB]
     names += [f"git setting {k} (GIT_CONFIG_*)" for k, _ in [*held_config, *config]]
@@ -452,8 +423,7 @@ def reachable_credentials(env: Mapping[str, str]) -> list[str]:
 
 
 def credential_files(env: Mapping[str, str]) -> list[str]:
-    """The files under HOME (and the ones the environment names) that hold credentials for git,
-    curl or gh, where they exist and are not empty: ``.netrc``, ``.git-credentials``, gh's hosts."""
+    """The credential files for git, curl or gh under HOME or named by the environment, where not empty."""
     home = env.get("HOME") or os.path.expanduser("~")
     config = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     candidates = [

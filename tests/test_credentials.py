@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +30,9 @@ from gitrepo import GitRepo, run_ggstack
 from ggstack import git, importing, series, testing
 from ggstack.model import Run
 
-TOKEN = "ghp_" + "Cred3ntialProbe" + "0123456789abcdefXYZ"
+# One token a test process: the probes scan every process on the machine, and a test beside this one
+# (another pytest worker) holds its own token legitimately in its pr stage.
+TOKEN = "ghp_" + "Cred3ntialProbe" + f"{os.getpid():010d}" + "abcdefXYZ"
 SLUG = "upstream/proj"
 
 CALC = "def add(a, b):\n    return a - b\n"

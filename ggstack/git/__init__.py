@@ -1,14 +1,5 @@
-"""The one place that runs git.
-
-Everything above this package asks questions in ggstack's own words
-(``resolve``, ``merge_trees``, ``format_patches``) through one ``Repository``;
-nothing else builds a git command line. It leans on git's plumbing rather than
-re-implementing it (``merge-tree --write-tree`` is rebase's merge-ort, so
-replayed trees are git's), and never touches the user's working tree, index,
-HEAD or branches: indexes are temporary files, new objects are unreachable
-until a ref names them, and refs change only in ``update_refs``' one
-compare-and-swap transaction. ARCHITECTURE.md maps the modules.
-"""
+"""The one place that runs git, through one ``Repository``: plumbing rather than re-implementation,
+and never the user's working tree, index, HEAD or branches (ARCHITECTURE.md maps the modules)."""
 
 from ggstack.git.diffs import ApplyFailure, MergeResult, TreeChange, apply_failures
 from ggstack.git.fastimport import ChainCommit, TreeCommit, importable

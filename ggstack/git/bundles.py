@@ -1,12 +1,5 @@
-"""Commits carried from one CI job to another as a git bundle, and read back objects only.
-
-The stage that runs a patch's tests holds no token, and the stage that holds
-the token runs no patch code (docs/bot.md): the commits the first made
-travel to the second as a file. A bundle is git's own format for that (a
-header naming the commits, then a pack), so ``git bundle verify`` and ``git
-fetch`` read it too; ggstack writes it itself because ``git bundle create``
-takes only refs, and the commits are objects no ref names. Read back, its
-objects go into the repository and no ref is written (``bundle unbundle``).
+"""Commits carried from the job that runs patch code to the job that holds the token, as a git
+bundle written here (``bundle create`` takes only refs) and read back objects only.
 """
 
 from __future__ import annotations
@@ -17,13 +10,10 @@ from ggstack.git.runner import GitFailed, Runner
 
 
 class Bundles(Runner):
-    """Write the commits of a Run as a bundle; read one back, objects only."""
-
     object_format: str
 
     def bundle_bytes(self, tips: Mapping[str, str], basis: Sequence[str]) -> bytes:
-        """A bundle of ``tips`` (name → commit) with everything they have that ``basis``
-        has not: its prerequisites are the commits of ``basis`` they stand on."""
+        """A bundle of ``tips`` (name -> commit) with what they have that ``basis`` has not."""
         if not tips:
             raise ValueError("a bundle names at least one commit")
         revs = [*dict.fromkeys(tips.values()), *(f"^{b}" for b in basis)]
@@ -39,9 +29,9 @@ class Bundles(Runner):
         return (header + "\n").encode() + pack
 
     def unbundle(self, path: str) -> dict[str, str]:
-        """The objects of the bundle at ``path`` into this repository, no ref written; the
-        commits it names (name → commit). A GitFailed where it is no bundle or git lacks a
-        commit it stands on (its message says which)."""
+        """The bundle's objects into this repository, no ref written: name -> commit; GitFailed where
+        it is no bundle or lacks a commit it stands on.
+        """
         self.run("bundle", "verify", "-q", "--end-of-options", path)
         out = self.out("bundle", "unbundle", "--end-of-options", path)
         named: dict[str, str] = {}

@@ -1,12 +1,5 @@
-"""An author date as the ``<epoch> <tz>`` git writes, without a git process where none is needed.
-
-``git var`` normalises a date as ``commit-tree`` would, one process a date;
-a replay of hundreds of patches would pay one each. Most dates need no
-normalising: a raw ``<epoch> <tz>`` git keeps as it is, and an RFC 2822 date
-exactly as git itself prints one (``format-patch``'s ``Date:``) names one
-instant and zone. Those two are read here; anything else (an ISO date, a
-zone like ``+0099``, an out-of-range year, a weekday that does not match) is
-left to git: ``stamp`` says None and the caller asks ``git var``.
+"""An author date as the ``<epoch> <tz>`` git writes, without a ``git var`` process a date where
+git keeps it as it is (a raw date, or RFC 2822 exactly as git prints it); the rest is git's.
 """
 
 from __future__ import annotations
@@ -28,12 +21,7 @@ def stamp(date: str) -> str | None:
     """``<epoch> <tz>`` as ``commit-tree`` would write ``date``, where that is certain; else None."""
     raw = _RAW.fullmatch(date)
     if raw:
-        epoch = int(raw.group(1))
-        if raw.group(2, 3, 4) == ("-", "00", "00"):
-            return None  # git writes "+0000"
-        if date.startswith("@") or _EPOCH_MIN <= epoch < _EPOCH_MAX:
-            return f"{epoch} {raw.group(2)}{raw.group(3)}{raw.group(4)}"
-        return None
+        return _raw_stamp(date, raw)
     m = _RFC2822.fullmatch(date)
     if not m or m.group(2) not in _MONTHS:
         return None
@@ -47,6 +35,15 @@ def stamp(date: str) -> str | None:
     if not (0 <= epoch < _EPOCH_MAX and 1970 <= year < 2100) or rfc2822(epoch, offset) != date:
         return None  # a day or second out of range, a wrong weekday, "-0000": git decides
     return f"{epoch} {sign}{m.group(8)}{m.group(9)}"
+
+
+def _raw_stamp(date: str, raw: re.Match[str]) -> str | None:
+    epoch = int(raw.group(1))
+    if raw.group(2, 3, 4) == ("-", "00", "00"):
+        return None  # git writes "+0000"
+    if date.startswith("@") or _EPOCH_MIN <= epoch < _EPOCH_MAX:
+        return f"{epoch} {raw.group(2)}{raw.group(3)}{raw.group(4)}"
+    return None
 
 
 def rfc2822(epoch: int, offset: int) -> str:

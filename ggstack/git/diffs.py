@@ -1,8 +1,5 @@
-"""Comparing, merging and patching trees, all in git's own machinery.
-
-``merge-tree --write-tree`` is the same merge-ort that ``git rebase`` uses,
-so replayed trees are byte-identical to git's; patches are applied with
-``git apply`` in a temporary index, never the user's.
+"""Comparing, merging and patching trees in git's own machinery: merge-tree is rebase's
+merge-ort, so replayed trees are git's; patches apply in a temporary index, never the user's.
 """
 
 from __future__ import annotations
@@ -107,9 +104,7 @@ _APPLY_QUOTED = re.compile(
 
 
 def apply_failures(message: str) -> list[ApplyFailure]:
-    """The files a failed ``git apply`` names, each once, in git's order, with
-    the line of its first failed hunk where git gives one ("error: patch
-    failed: <path>:<line>"). Empty when git named no file (a corrupt patch)."""
+    """The files a failed ``git apply`` names, each once, with the line of its first failed hunk."""
     found: dict[str, ApplyFailure] = {}
     for line in message.splitlines():
         m = _APPLY_FAILED_AT.match(line)
@@ -135,8 +130,6 @@ _BARE_MERGE = ("-c", "merge.renormalize=false", *_MERGE)
 
 
 class Diffs(Objects):
-    """Diffs between trees and commits, merges, and patches applied to trees."""
-
     _merger: _Merger | None  # None: this git's merge-tree has no --stdin (2.38), or it failed
 
     def _start_object_processes(self) -> None:
@@ -147,7 +140,6 @@ class Diffs(Objects):
 
     @property
     def _merge(self) -> tuple[str, ...]:
-        """merge-tree's command line, as this repository allows it."""
         return _MERGE if self.worktree else _BARE_MERGE
 
     def object_processes(self) -> list[Persistent]:
@@ -159,11 +151,10 @@ class Diffs(Objects):
             self._merger = _Merger(self._merger.process)
 
     def merge_trees(self, ours: str, theirs: str) -> MergeResult:
-        """``git merge-tree --write-tree`` of two commits (merge-ort, as rebase uses), asked of
-        one long-lived ``merge-tree --stdin``: in a big repository a process a merge costs more
-        than the merge (pytest's: 50 ms a process, 15 ms a merge). Where that process fails
-        (a git without ``--stdin``, or a merge git refuses) the merge is made by a process of
-        its own, which says why it fails."""
+        """``git merge-tree --write-tree`` of two commits through one long-lived process: in a big
+        repository a process costs more than the merge (pytest: 50 ms vs 15 ms). Falls back to a
+        process of its own, which says why it fails.
+        """
         if self._merger is not None and re.fullmatch(r"[0-9a-f]+ [0-9a-f]+", f"{ours} {theirs}"):
             try:
                 return self._merger.merge(ours, theirs)
@@ -183,10 +174,9 @@ class Diffs(Objects):
         return MergeResult(tree, proc.returncode == 0, paths, _readable_messages(messages))
 
     def merge_many(self, pairs: Sequence[tuple[str, str]]) -> list[MergeResult]:
-        """``merge_trees`` of each (ours, theirs) pair, all in one ``merge-tree --stdin`` (git
-        2.39): one process for a check's hundreds of merges, not one each; many merges (a far
-        base's commits) are dealt to two such processes side by side, since one uses one core.
-        A git without ``--stdin`` (2.38) says so with a usage error, and gets the merges one by one."""
+        """``merge_trees`` of each pair in one ``merge-tree --stdin`` (two side by side for many:
+        one uses one core); a git without ``--stdin`` gets them one by one.
+        """
         if len(pairs) < _SPLIT_MERGES:
             return self._merge_batch(pairs)
         even, odd = side_by_side(self._merge_batch, [pairs[0::2], pairs[1::2]], 2)
@@ -208,10 +198,9 @@ class Diffs(Objects):
         return out
 
     def cherry_pick_tree(self, commit: str, parent: str, onto_tree: str) -> MergeResult:
-        """The merge ``git cherry-pick`` makes of ``commit`` onto ``onto_tree``: ``commit``'s
-        changes from ``parent``, merged with ``parent`` as the merge base. git 2.39's
-        merge-tree has no ``--merge-base`` (it merges two commits at their merge base), so a
-        scratch commit of ``onto_tree`` on ``parent`` makes ``parent`` the base."""
+        """The merge ``git cherry-pick`` makes of ``commit`` onto ``onto_tree``; git 2.39 has no
+        ``--merge-base``, so a scratch commit on ``parent`` makes ``parent`` the base.
+        """
         ours = self.write_commit(onto_tree, [parent], "ggstack scratch\n", SCRATCH_IDENT, SCRATCH_IDENT)
         return self.merge_trees(ours, commit)
 
@@ -227,10 +216,9 @@ class Diffs(Objects):
             return self.out("write-tree", env=env), proc.stderr.decode("utf-8", "replace")
 
     def reverse_apply_in_turn(self, tree: str, patches: Sequence[bytes]) -> list[str | None]:
-        """Each patch reverse-applied (``git apply -R``) to ``tree`` with the ones before it that
-        applied taken out: for each, the tree it leaves, or None if it does not apply. One index
-        for all (a failed ``git apply`` leaves it as it was), so a patch costs one ``apply`` and,
-        when it applies, one ``write-tree``; not a ``read-tree`` of the whole tree each."""
+        """Each patch reverse-applied to ``tree`` after the ones before it that applied: the tree it
+        leaves, or None. One index for all, so a patch costs one ``apply``.
+        """
         out: list[str | None] = []
         with self.temp_index(tree) as env:
             for patch in patches:
@@ -250,7 +238,6 @@ class Diffs(Objects):
         return self.run(*args).stdout
 
     def numstats(self, pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, int | None, int | None]]]:
-        """``numstat`` of many (a, b) pairs of commits in one ``diff-tree --stdin``, in order."""
         if not pairs:
             return []
         feed = "".join(f"{b} {a}\n" for a, b in pairs).encode()
@@ -260,13 +247,9 @@ class Diffs(Objects):
         return [_numstat_rows(chunk) for chunk in chunks]
 
     def tree_changes(self, pairs: Sequence[tuple[str, str]]) -> list[list[TreeChange]]:
-        """The file-level changes (no rename detection) of each (commit,
-        parent): one ``diff-tree --stdin -r --raw``."""
         return self.start_tree_changes(pairs)()
 
     def start_tree_changes(self, pairs: Sequence[tuple[str, str]]) -> Callable[[], list[list[TreeChange]]]:
-        """``tree_changes``, its diff-tree started now and run while the caller works; calling
-        what this returns waits for it."""
         if not pairs:
             return list
         feed = "".join(f"{c} {p}\n" for c, p in pairs).encode()
@@ -274,10 +257,9 @@ class Diffs(Objects):
         return lambda: _tree_changes(job.wait(), len(pairs))
 
     def diff_blob_pairs(self, pairs: Sequence[tuple[str, str]]) -> dict[int, bytes]:
-        """index -> the ``-U0`` histogram diff of each (old blob, new blob) pair that differs:
-        every pair is a file of two scratch trees, so all of them cost two trees of the
-        persistent ``mktree`` and one ``diff-tree``; many pairs (a far-moved base's files) are split over two such diffs side
-        by side, since one ``diff-tree`` uses one core."""
+        """index -> the ``-U0`` histogram diff of each (old blob, new blob) pair that differs, as two
+        scratch trees and one ``diff-tree`` (two side by side for many).
+        """
         indexed = list(enumerate(pairs))
         if len(indexed) < _SPLIT_PAIRS:
             return self._diff_indexed_pairs(indexed)
@@ -296,8 +278,7 @@ class Diffs(Objects):
         return out
 
     def diffs_of_commits(self, pairs: Sequence[tuple[str, str]]) -> dict[str, bytes]:
-        """commit -> its diff against the given parent (``--full-index --binary``,
-        renames found), for many (commit, parent) pairs in one ``diff-tree --stdin``."""
+        """commit -> its binary diff against the given parent, renames found, in one ``diff-tree``."""
         if not pairs:
             return {}
         raw = self.run(*COMMIT_DIFFS, input="".join(f"{c} {p}\n" for c, p in pairs).encode()).stdout
@@ -309,8 +290,6 @@ class Diffs(Objects):
         return out
 
     def diffs_of_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[bytes]:
-        """``diffs_of_commits`` in the order of ``pairs``, one for each even where a commit comes
-        with more than one parent (the combined diffs of runs ending at one patch)."""
         if not pairs:
             return []
         feed = "".join(f"{c} {p}\n" for c, p in pairs).encode()
@@ -321,10 +300,9 @@ class Diffs(Objects):
         return [chunk.lstrip(b"\n") for chunk in chunks]
 
     def start_source_diffs(self, pairs: Sequence[tuple[str, str]]) -> Callable[[], list[tuple[str, memoryview]]]:
-        """(tree of the commit, its diff from the given parent) for each (commit, parent), as
-        ``format_patches`` writes the diff: one ``diff-tree --stdin``, or for many pairs two side
-        by side (making the diffs is one core's work a process). They are started now and run
-        while the caller works; calling what this returns waits for them."""
+        """(tree, diff as ``format_patches`` writes it) of each (commit, parent), started now (two
+        processes for many); calling the result waits for them.
+        """
         halves = [pairs] if len(pairs) < _SPLIT_SOURCES else [pairs[0::2], pairs[1::2]]
         started = [
             self.start(*_SOURCE_DIFF, input="".join(f"{c} {p}\n" for c, p in half).encode()) for half in halves if half
@@ -340,8 +318,7 @@ class Diffs(Objects):
 
 
 def _interleaved(even: list[T], odd: list[T]) -> list[T]:
-    """The answers of a work dealt alternately to two processes (``items[0::2]``, ``items[1::2]``),
-    back in the items' order."""
+    """A work's answers from two processes (even and odd items), back in the items' order."""
     return [x for two in zip(even, odd) for x in two] + even[len(odd) :]
 
 
@@ -359,7 +336,6 @@ _SOURCE_DIFF = (  # the diff settings ``format_patches`` pins, so equal bytes me
 
 
 def _tree_changes(raw: bytes, count: int) -> list[list[TreeChange]]:
-    """``tree_changes``'s diff-tree output: the changes of each commit asked about."""
     fields = raw.decode("utf-8", "surrogateescape").split("\0")
     out: list[list[TreeChange]] = []
     i = 0
@@ -379,50 +355,50 @@ def _tree_changes(raw: bytes, count: int) -> list[list[TreeChange]]:
 
 
 def _source_diffs(raw: bytes, count: int) -> list[tuple[str, memoryview]]:
-    """``_SOURCE_DIFF``'s output: (tree, diff) of each commit asked about. Cut where a line
-    starts with the header (no line of a diff can: each starts with a diff's own marker, and
-    a binary patch's base85 has no space), by ``bytes.split``: a ``re.M`` regex tried at
-    every byte of a stack's diffs cost more than the rest of reading them."""
-    starts = []  # where each header line starts; each diff is copied out of ``raw`` once
-    at = 0 if raw.startswith(_SOURCE_HEADER[1:]) else _after(raw.find(_SOURCE_HEADER))
-    while at >= 0:
-        starts.append(at)
-        at = _after(raw.find(_SOURCE_HEADER, at))
-    out = []
-    for n, start in enumerate(starts, 1):
-        last = n == len(starts)
-        end = len(raw) if last else starts[n] - 1  # the newline before the next header is its own
-        head_end = raw.find(b"\n", start, end)
-        head_end = end if head_end < 0 else head_end
-        head = raw[start + len(_SOURCE_HEADER) - 1 : head_end]
-        commit, _, tree = head.partition(b" ")
-        if not (_OBJECT_ID.fullmatch(commit) and _OBJECT_ID.fullmatch(tree)):
-            raise GitFailed(("diff-tree", "--stdin"), 0, f"unexpected header {head[:100]!r}")
-        body = head_end + 1
-        while body < end and raw[body] == 10:
-            body += 1
-        # A view, not a copy (the one caller compares it and lets go): for all but the last,
-        # with the newline before the next header, which is the diff's own last one.
-        view = memoryview(raw)[min(body, end) : end if last else end + 1]
-        out.append((tree.decode(), view if view.nbytes or last else memoryview(b"\n")))
+    """Each commit's (tree, diff), cut at each header ``bytes.find`` finds: a regex tried at
+    every byte cost more than the rest of reading them."""
+    starts = _header_starts(raw)
+    ends = [next_start - 1 for next_start in starts[1:]] + [len(raw)]  # the newline before a header is its own
+    out = [_source_diff(raw, start, end, last=n == len(starts)) for n, (start, end) in enumerate(zip(starts, ends), 1)]
     if len(out) != count:
         raise GitFailed(("diff-tree", "--stdin"), 0, f"expected {count} diffs, read {len(out)}")
     return out
 
 
+def _header_starts(raw: bytes) -> list[int]:
+    starts = []
+    at = 0 if raw.startswith(_SOURCE_HEADER[1:]) else _after(raw.find(_SOURCE_HEADER))
+    while at >= 0:
+        starts.append(at)
+        at = _after(raw.find(_SOURCE_HEADER, at))
+    return starts
+
+
+def _source_diff(raw: bytes, start: int, end: int, *, last: bool) -> tuple[str, memoryview]:
+    head_end = raw.find(b"\n", start, end)
+    head_end = end if head_end < 0 else head_end
+    head = raw[start + len(_SOURCE_HEADER) - 1 : head_end]
+    commit, _, tree = head.partition(b" ")
+    if not (_OBJECT_ID.fullmatch(commit) and _OBJECT_ID.fullmatch(tree)):
+        raise GitFailed(("diff-tree", "--stdin"), 0, f"unexpected header {head[:100]!r}")
+    body = head_end + 1
+    while body < end and raw[body] == 10:
+        body += 1
+    # A view, not a copy (the one caller compares it and lets go): for all but the last,
+    # with the newline before the next header, which is the diff's own last one.
+    view = memoryview(raw)[min(body, end) : end if last else end + 1]
+    return tree.decode(), view if view.nbytes or last else memoryview(b"\n")
+
+
 def _after(found: int) -> int:
-    """Where the line after a newline ``find`` found starts; -1 where it found none."""
     return found + 1 if found >= 0 else -1
 
 
 class _Merger:
-    """One ``merge-tree -z --name-only --messages --stdin`` asked one merge at a time.
-
-    git flushes a merge's answer after its messages and writes the NUL that ends it only
-    with the next answer, so where the messages end cannot be read until git answers again.
-    Each merge is therefore followed by a merge of ``ours`` with itself (clean, no paths,
-    no messages: nothing to decide), whose answer brings the end of the real one; its own
-    end comes first in the next answer."""
+    """One long-lived ``merge-tree --stdin`` asked one merge at a time. git writes a merge's
+    closing NUL only with the next answer, so each merge is followed by a no-op merge of
+    ``ours`` with itself whose answer brings the real one's end.
+    """
 
     def __init__(self, process: Persistent) -> None:
         self.process = process
@@ -443,9 +419,6 @@ class _Merger:
 
 
 def _merge_fields(stream: IO[bytes]) -> list[bytes]:
-    """One merge's answer, its fields up to and with the empty one that ends it (see
-    ``_batched_merges``): status, tree, conflicted paths, an empty field, the messages (a
-    count, that many paths, a type, the text), an empty field."""
     fields = [_field(stream), _field(stream)]
     while fields[-1]:
         fields.append(_field(stream))
@@ -458,8 +431,7 @@ def _merge_fields(stream: IO[bytes]) -> list[bytes]:
 
 
 def _field(stream: IO[bytes]) -> bytes:
-    """One NUL-terminated field (without its NUL) of git's buffered stdout; EOFError when git
-    has gone. What is buffered is looked at first, so no read waits for bytes git has not sent."""
+    """One NUL-terminated field; what is buffered first, so no read waits on bytes git has not sent."""
     reader = cast(io.BufferedReader, stream)
     out = bytearray()
     while True:
@@ -473,9 +445,6 @@ def _field(stream: IO[bytes]) -> bytes:
 
 
 def _batched_merges(fields: list[str]) -> list[MergeResult]:
-    """``merge-tree -z --name-only --messages --stdin``'s output, split at its NULs: for each
-    merge its status (1 clean, 0 conflicted), its tree, the conflicted paths and an empty field,
-    the messages (each: a count, that many paths, a type, the text) and an empty field."""
     out = []
     i = 0
     while i + 1 < len(fields) and fields[i] in ("0", "1"):

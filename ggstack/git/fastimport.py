@@ -1,12 +1,6 @@
-"""Commits written by one ``git fast-import``: a chain, or many on trees already written.
-
-Replaying a run of picks whose merges are trivial is path edits on the tip,
-each a commit on the one before. Asked of ``mktree`` and ``hash-object``
-that is a round trip a tree level and a commit, each waiting on the last
-id; ``fast-import`` takes the whole chain as one stream (edits relative to
-the commit before, by mark) and git builds every tree and commit itself.
-Its answers (``get-mark``, ``ls``) give each commit's and tree's id. The
-ref a stream must name is reset before the end, so no ref is written.
+"""Commits written by one ``git fast-import``: a chain of trivial picks is path edits on the tip,
+which ``mktree``/``hash-object`` answer a round trip a tree level; ``fast-import`` takes the
+whole chain as one stream. Its stream's ref is reset before the end: no ref is written.
 """
 
 from __future__ import annotations
@@ -26,8 +20,7 @@ _IDENT = re.compile(r"[^<>\n]+ <[^<>\n]*> [0-9]+ [+-](?P<zone>[0-9]{4})")
 
 @dataclass(frozen=True)
 class ChainCommit:
-    """One commit of a chain: path -> (mode, sha) set or None removed on the commit before
-    (path "" with a tree's mode: the whole tree)."""
+    """One commit of a chain: path -> (mode, sha), or None removed (path "" with a tree's mode: the whole tree)."""
 
     edits: Mapping[str, tuple[str, str] | None]
     message: str
@@ -43,8 +36,6 @@ def importable(ident: str) -> bool:
 
 @dataclass(frozen=True)
 class TreeCommit:
-    """A commit of a given tree on a given parent (its idents ``importable``)."""
-
     tree: str
     parent: str
     message: str
@@ -54,16 +45,14 @@ class TreeCommit:
 
 class FastImport(Runner):
     def write_chain(self, start: str, commits: Sequence[ChainCommit]) -> list[tuple[str, str]]:
-        """(commit, tree) of each commit, the first on ``start``, each later one on the one
-        before; one ``fast-import`` process for all."""
+        """(commit, tree) of each commit, the first on ``start``, each on the one before; one process."""
         if not commits:
             return []
         lines = self._fast_import(_stream(start, commits), 2 * len(commits))
         return [(lines[2 * n], lines[2 * n + 1].split("\t")[0].split(" ")[2]) for n in range(len(commits))]
 
     def write_tree_commits(self, commits: Sequence[TreeCommit]) -> list[str]:
-        """Commits that wait on no other's id (each its own tree on its own parent), in one
-        ``fast-import``: no temporary file an object, as ``hash-object --stdin-paths`` needs."""
+        """Commits each on its own tree and parent, in one ``fast-import``: no temporary file an object."""
         if not commits:
             return []
         out = bytearray()
@@ -89,7 +78,6 @@ class FastImport(Runner):
 
 
 def _header(n: int, author: str, committer: str, message: str, parent: bytes) -> bytes:
-    """A commit command up to its file changes: mark ``n``, on ``parent`` (a sha or a mark)."""
     data = message.encode("utf-8", "surrogateescape")
     return b"commit %s\nmark :%d\nauthor %s\ncommitter %s\ndata %d\n%s\nfrom %s\n" % (
         _REF,

@@ -10,14 +10,10 @@ from ggstack.threads import side_by_side
 
 
 class History(Objects):
-    """Walks over commits, each question one ``rev-list``/``log`` process."""
-
     def merge_base(self, a: str, b: str) -> str | None:
         return self.start_merge_base(a, b)()
 
     def start_merge_base(self, a: str, b: str) -> Callable[[], str | None]:
-        """``merge_base``, started now and run while the caller works; calling what this
-        returns waits for it."""
         job = self.start("merge-base", "--end-of-options", a, b)
         return lambda: job.ended()[1].decode().strip() or None
 
@@ -31,9 +27,9 @@ class History(Objects):
         return self.out("rev-list", *args).split()
 
     def branches(self, merges: Sequence[CommitInfo]) -> dict[str, list[str]]:
-        """merge -> the commits its other parents brought in (``rev-list P2… ^P1``). One walk a
-        merge (their ranges cannot share one ``rev-list``: its negatives would be every merge's),
-        a few side by side, since each is a process that mostly waits."""
+        """merge -> the commits its other parents brought in, one ``rev-list`` a merge (their negatives
+        cannot share one), a few side by side.
+        """
         if not merges:
             return {}
 
@@ -43,20 +39,16 @@ class History(Objects):
         return {m.sha: branch for m, branch in zip(merges, side_by_side(one, merges, 4), strict=True)}
 
     def first_parents(self, shas: Sequence[str], exclude: str) -> dict[str, list[str]]:
-        """commit -> its parents, the first first, for every commit on the first-parent lines
-        of ``shas`` that ``exclude`` does not reach (one rev-list for all)."""
         feed = "".join(s + "\n" for s in shas) + f"^{exclude}\n"
         out = self.out("rev-list", "--first-parent", "--parents", "--stdin", input=feed.encode())
         return {f[0]: f[1:] for f in (line.split() for line in out.splitlines()) if f}
 
     def graph(self, tips: Sequence[str], exclude: Sequence[str]) -> dict[str, list[str]]:
-        """commit -> its parents, for every commit ``tips`` reach and ``exclude`` do not (one rev-list)."""
         feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
         out = self.out("rev-list", "--parents", "--stdin", input=feed.encode())
         return {f[0]: f[1:] for f in (line.split() for line in out.splitlines()) if f}
 
     def not_reachable(self, shas: Sequence[str], tip: str) -> set[str]:
-        """Which of ``shas`` are not ancestors of ``tip`` (one rev-list for all)."""
         if not shas:
             return set()
         present = {s for s, ok in self.has_objects(shas).items() if ok}
@@ -67,10 +59,9 @@ class History(Objects):
     def log_raw(
         self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]
     ) -> list[tuple[str, list[tuple[str, str, str]]]]:
-        """(commit, [(path, old blob, new blob), ...every file it changes]) for
-        every non-merge commit reachable from ``tips`` but not ``exclude`` that
-        touches ``paths``, newest first: one ``git log --raw`` (no diffs).
-        A missing side is the zero id."""
+        """(commit, [(path, old blob, new blob)]) of every non-merge commit in ``tips`` not ``exclude``
+        that touches ``paths``, newest first, in one ``git log --raw``; a missing side is the zero id.
+        """
         feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
         feed += "--\n" + "".join(p + "\n" for p in paths)
         args = [
@@ -100,8 +91,6 @@ class History(Objects):
         return out
 
     def renames(self, commits: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
-        """commit -> the (old path, new path) files it renamed, as git's rename detection sees
-        them against its first parent: one ``diff-tree --stdin`` for all."""
         if not commits:
             return {}
         feed = "".join(c + "\n" for c in commits).encode()
@@ -116,20 +105,17 @@ class History(Objects):
         return out
 
     def range_messages(self, tips: Sequence[str], exclude: Sequence[str]) -> list[tuple[str, str, str]]:
-        """(commit, author email, message) of every commit of the range, newest first, in one ``git log``."""
         feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
         raw = self.run("log", "--stdin", "--format=%H%x00%ae%x00%B%x00", input=feed.encode()).stdout
         fields = raw.decode("utf-8", "surrogateescape").split("\0")
         return [(fields[i].strip(), fields[i + 1], fields[i + 2]) for i in range(0, len(fields) - 2, 3)]
 
     def range_commits(self, lo: str, hi: str) -> list[tuple[str, tuple[str, ...]]]:
-        """(commit, parents) for ``lo..hi``, oldest first in topological order
-        (the order ``git rebase`` replays them in), merges included."""
+        """(commit, parents) of ``lo..hi`` in the order ``git rebase`` replays them, merges included."""
         out = self.out("rev-list", "--reverse", "--topo-order", "--parents", f"{lo}..{hi}")
         return [(f[0], tuple(f[1:])) for f in (line.split() for line in out.splitlines()) if f]
 
     def already_upstream(self, lo: str, hi: str) -> set[str]:
-        """The commits of ``lo..hi`` whose patch-id a commit of ``hi..lo`` has:
-        what ``git rebase lo hi`` leaves out as "already upstream"."""
+        """The commits of ``lo..hi`` that ``git rebase lo hi`` leaves out as "already upstream"."""
         out = self.out("rev-list", "--cherry-mark", "--right-only", "--no-merges", f"{lo}...{hi}")
         return {line[1:].strip() for line in out.splitlines() if line.startswith("=")}

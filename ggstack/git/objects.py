@@ -1,13 +1,6 @@
-"""Reading and writing git objects, always through git.
-
-Reads go through one persistent ``cat-file --batch``: git's own reader, so any
-object format (sha1 or sha256) and objects written a moment ago are seen, and
-a thousand reads cost one process; GitPython's reader parses only SHA-1
-headers. Writes go through git too — trees through one persistent ``mktree
---batch``, commits and blobs through one ``hash-object -w --stdin-paths`` — so
-git computes and checks every id, and a replay's hundreds of new objects cost
-a process a kind. Ident lines are git's (``git var``, once an author; a date
-git keeps as it is needs no process: ``dates``).
+"""Reading and writing git objects, always through git: one long-lived ``cat-file --batch``
+reads any object format (GitPython parses only SHA-1 headers), and ``mktree``/``hash-object``
+write, so git computes and checks every id and a replay's objects cost a process a kind.
 """
 
 from __future__ import annotations
@@ -17,7 +10,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TypeGuard
 
 from ggstack.errors import UserError
 from ggstack.git import dates
@@ -53,8 +46,6 @@ class CommitInfo:
 
 
 class Objects(Refs):
-    """The object database: reads and writes through long-lived git processes."""
-
     _reader: Persistent
     _tree_writer: Persistent
     _commit_writer: Persistent
@@ -81,8 +72,7 @@ class Objects(Refs):
         return [self._reader, self._tree_writer, self._commit_writer, self._blob_writer]
 
     def after_fork(self) -> None:
-        """In a process forked from this one's: long-lived git processes of its own (the
-        parent's stay the parent's), started when first asked."""
+        """In a forked process: long-lived git processes of its own, started when first asked."""
         for proc in self.object_processes():
             proc.forget()
 
@@ -97,7 +87,6 @@ class Objects(Refs):
         return found
 
     def _read(self, name: str) -> tuple[str, str, bytes] | None:
-        """(sha, type, contents) of one object through the persistent cat-file; None if it is not here."""
         if not name or "\n" in name:
             return None
         got: list[tuple[str, str, bytes] | None] = []
@@ -110,9 +99,7 @@ class Objects(Refs):
         return got[0]
 
     def try_resolve(self, ref: str, what: str = "commit") -> str | None:
-        """``Refs.try_resolve``; a commit through the long-lived ``cat-file`` (git's own reading
-        of the name, as ``rev-parse`` has it), not a process of its own: every command resolves
-        its base first."""
+        """``Refs.try_resolve``, a commit through the long-lived ``cat-file``: every command resolves its base first."""
         # A path in a tree (``main:../x``) is never a commit, and one outside the repository ends
         # cat-file altogether ("is outside repository"): rev-parse says no to it instead.
         if what != "commit" or not ref or ref.startswith("^") or "\n" in ref or ":" in ref:
@@ -130,7 +117,6 @@ class Objects(Refs):
         return self._read_known(sha, "blob")
 
     def read_object(self, sha: str) -> bytes | None:
-        """An object's contents through the persistent cat-file, None if it is not here."""
         found = self._read(sha)
         return None if found is None else found[2]
 
@@ -139,7 +125,6 @@ class Objects(Refs):
         return _parse_commit(sha, self._read_known(sha, "commit").decode("utf-8", "surrogateescape"))
 
     def commit_infos(self, revs: Sequence[str]) -> list[CommitInfo]:
-        """``commit_info`` of many revisions in one process; UserError naming an unknown one."""
         objs = self.cat_file_batch([f"{r}^{{commit}}" for r in revs])
         infos = []
         for rev, obj in zip(revs, objs):
@@ -149,30 +134,26 @@ class Objects(Refs):
         return infos
 
     def read_commit(self, sha: str) -> CommitInfo | None:
-        """The commit ``sha`` (a full id) through the persistent cat-file, or
-        None when it is absent (say, pruned); no rev-parse process."""
         found = self._read(sha)
         if found is None or found[1] != "commit":
             return None
         return _parse_commit(sha, found[2].decode("utf-8", "surrogateescape"))
 
     def read_commits(self, shas: Iterable[str]) -> dict[str, CommitInfo]:
-        """The commits ``shas`` (full ids) in one ``cat-file --batch`` process, where
-        ``read_commit`` would ask one at a time; an id that is absent or not a commit is left out.
-        Those read once are not read again (apply, test and pr read the same replayed commits)."""
+        """The commits ``shas`` (full ids) in one request, each read once a run (apply, test and pr
+        read the same replayed commits); an absent id or a non-commit is left out.
+        """
         wanted = [s for s in dict.fromkeys(shas) if s and "\n" not in s]
         unread = [s for s in wanted if s not in self._commits]
         for sha, obj in zip(unread, self.cat_file_batch(unread), strict=True):
-            if obj is not None and obj[1] == "commit" and obj[0] == sha:  # a full id, not a name that may move
+            if _is_commit(obj, sha):
                 self._commits[sha] = _parse_commit(sha, obj[2].decode("utf-8", "surrogateescape"))
         return {s: self._commits[s] for s in wanted if s in self._commits}
 
     def cat_file_batch(self, names: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
-        """(sha, type, contents) for each object name (``sha``, ``rev:path``,
-        ``rev^{commit}``), None where it is missing: asked of the persistent ``cat-file
-        --batch`` in one request. One process for every batch keeps git's cache of delta bases
-        warm: a check reads many versions of the same files in rounds, and a new process a
-        round would inflate their delta chains again each time."""
+        """(sha, type, contents) for each object name, None where missing, in one request: one
+        process keeps git's delta-base cache warm over a check's rounds of reads.
+        """
         # A name with a line end would be two requests and one answer read: the shared reader
         # would answer every later request with the one before. Such a name is never asked.
         asked = [n for n in names if "\n" not in n]
@@ -189,7 +170,6 @@ class Objects(Refs):
         return [None if "\n" in n else next(answers) for n in names]
 
     def ls_tree(self, tree: str, paths: Sequence[str] = ()) -> dict[str, tuple[str, str]]:
-        """path -> (mode, sha) for the blobs of ``tree`` (limited to ``paths``)."""
         out = self.run("ls-tree", "-r", "-z", "--full-tree", "--end-of-options", tree, "--", *paths).stdout.decode(
             "utf-8", "surrogateescape"
         )
@@ -202,7 +182,6 @@ class Objects(Refs):
         return entries
 
     def tree_entries(self, tree: str) -> dict[str, tuple[str, str]]:
-        """name -> (mode, sha) of one tree object, through the persistent cat-file."""
         data = self._read_known(tree, "tree")
         size = len(self.null_oid) // 2  # the object format's id length, in bytes
         entries = {}
@@ -219,13 +198,12 @@ class Objects(Refs):
         return self._write_through(self._blob_writer, data)
 
     def _write_through(self, writer: Persistent, body: bytes) -> str:
-        """One object written by a persistent ``hash-object --stdin-paths``: its id."""
         return self._write_many(writer, [body])[0]
 
     def _write_many(self, writer: Persistent, bodies: Sequence[bytes]) -> list[str]:
-        """Objects written by a persistent ``hash-object --stdin-paths`` in one request (one
-        temporary file each): their ids. Callers keep a request under ``_BATCH`` objects, so
-        git's answers fit the pipe while the request is still being written."""
+        """Objects written in one request (a temporary file each), kept under ``_BATCH`` so git's
+        answers fit the pipe while the request is written.
+        """
         paths: list[str] = []
         try:
             for body in bodies:
@@ -244,12 +222,9 @@ class Objects(Refs):
                 os.unlink(path)
 
     def hash_blobs(self, blobs: Sequence[bytes]) -> list[str]:
-        """Write many blobs in one ``git hash-object --stdin-paths`` call."""
         return self._hash_objects("blob", blobs)
 
     def _hash_objects(self, kind: str, bodies: Sequence[bytes]) -> list[str]:
-        """Write objects of one ``kind`` in one ``git hash-object --stdin-paths`` call
-        (git validates each; one temporary file an object, one process for all)."""
         if not bodies:
             return []
         with tempfile.TemporaryDirectory(dir=self._scratch_dir()) as d:
@@ -264,7 +239,6 @@ class Objects(Refs):
         return out.split()
 
     def edit_tree(self, tree: str | None, changes: dict[str, tuple[str, str] | None]) -> str:
-        """``tree`` with ``changes`` (path -> (mode, blob) or None to delete) applied."""
         with self.temp_index(tree) as env:
             lines = "".join(
                 (f"0 {self.null_oid}\t{path}\0" if entry is None else f"{entry[0]} {entry[1]}\t{path}\0")
@@ -274,7 +248,6 @@ class Objects(Refs):
             return self.out("write-tree", env=env)
 
     def write_tree(self, entries: dict[str, tuple[str, str]]) -> str:
-        """A tree object of name -> (mode, sha), written (and ordered) by the persistent ``mktree``."""
         request = b"".join(
             f"{mode} {_TYPE_OF_MODE.get(mode, 'blob')} {sha}\t".encode()
             + name.encode("utf-8", "surrogateescape")
@@ -293,11 +266,8 @@ class Objects(Refs):
         committer: tuple[str, str, str] | None = None,
         scratch: bool = False,
     ) -> str:
-        """Write a commit object. ``author``/``committer``: (name, email, date).
-
-        Without ``committer`` the committer comes from the environment, as in
-        ``git rebase``; ``scratch`` commits get a fixed identity so that the
-        same inputs give the same object (and no config is needed).
+        """Write a commit; without ``committer`` it comes from the environment, as in ``git rebase``;
+        ``scratch`` commits get a fixed identity, so the same inputs give the same object.
         """
         env: dict[str, str] = dict(_SCRATCH_IDENT) if scratch else {}
         if author:
@@ -320,8 +290,6 @@ class Objects(Refs):
             raise
 
     def hash_commits(self, commits: Sequence[tuple[str, Sequence[str], str]]) -> list[str]:
-        """Scratch commits (tree, parents, message) with ggstack's fixed identity,
-        written in one ``hash-object --stdin-paths`` call."""
         ident = f"{_SCRATCH_IDENT['GIT_AUTHOR_NAME']} <{_SCRATCH_IDENT['GIT_AUTHOR_EMAIL']}> {_SCRATCH_IDENT['GIT_AUTHOR_DATE']}"
         bodies = []
         for tree, parents, message in commits:
@@ -330,9 +298,9 @@ class Objects(Refs):
         return self._hash_objects("commit", bodies)
 
     def copies_with_messages(self, items: Sequence[tuple[str, str, str]]) -> list[str]:
-        """For each (commit, parent, message): a copy of the commit with that one
-        parent and that message — tree, author, committer and encoding byte for
-        byte, signatures left out. Written by git in one ``hash-object`` call."""
+        """A copy of each commit with one parent and a new message, tree, author, committer and
+        encoding byte for byte, signatures left out.
+        """
         objs = self.cat_file_batch([c for c, _, _ in items])
         bodies = []
         for (commit, parent, message), obj in zip(items, objs):
@@ -346,13 +314,10 @@ class Objects(Refs):
         return self._hash_objects("commit", bodies)
 
     def committer_ident(self) -> str:
-        """``Name <email> <epoch> <tz>`` for new commits, from the environment
-        and config as ``commit-tree`` would take it (``git var``, once a run)."""
+        """``Name <email> <epoch> <tz>`` for new commits, as ``commit-tree`` would take it (``git var``, once)."""
         return self.start_committer_ident()()
 
     def start_committer_ident(self) -> Callable[[], str]:
-        """``committer_ident``, its ``git var`` started now and run while the caller works;
-        calling what this returns waits for it."""
         job = self.start("var", "GIT_COMMITTER_IDENT")
 
         def wait() -> str:
@@ -367,10 +332,9 @@ class Objects(Refs):
         return wait
 
     def ident(self, name: str, email: str, date: str) -> str | None:
-        """The ident line ``commit-tree`` would write for this author, or None
-        where git refuses it (then ``commit_tree`` says why). ``git var`` runs
-        once for each distinct name and email; the date is read here where git
-        would keep it as it is (``dates.stamp``), else ``git var`` reads it too."""
+        """The ident line ``commit-tree`` would write for this author, None where git refuses it;
+        ``git var`` once per name and email, the date read here where git keeps it as it is.
+        """
         when = dates.stamp(date)
         if when is None:
             return self._git_var_ident(name, email, date)
@@ -380,8 +344,7 @@ class Objects(Refs):
         return who[: -len(_FIXED_DATE)] + when
 
     def prepare_idents(self, authors: Iterable[tuple[str, str]]) -> None:
-        """Ask ``git var`` about each new (name, email) of ``authors`` at once, a process each
-        running beside the others, so that ``ident`` has its answers."""
+        """``git var`` of each new (name, email) at once, side by side, for ``ident``."""
         keys = [(name, email, _FIXED_DATE) for name, email in dict.fromkeys(authors)]
         started = [(key, self._start_git_var(*key)) for key in keys if key not in self._idents]
         for key, job in started:
@@ -403,13 +366,9 @@ class Objects(Refs):
         return self._idents[key]
 
     def write_commit(self, tree: str, parents: Sequence[str], message: str, author: str, committer: str) -> str:
-        """A commit object from ready ident lines (see ``ident``), written by the persistent ``hash-object``
-        (which checks it is a well-formed commit)."""
         return self.write_commits([(tree, parents, message, author, committer)])[0]
 
     def write_commits(self, commits: Sequence[tuple[str, Sequence[str], str, str, str]]) -> list[str]:
-        """Many commits (tree, parents, message, author, committer), none waiting on
-        each other's ids: asked of the persistent ``hash-object`` together, a round trip a batch."""
         ids: list[str] = []
         for start in range(0, len(commits), _BATCH):
             bodies = []
@@ -422,8 +381,11 @@ class Objects(Refs):
         return ids
 
 
+def _is_commit(obj: tuple[str, str, bytes] | None, sha: str) -> TypeGuard[tuple[str, str, bytes]]:
+    return obj is not None and obj[1] == "commit" and obj[0] == sha  # a full id, not a name that may move
+
+
 def _batch_answer(stream: IO[bytes]) -> tuple[str, str, bytes] | None:
-    """One ``cat-file --batch`` answer: (sha, type, contents), None for "<name> missing"."""
     parts = read_line(stream).decode("utf-8", "surrogateescape").split(" ")
     if len(parts) != 3 or not parts[2].isdigit():
         return None  # "<name> missing" / "ambiguous"

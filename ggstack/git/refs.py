@@ -1,8 +1,4 @@
-"""Naming objects and moving refs.
-
-ggstack writes refs only through ``update_refs``: one ``update-ref --stdin``
-transaction, compare-and-swap, so every ref moves or none does.
-"""
+"""Naming objects and moving refs: only through ``update_refs``, one compare-and-swap transaction."""
 
 from __future__ import annotations
 
@@ -15,10 +11,7 @@ from ggstack.git.runner import Runner
 
 
 class Refs(Runner):
-    """Resolving revisions, listing and writing refs."""
-
     def resolve(self, ref: str, what: str = "commit") -> str:
-        """The full sha of ``ref``, or a UserError naming it."""
         sha = self.try_resolve(ref, what)
         if sha is None:
             raise UserError(f"unknown ref {ref!r}: not a {what} in {self.worktree or self.git_dir}")
@@ -31,7 +24,6 @@ class Refs(Runner):
         return sha if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) else None
 
     def head_branch(self) -> str | None:
-        """The branch checked out here (without refs/heads/), None when HEAD is detached."""
         proc = self.run("symbolic-ref", "-q", "HEAD", check=False)
         ref = proc.stdout.decode("utf-8", "surrogateescape").strip()
         return ref.removeprefix("refs/heads/") if proc.returncode == 0 and ref.startswith("refs/heads/") else None
@@ -41,12 +33,9 @@ class Refs(Runner):
         return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines() if line)}
 
     def ref_values(self, refs: Sequence[str]) -> dict[str, str]:
-        """refname -> sha for those of the full ``refs`` that exist: one for-each-ref."""
         return self.start_ref_values(refs)()
 
     def start_ref_values(self, refs: Sequence[str]) -> Callable[[], dict[str, str]]:
-        """``ref_values``, its for-each-ref started now and run while the caller works;
-        calling what this returns waits for it."""
         if not refs:
             return dict
         wanted = set(refs)
@@ -60,10 +49,8 @@ class Refs(Runner):
         return wait
 
     def update_refs(self, updates: Sequence[tuple[str, str | None, str | None]], message: str) -> None:
-        """Write refs in one ``update-ref --stdin`` transaction, compare-and-swap.
-
-        Each update is (ref, new sha or None to delete, expected old sha or
-        None for "must not exist"). Either every ref moves or none does.
+        """Write refs in one ``update-ref --stdin`` transaction: (ref, new sha or None to delete,
+        expected old sha or None for "must not exist"); every ref moves or none does.
         """
         if not updates:
             return

@@ -1,10 +1,6 @@
-"""Talking to the fork's remote: push with leases, list and fetch refs.
-
-The remote comes from ``stack.toml`` (``target.remote``), a file anyone who
-can open a pull request against the patches can edit, and git reads a
-remote argument that starts with ``-`` as an option (``--upload-pack=…``
-runs a command). So a remote is used only when it is a configured remote or
-a URL, and it is passed after ``--end-of-options`` as well.
+"""Talking to the fork's remote: push with leases, list and fetch refs. The remote comes from
+``stack.toml``, which a pull request can edit, and git reads ``-x`` as an option: so a remote is
+used only when configured or a URL, and after ``--end-of-options``.
 """
 
 from __future__ import annotations
@@ -21,10 +17,7 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$|^[^/:\s-][^/:\s]*:\S*$")
 
 
 class Remotes(Runner):
-    """Pushes and fetches, each one git process."""
-
     def remote_names(self) -> list[str]:
-        """The remotes configured in the repository (GitPython reads the config)."""
         import git as gitpython  # only commands that push or fetch pay for importing it
 
         return [r.name for r in gitpython.Repo(self.git_dir).remotes]
@@ -54,15 +47,13 @@ class Remotes(Runner):
         self.run("remote", "add", "--end-of-options", name, url)
 
     def fetch_objects(self, remote: str, refs: Sequence[str]) -> bool:
-        """The commits of ``refs`` on ``remote``, fetched without writing any
-        ref (not even FETCH_HEAD); False when the remote would not give them."""
+        """Fetch the commits of ``refs`` writing no ref (not even FETCH_HEAD); False when refused."""
         args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"]
         proc = self.run(*args, "--end-of-options", self.checked_remote(remote), *refs, check=False)
         return proc.returncode == 0
 
     def credential_settings(self) -> list[tuple[str, str]]:
-        """(where, key) of each setting git would read here that hands out a credential (an auth
-        header, a credential helper, a URL with userinfo: ``secrets.credential_setting``)."""
+        """(where, key) of each setting git would read here that hands out a credential."""
         from ggstack.secrets import credential_setting
 
         out = self.run("config", "--list", "--show-origin", "--includes", "-z", check=False).stdout

@@ -1,8 +1,5 @@
-"""``Repository``: the one object the rest of ggstack asks git questions through.
-
-It is made of the parts in this package (objects, refs, history, diffs,
-fastimport, patches, worktrees, remotes), each a mixin over the one ``Runner``, so a
-caller needs one object and every git process starts the same way.
+"""``Repository``: the one object ggstack asks git through, a mixin per part of this package
+over one ``Runner``, so every git process starts the same way.
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ from ggstack.git.worktrees import Worktrees
 
 
 class Repository(History, Diffs, FastImport, Patches, Worktrees, Remotes, Bundles):
-    """A git repository, discovered from a path (the fork checkout)."""
-
     def __init__(self, path: str) -> None:
         try:
             found = _discover(path) or _discover_with_gitpython(path)
@@ -38,7 +33,6 @@ class Repository(History, Diffs, FastImport, Patches, Worktrees, Remotes, Bundle
 
     @classmethod
     def init(cls, path: str, *, bare: bool = False) -> Repository:
-        """A new repository at ``path`` (for the demo's miniature fork)."""
         os.makedirs(path, exist_ok=True)
         plain_git("init", "-q", "-b", "main", *(["--bare"] if bare else []), path)
         return cls(path)
@@ -49,21 +43,17 @@ Found = tuple[str, str, str | None, str]  # git dir, common dir, work tree (None
 
 
 def _discover(path: str) -> Found | None:
-    """The common cases, a path in a work tree or a bare repository itself, in one
-    ``rev-parse`` (no GitPython to import); NotARepository where git finds none there or
-    above; None for anything else (a path inside a git dir, a path through a symbolic link,
-    which git resolves and GitPython keeps as given), which GitPython's discovery settles as
-    it always has."""
+    """A path in a work tree or a bare repository itself, in one ``rev-parse`` (no GitPython to
+    import); NotARepository where there is none; None for the odd cases (inside a git dir,
+    through a symbolic link), which GitPython's discovery settles as it always has."""
     if not os.path.isdir(path) or os.path.realpath(path) != os.path.abspath(path):
         return None
     # One rev-parse for both kinds: where there is no work tree, git answers the first four
     # and then says no to --show-toplevel.
     args = ("--is-bare-repository", "--git-dir", "--git-common-dir", "--show-object-format", "--show-toplevel")
     out = rev_parse_at(path, *args, answered=True) or []
-    if len(out) == 4 and out[0] == "true":  # a bare repository is one when git names this very directory
-        if out[1] != os.path.abspath(path):
-            return None
-        return (out[1], out[2], None, out[3]) if out[3] in ("sha1", "sha256") else None
+    if len(out) == 4 and out[0] == "true":
+        return _bare(path, out)
     if len(out) != 5 or out[0] != "false" or out[3] not in ("sha1", "sha256"):
         return None
     _, git_dir, common_dir, object_format, top = out
@@ -71,6 +61,12 @@ def _discover(path: str) -> Found | None:
     if git_dir != dotgit and not (os.path.isfile(dotgit) and not os.path.islink(dotgit)):
         return None  # .git is a link, or the work tree is configured elsewhere (core.worktree)
     return git_dir, common_dir, top, object_format
+
+
+def _bare(path: str, out: list[str]) -> Found | None:
+    if out[1] != os.path.abspath(path) or out[3] not in ("sha1", "sha256"):
+        return None
+    return out[1], out[2], None, out[3]
 
 
 def _discover_with_gitpython(path: str) -> Found:

@@ -1,11 +1,6 @@
-"""How ggstack starts git: one command line shape and one environment for every call.
-
-Every git process ggstack starts goes through here, so there is one place
-that decides what git sees: the repository is always named (``--git-dir``),
-and the variables an enclosing git (a hook, ``git rebase --exec``) exports to
-point at *its* repository, index or work tree are dropped, so they can never
-redirect ggstack to the user's index. Plumbing output is read in the C locale
-with no pager.
+"""How ggstack starts git: every call names the repository (``--git-dir``) and drops what an
+enclosing git (a hook, ``rebase --exec``) exports to point at its index or work tree, so ggstack
+can never be redirected to the user's index; plumbing is read in the C locale, no pager.
 """
 
 from __future__ import annotations
@@ -39,8 +34,7 @@ INHERITED_REPOSITORY_ENV = (
 
 @contextlib.contextmanager
 def naming(path: str) -> Iterator[None]:
-    """A write that fails without saying where (a full disk fails ``write``, not
-    ``open``) fails naming ``path``: the command's message says which disk."""
+    """A write that fails without saying where (a full disk) fails naming ``path``."""
     try:
         yield
     except OSError as e:
@@ -50,8 +44,6 @@ def naming(path: str) -> Iterator[None]:
 
 
 class GitFailed(InfraError):
-    """git exited non-zero where the caller did not expect it."""
-
     def __init__(self, args: Sequence[str], returncode: int, stderr: str) -> None:
         super().__init__(f"git {' '.join(args[:3])} failed ({returncode}): {stderr.strip()[:2000]}")
         self.args_ = list(args)
@@ -60,9 +52,9 @@ class GitFailed(InfraError):
 
 
 def environment(extra: dict[str, str] | None = None, config: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of every git ggstack starts: the caller's, less what
-    points at another repository or index or names a program of the user's,
-    plus ``extra``; ``config``: settings over the user's (``git -c``)."""
+    """The caller's environment less what points at another repository or names a program of the
+    user's, plus ``extra``; ``config`` goes over the user's settings (``git -c``).
+    """
     env = {k: v for k, v in os.environ.items() if k not in INHERITED_REPOSITORY_ENV and k not in USER_PROGRAM_ENV}
     env.update(extra or {})
     # Plumbing output must not depend on the user's locale or pager.
@@ -117,7 +109,6 @@ def _count(env: Mapping[str, str]) -> int:
 
 
 def plain_git(*args: str, input: bytes | None = None) -> str:
-    """git outside any repository (``init``, ``interpret-trailers``)."""
     proc = subprocess.run(["git", *args], input=input, env=environment(), capture_output=True)
     if proc.returncode != 0:
         raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
@@ -137,10 +128,9 @@ _BAD_CONFIG = b"bad config"
 
 
 def rev_parse_at(path: str, *args: str, answered: bool = False) -> list[str] | None:
-    """``git rev-parse --path-format=absolute ARGS`` run in ``path`` (discovery: no repository
-    is named yet), its output lines; None where git says no (``answered``: the lines it printed
-    before it said no, one an answer, in order); NotARepository where git says there is no
-    repository there or above."""
+    """``git rev-parse --path-format=absolute ARGS`` in ``path`` before a repository is named: its
+    lines, None where git says no, NotARepository where there is none there or above.
+    """
     proc = subprocess.run(
         ["git", "rev-parse", "--path-format=absolute", *args], cwd=path, env=environment(), capture_output=True
     )
@@ -155,8 +145,6 @@ def rev_parse_at(path: str, *args: str, answered: bool = False) -> list[str] | N
 
 
 class Runner:
-    """Runs git in one repository; the other parts of ``Repository`` build on it."""
-
     git_dir: str
     common_dir: str
     worktree: str | None
@@ -184,8 +172,7 @@ class Runner:
         return proc
 
     def merge_drivers(self) -> tuple[dict[str, str], str | None]:
-        """The merge drivers the user configured (``merge.<name>.driver``: name → command) and
-        ``merge.default`` (the driver of a path whose merge attribute names none); read once."""
+        """The user's merge drivers (name -> command) and ``merge.default``; read once."""
         if self._merge_settings is None:
             proc = self.run("config", "-z", "--get-regexp", r"^merge\.(.+\.driver|default)$", check=False)
             drivers: dict[str, str] = {}
@@ -200,14 +187,13 @@ class Runner:
         return self._merge_settings
 
     def merge_config(self) -> dict[str, str]:
-        """Settings that put git's own text merge in place of each of the user's merge drivers
-        (a program the merge attribute chooses): a replay runs none of their programs, and is
-        the same for every maintainer and for the bot (``driven_paths`` says where it would differ)."""
+        """Settings that put git's own text merge in place of the user's merge drivers: a replay runs
+        none of their programs, and is the same for every maintainer and for the bot.
+        """
         return {f"merge.{name}.driver": NEUTRAL_MERGE_DRIVER for name in self.merge_drivers()[0]}
 
     def driven_paths(self, paths: Sequence[str]) -> dict[str, str]:
-        """Of ``paths``, those whose merge the user's config gives to a driver of theirs (through
-        the merge attribute, or ``merge.default``): path → the driver's name."""
+        """Of ``paths``, those the user's config merges with a driver of theirs: path -> driver."""
         drivers, default = self.merge_drivers()
         if not drivers or not paths:
             return {}
@@ -222,8 +208,7 @@ class Runner:
         return found
 
     def run_as(self, *args: str, input: bytes) -> tuple[int, subprocess.CompletedProcess[bytes]]:
-        """``run`` that also says which process it was (its pid), never raising:
-        for a git that leaves a file named after itself when it fails (``fast-import``)."""
+        """``run`` that also gives the pid and never raises (``fast-import`` leaves a file named after it)."""
         with subprocess.Popen(
             ["git", "--git-dir", self.git_dir, *args],
             stdin=subprocess.PIPE,
@@ -236,7 +221,6 @@ class Runner:
         return proc.pid, subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def start(self, *args: str, input: bytes = b"", env: dict[str, str] | None = None) -> Started:
-        """``run`` left running while the caller works; ``Started.wait`` gives its output."""
         return Started(["git", "--git-dir", self.git_dir, *args], input, self.worktree or self.git_dir, env)
 
     def out(self, *args: str, **kw) -> str:
@@ -254,7 +238,6 @@ class Runner:
 
     @contextlib.contextmanager
     def temp_index(self, tree: str | None = None) -> Iterator[dict[str, str]]:
-        """An index file of our own (never the user's), optionally read from ``tree``."""
         fd, path = tempfile.mkstemp(prefix="ggstack-index-", dir=self._scratch_dir())
         os.close(fd)
         os.unlink(path)  # git wants to create it itself
@@ -274,7 +257,6 @@ class Runner:
         return path
 
     def state_dir(self, *parts: str) -> str:
-        """ggstack's own directory under the git dir (caches, locks, worktrees)."""
         path = os.path.join(self.common_dir, "ggstack", *parts)
         try:
             os.makedirs(path, exist_ok=True)
@@ -289,9 +271,9 @@ class Runner:
 
 
 class Started:
-    """A git process that runs while ggstack does other work. Its input and output are
-    unlinked temporary files, not pipes: git never waits on a reader, ggstack never on git,
-    until ``wait``; a kill leaves nothing behind."""
+    """A git process running while ggstack works; temporary files, not pipes, so neither waits
+    on the other until ``wait``, and a kill leaves nothing behind.
+    """
 
     def __init__(self, argv: list[str], input: bytes, cwd: str, env: dict[str, str] | None = None) -> None:
         self._args = argv[3:]
@@ -306,14 +288,12 @@ class Started:
             )
 
     def wait(self) -> bytes:
-        """Its output, once it has ended; GitFailed when it failed."""
         returncode, out = self.ended()
         if returncode != 0:
             raise GitFailed(self._args, returncode, self._error)
         return out
 
     def ended(self) -> tuple[int, bytes]:
-        """Its exit status and output, once it has ended."""
         returncode = self._proc.wait()
         out, err = self._out, self._err
         try:
@@ -330,10 +310,9 @@ class Started:
 
 
 class Persistent:
-    """One long-lived git process (``cat-file --batch``, ``mktree --batch``,
-    ``hash-object --stdin-paths``) asked one question at a time: a replay's
-    thousands of reads and writes cost one process each kind, not one each.
-    Started on first use, under the same environment as every other git."""
+    """One long-lived git process asked one question at a time: a replay's thousands of reads and
+    writes cost a process each kind, not one each.
+    """
 
     def __init__(
         self, git_dir: str, cwd: str, args: Sequence[str], config: Callable[[], Mapping[str, str]] | None = None
@@ -346,7 +325,6 @@ class Persistent:
         self._lock = threading.Lock()  # one question and its answer at a time
 
     def ask(self, request: bytes, answer: Callable[[IO[bytes]], bytes]) -> bytes:
-        """Send ``request``, then read the reply with ``answer`` (given git's stdout)."""
         with self._lock:
             proc = self._started()
             assert proc.stdin is not None and proc.stdout is not None
@@ -359,8 +337,7 @@ class Persistent:
                 raise self._failed() from None
 
     def stream(self, request: bytes, answer: Callable[[IO[bytes]], bytes]) -> bytes:
-        """``ask`` for a request of any size: it is written from a thread while ``answer``
-        reads the replies, so neither side waits on a full pipe (git answers while it reads)."""
+        """``ask`` for a request of any size, written from a thread so neither side waits on a full pipe."""
         with self._lock:
             proc = self._started()
             assert proc.stdin is not None and proc.stdout is not None
@@ -414,8 +391,7 @@ class Persistent:
             self.close_locked()
 
     def forget(self) -> None:
-        """In a process forked from the one that started it: let go of its pipes (the parent
-        still asks it) without ending it; the next question starts a process of this one's own."""
+        """In a forked process: let go of the parent's pipes without ending it."""
         proc, self._proc = self._proc, None
         self._lock = threading.Lock()  # a lock the parent held at the fork would stay held here
         for pipe in (proc.stdin, proc.stdout) if proc is not None else ():
@@ -439,7 +415,6 @@ class Persistent:
 
 
 def read_line(stream: IO[bytes]) -> bytes:
-    """One answer line (without its newline); EOFError when git has gone."""
     line = stream.readline()
     if not line.endswith(b"\n"):
         raise EOFError

@@ -14,8 +14,7 @@ from ggstack.git.runner import GitFailed, Runner, plain_git, rev_parse_at
 
 
 def config_file_entries(path: str) -> list[tuple[str, str | None]]:
-    """The settings of one git config file and of the files it includes, as git reads them
-    (a key without ``=`` has the value None); none where git cannot read it."""
+    """The settings of one git config file and its includes, as git reads them; none if unreadable."""
     try:
         out = plain_git("config", "--file", path, "--includes", "--list", "-z")
     except GitFailed:
@@ -44,10 +43,7 @@ def _quoted(text: str) -> str:
 
 
 class Worktrees(Runner):
-    """Temporary detached worktrees, and which branches other worktrees hold."""
-
     def add_worktree(self, path: str, commit: str) -> None:
-        """A detached worktree of ``commit`` at ``path``; no hook of the user's runs."""
         self.run(
             "-c",
             "core.hooksPath=/dev/null",
@@ -62,13 +58,10 @@ class Worktrees(Runner):
         )
 
     def add_isolated_checkout(self, path: str, commit: str) -> None:
-        """A repository of its own at ``path`` with ``commit`` checked out, detached.
-
-        Its objects are this repository's (``objects/info/alternates``: nothing
-        is copied), but its config, refs, stash, index and hooks are its own, so
-        what a patch's tests do with git there (``git stash``, ``git config``,
-        a commit, a tag) never reaches this repository; it has no refs to copy
-        either, which keeps it as cheap as a worktree."""
+        """A repository of its own at ``path`` with ``commit`` checked out: objects shared through
+        alternates, but config, refs, stash, index and hooks its own, so a patch's tests that use
+        git there never reach this repository.
+        """
         os.makedirs(path, exist_ok=True)
         plain_git("init", "-q", f"--object-format={getattr(self, 'object_format', 'sha1')}", path)
         objects = os.path.abspath(os.path.join(self.common_dir, "objects"))
@@ -77,21 +70,19 @@ class Worktrees(Runner):
         plain_git("-C", path, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "--detach", commit)
 
     def add_resolve_worktree(self, path: str, commit: str) -> Worktree:
-        """A detached worktree of ``commit`` at ``path`` for resolving a conflict (``ggstack resolve``)."""
         self.add_worktree(path, commit)
         return self.resolve_worktree(path)
 
     def resolve_worktree(self, path: str) -> Worktree:
-        """The resolve worktree at ``path``, its rerere records kept in ggstack's own directory;
-        the locks a killed git left in it are cleared (``Worktree.clear_stale_locks``)."""
+        """The resolve worktree at ``path``, locks a killed git left there cleared."""
         worktree = Worktree(path, (os.path.join(self.common_dir, "rr-cache"), self.state_dir("rr-cache")))
         worktree.clear_stale_locks()
         return worktree
 
     def is_whole_worktree(self, path: str) -> bool:
-        """``path`` is a worktree of this repository as ``worktree add`` left it when it ended:
-        its ``.git`` names an admin directory here that names it back, and no lock says
-        "initializing" (a kill inside ``worktree add`` leaves that)."""
+        """Whether ``path`` is a worktree here as ``worktree add`` leaves it when it ends (a kill
+        inside it leaves an "initializing" lock).
+        """
         try:
             with open(os.path.join(path, ".git"), encoding="utf-8") as f:
                 admin = os.path.join(path, f.read().strip().removeprefix("gitdir: "))  # relative: to the worktree
@@ -114,13 +105,10 @@ class Worktrees(Runner):
         self.run("worktree", "prune", check=False)
 
     def checked_out_branches(self) -> dict[str, str]:
-        """Branch ref → the worktree that has it checked out (or is rebasing it):
-        the branches ``git branch -f`` refuses to move. A bare repository's HEAD is none."""
+        """Branch ref -> the worktree that has it checked out or is rebasing it (``branch -f`` refuses those)."""
         return self.start_checked_out_branches()()
 
     def start_checked_out_branches(self) -> Callable[[], dict[str, str]]:
-        """``checked_out_branches``, its ``worktree list`` started now and run while the caller
-        works; calling what this returns waits for it (and reads the rebases under way then)."""
         job = self.start("worktree", "list", "--porcelain", "-z")
         return lambda: self._checked_out(job.wait().decode("utf-8", "surrogateescape"))
 
@@ -130,31 +118,33 @@ class Worktrees(Runner):
             fields = dict(f.partition(" ")[::2] for f in record.split("\0") if f)
             if "worktree" in fields and "branch" in fields and "bare" not in fields:
                 found.setdefault(fields["branch"], fields["worktree"])
+        for git_dir, where in self._admin_dirs():
+            for ref in _rebasing(git_dir):
+                found.setdefault(ref, os.fspath(where))
+        return found
+
+    def _admin_dirs(self) -> list[tuple[str, str]]:
         admin = [(self.common_dir, self.worktree or self.common_dir)]
         worktrees = os.path.join(self.common_dir, "worktrees")
         for name in sorted(os.listdir(worktrees)) if os.path.isdir(worktrees) else []:
             with contextlib.suppress(OSError), open(os.path.join(worktrees, name, "gitdir"), encoding="utf-8") as f:
                 admin.append((os.path.join(worktrees, name), os.path.dirname(f.read().strip())))
-        for git_dir, where in admin:
-            for state in ("rebase-merge", "rebase-apply"):
-                with (
-                    contextlib.suppress(OSError),
-                    open(os.path.join(git_dir, state, "head-name"), encoding="utf-8") as f,
-                ):
-                    ref = f.read().strip()
-                    if ref.startswith("refs/heads/"):
-                        found.setdefault(ref, os.fspath(where))
-        return found
+        return admin
+
+
+def _rebasing(git_dir: str) -> list[str]:
+    refs = []
+    for state in ("rebase-merge", "rebase-apply"):
+        with contextlib.suppress(OSError), open(os.path.join(git_dir, state, "head-name"), encoding="utf-8") as f:
+            ref = f.read().strip()
+            if ref.startswith("refs/heads/"):
+                refs.append(ref)
+    return refs
 
 
 class Worktree(Runner):
-    """One of ggstack's own worktrees (never the user's): git run inside it.
-
-    ``resolve`` leaves the user a real checkout with conflict markers to edit
-    with their own tools; the commands here are the few it needs there, with
-    git's ``rerere`` on so that a conflict resolved once is resolved again.
-    Its git is the runner's, named by the worktree's own git dir (its index,
-    its HEAD) and run in the worktree, which git then takes as the work tree.
+    """One of ggstack's own worktrees (never the user's), where ``resolve`` leaves a real checkout
+    with conflict markers, with ``rerere`` on so a conflict resolved once is resolved again.
     """
 
     _RERERE = ("-c", "rerere.enabled=true", "-c", "rerere.autoUpdate=false", "-c", "core.hooksPath=/dev/null")
@@ -169,12 +159,9 @@ class Worktree(Runner):
 
     @contextlib.contextmanager
     def _records(self) -> Iterator[None]:
-        """rerere's records in the repository's ``rr-cache`` only while git reads or writes them.
-
-        git keeps them in the common git dir and treats an ``rr-cache`` there as "rerere on" for
-        every later merge of the user's; where the user has none, ggstack's are moved in for the
-        one command and back out (a rename each way), so the user's own merges stay as they were.
-        A user who has an ``rr-cache`` already shares it, as any rerere user would."""
+        """rerere's records in ``rr-cache`` only while git uses them: git takes an ``rr-cache`` as
+        "rerere on" for the user's later merges, so where the user has none ours are moved in and out.
+        """
         if self.rerere is None or os.path.lexists(self.rerere[0]):
             yield
             return
@@ -192,10 +179,9 @@ class Worktree(Runner):
                 os.rename(theirs, ours)
 
     def clear_stale_locks(self) -> list[str]:
-        """Remove the lock files a killed git left in this worktree's git dir (``index.lock``,
-        rerere's ``MERGE_RR.lock``), with which git refuses to start. The worktree is ggstack's
-        own and used under the stack's lock, so a lock no live git holds is a dead one's;
-        one that a git still holds (open, or a git working here) is left to it."""
+        """Remove the lock files a killed git left in this worktree (git refuses to start with them);
+        one a live git still holds is left to it.
+        """
         removed = []
         for name in _LOCKS:
             path = os.path.join(self.git_dir, name)
@@ -206,15 +192,13 @@ class Worktree(Runner):
         return removed
 
     def run(self, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess[bytes]:
-        """``Runner.run`` with rerere on and no hook of the user's; a failure names ``args`` alone."""
         proc = super().run(*self._RERERE, *args, check=False, **kw)
         if check and proc.returncode != 0:
             raise GitFailed(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
 
     def cherry_pick(self, commit: str) -> tuple[list[str], list[str]]:
-        """``commit``'s change into the working tree, uncommitted (merge-ort, as ``apply``):
-        (paths left conflicted, paths rerere resolved from a recorded resolution)."""
+        """``commit``'s change into the working tree, uncommitted: (paths conflicted, paths rerere resolved)."""
         with self._records():
             proc = self.run(
                 "cherry-pick", "--no-commit", "--strategy=ort", commit, check=False, config=self.merge_config()
@@ -232,12 +216,10 @@ class Worktree(Runner):
         return sorted({p for p in out.split("\0") if p})
 
     def record_resolution(self) -> None:
-        """Let rerere remember how the conflicts were resolved (before they are staged)."""
         with self._records():
             self.run("rerere", check=False)
 
     def tree_of_files(self) -> str:
-        """Everything in the working tree staged, as a tree (the resolution)."""
         self.run("add", "-A")
         return self.run("write-tree").stdout.decode().strip()
 
@@ -247,9 +229,9 @@ _LOCK_AGE = 60.0  # where /proc cannot say who holds a lock: one older than this
 
 
 def _lock_in_use(lock: str, worktree: str) -> bool:
-    """Whether a live process may still hold ``lock``: one has it open (git keeps the file open
-    until it commits or rolls back), or a git works in ``worktree`` (``git commit`` waiting on
-    an editor has closed it). Without ``/proc``, a lock younger than a minute is taken as held."""
+    """Whether a live process may hold ``lock``: it is open, or a git works in ``worktree``;
+    without ``/proc``, a lock younger than a minute is taken as held.
+    """
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
@@ -287,8 +269,7 @@ def _git_working_in(pid: str, worktree: str) -> bool:
 
 
 def _alternate_line(path: str) -> str:
-    """``path`` as a line of ``objects/info/alternates``: C-quoted (as git reads it since 2.11)
-    where it holds a newline, a quote or a backslash, which a plain line cannot carry."""
+    """``path`` as an alternates line, C-quoted where a plain line cannot carry it."""
     if not any(c in path for c in '\n"\\'):
         return path + "\n"
     escaped = path.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
