@@ -18,7 +18,7 @@ from collections.abc import Set as AbstractSet
 
 from ggstack.check.containment import Containment, Unit, carries, window
 from ggstack.check.files import Files, is_zero
-from ggstack.check.history import History
+from ggstack.check.history import BaseRange
 from ggstack.diff import Block
 
 # A search yields (blob, lines) questions, is sent "does that blob hold the lines?", and sets its unit.
@@ -27,7 +27,7 @@ Search = Generator[tuple[str, list[str]], bool, None]
 
 def attribute(
     contents: Sequence[Containment],
-    history: History,
+    history: BaseRange,
     files: Files,
     likely: Sequence[AbstractSet[str]] = (),
     undone: Sequence[AbstractSet[str]] = (),
@@ -59,7 +59,7 @@ def attribute(
                 _consumed(u, history, tied, reverts)
 
 
-def changed_places(contents: Sequence[Containment], history: History, files: Files) -> list[list[str]]:
+def changed_places(contents: Sequence[Containment], history: BaseRange, files: Files) -> list[list[str]]:
     """For each containment, the range commits that wrote what the base has at the
     places of the patch's missing blocks: who changed those lines another way.
     All of them in one search, as ``attribute``."""
@@ -137,7 +137,7 @@ def _removed(u: Unit, run: list[str], versions: list[tuple[str, str, str]]) -> S
     u.by = [versions[lo][0]]
 
 
-def _consumed(u: Unit, history: History, tied: AbstractSet[str], reverts: AbstractSet[str]) -> None:
+def _consumed(u: Unit, history: BaseRange, tied: AbstractSet[str], reverts: AbstractSet[str]) -> None:
     """A file the patch adds that a range commit added — with the same content, or being the
     commit that brought the rest of the patch — and a later one deleted again: there, then
     consumed (a release folding its news fragments into the changelog), as a pick the base
@@ -160,7 +160,7 @@ def _consumed(u: Unit, history: History, tied: AbstractSet[str], reverts: Abstra
         return
 
 
-def _whole_file(u: Unit, versions: list[tuple[str, str, str]], history: History) -> None:
+def _whole_file(u: Unit, versions: list[tuple[str, str, str]], history: BaseRange) -> None:
     """A file added, deleted, renamed, re-moded: the newest range commit that touched it."""
     if u.what == "rename":
         versions = versions or history.versions(u.path)

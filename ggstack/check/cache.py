@@ -2,7 +2,7 @@
 
 A judgement depends only on the base commit, the candidates (a stack's patch
 files, byte for byte, or the commits) and the rules, so it is stored under a
-key of exactly those (``ggstack.cache``), with ``VERSION`` bumped whenever a
+key of exactly those (``ggstack.cache``), with ``VERDICTS_VERSION`` bumped whenever a
 signal or a rule changes. The bot's other rerun is a base that moved on by a
 few commits: when none of them can change a verdict (``_inert`` reads those k
 commits, not the history), the last base's verdicts are carried over
@@ -20,12 +20,12 @@ from ggstack.cache import key as hashed
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, REVERTS, SPID, normal_subject, pr_numbers
 from ggstack.model import Outcome, Run, Stack, outcome_from_json, outcome_json
 
-VERSION = "check-30"
+VERDICTS_VERSION = "check-30"
 _KEEP = 64  # verdict files kept per repository, newest first
 
 
-def key(parts: Iterable[str | bytes]) -> str:
-    return hashed(VERSION, parts)
+def verdicts_key(parts: Iterable[str | bytes]) -> str:
+    return hashed(VERDICTS_VERSION, parts)
 
 
 def candidates_key(stack: Stack, repo: git.Repository | None = None) -> str:
@@ -35,18 +35,18 @@ def candidates_key(stack: Stack, repo: git.Repository | None = None) -> str:
     # Through the persistent reader (no process of its own); the judgement reads these commits anyway.
     here = repo.read_commits(p.base_commit for p in stack.patches if p.base_commit) if repo else {}
     have = ["+" if (p.base_commit or "") in here else "-" for p in stack.patches] if repo else []
-    return key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw)), *have])
+    return verdicts_key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw)), *have])
 
 
 def _verdicts(repo: git.Repository, read: bool = True) -> Entries:
-    return Entries(repo, "check", version=VERSION, keep=_KEEP, read=read)
+    return Entries(repo, "check", version=VERDICTS_VERSION, keep=_KEEP, read=read)
 
 
 def _last_bases(repo: git.Repository, read: bool = True) -> Entries:
-    return Entries(repo, "check-last-base", version=VERSION, keep=_KEEP, read=read)
+    return Entries(repo, "check-last-base", version=VERDICTS_VERSION, keep=_KEEP, read=read)
 
 
-def load(repo: git.Repository, k: str, run: Run, *, read: bool = True) -> bool:
+def load_verdicts(repo: git.Repository, k: str, run: Run, *, read: bool = True) -> bool:
     """Fill ``run``'s outcomes (by name; all of them when it has none) from the
     verdicts stored under ``k``; False, and ``run`` untouched, when there are none
     (or ``read`` is off: ``--no-cache``)."""
@@ -70,7 +70,7 @@ def load(repo: git.Repository, k: str, run: Run, *, read: bool = True) -> bool:
     return True
 
 
-def save(repo: git.Repository, k: str, run: Run, *, candidates: str | None = None) -> None:
+def save_verdicts(repo: git.Repository, k: str, run: Run, *, candidates: str | None = None) -> None:
     """Keep ``run``'s verdicts under ``k``; ``candidates`` (a key of the candidates
     alone) remembers ``run.base`` as the last base they were judged on."""
     data = {
@@ -98,9 +98,9 @@ def carry_over(repo: git.Repository, stack: Stack, candidates: str, run: Run, *,
         return False
     loaded = Run(stack=run.stack, base_ref=run.base_ref, base=run.base)
     loaded.outcomes = [Outcome(o.name, o.subject, o.stack_patch_id) for o in run.outcomes]
-    if not load(repo, old_key, loaded) or not _inert(repo, stack, old_base, run.base, loaded.merge_base):
+    if not load_verdicts(repo, old_key, loaded) or not _inert(repo, stack, old_base, run.base, loaded.merge_base):
         return False
-    return load(repo, old_key, run)
+    return load_verdicts(repo, old_key, run)
 
 
 def _inert(repo: git.Repository, stack: Stack, old_base: str, base: str, merge_base: str | None) -> bool:

@@ -41,8 +41,8 @@ def check_commits(
     run = Run(stack=None, base_ref=base_ref, base=base)
     if not infos:
         return run
-    k = cache.key(["commits", base, *(i.sha for i in infos)])
-    if not cache.load(repo, k, run, read=use_cache):
+    k = cache.verdicts_key(["commits", base, *(i.sha for i in infos)])
+    if not cache.load_verdicts(repo, k, run, read=use_cache):
         with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
             lines, merge_base = _lines(repo, base, infos)
             asked = None if merge_base else repo.start_merge_base(base, infos[0].sha)  # answered meanwhile
@@ -55,7 +55,7 @@ def check_commits(
         order = {i.sha: n for n, i in enumerate(infos)}
         run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
         if cache.worth_keeping(run):
-            cache.save(repo, k, run)
+            cache.save_verdicts(repo, k, run)
     run.stages["check"] = "ok"
     return run
 

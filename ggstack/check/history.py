@@ -49,7 +49,7 @@ RangeLog = list[tuple[str, FileVersions]]  # range commits with the files they c
 
 
 @dataclass
-class History:
+class BaseRange:
     """What the base range says, for all the candidates at once."""
 
     commits: list[tuple[str, FileVersions]]  # range commits touching the paths, newest first
@@ -299,7 +299,7 @@ def scan(
     keysets: Iterable[frozenset[str]] = (),
     diffs: Mapping[str, bytes] | None = None,
     read: RangeRead | None = None,
-) -> History:
+) -> BaseRange:
     """Read the range ``base ^exclude`` once for all the candidates (``diffs``: the candidates'
     diffs where they were read already, as ``diffs_of_commits`` gives them; ``read``: the
     range's logs, where they were read already). The walks that do not depend on each other
@@ -320,7 +320,7 @@ def scan(
     commits, moves = _follow_moves(
         repo, base, exclude, paths, commits, {sha: i for i, (sha, _, _) in enumerate(log)}, whole
     )
-    history = History(commits, {sha: message for sha, _, message in log}, moves=moves, tips=[base], whole=whole)
+    history = BaseRange(commits, {sha: message for sha, _, message in log}, moves=moves, tips=[base], whole=whole)
     history.exclude, history._read = list(exclude), {*paths, *(to for to, _ in moves.values())}
     history.authors = {sha: email for sha, email, _ in log}
     wanted_sets = set(keysets)
@@ -403,7 +403,7 @@ def _patch_ids(
     return {commit: pid for part in [*found, hashed.result()] for commit, pid in part.items()}
 
 
-def _read_messages(history: History) -> None:
+def _read_messages(history: BaseRange) -> None:
     for commit, message in history.messages.items():
         if "cherry picked from" in message or "herry-picked-from" in message:
             for src in PICKED_FROM.findall(message):

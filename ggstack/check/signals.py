@@ -1,6 +1,6 @@
 """Each signal of the judgement as a small function: facts for the rules, evidence for the maintainer.
 
-A signal reads the range (``History``), the candidate and what was already
+A signal reads the range (``BaseRange``), the candidate and what was already
 measured (containment, the replay) and returns what it found twice: as a
 typed fact the verdict table decides on, and as ``Evidence`` in words.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from ggstack import git, replay
 from ggstack.check.containment import UNREADABLE, Containment, Unit
 from ggstack.check.files import is_zero
-from ggstack.check.history import REVERT_OF, History, normal_subject, pr_numbers
+from ggstack.check.history import REVERT_OF, BaseRange, normal_subject, pr_numbers
 from ggstack.check.own import describe
 from ggstack.check.rules import Decision, Facts, Match, short_ids
 from ggstack.diff import FileChange, paths_of
@@ -42,7 +42,7 @@ class Candidate:
         return paths_of(self.changes)
 
 
-def identity(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
+def identity(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence]:
     """The source is an ancestor of the base, or a base commit names it
     (cherry-pick -x, Stack-Patch-Id, Gerrit's Change-Id)."""
     found = [*_sources(history, cand), *_named(history, cand)]
@@ -60,7 +60,7 @@ def identity(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
     return matches, Evidence(Signal.IDENTITY, detail, list(dict.fromkeys(commits)), data=data, says=says)
 
 
-def _sources(history: History, cand: Candidate) -> list[tuple[Match, str]]:
+def _sources(history: BaseRange, cand: Candidate) -> list[tuple[Match, str]]:
     out = []
     for src in dict.fromkeys(s for s in cand.sources if s):
         if src in history.reachable:
@@ -78,7 +78,7 @@ def _sources(history: History, cand: Candidate) -> list[tuple[Match, str]]:
     return out
 
 
-def _named(history: History, cand: Candidate) -> list[tuple[Match, str]]:
+def _named(history: BaseRange, cand: Candidate) -> list[tuple[Match, str]]:
     out = []
     for c in history.spids.get(cand.spid, []) if cand.spid else []:
         out.append((Match("Stack-Patch-Id in", c), f"base commit {c[:10]} carries its Stack-Patch-Id"))
@@ -88,7 +88,7 @@ def _named(history: History, cand: Candidate) -> list[tuple[Match, str]]:
     return out
 
 
-def patch_id(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
+def patch_id(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence]:
     pid = history.patch_ids.get(cand.commit or cand.name, "")  # no commit: from the patch's own diff
     if not pid:
         detail = "no patch-id (the patch is empty or was not computed)"
@@ -111,7 +111,7 @@ def patch_id(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
     )
 
 
-def undo(history: History, matches: list[Match], reversed_id: str) -> Evidence | None:
+def undo(history: BaseRange, matches: list[Match], reversed_id: str) -> Evidence | None:
     """Mark the matches a later base commit took out: ``git revert``'s own line
     naming the pick, or a commit whose patch-id is this patch's reversed."""
     by_id = history.with_patch_id(reversed_id)
@@ -123,7 +123,7 @@ def undo(history: History, matches: list[Match], reversed_id: str) -> Evidence |
     return _undone([m for m in matches if m.undone_by], "then reverted in the base by")
 
 
-def relanded(history: History, cand: Candidate, matches: list[Match]) -> Evidence | None:
+def relanded(history: BaseRange, cand: Candidate, matches: list[Match]) -> Evidence | None:
     """A revert the base took, whose reverted change the base then landed again ('Reapply "S"',
     'Add back "S"', S once more): the base no longer has what the revert did."""
     m = REVERT_OF.match(cand.subject)
@@ -152,7 +152,7 @@ def _undone(undone: list[Match], words: str) -> Evidence | None:
     )
 
 
-def modified(history: History, cand: Candidate, matches: list[Match]) -> Evidence | None:
+def modified(history: BaseRange, cand: Candidate, matches: list[Match]) -> Evidence | None:
     """The base commits that changed the patch's files after a pick."""
     touching = history.touching(cand.paths)
     for m in matches:
@@ -209,7 +209,7 @@ def reversed_(applies: bool | None, later: list[str] | None = None) -> Evidence 
     )
 
 
-def same_blobs(history: History, cand: Candidate, entries: dict[str, tuple[str, str]]) -> list[str]:
+def same_blobs(history: BaseRange, cand: Candidate, entries: dict[str, tuple[str, str]]) -> list[str]:
     """The range commits that left every file the patch touches as the patch leaves it, blob for blob
     (a file it deletes gone; ``entries``: the base's files): git's identity of content, as a patch-id
     is of a change, whatever the history of its lines (the base may have taken out another version
@@ -352,7 +352,7 @@ def blame(c: Containment) -> Evidence | None:
     )
 
 
-def hints(history: History, cand: Candidate, known: set[str]) -> tuple[list[str], Evidence | None]:
+def hints(history: BaseRange, cand: Candidate, known: set[str]) -> tuple[list[str], Evidence | None]:
     """Base commits with the same subject, or whose "(#N)" is the patch's PR: never a verdict alone
     (``known``: the picks and reverts already named, which are no hint)."""
     same = [c for s in (cand.subject, cand.title) if s for c in history.same_subject(s) if c not in known]

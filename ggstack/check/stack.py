@@ -18,7 +18,7 @@ from ggstack.check import cache, groups
 from ggstack.check import judge as judging
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
-from ggstack.check.history import CHANGE_ID, PICKED_FROM, History, scan
+from ggstack.check.history import CHANGE_ID, PICKED_FROM, BaseRange, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.rules import Match
 from ggstack.check.signals import Candidate
@@ -53,15 +53,15 @@ def check_stack(
         run = run.copy()  # apply's Run stays apply's
     outcomes = [_outcome(run, patch) for patch in stack.patches]
     candidates = cache.candidates_key(stack, repo)
-    k = cache.key([candidates, base])
-    if cache.load(repo, k, run, read=use_cache):
+    k = cache.verdicts_key([candidates, base])
+    if cache.load_verdicts(repo, k, run, read=use_cache):
         run.stages["check"] = "ok"
         return run
     if not cache.carry_over(repo, stack, candidates, run, read=use_cache):
         with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
             _judge(repo, stack, base, run, outcomes, progress)
     if cache.worth_keeping(run):
-        cache.save(repo, k, run, candidates=candidates)
+        cache.save_verdicts(repo, k, run, candidates=candidates)
     run.stages["check"] = "ok"
     return run
 
@@ -111,7 +111,7 @@ def _exact(m: Match) -> bool:
     return not m.undone_by and m.how != judging.HINTED
 
 
-def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[Candidate]) -> History:
+def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[Candidate]) -> BaseRange:
     """The base range, read once for every patch of the stack."""
     whole = [c for c in cands if c.commit and c.parent]
     return scan(
