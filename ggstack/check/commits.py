@@ -21,7 +21,7 @@ from ggstack.check.files import Files
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, RangeRead, read_range, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.rules import SOME
-from ggstack.check.signals import Candidate
+from ggstack.check.signals import Candidate, paths_of_all
 from ggstack.errors import UserError
 from ggstack.gcpause import paused
 from ggstack.model import Applied, Conflict, Outcome, Run
@@ -34,30 +34,40 @@ def check_commits(
     """Each commit judged on its own against the base; ``jobs``: how many processes the
     judging may take (default: one a core), for a few dozen commits or more."""
     base = replay.resolve_base(repo, None, base_ref)
-    infos = list({i.sha: i for i in repo.commit_infos(shas)}.values())
-    for info in infos:
-        if not info.parents:
-            raise UserError(f"{info.sha[:12]}: a root commit has no change to compare")
+    infos = _commits(repo, shas)
     run = Run(stack=None, base_ref=base_ref, base=base)
     if not infos:
         return run
     k = cache.verdicts_key(["commits", base, *(i.sha for i in infos)])
     if not cache.load_verdicts(repo, k, run, read=use_cache):
         with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
-            lines, merge_base = _lines(repo, base, infos)
-            asked = None if merge_base else repo.start_merge_base(base, infos[0].sha)  # answered meanwhile
-            parts = _parts(lines, jobs or cores())
-            shared = _shared_ranges(repo, base, lines, parts)
-            judged = forked.side_by_side(functools.partial(_judge_pieces, repo, base, shared), parts, repo.after_fork)
-            for _, part in sorted(p for ps in judged for p in ps):  # the lines' order, as one process has it
-                _add(run, part)
-            run.merge_base = merge_base or (asked() if asked else None)
+            _judge_lines(repo, base, infos, run, jobs or cores())
         order = {i.sha: n for n, i in enumerate(infos)}
         run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
         if cache.worth_keeping(run):
             cache.save_verdicts(repo, k, run)
     run.stages["check"] = "ok"
     return run
+
+
+def _commits(repo: git.Repository, shas: list[str]) -> list[git.CommitInfo]:
+    infos = list({i.sha: i for i in repo.commit_infos(shas)}.values())
+    for info in infos:
+        if not info.parents:
+            raise UserError(f"{info.sha[:12]}: a root commit has no change to compare")
+    return infos
+
+
+def _judge_lines(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run, jobs: int) -> None:
+    """The commits by their line of history, dealt over ``jobs`` forked parts."""
+    lines, merge_base = _lines(repo, base, infos)
+    asked = None if merge_base else repo.start_merge_base(base, infos[0].sha)  # answered meanwhile
+    parts = _parts(lines, jobs)
+    shared = _shared_ranges(repo, base, lines, parts)
+    judged = forked.side_by_side(functools.partial(_judge_pieces, repo, base, shared), parts, repo.after_fork)
+    for _, part in sorted(p for ps in judged for p in ps):  # the lines' order, as one process has it
+        _add(run, part)
+    run.merge_base = merge_base or (asked() if asked else None)
 
 
 # Commits a forked part is worth at least, and what judging a line costs besides its commits (its
@@ -133,21 +143,16 @@ def _add(run: Run, part: Run) -> None:
 
 
 def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> tuple[list[list[git.CommitInfo]], str]:
-    """The commits by the line of history they are on (where their first-parent line leaves
-    the base, and the newest merge below them on it that brought base commits in): each
-    line's range is the base minus that line's own history, as ``git cherry BASE COMMIT`` has
-    it. Judged all in one range, a pick the base made before a newer line forked would be
-    outside the range of an older line's commit it represents; and a commit after its branch
-    merged the base in has a smaller range than one before that merge (a merge of anything
-    else changes no range, and splits nothing). And the merge base of the base and the first
-    commit, where the walk says it (see ``_known_merge_base``), else ""."""
+    """The commits by their line of history (where their first-parent line leaves the base, and
+    the newest merge below them that brought base commits in): each line's range is the base
+    minus the line's own history, as ``git cherry BASE COMMIT`` has it. In one range, a pick the
+    base made before a newer line forked would be outside an older line's range. Also the merge
+    base of the base and the first commit where the walk says it (``_known_merge_base``), else ""."""
     if len(infos) == 1:
         return [infos], ""  # one commit is one line: nothing to walk
     lines_of = repo.first_parents([i.sha for i in infos], base)
     parents = {c: ps[0] if ps else "" for c, ps in lines_of.items()}
-    forks: dict[str, str] = {}  # commit -> its line's fork point ("in the base" for one the base has)
-    for info in infos:
-        _fork_of(info.sha, parents, forks)
+    forks = _fork_points(infos, parents)  # commit -> its line's fork point ("in the base" for one the base has)
     tips = [i.sha for i in infos if i.sha in parents]
     walks = _first_parent_lines(tips, parents)
     # Only a merge on the lines can bring commits of the base in: with none, no graph is read.
@@ -157,6 +162,13 @@ def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> tupl
     for info in infos:
         lines.setdefault((forks[info.sha], below.get(info.sha, "")), []).append(info)
     return list(lines.values()), _known_merge_base(infos[0].sha, lines_of, forks)
+
+
+def _fork_points(infos: list[git.CommitInfo], parents: dict[str, str]) -> dict[str, str]:
+    forks: dict[str, str] = {}
+    for info in infos:
+        _fork_of(info.sha, parents, forks)
+    return forks
 
 
 def _known_merge_base(sha: str, lines_of: dict[str, list[str]], forks: dict[str, str]) -> str:
@@ -264,20 +276,33 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     authors = {i.sha[:12]: i.author_email for i in infos}
     base_tree = repo.commit_infos([base])[0].tree  # through the long-lived reader, no rev-parse
     ctx, entries, idents = _read_and_identify(repo, base, base_tree, cands, diffs, read)
+    done = _measure_all(ctx, base, base_tree, cands, idents, entries)
+    _read_for_all(ctx, cands, idents, done, authors)
+    judging.prepare_remaining(ctx, list(zip(cands, done, strict=True)))
+    for cand, m in zip(cands, done, strict=True):
+        run.outcomes.append(_outcome(ctx, cand, idents[cand.name], m, authors[cand.name]))
+    judging.name_commits(repo, run)
+
+
+def _measure_all(
+    ctx: Context,
+    base: str,
+    base_tree: str,
+    cands: list[Candidate],
+    idents: dict[str, Identified],
+    entries: dict[str, tuple[str, str]],
+) -> list[Measured]:
+    """What each commit's lines settle, and one batch of merges for those they do not."""
     contents = judging.measure_content(ctx, cands, base_tree, idents)
     measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
-    steps = _replay_all(repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
+    steps = _replay_all(ctx.repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
     done = [
         m or _replayed(ctx, c, k, steps.get(c.commit), entries)
         for c, k, m in zip(cands, contents, measured, strict=True)
     ]
     for m in done:
         m.tree = base_tree
-    _read_for_all(ctx, cands, idents, done, authors)
-    judging.prepare_remaining(ctx, list(zip(cands, done, strict=True)))
-    for cand, m in zip(cands, done, strict=True):
-        run.outcomes.append(_outcome(ctx, cand, idents[cand.name], m, authors[cand.name]))
-    judging.name_commits(repo, run)
+    return done
 
 
 def _read_for_all(
@@ -321,7 +346,7 @@ def _read(
 ) -> tuple[Context, dict[str, tuple[str, str]]]:
     """The range scan and the base's files, side by side: the range is git's work
     (log, diff-tree | patch-id), reading the base's files is ours."""
-    paths = sorted({p for c in cands for p in c.paths})
+    paths = paths_of_all(cands)
     pending = Pending(
         scan,
         repo,
@@ -396,15 +421,20 @@ def _settled(content: judging.Containment, ident: Identified, live: bool, revers
     lines are there; None: replay it."""
     if content.all_present and (live or reverse):
         return Measured(content, reverse=reverse)  # every line there, and git's view (or the lines' history) agrees
-    if any(m.how in judging.EXACT and not m.undone_by for m in ident.matches) and any(u.present for u in content.units):
-        # An exact pick of which some lines are there: represented, picked (all there) or picked, then modified; a
-        # merge could only tell an empty replay, which its reverse or its lines already tell where they can.
+    if _exact_pick_partly_there(content, ident):
+        # Represented, picked (all there) or picked, then modified; a merge could only tell an
+        # empty replay, which its reverse or its lines already tell where they can.
         return Measured(content, reverse=reverse, unreplayed=_EXACT_PICK)
     if content.any_earned and not content.all_present and not live and content.adding_fraction >= SOME:
         # partial: its remaining diff applies by construction. (Below SOME, lines an unrelated commit
         # brought are a coincidence: no partial, so the replay must say whether it conflicts.)
         return Measured(content, reverse=reverse)
     return None
+
+
+def _exact_pick_partly_there(content: judging.Containment, ident: Identified) -> bool:
+    exact = any(m.how in judging.EXACT and not m.undone_by for m in ident.matches)
+    return exact and any(u.present for u in content.units)
 
 
 def _replayed(

@@ -7,6 +7,7 @@ typed fact the verdict table decides on, and as ``Evidence`` in words.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,10 @@ class Candidate:
     @property
     def paths(self) -> list[str]:
         return paths_of(self.changes)
+
+
+def paths_of_all(cands: Iterable[Candidate]) -> list[str]:
+    return sorted({p for c in cands for p in c.paths})
 
 
 def identity(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence]:
