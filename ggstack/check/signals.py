@@ -54,15 +54,17 @@ def identity(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence
     if not found:
         detail = "no identity match: its source is not in the base and no base commit names it"
         return [], Evidence(Signal.IDENTITY, detail, data={"match": False}, says=Says.ABSENT)
-    matches = [m for m, _ in found]
-    live = [m for m in matches if not m.undone_by]
+    return [m for m, _ in found], _identified(found)
+
+
+def _identified(found: list[tuple[Match, str]]) -> Evidence:
+    """Present where a match was not reverted since; else undone, by the reverts named."""
+    live = [m.commit for m, _ in found if not m.undone_by]
+    commits = list(dict.fromkeys(live or [c for m, _ in found for c in m.undone_by]))
     says = Says.PRESENT if live else Says.UNDONE
-    commits = [m.commit for m in live] or [c for m in matches for c in m.undone_by]
-    data: dict[str, Any] = {"match": bool(live)}
-    if not live:
-        data["reverted_by"] = list(dict.fromkeys(commits))
+    data: dict[str, Any] = {"match": True} if live else {"match": False, "reverted_by": commits}
     detail = "; ".join(words for _, words in found)
-    return matches, Evidence(Signal.IDENTITY, detail, list(dict.fromkeys(commits)), data=data, says=says)
+    return Evidence(Signal.IDENTITY, detail, commits, data=data, says=says)
 
 
 def _sources(history: BaseRange, cand: Candidate) -> list[tuple[Match, str]]:
@@ -215,24 +217,35 @@ def reversed_(applies: bool | None, later: list[str] | None = None) -> Evidence 
 
 
 def same_blobs(history: BaseRange, cand: Candidate, entries: dict[str, tuple[str, str]]) -> list[str]:
-    """The range commits that left every file the patch touches as the patch leaves it, blob for blob
-    (a file it deletes gone; ``entries``: the base's files): git's identity of content, as a patch-id
-    is of a change, whatever the history of its lines (the base may have taken out another version
-    of the lines the patch removes). Nothing where a file differs, where the patch renames a file,
-    or where the range did not make a file so (it was so at the merge base)."""
+    """The range commits that left every file the patch touches as the patch leaves it, blob for
+    blob: git's identity of content, whatever the history of its lines. Nothing where the patch
+    renames a file, or where one file is not so."""
     if not cand.changes or any(fc.old_path and fc.new_path and fc.old_path != fc.new_path for fc in cand.changes):
         return []
     by: list[str] = []
     for fc in cand.changes:
-        path = fc.new_path or fc.old_path or ""
-        have = entries.get(path)
-        if (have[1] if have else None) != fc.new_blob or (have and fc.new_mode and have[0] != fc.new_mode):
+        sha = _made_so_by(history, fc, entries)
+        if sha is None:
             return []
-        versions = history.versions(path)  # (commit, old blob, new blob), newest first
-        if not versions or _blob(versions[0][2]) != fc.new_blob or _blob(versions[-1][1]) == fc.new_blob:
-            return []  # the newest range commit on it did not write it, or it was so at the merge base
-        by.append(versions[0][0])
+        by.append(sha)
     return list(dict.fromkeys(by))
+
+
+def _made_so_by(history: BaseRange, fc: FileChange, entries: dict[str, tuple[str, str]]) -> str | None:
+    """The range commit that last wrote this file, where the base has it as the patch leaves it (a file
+    it deletes gone; ``entries``: the base's files) and it was not so at the merge base."""
+    path = fc.new_path or fc.old_path or ""
+    if _base_differs(fc, entries.get(path)):
+        return None
+    versions = history.versions(path)  # (commit, old blob, new blob), newest first
+    if not versions or _blob(versions[0][2]) != fc.new_blob or _blob(versions[-1][1]) == fc.new_blob:
+        return None
+    return versions[0][0]
+
+
+def _base_differs(fc: FileChange, have: tuple[str, str] | None) -> bool:
+    """The base's file (mode, blob) is not as the patch leaves it."""
+    return (have[1] if have else None) != fc.new_blob or bool(have and fc.new_mode and have[0] != fc.new_mode)
 
 
 def _blob(sha: str) -> str | None:
@@ -253,19 +266,24 @@ def content(c: Containment) -> Evidence:
         detail = "the patch changes nothing: there is nothing to bring into the base"
         return Evidence(Signal.CONTENT, detail, fraction=1.0, data={"units": []}, says=Says.PRESENT)
     detail, says = _content_words(c)
-    moved = [f"{p} in {to}" for p, to in c.base_paths.items() if to != p and p not in c.renamed]
-    moved += [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
-    if moved:
-        detail += f" (judged where the base moved them: {', '.join(moved)})"
-    if c.came_from:
-        split = ", ".join(f"{p}'s code in {q}" for p, q in c.came_from.items())
-        detail += f" (judged where the base has what its own side moved: {split})"
+    detail += _where_judged(c)
     data: dict[str, Any] = {"units": _units(c)}
     unread = list(dict.fromkeys(u.path for u in c.units if u.reason == UNREADABLE))
     if unread:
         detail += f"; not computed for {', '.join(unread)}: the base's version is not in this clone"
         data["uncomputed"] = unread
     return Evidence(Signal.CONTENT, detail, fraction=round(c.fraction, 4), data=data, says=says)
+
+
+def _where_judged(c: Containment) -> str:
+    """Where its lines were looked for other than in its own files: the base moved them, or its own side did."""
+    moved = [f"{p} in {to}" for p, to in c.base_paths.items() if to != p and p not in c.renamed]
+    moved += [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
+    words = f" (judged where the base moved them: {', '.join(moved)})" if moved else ""
+    if c.came_from:
+        split = ", ".join(f"{p}'s code in {q}" for p, q in c.came_from.items())
+        words += f" (judged where the base has what its own side moved: {split})"
+    return words
 
 
 def _units(c: Containment) -> list[dict[str, Any]]:
@@ -285,22 +303,28 @@ def _units(c: Containment) -> list[dict[str, Any]]:
 
 def _content_words(c: Containment) -> tuple[str, Says]:
     counted = c.counted
-    present = sum(1 for u in counted if u.present)
-    missing = "; ".join(f"{u.path}: {u.what}: {u.reason}" for u in counted if not u.present)
     older = sum(1 for u in counted if u.present and not u.earned)
     tail = f" ({older} of them already there before the range: no evidence)" if older else ""
     if c.all_present:
-        ws = ", ignoring trailing whitespace" if any(u.whitespace for u in counted) else ""
-        pct = round(100 * c.fraction)
-        detail = (
-            f"all {len(counted)} changes present in the base ({pct}% of informative lines brought by base commits){ws}"
-        )
-        whole = [u.reason for u in counted if u.block is None]
-        detail += (": " + "; ".join(dict.fromkeys(whole)) if whole else "") + tail
-        return detail, Says.PRESENT if c.all_earned else Says.NOTHING
+        return _all_there(c) + tail, Says.PRESENT if c.all_earned else Says.NOTHING
+    return _some_there(counted, tail)
+
+
+def _some_there(counted: list[Unit], tail: str) -> tuple[str, Says]:
+    present = sum(1 for u in counted if u.present)
+    missing = "; ".join(f"{u.path}: {u.what}: {u.reason}" for u in counted if not u.present)
     if present:
         return f"{present} of {len(counted)} changes present{tail}; missing: {missing}", Says.NOTHING
     return f"none of its {len(counted)} changes is in the base: {missing}", Says.ABSENT
+
+
+def _all_there(c: Containment) -> str:
+    counted = c.counted
+    ws = ", ignoring trailing whitespace" if any(u.whitespace for u in counted) else ""
+    pct = round(100 * c.fraction)
+    detail = f"all {len(counted)} changes present in the base ({pct}% of informative lines brought by base commits){ws}"
+    whole = [u.reason for u in counted if u.block is None]
+    return detail + (": " + "; ".join(dict.fromkeys(whole)) if whole else "")
 
 
 def own_lines(units: list[Unit]) -> Evidence:
@@ -326,17 +350,7 @@ def left_out(blocks: list[str]) -> Evidence:
 
 def blame(c: Containment) -> Evidence | None:
     """Which base commits brought the present lines in, with shares of the informative lines."""
-    counts: dict[str, float] = {}
-    older = 0.0
-    for u in c.counted:
-        if not u.present:
-            continue
-        weight = max(u.weight, 1)
-        if u.by:
-            for sha in u.by:
-                counts[sha] = counts.get(sha, 0.0) + weight / len(u.by)
-        else:
-            older += weight
+    counts, older = _brought_weights(c)
     total = sum(counts.values()) + older
     if not total or not counts:
         return None
@@ -357,23 +371,52 @@ def blame(c: Containment) -> Evidence | None:
     )
 
 
+def _brought_weights(c: Containment) -> tuple[dict[str, float], float]:
+    """The present lines' weight by the base commit that brought them (split where several did), and
+    the weight of those already there before the range."""
+    counts: dict[str, float] = {}
+    older = 0.0
+    for u in c.counted:
+        if not u.present:
+            continue
+        weight = max(u.weight, 1)
+        if u.by:
+            for sha in u.by:
+                counts[sha] = counts.get(sha, 0.0) + weight / len(u.by)
+        else:
+            older += weight
+    return counts, older
+
+
 def hints(history: BaseRange, cand: Candidate, known: set[str]) -> tuple[list[str], Evidence | None]:
     """Base commits with the same subject, or whose "(#N)" is the patch's PR: never a verdict alone
     (``known``: the picks and reverts already named, which are no hint)."""
-    same = [c for s in (cand.subject, cand.title) if s for c in history.same_subject(s) if c not in known]
+    same = _with_its_subject(history, cand, known)
     numbers = [cand.original_pr.rpartition("#")[2]] if cand.original_pr else pr_numbers(cand.subject)
-    by_pr = [c for n in numbers if n for c in history.with_pr_number(n) if c not in known and c != cand.commit]
+    by_pr = _naming_its_pr(history, cand, numbers, known)
     # The PR's first: its number names one change, where a title can recur (a bot's "Update the
     # pin" PR opened again and again); callers read the first few.
     found = list(dict.fromkeys(by_pr + same))
     if not found:
         return [], None
+    return found, Evidence(Signal.HINT, _hint_words(same, by_pr, numbers), found, data={"hint": "subject-or-pr"})
+
+
+def _with_its_subject(history: BaseRange, cand: Candidate, known: set[str]) -> list[str]:
+    return [c for s in (cand.subject, cand.title) if s for c in history.same_subject(s) if c not in known]
+
+
+def _naming_its_pr(history: BaseRange, cand: Candidate, numbers: list[str], known: set[str]) -> list[str]:
+    return [c for n in numbers if n for c in history.with_pr_number(n) if c not in known and c != cand.commit]
+
+
+def _hint_words(same: list[str], by_pr: list[str], numbers: list[str]) -> str:
     words = []
     if same:
         words.append(f"{short_ids(same)} {'has' if len(set(same)) == 1 else 'have'} the same subject")
     if by_pr:
         words.append(f"{short_ids(by_pr)} {'names' if len(set(by_pr)) == 1 else 'name'} PR #{', #'.join(numbers)}")
-    return found, Evidence(Signal.HINT, "; ".join(words), found, data={"hint": "subject-or-pr"})
+    return "; ".join(words)
 
 
 def superseded(
