@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ggstack import git
@@ -102,8 +103,7 @@ class BaseRange:
     def _joined(self, path: str, to: str, sha: str) -> list[tuple[str, str, str]] | None:
         """``to``'s versions newer than ``sha``, then ``path``'s from before it, joined at ``sha``."""
         there, here = self._versions.get(to, []), self._versions.get(path, [])
-        moved_in = next((v for v in there if v[0] == sha), None)
-        moved_out = next((v for v in here if v[0] == sha), None)
+        moved_in, moved_out = _version_by(there, sha), _version_by(here, sha)
         if moved_in is None or moved_out is None:
             return None
         newer = [v for v in there if self.newer(v[0], sha)]
@@ -231,21 +231,33 @@ class BaseRange:
         ones not cached are diffed and hashed in a pipeline a core, side by side; those whose
         diff was read already (``diffs``, as ``diffs_of_commits`` gives it) are only hashed."""
         cache = Map(repo, f"patch-ids-{_CACHE_VERSION}")
-        todo: dict[str, str | None] = {}
-        for pairs, _ in sets:
-            for commit, parent in pairs:
-                if commit not in todo and cache.get(commit) is None:
-                    todo[commit] = parent
+        todo = _uncached(cache, sets)
         found = _patch_ids(repo, list(todo.items()), diffs or {})
         for commit in todo:
             cache.put(commit, found.get(commit, ""))  # "": an empty change has no patch-id
         cache.save()
         for pairs, in_range in sets:
             for commit, _ in pairs:
-                pid = cache.get(commit) or ""
-                self.patch_ids[commit] = pid
-                if in_range and pid and commit not in self._by_patch_id.get(pid, []):
-                    self._by_patch_id.setdefault(pid, []).append(commit)
+                self._note_patch_id(commit, cache.get(commit) or "", in_range)
+
+    def _note_patch_id(self, commit: str, pid: str, in_range: bool) -> None:
+        self.patch_ids[commit] = pid
+        if in_range and pid and commit not in self._by_patch_id.get(pid, []):
+            self._by_patch_id.setdefault(pid, []).append(commit)
+
+
+def _uncached(cache: Map, sets: Sequence[tuple[Sequence[tuple[str, str | None]], bool]]) -> dict[str, str | None]:
+    """commit -> parent of the pairs whose patch-id is not cached yet, each commit once."""
+    todo: dict[str, str | None] = {}
+    for pairs, _ in sets:
+        for commit, parent in pairs:
+            if commit not in todo and cache.get(commit) is None:
+                todo[commit] = parent
+    return todo
+
+
+def _version_by(versions: list[tuple[str, str, str]], sha: str) -> tuple[str, str, str] | None:
+    return next((v for v in versions if v[0] == sha), None)
 
 
 def normal_subject(subject: str) -> str:
@@ -307,16 +319,7 @@ def scan(
     a git process of its own."""
     srcs = [s for s in dict.fromkeys(sources) if s]
     pending_reach = Pending(repo.not_reachable, srcs, base)
-    if read is None:
-        pending_log = Pending(repo.range_messages, [base], exclude)
-        # Past a few dozen paths git matches every pathspec against every changed file of every
-        # commit: reading the whole range once, and filtering it here for each set of paths, is faster.
-        whole = repo.log_raw([base], exclude, ()) if len(paths) > _PATHSPEC_LIMIT else None
-        commits = _touching(repo, base, exclude, paths, whole)
-        log = pending_log.result()
-    else:
-        whole, log = read.whole, read.messages
-        commits = _touching(repo, base, exclude, paths, whole)
+    log, whole, commits = _logs(repo, base, exclude, paths, read)
     commits, moves = _follow_moves(
         repo, base, exclude, paths, commits, {sha: i for i, (sha, _, _) in enumerate(log)}, whole
     )
@@ -330,6 +333,20 @@ def scan(
     history.reachable = set(srcs) - pending_reach.result()
     history.undone = _undone_sources(repo, history.reverts, history.reachable)
     return history
+
+
+def _logs(
+    repo: git.Repository, base: str, exclude: Sequence[str], paths: Sequence[str], read: RangeRead | None
+) -> tuple[list[tuple[str, str, str]], RangeLog | None, RangeLog]:
+    """The range's messages, its whole files' log where it is read, and the commits touching ``paths``."""
+    if read is not None:
+        return read.messages, read.whole, _touching(repo, base, exclude, paths, read.whole)
+    pending_log = Pending(repo.range_messages, [base], exclude)
+    # Past a few dozen paths git matches every pathspec against every changed file of every
+    # commit: reading the whole range once, and filtering it here for each set of paths, is faster.
+    whole = repo.log_raw([base], exclude, ()) if len(paths) > _PATHSPEC_LIMIT else None
+    commits = _touching(repo, base, exclude, paths, whole)
+    return pending_log.result(), whole, commits
 
 
 def _touching(
@@ -362,17 +379,25 @@ def _follow_moves(
     moves: dict[str, tuple[str, str]] = {}
     todo = list(paths)
     for _ in range(_HOPS):
-        gone = _deleted(commits, todo)
-        renamed = repo.renames(list(dict.fromkeys(gone.values()))) if gone else {}
-        found = {p: (new, sha) for p, sha in gone.items() for old, new in renamed.get(sha, []) if old == p}
+        found = _renamed(repo, _deleted(commits, todo))
         if not found:
             break
         moves.update(found)
         todo = [new for new, _ in found.values()]
-        more = _touching(repo, base, exclude, todo, whole)
-        known = {sha for sha, _ in commits}
-        commits = sorted([*commits, *(c for c in more if c[0] not in known)], key=lambda c: order.get(c[0], 0))
+        commits = _joined_in_order(commits, _touching(repo, base, exclude, todo, whole), order)
     return commits, moves
+
+
+def _renamed(repo: git.Repository, gone: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Of the deleted files (path -> commit), those git's rename detection pairs with an added
+    file in that commit: path -> (new path, the commit)."""
+    renamed = repo.renames(list(dict.fromkeys(gone.values()))) if gone else {}
+    return {p: (new, sha) for p, sha in gone.items() for old, new in renamed.get(sha, []) if old == p}
+
+
+def _joined_in_order(commits: RangeLog, more: RangeLog, order: Mapping[str, int]) -> RangeLog:
+    known = {sha for sha, _ in commits}
+    return sorted([*commits, *(c for c in more if c[0] not in known)], key=lambda c: order.get(c[0], 0))
 
 
 def _deleted(commits: list[tuple[str, FileVersions]], paths: Sequence[str]) -> dict[str, str]:
@@ -403,21 +428,25 @@ def _patch_ids(
     return {commit: pid for part in [*found, hashed.result()] for commit, pid in part.items()}
 
 
+_PICK_MARKERS = ("cherry picked from", "herry-picked-from")
+
+
 def _read_messages(history: BaseRange) -> None:
     for commit, message in history.messages.items():
-        if "cherry picked from" in message or "herry-picked-from" in message:
-            for src in PICKED_FROM.findall(message):
-                history.picked_from.setdefault(src, []).append(commit)
-        if "tack-Patch-Id" in message:
-            for spid in SPID.findall(message):
-                history.spids.setdefault(spid, []).append(commit)
-        if "Change-Id:" in message:
-            for cid in CHANGE_ID.findall(message):
-                history.change_ids.setdefault(cid, []).append(commit)
-        if "This reverts commit" in message:
-            for undone in REVERTS.findall(message):
-                history.reverts.setdefault(undone, []).append(commit)
-                history.undoes.setdefault(commit, []).append(undone)
+        for src in _named_in(message, _PICK_MARKERS, PICKED_FROM):
+            history.picked_from.setdefault(src, []).append(commit)
+        for spid in _named_in(message, ("tack-Patch-Id",), SPID):
+            history.spids.setdefault(spid, []).append(commit)
+        for cid in _named_in(message, ("Change-Id:",), CHANGE_ID):
+            history.change_ids.setdefault(cid, []).append(commit)
+        for undone in _named_in(message, ("This reverts commit",), REVERTS):
+            history.reverts.setdefault(undone, []).append(commit)
+            history.undoes.setdefault(commit, []).append(undone)
+
+
+def _named_in(message: str, markers: tuple[str, ...], pattern: re.Pattern[str]) -> list[str]:
+    # A substring test first: most messages name nothing, and it costs far less than the pattern.
+    return pattern.findall(message) if any(m in message for m in markers) else []
 
 
 def _undone_sources(repo: git.Repository, reverts: dict[str, list[str]], sources: set[str]) -> dict[str, list[str]]:
@@ -425,18 +454,30 @@ def _undone_sources(repo: git.Repository, reverts: dict[str, list[str]], sources
     the merge that brought it in (a GitHub PR merge has the PR's head as its
     second parent) — a "merge/revert block"."""
     out: dict[str, list[str]] = {}
+    merges = _reverted_merges(repo, reverts, sources)
+    for undone, by in reverts.items():
+        for src in _sources_undone(repo, undone, sources, merges):
+            out.setdefault(src, []).extend(by)
+    return out
+
+
+def _reverted_merges(
+    repo: git.Repository, reverts: dict[str, list[str]], sources: set[str]
+) -> dict[str, git.CommitInfo]:
     others = [u for u in reverts if u not in sources]
     # A process of its own, not the persistent reader: the scan may run beside the content's reads.
     present = [u for u, ok in repo.has_objects(others).items() if ok] if sources and others else []
-    merges = {i.sha: i for i in repo.commit_infos(present) if len(i.parents) > 1} if present else {}
-    for undone, by in reverts.items():
-        if undone in sources:
-            out.setdefault(undone, []).extend(by)
-            continue
-        info = merges.get(undone)
-        if info is None:
-            continue
-        brought = set(repo.rev_list(*info.parents[1:], *("^" + p for p in info.parents[:1])))
-        for src in sources & brought:
-            out.setdefault(src, []).extend(by)
-    return out
+    return {i.sha: i for i in repo.commit_infos(present) if len(i.parents) > 1} if present else {}
+
+
+def _sources_undone(
+    repo: git.Repository, undone: str, sources: set[str], merges: dict[str, git.CommitInfo]
+) -> AbstractSet[str]:
+    """The sources a revert of ``undone`` takes out: itself, or what the merge it is brought in."""
+    if undone in sources:
+        return {undone}
+    info = merges.get(undone)
+    if info is None:
+        return set()
+    brought = set(repo.rev_list(*info.parents[1:], *("^" + p for p in info.parents[:1])))
+    return sources & brought
