@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git
-from ggstack.check.containment import Containment, Unit, carries, window
+from ggstack.check.containment import Containment, Entries, Unit, carries, window
 from ggstack.check.files import Files, find_run
-from ggstack.diff import FileChange
+from ggstack.diff import Block, FileChange
 
 
 @dataclass
@@ -50,18 +50,23 @@ def prepare(wanted: Sequence[tuple[str, list[FileChange], Containment]], files: 
     """Read, for every (tree, change set, content) whose remaining diff is asked for next, what
     placing its missing blocks needs — the base's blobs and git's alignment of them — in one
     batch each, not a ``cat-file`` and a ``diff`` a patch."""
+    places = _places(wanted)
+    blobs = files.at_commits([(tree, path) for tree, _, path in places])
+    pairs = [(old, blobs[(tree, path)]) for tree, fc, path in places if (old := fc.old_blob) and (tree, path) in blobs]
+    files.prefetch([old for old, _ in pairs])
+    files.prepare_alignments(pairs)
+
+
+def _places(wanted: Sequence[tuple[str, list[FileChange], Containment]]) -> list[tuple[str, FileChange, str]]:
+    """(tree, file change, its path in the base) of each changed file with a missing block not placed yet."""
     unplaced = [{u.path for u in content.units if _unplaced(u)} for _, _, content in wanted]
-    places = [
+    return [
         (tree, fc, content.base_paths.get(fc.path, fc.new_path))
         for (tree, change_set, content), paths in zip(wanted, unplaced, strict=True)
         if content.judged
         for fc in change_set
         if fc.new_path and fc.old_blob and fc.path in paths
     ]
-    blobs = files.at_commits([(tree, path) for tree, _, path in places])
-    pairs = [(old, blobs[(tree, path)]) for tree, fc, path in places if (old := fc.old_blob) and (tree, path) in blobs]
-    files.prefetch([old for old, _ in pairs])
-    files.prepare_alignments(pairs)
 
 
 def _unplaced(u: Unit) -> bool:
@@ -81,19 +86,21 @@ def remaining_diff(
     missing = _missing(content, only)
     if not content.judged or not missing:
         return Remaining(None, [])
-    entries = files.entries(
-        tree, list(dict.fromkeys([p for fc in change_set for p in fc.paths] + [*content.base_paths.values()]))
-    )
+    entries = _base_entries(files, tree, change_set, content)
     plan = _Plan()
     for fc in change_set:
-        gone = missing.get(fc.path, [])
-        if gone:
-            plan.add(fc, gone, content, entries, files)
-    left_out = plan.lost + [x for e in plan.edits for x in e.left_out]
+        if missing.get(fc.path):
+            plan.add(fc, missing[fc.path], content, entries, files)
     if plan.simple and plan.edits:
-        return Remaining(_unified(plan.edits) or None, left_out)
+        return Remaining(_unified(plan.edits) or None, plan.left_out)
     edits = [e for e in plan.edits if e.before != e.after]
-    return Remaining(_through_git(repo, tree, plan.changes, edits), left_out)
+    return Remaining(_through_git(repo, tree, plan.changes, edits), plan.left_out)
+
+
+def _base_entries(files: Files, tree: str, change_set: list[FileChange], content: Containment) -> Entries:
+    """The base's files the patch names, and those the base moved them to."""
+    paths = [p for fc in change_set for p in fc.paths] + [*content.base_paths.values()]
+    return files.entries(tree, list(dict.fromkeys(paths)))
 
 
 def _missing(content: Containment, only: Sequence[Unit] | None) -> dict[str, list[Unit]]:
@@ -114,6 +121,10 @@ class _Plan:
     edits: list[_Edit] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     simple: bool = True  # the in-process writer can say all of it
+
+    @property
+    def left_out(self) -> list[str]:
+        return self.lost + [x for e in self.edits for x in e.left_out]
 
     def add(
         self,
@@ -171,20 +182,31 @@ def _edit(
     lines = list(files.lines(blob))
     data = files.blob(blob) or b""
     _place(fc, gone, blob, files)
-    after, left_out = _put_back(gone, lines, _moved(fc))
-    if after != lines and not _still_parses(base_path, lines, after):
-        # A splice that applies and breaks the file (a try: left empty, an else: after a return)
-        # is no diff anyone wrote: every block of this file is left to port by hand.
-        placed = {f"{u.path} line {(u.window or (0, 0))[0] + 1} ({u.what})" for u in gone if u.block is not None}
-        left_out = [*left_out, *(f"{x}: with it {base_path} would not parse" for x in sorted(placed - set(left_out)))]
-        after = list(lines)
+    after, left_out = _unless_it_breaks(gone, base_path, lines, *_put_back(gone, lines, _moved(fc)))
     if "mode" in {u.what for u in gone} and fc.new_mode:
         mode = fc.new_mode
-    text = "\n".join(after) + ("\n" if after and (data.endswith(b"\n") or not data) else "")
+    new = _file_bytes(after, data)
     if fc.old_path == fc.new_path:  # changed in place: where the base has the file now (it may have moved it)
-        return _Edit(base_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"), left_out), None
-    edit = _Edit(fc.new_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"), left_out)
+        return _Edit(base_path, mode, blob, lines, after, new, left_out), None
+    edit = _Edit(fc.new_path, mode, blob, lines, after, new, left_out)
     return edit, base_path if base_path != fc.new_path else None
+
+
+def _unless_it_breaks(
+    gone: list[Unit], path: str, lines: list[str], after: list[str], left_out: list[str]
+) -> tuple[list[str], list[str]]:
+    """A splice that applies and breaks the file (a try: left empty, an else: after a return)
+    is no diff anyone wrote: every block of this file is left to port by hand."""
+    if after == lines or _still_parses(path, lines, after):
+        return after, left_out
+    placed = {f"{u.path} line {(u.window or (0, 0))[0] + 1} ({u.what})" for u in gone if u.block is not None}
+    left_out = [*left_out, *(f"{x}: with it {path} would not parse" for x in sorted(placed - set(left_out)))]
+    return list(lines), left_out
+
+
+def _file_bytes(lines: list[str], old: bytes) -> bytes:
+    text = "\n".join(lines) + ("\n" if lines and (old.endswith(b"\n") or not old) else "")
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _still_parses(path: str, before: list[str], after: list[str]) -> bool:
@@ -244,15 +266,21 @@ def _put_back(gone: list[Unit], lines: list[str], moved: set[str]) -> tuple[list
     left_out = []
     for u in sorted((u for u in gone if u.block is not None), key=lambda u: u.window or (0, 0), reverse=True):
         assert u.block is not None
-        place = None if moved.intersection(u.block.removed) else _replacement(u, out)
-        if place is None or (last is not None and place[1] > last):
-            start = (u.window or (0, 0))[0]
-            left_out.append(f"{u.path} line {start + 1} ({u.what})")
+        place = _clean_place(u, u.block, out, moved, last)
+        if place is None:
+            left_out.append(f"{u.path} line {(u.window or (0, 0))[0] + 1} ({u.what})")
             continue
         start, end = place
         out[start:end] = u.block.added
         last = start
     return out, left_out[::-1]
+
+
+def _clean_place(u: Unit, block: Block, out: list[str], moved: set[str], last: int | None) -> tuple[int, int] | None:
+    """Where the block goes; None where it removes lines the patch moves, has no clean place, or
+    would overlap the place of a block below it (at ``last``)."""
+    place = None if moved.intersection(block.removed) else _replacement(u, out)
+    return None if place is None or (last is not None and place[1] > last) else place
 
 
 def _plain(e: _Edit, entries: dict[str, tuple[str, str]], files: Files) -> bool:
