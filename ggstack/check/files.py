@@ -75,13 +75,17 @@ class Files:
         A blob this clone lacks aligns with nothing (every line unplaced), never fails the rest."""
         todo = [p for p in dict.fromkeys(pairs) if p[0] != p[1] and p not in self._aligned]
         self.prefetch([b for p in todo for b in p])
-        for p in [p for p in todo if self.blob(p[0]) is None or self.blob(p[1]) is None]:
-            self._aligned[p] = [None] * self.count_lines(p[0])
-        todo = [p for p in todo if p not in self._aligned]
+        todo = [p for p in todo if not self._aligned_with_nothing(p)]
         diffs = self.repo.diff_blob_pairs(todo)
         for i, pair in enumerate(todo):
             raw = diffs.get(i, b"").decode("utf-8", "surrogateescape")
             self._aligned[pair] = pmap_of(raw, self.count_lines(pair[0]))
+
+    def _aligned_with_nothing(self, pair: tuple[str, str]) -> bool:
+        if self.blob(pair[0]) is not None and self.blob(pair[1]) is not None:
+            return False
+        self._aligned[pair] = [None] * self.count_lines(pair[0])
+        return True
 
     def alignment(self, old: str | None, new: str | None) -> list[int | None]:
         """For each line of blob ``old``, the line of blob ``new`` it is (unchanged lines), or None;
@@ -139,16 +143,22 @@ class Files:
             return False
         if strip and len(run) == 1 and self._as_set(blob):
             return run[0].rstrip() in self._stripped[blob]
-        key = (tuple(run), strip)
-        if key not in self._needles:  # a search asks about one run in many versions: encoded once
-            self._needles[key] = _needle(run, strip)
-        needle = self._needles[key]
+        needle = self._encoded(run, strip)
         if needle is not None:
             data = (self._blobs[blob] if blob in self._blobs else self.blob(blob)) or b""
             return _in_bytes(data, *needle, strip)
+        return self._holds_in_lines(blob, run, strip)
+
+    def _holds_in_lines(self, blob: str, run: Sequence[str], strip: bool) -> bool:
         if strip:
             return find_run(self.stripped_lines(blob), [s.rstrip() for s in run], strip=False) is not None
         return find_run(self.lines(blob), list(run), strip=False) is not None
+
+    def _encoded(self, run: Sequence[str], strip: bool) -> tuple[list[bytes], int] | None:
+        key = (tuple(run), strip)
+        if key not in self._needles:  # a search asks about one run in many versions: encoded once
+            self._needles[key] = _needle(run, strip)
+        return self._needles[key]
 
     def _as_set(self, blob: str) -> bool:
         """Is one line asked of ``blob`` answered by its set of stripped lines (``stripped``)?
@@ -186,12 +196,7 @@ class Files:
         if not sha or is_zero(sha) or sha in self._lines or sha in self._sliced or min(start, stop) < 0:
             return self.lines(sha)[start:stop]
         self._sliced.add(sha)
-        if start >= stop:
-            return []
-        pieces = (self.blob(sha) or b"").split(b"\n", stop)
-        if len(pieces) <= stop and pieces[-1] == b"":
-            pieces.pop()  # the whole blob, which ends with a line end: no line after it
-        return [p.decode("utf-8", "surrogateescape") for p in pieces[start:stop]]
+        return _split_lines_to(self.blob(sha) or b"", start, stop)
 
     def lines(self, sha: str | None) -> list[str]:
         """The blob as lines (no line ends); [] for none."""
@@ -231,6 +236,12 @@ _HUNKS = re.compile("\n" + HUNK_HEADER.pattern.removeprefix("^"))
 _NUMBERS: list[int] = []
 
 
+def _span(old_at: str, old_n: str, new_at: str, new_n: str) -> tuple[int, int, int, int]:
+    """A ``-U0`` hunk header as (old start, old count, new start, new count), starts from 0."""
+    old_count, new_count = int(old_n or 1), int(new_n or 1)
+    return int(old_at) - (1 if old_count else 0), old_count, int(new_at) - (1 if new_count else 0), new_count
+
+
 def _numbers(stop: int) -> list[int]:
     """The shared list whose item ``k`` is ``k``, up to ``stop`` at least: one shared int object
     per number. A check keeps thousands of alignments of long files, and an int of its own per
@@ -240,6 +251,16 @@ def _numbers(stop: int) -> list[int]:
     return _NUMBERS
 
 
+def _split_lines_to(data: bytes, start: int, stop: int) -> list[str]:
+    """``split_lines(data)[start:stop]``, the bytes split only as far as ``stop``."""
+    if start >= stop:
+        return []
+    pieces = data.split(b"\n", stop)
+    if len(pieces) <= stop and pieces[-1] == b"":
+        pieces.pop()  # the whole blob, which ends with a line end: no line after it
+    return [p.decode("utf-8", "surrogateescape") for p in pieces[start:stop]]
+
+
 def pmap_of(diff: str, n_old: int) -> list[int | None]:
     """For each old line, the new line it is, from a ``-U0`` diff: what lies between hunks is unchanged."""
     pmap: list[int | None] = [None] * n_old
@@ -247,10 +268,8 @@ def pmap_of(diff: str, n_old: int) -> list[int | None]:
     # no line number past the last hunk's new end and the old lines after it
     numbers = _numbers(n_old + max((int(h[2]) + int(h[3] or 1) for h in heads), default=0))
     pi = bi = 0
-    for old_at, old_n, new_at, new_n in heads:
-        old_count, new_count = int(old_n or 1), int(new_n or 1)
-        old_start = int(old_at) - (1 if old_count else 0)
-        new_start = int(new_at) - (1 if new_count else 0)
+    for head in heads:
+        old_start, old_count, new_start, new_count = _span(*head)
         end = min(old_start, n_old)
         if pi < end:  # a slice, not a loop per line: a changelog has thousands of them
             pmap[pi:end] = numbers[bi : bi + end - pi]
