@@ -38,18 +38,7 @@ def attribute(
     reverted a pick of it."""
     searches: list[tuple[Search, bool]] = []
     for k, content in enumerate(contents):
-        for u in content.units:
-            if not u.present:
-                continue
-            if u.moved is not None:  # code the base moved into another file: its lines' history runs through the move
-                versions = history.versions(u.moved[1], moved_from=u.moved[0])
-            else:
-                versions = history.versions(content.base_paths.get(u.path, u.path))
-            search = _search(u, versions, likely[k] if k < len(likely) else frozenset())
-            if search is not None:
-                searches.append((search, u.whitespace))
-            else:
-                _whole_file(u, versions, history)
+        searches += _searches(content, history, likely[k] if k < len(likely) else frozenset())
     _drive(searches, files)
     for k, content in enumerate(contents):
         tied = set(likely[k] if k < len(likely) else ()) | {c for u in content.units for c in u.by}
@@ -57,6 +46,24 @@ def attribute(
         for u in content.units:
             if not u.present:
                 _consumed(u, history, tied, reverts)
+
+
+def _searches(content: Containment, history: BaseRange, likely: AbstractSet[str]) -> list[tuple[Search, bool]]:
+    """A search for each present unit's lines; a whole file's change is attributed at once."""
+    out = []
+    for u in content.units:
+        if not u.present:
+            continue
+        if u.moved is not None:  # code the base moved into another file: its lines' history runs through the move
+            versions = history.versions(u.moved[1], moved_from=u.moved[0])
+        else:
+            versions = history.versions(content.base_paths.get(u.path, u.path))
+        search = _search(u, versions, likely)
+        if search is not None:
+            out.append((search, u.whitespace))
+        else:
+            _whole_file(u, versions, history)
+    return out
 
 
 def changed_places(contents: Sequence[Containment], history: BaseRange, files: Files) -> list[list[str]]:
@@ -103,12 +110,8 @@ def _brought(u: Unit, run: list[str], versions: list[tuple[str, str, str]], like
     if not versions or not (yield versions[0][2], run):
         u.older = True  # not in the base's own version (an earlier patch's), or the file is untouched
         return
-    for sha, old, new in versions if likely else ():
-        if sha in likely:
-            if (yield new, run) and not (yield old, run):
-                u.by = [sha]
-                return
-            break
+    if likely and (yield from _picked_by(u, run, versions, likely)):
+        return
     lo, hi = 0, len(versions) - 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -120,6 +123,19 @@ def _brought(u: Unit, run: list[str], versions: list[tuple[str, str, str]], like
         u.older = True
     else:
         u.by = [versions[lo][0]]
+
+
+def _picked_by(
+    u: Unit, run: list[str], versions: list[tuple[str, str, str]], likely: AbstractSet[str]
+) -> Generator[tuple[str, list[str]], bool, bool]:
+    """Did the newest commit known to carry the change (a pick) bring ``run``? Sets ``by`` if so."""
+    for sha, old, new in versions:
+        if sha in likely:
+            if (yield new, run) and not (yield old, run):
+                u.by = [sha]
+                return True
+            return False
+    return False
 
 
 def _removed(u: Unit, run: list[str], versions: list[tuple[str, str, str]]) -> Search:
@@ -146,18 +162,26 @@ def _consumed(u: Unit, history: BaseRange, tied: AbstractSet[str], reverts: Abst
     the file out, it consumes nothing."""
     if u.what != "add" or not u.blob:
         return
-    versions = history.versions(u.path)  # newest first
-    for d, (deleter, _, new) in enumerate(versions):
-        if not is_zero(new):
-            continue
-        older = versions[d + 1 :]
-        adder = next((c for c, old, _ in older if is_zero(old)), None)
-        if adder is None or deleter in reverts or deleter in history.reverted(adder):
-            return
-        if adder in tied or any(u.blob == b for _, _, b in older):
-            u.present, u.consumed, u.by = True, True, [adder]
-            u.reason = f"the same file was added by {adder[:10]}, then deleted by {deleter[:10]}"
+    found = _added_then_deleted(history.versions(u.path))
+    if found is None:
         return
+    adder, deleter, older = found
+    if deleter in reverts or deleter in history.reverted(adder):
+        return
+    if adder in tied or any(u.blob == b for _, _, b in older):
+        u.present, u.consumed, u.by = True, True, [adder]
+        u.reason = f"the same file was added by {adder[:10]}, then deleted by {deleter[:10]}"
+
+
+def _added_then_deleted(versions: list[tuple[str, str, str]]) -> tuple[str, str, list[tuple[str, str, str]]] | None:
+    """The commit that added the file, the newest that deleted it (``versions`` newest first), and
+    the file's versions before that deletion."""
+    d = next((d for d, (_, _, new) in enumerate(versions) if is_zero(new)), None)
+    if d is None:
+        return None
+    older = versions[d + 1 :]
+    adder = next((c for c, old, _ in older if is_zero(old)), None)
+    return (adder, versions[d][0], older) if adder is not None else None
 
 
 def _whole_file(u: Unit, versions: list[tuple[str, str, str]], history: BaseRange) -> None:
