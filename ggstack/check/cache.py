@@ -126,11 +126,16 @@ def _touches(repo: git.Repository, stack: Stack, old_base: str, base: str) -> bo
     """Does a new commit change a file of the stack, or delete one in a directory
     above one (git may see that directory renamed, and move a file a patch adds)?"""
     paths = {p for patch in stack.patches for p in patch.paths}
+    changed, deleted_dirs = _changed(repo, old_base, base)
+    return bool(changed & paths) or any(_under(p, d) for p in paths for d in deleted_dirs)
+
+
+def _changed(repo: git.Repository, old_base: str, base: str) -> tuple[set[str], set[str]]:
+    """The paths the new commits change, and the directories of the files they delete."""
     changed = {path for _, files in repo.log_raw([base], [old_base], ()) for path, _, _ in files}
     net = repo.tree_changes([(base, old_base)])[0]  # a merge's own resolution is in no commit's changes
     changed |= {c.path for c in net}
-    deleted_dirs = {os.path.dirname(c.path) for c in net if c.status == "D"}
-    return bool(changed & paths) or any(_under(p, d) for p in paths for d in deleted_dirs)
+    return changed, {os.path.dirname(c.path) for c in net if c.status == "D"}
 
 
 def _sources(stack: Stack) -> set[str]:

@@ -782,14 +782,18 @@ def _by_behaviour(text: TextVerdict | None, t: FromTests) -> Folded:
     brought = list(text.represented_by) if text and text.represented_by else list(t.brought)
     commits = brought or list(t.touching)
     rec = text.recommendation if agrees and text else recommend(Verdict.REPRESENTED, t.has_pr)
-    said = "agrees with the text evidence" if agrees else f"the text evidence says {text.verdict.value}" if text else ""
-    found = (
-        f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
-        if commits and not brought
-        else ""
-    )
-    detail = "represented by behaviour: " + t.detail + (f"; {said}" if said else "") + found
+    detail = "represented by behaviour: " + t.detail + _text_said(text, agrees)
+    if commits and not brought:
+        detail += (
+            f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
+        )
     return Folded("represented by behaviour", Verdict.REPRESENTED, rec, detail, tuple(commits), agrees)
+
+
+def _text_said(text: TextVerdict | None, agrees: bool | None) -> str:
+    if text is None:
+        return ""
+    return "; agrees with the text evidence" if agrees else f"; the text evidence says {text.verdict.value}"
 
 
 def _no_evidence(text: TextVerdict | None, t: FromTests) -> Folded:
