@@ -1,13 +1,7 @@
-"""Who brought a present change into the base: the range commit whose version
-of the file has it and whose parent's does not (what ``git blame`` answers
-for added lines, and ``git blame --reverse`` for removed ones), without a
-process per file.
-
-Each file's versions through the range are searched by bisection, newest to
-oldest, every unit of every candidate in step, so that each round is one
-``cat-file`` for all of them and a file with a long history costs a few
-reads, not one per version. A change already there before the range is
-marked ``older``: it is no evidence that the base took the patch.
+"""Who brought a present change into the base: what ``git blame`` answers for added lines (and
+``--reverse`` for removed ones), without a process per file. Each file's versions are bisected,
+every unit of every candidate in step, so that each round is one ``cat-file`` for all. A change
+already there before the range is ``older``: no evidence that the base took the patch.
 """
 
 from __future__ import annotations
@@ -32,10 +26,8 @@ def attribute(
     likely: Sequence[AbstractSet[str]] = (),
     undone: Sequence[AbstractSet[str]] = (),
 ) -> None:
-    """Set ``by``/``older`` on every present unit of every containment. ``likely``: for
-    each containment, commits known to carry the change (a pick): asked first, so an exact
-    pick costs two reads, not a bisection. ``undone``: for each, the commits known to have
-    reverted a pick of it."""
+    """Set ``by``/``older`` on every present unit. ``likely``: commits known to carry the change (a
+    pick), asked first; ``undone``: those known to have reverted a pick of it."""
     searches: list[tuple[Search, bool]] = []
     for k, content in enumerate(contents):
         searches += _searches(content, history, likely[k] if k < len(likely) else frozenset())
@@ -49,7 +41,6 @@ def attribute(
 
 
 def _searches(content: Containment, history: BaseRange, likely: AbstractSet[str]) -> list[tuple[Search, bool]]:
-    """A search for each present unit's lines; a whole file's change is attributed at once."""
     out = []
     for u in content.units:
         if not u.present:
@@ -67,9 +58,7 @@ def _searches(content: Containment, history: BaseRange, likely: AbstractSet[str]
 
 
 def changed_places(contents: Sequence[Containment], history: BaseRange, files: Files) -> list[list[str]]:
-    """For each containment, the range commits that wrote what the base has at the
-    places of the patch's missing blocks: who changed those lines another way.
-    All of them in one search, as ``attribute``."""
+    """Who wrote what the base has at the places of the patch's missing blocks, in one search."""
     files.prepare_alignments(
         [(c.pre_blobs[p], c.base_blobs[p]) for c in contents for p in c.base_blobs if p in c.pre_blobs]
     )
@@ -128,7 +117,6 @@ def _brought(u: Unit, run: list[str], versions: list[tuple[str, str, str]], like
 def _picked_by(
     u: Unit, run: list[str], versions: list[tuple[str, str, str]], likely: AbstractSet[str]
 ) -> Generator[tuple[str, list[str]], bool, bool]:
-    """Did the newest commit known to carry the change (a pick) bring ``run``? Sets ``by`` if so."""
     for sha, old, new in versions:
         if sha in likely:
             if (yield new, run) and not (yield old, run):
@@ -154,12 +142,9 @@ def _removed(u: Unit, run: list[str], versions: list[tuple[str, str, str]]) -> S
 
 
 def _consumed(u: Unit, history: BaseRange, tied: AbstractSet[str], reverts: AbstractSet[str]) -> None:
-    """A file the patch adds that a range commit added — with the same content, or being the
-    commit that brought the rest of the patch — and a later one deleted again: there, then
-    consumed (a release folding its news fragments into the changelog), as a pick the base
-    changed since, not a file the base still lacks. Unless the deletion is a revert (of a
-    pick of the patch, ``reverts``, or one that names the commit that added it): that takes
-    the file out, it consumes nothing."""
+    """A file the patch adds that a range commit added and a later one deleted again (a release
+    folding its news fragments into the changelog): there, then consumed. Unless the deletion is a
+    revert: that consumes nothing."""
     if u.what != "add" or not u.blob:
         return
     found = _added_then_deleted(history.versions(u.path))
@@ -174,8 +159,6 @@ def _consumed(u: Unit, history: BaseRange, tied: AbstractSet[str], reverts: Abst
 
 
 def _added_then_deleted(versions: list[tuple[str, str, str]]) -> tuple[str, str, list[tuple[str, str, str]]] | None:
-    """The commit that added the file, the newest that deleted it (``versions`` newest first), and
-    the file's versions before that deletion."""
     d = next((d for d, (_, _, new) in enumerate(versions) if is_zero(new)), None)
     if d is None:
         return None
@@ -185,7 +168,6 @@ def _added_then_deleted(versions: list[tuple[str, str, str]]) -> tuple[str, str,
 
 
 def _whole_file(u: Unit, versions: list[tuple[str, str, str]], history: BaseRange) -> None:
-    """A file added, deleted, renamed, re-moded: the newest range commit that touched it."""
     if u.what == "rename":
         versions = versions or history.versions(u.path)
     if versions:

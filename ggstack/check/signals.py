@@ -1,8 +1,7 @@
 """Each signal of the judgement as a small function: facts for the rules, evidence for the maintainer.
 
-A signal reads the range (``BaseRange``), the candidate and what was already
-measured (containment, the replay) and returns what it found twice: as a
-typed fact the verdict table decides on, and as ``Evidence`` in words.
+A signal reads the range, the candidate and what was already measured, and returns what it found
+twice: as a typed fact the verdict table decides on, and as ``Evidence`` in words.
 """
 
 from __future__ import annotations
@@ -58,7 +57,6 @@ def identity(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence
 
 
 def _identified(found: list[tuple[Match, str]]) -> Evidence:
-    """Present where a match was not reverted since; else undone, by the reverts named."""
     live = [m.commit for m, _ in found if not m.undone_by]
     commits = list(dict.fromkeys(live or [c for m, _ in found for c in m.undone_by]))
     says = Says.PRESENT if live else Says.UNDONE
@@ -146,7 +144,6 @@ def relanded(history: BaseRange, cand: Candidate, matches: list[Match]) -> Evide
 
 
 def _undone(undone: list[Match], words: str) -> Evidence | None:
-    """The evidence that these picks were taken out again, by the commits they name."""
     if not undone:
         return None
     by = list(dict.fromkeys(c for m in undone for c in m.undone_by))
@@ -160,7 +157,6 @@ def _undone(undone: list[Match], words: str) -> Evidence | None:
 
 
 def modified(history: BaseRange, cand: Candidate, matches: list[Match]) -> Evidence | None:
-    """The base commits that changed the patch's files after a pick."""
     touching = history.touching(cand.paths)
     for m in matches:
         if not m.undone_by:
@@ -232,8 +228,7 @@ def same_blobs(history: BaseRange, cand: Candidate, entries: dict[str, tuple[str
 
 
 def _made_so_by(history: BaseRange, fc: FileChange, entries: dict[str, tuple[str, str]]) -> str | None:
-    """The range commit that last wrote this file, where the base has it as the patch leaves it (a file
-    it deletes gone; ``entries``: the base's files) and it was not so at the merge base."""
+    """Where the base has the file as the patch leaves it and it was not so at the merge base."""
     path = fc.new_path or fc.old_path or ""
     if _base_differs(fc, entries.get(path)):
         return None
@@ -244,12 +239,10 @@ def _made_so_by(history: BaseRange, fc: FileChange, entries: dict[str, tuple[str
 
 
 def _base_differs(fc: FileChange, have: tuple[str, str] | None) -> bool:
-    """The base's file (mode, blob) is not as the patch leaves it."""
     return (have[1] if have else None) != fc.new_blob or bool(have and fc.new_mode and have[0] != fc.new_mode)
 
 
 def _blob(sha: str) -> str | None:
-    """A blob id of the range's log, None for its missing side (zeros), as ``FileChange`` has it."""
     return None if is_zero(sha) else sha
 
 
@@ -276,7 +269,6 @@ def content(c: Containment) -> Evidence:
 
 
 def _where_judged(c: Containment) -> str:
-    """Where its lines were looked for other than in its own files: the base moved them, or its own side did."""
     moved = [f"{p} in {to}" for p, to in c.base_paths.items() if to != p and p not in c.renamed]
     moved += [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
     words = f" (judged where the base moved them: {', '.join(moved)})" if moved else ""
@@ -372,8 +364,6 @@ def blame(c: Containment) -> Evidence | None:
 
 
 def _brought_weights(c: Containment) -> tuple[dict[str, float], float]:
-    """The present lines' weight by the base commit that brought them (split where several did), and
-    the weight of those already there before the range."""
     counts: dict[str, float] = {}
     older = 0.0
     for u in c.counted:
@@ -455,6 +445,5 @@ def decided(d: Decision) -> Evidence:
 
 
 def facts_of(c: Containment, step: replay.Step | None, applies: bool, reverse: bool | None) -> Facts:
-    """The facts every candidate has; the front ends add matches, groups and hints."""
     replay_state = step.applied if step is not None else (Applied.APPLIED if applies else None)
     return Facts(content=c, replay=replay_state, reverse=reverse)

@@ -1,10 +1,8 @@
 """``ggstack check STACK``: each patch judged on the base plus the earlier patches still needed.
 
-Cumulative, as the PRs will be stacked: a needed patch is replayed onto the
-tip and the next one is judged there. Series-level representation comes in
-twice: squashes (a run's combined patch-id) before the walk, so that their
-members are not replayed into the tip, and runs found by their lines or by
-StGit's cumulative reverse-apply after it.
+Cumulative, as the PRs will be stacked: a needed patch is replayed onto the tip and the next is
+judged there. Squashes are found before the walk (their members stay out of the tip); runs found
+by their lines or by StGit's cumulative reverse-apply, after it.
 """
 
 from __future__ import annotations
@@ -29,8 +27,6 @@ from ggstack.model import Applied, Outcome, Patch, Progress, Run, Stack, Verdict
 
 @dataclass
 class _Judged:
-    """One patch as the walk left it, so that a group found later can re-decide it."""
-
     cand: Candidate
     outcome: Outcome
     measured: Measured
@@ -124,12 +120,10 @@ _NONE = Identified()
 
 
 def _exact(m: Match) -> bool:
-    """git finds it (identity or patch-id, not reverted since): not a base commit naming it."""
     return not m.undone_by and m.how != judging.HINTED
 
 
 def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[Candidate]) -> BaseRange:
-    """The base range, read once for every patch of the stack."""
     whole = [c for c in cands if c.commit and c.parent]
     return scan(
         repo,
@@ -217,7 +211,6 @@ def _measure(
     rev: _Reversal | None,
     left_out: dict[str, str],
 ) -> tuple[Measured, replay.Step | None]:
-    """One patch on the tip: its lines there, its replay onto it, its cumulative reverse."""
     tip_tree = replayer.tip_tree
     content = judging.measure_content(ctx, [cand], tip_tree, idents)[0]
     step, unmerged = _try_pick(replayer, pick)
@@ -249,8 +242,7 @@ def _carry(
 
 
 def _try_pick(replayer: replay.Replayer, pick: replay.Pick) -> tuple[replay.Step | None, str]:
-    """The replay of one patch onto the tip, or (None, git's word) where git could not make the merge
-    (an object this clone lacks): that costs the replay's evidence, not every verdict of the stack."""
+    # An object this clone lacks costs the replay's evidence, not every verdict of the stack.
     try:
         return replayer.try_pick(pick), ""
     except git.GitFailed as e:
@@ -264,7 +256,6 @@ _EMPTY_ONLY_WITHOUT = (
 
 
 def _outcome(run: Run, patch: Patch) -> Outcome:
-    """The outcome ``apply`` left for this patch (its branch and conflict stay), or a new one."""
     try:
         outcome = run.outcome(patch.name)
     except KeyError:
@@ -276,9 +267,8 @@ def _outcome(run: Run, patch: Patch) -> Outcome:
 
 
 def _consolidating(ctx: Context, cands: Sequence[Candidate], base_tree: str) -> set[str]:
-    """Base commits that brought in lines of two or more of the stack's patches: a
-    consolidation (upstream took the series in one commit with other work), which ties
-    even a small share of a patch's lines to it."""
+    """Base commits that brought lines of two or more patches: upstream took the series in one
+    commit with other work, which ties even a small share of a patch's lines to it."""
     counts: dict[str, int] = {}
     for c in judging.measure_content(ctx, cands, base_tree):
         for sha in c.commits:
@@ -319,7 +309,6 @@ def _later_groups(
 
 
 def _segments(walked: list[_Judged], cands: Sequence[Candidate], trees: dict[str, str]) -> list[list[int]]:
-    """Chained runs of patches with something of them in the base, not all represented on their own."""
 
     def eligible(j: _Judged) -> bool:
         return j.outcome.verdict is not Verdict.UNIQUE or any(u.present for u in j.measured.content.units)
@@ -339,8 +328,6 @@ def _segments(walked: list[_Judged], cands: Sequence[Candidate], trees: dict[str
 
 @dataclass
 class _Reversal:
-    """One step of the cumulative reverse-apply."""
-
     applies: bool
     tree: str  # the tree it was reverse-applied to: the base without the later patches that reversed
     later: list[str]  # names of those later patches
@@ -349,10 +336,8 @@ class _Reversal:
 def _moot_reversals(
     repo: git.Repository, merge_base: str | None, base_tree: str, cands: Sequence[Candidate]
 ) -> set[str]:
-    """The patches whose reverse applies to the base whatever it holds, so says nothing: one
-    that deletes a file neither the base nor the merge base has (the fork made it: an earlier
-    patch added it; its reverse puts it back), and one that sets a mode the base's file does
-    not have (``git apply -R`` only warns about a mode)."""
+    """Patches whose reverse applies to the base whatever it holds: one deleting a file the fork
+    made, or setting a mode the base's file lacks (``git apply -R`` only warns about a mode)."""
     deleting = {c.name: _deletes(c) for c in cands}
     moding = {c.name: _modes(c) for c in cands}
     paths = sorted({p for ps in deleting.values() for p in ps} | {p for ms in moding.values() for p, _ in ms})
@@ -368,7 +353,6 @@ def _deletes(cand: Candidate) -> list[str]:
 
 
 def _deletes_its_own(deleting: dict[str, list[str]], there: Entries, before: Entries) -> set[str]:
-    """Patches deleting a file neither the base nor the merge base has: one the fork made."""
     return {name for name, ps in deleting.items() if any(p not in there and p not in before for p in ps)}
 
 
@@ -377,7 +361,6 @@ def _sets_another_mode(moding: dict[str, list[tuple[str, str]]], there: Entries)
 
 
 def _modes(cand: Candidate) -> list[tuple[str, str]]:
-    """(path, the mode the patch sets) of the files whose mode it changes."""
     return [
         (fc.new_path, fc.new_mode) for fc in cand.changes if fc.new_path and fc.new_mode and fc.old_mode != fc.new_mode
     ]
@@ -386,9 +369,8 @@ def _modes(cand: Candidate) -> list[tuple[str, str]]:
 def _cumulative_reverse(
     repo: git.Repository, tree: str, picks: Sequence[replay.Pick], moot: AbstractSet[str] = frozenset()
 ) -> dict[str, _Reversal]:
-    """StGit's ``--merged``: reverse-apply the patches onto the base, later
-    ones first, so that a patch whose lines a later one changed is caught.
-    ``moot``: patches whose reverse is not asked (it would apply whatever the base is): no entry."""
+    """StGit's ``--merged``: reverse-apply the patches onto the base, later ones first, so that a
+    patch whose lines a later one changed is caught; ``moot`` ones are not asked."""
     result: dict[str, _Reversal] = {}
     later: list[str] = []
     backwards = [pick for pick in reversed(picks) if pick.name not in moot]
@@ -424,8 +406,6 @@ def _through_later(
 
 
 def _represented_later(j: _Judged, rev: _Reversal | None, base_tree: str, by_name: dict[str, Outcome]) -> list[Outcome]:
-    """The later patches that changed this one's lines, where its reverse applies only with them
-    taken out and all of them are represented; [] else."""
     if j.outcome.verdict is Verdict.REPRESENTED or rev is None or not rev.applies or rev.tree == base_tree:
         return []
     later = [by_name[n] for n in rev.later]
