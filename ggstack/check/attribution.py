@@ -1,13 +1,7 @@
-"""Who brought a present change into the base: the range commit whose version
-of the file has it and whose parent's does not (what ``git blame`` answers
-for added lines, and ``git blame --reverse`` for removed ones), without a
-process per file.
-
-Each file's versions through the range are searched by bisection, newest to
-oldest, every unit of every candidate in step, so that each round is one
-``cat-file`` for all of them and a file with a long history costs a few
-reads, not one per version. A change already there before the range is
-marked ``older``: it is no evidence that the base took the patch.
+"""Who brought a present change into the base: what ``git blame`` answers for added lines (and
+``--reverse`` for removed ones), without a process per file. Each file's versions are bisected,
+every unit of every candidate in step, so that each round is one ``cat-file`` for all. A change
+already there before the range is ``older``: no evidence that the base took the patch.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ from collections.abc import Set as AbstractSet
 
 from ggstack.check.containment import Containment, Unit, carries, window
 from ggstack.check.files import Files, is_zero
-from ggstack.check.history import History
+from ggstack.check.history import BaseRange
 from ggstack.diff import Block
 
 # A search yields (blob, lines) questions, is sent "does that blob hold the lines?", and sets its unit.
@@ -27,29 +21,16 @@ Search = Generator[tuple[str, list[str]], bool, None]
 
 def attribute(
     contents: Sequence[Containment],
-    history: History,
+    history: BaseRange,
     files: Files,
     likely: Sequence[AbstractSet[str]] = (),
     undone: Sequence[AbstractSet[str]] = (),
 ) -> None:
-    """Set ``by``/``older`` on every present unit of every containment. ``likely``: for
-    each containment, commits known to carry the change (a pick): asked first, so an exact
-    pick costs two reads, not a bisection. ``undone``: for each, the commits known to have
-    reverted a pick of it."""
+    """Set ``by``/``older`` on every present unit. ``likely``: commits known to carry the change (a
+    pick), asked first; ``undone``: those known to have reverted a pick of it."""
     searches: list[tuple[Search, bool]] = []
     for k, content in enumerate(contents):
-        for u in content.units:
-            if not u.present:
-                continue
-            if u.moved is not None:  # code the base moved into another file: its lines' history runs through the move
-                versions = history.versions(u.moved[1], moved_from=u.moved[0])
-            else:
-                versions = history.versions(content.base_paths.get(u.path, u.path))
-            search = _search(u, versions, likely[k] if k < len(likely) else frozenset())
-            if search is not None:
-                searches.append((search, u.whitespace))
-            else:
-                _whole_file(u, versions, history)
+        searches += _searches(content, history, likely[k] if k < len(likely) else frozenset())
     _drive(searches, files)
     for k, content in enumerate(contents):
         tied = set(likely[k] if k < len(likely) else ()) | {c for u in content.units for c in u.by}
@@ -59,10 +40,25 @@ def attribute(
                 _consumed(u, history, tied, reverts)
 
 
-def changed_places(contents: Sequence[Containment], history: History, files: Files) -> list[list[str]]:
-    """For each containment, the range commits that wrote what the base has at the
-    places of the patch's missing blocks: who changed those lines another way.
-    All of them in one search, as ``attribute``."""
+def _searches(content: Containment, history: BaseRange, likely: AbstractSet[str]) -> list[tuple[Search, bool]]:
+    out = []
+    for u in content.units:
+        if not u.present:
+            continue
+        if u.moved is not None:  # code the base moved into another file: its lines' history runs through the move
+            versions = history.versions(u.moved[1], moved_from=u.moved[0])
+        else:
+            versions = history.versions(content.base_paths.get(u.path, u.path))
+        search = _search(u, versions, likely)
+        if search is not None:
+            out.append((search, u.whitespace))
+        else:
+            _whole_file(u, versions, history)
+    return out
+
+
+def changed_places(contents: Sequence[Containment], history: BaseRange, files: Files) -> list[list[str]]:
+    """Who wrote what the base has at the places of the patch's missing blocks, in one search."""
     files.prepare_alignments(
         [(c.pre_blobs[p], c.base_blobs[p]) for c in contents for p in c.base_blobs if p in c.pre_blobs]
     )
@@ -103,12 +99,8 @@ def _brought(u: Unit, run: list[str], versions: list[tuple[str, str, str]], like
     if not versions or not (yield versions[0][2], run):
         u.older = True  # not in the base's own version (an earlier patch's), or the file is untouched
         return
-    for sha, old, new in versions if likely else ():
-        if sha in likely:
-            if (yield new, run) and not (yield old, run):
-                u.by = [sha]
-                return
-            break
+    if likely and (yield from _picked_by(u, run, versions, likely)):
+        return
     lo, hi = 0, len(versions) - 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -120,6 +112,18 @@ def _brought(u: Unit, run: list[str], versions: list[tuple[str, str, str]], like
         u.older = True
     else:
         u.by = [versions[lo][0]]
+
+
+def _picked_by(
+    u: Unit, run: list[str], versions: list[tuple[str, str, str]], likely: AbstractSet[str]
+) -> Generator[tuple[str, list[str]], bool, bool]:
+    for sha, old, new in versions:
+        if sha in likely:
+            if (yield new, run) and not (yield old, run):
+                u.by = [sha]
+                return True
+            return False
+    return False
 
 
 def _removed(u: Unit, run: list[str], versions: list[tuple[str, str, str]]) -> Search:
@@ -137,31 +141,33 @@ def _removed(u: Unit, run: list[str], versions: list[tuple[str, str, str]]) -> S
     u.by = [versions[lo][0]]
 
 
-def _consumed(u: Unit, history: History, tied: AbstractSet[str], reverts: AbstractSet[str]) -> None:
-    """A file the patch adds that a range commit added — with the same content, or being the
-    commit that brought the rest of the patch — and a later one deleted again: there, then
-    consumed (a release folding its news fragments into the changelog), as a pick the base
-    changed since, not a file the base still lacks. Unless the deletion is a revert (of a
-    pick of the patch, ``reverts``, or one that names the commit that added it): that takes
-    the file out, it consumes nothing."""
+def _consumed(u: Unit, history: BaseRange, tied: AbstractSet[str], reverts: AbstractSet[str]) -> None:
+    """A file the patch adds that a range commit added and a later one deleted again (a release
+    folding its news fragments into the changelog): there, then consumed. Unless the deletion is a
+    revert: that consumes nothing."""
     if u.what != "add" or not u.blob:
         return
-    versions = history.versions(u.path)  # newest first
-    for d, (deleter, _, new) in enumerate(versions):
-        if not is_zero(new):
-            continue
-        older = versions[d + 1 :]
-        adder = next((c for c, old, _ in older if is_zero(old)), None)
-        if adder is None or deleter in reverts or deleter in history.reverted(adder):
-            return
-        if adder in tied or any(u.blob == b for _, _, b in older):
-            u.present, u.consumed, u.by = True, True, [adder]
-            u.reason = f"the same file was added by {adder[:10]}, then deleted by {deleter[:10]}"
+    found = _added_then_deleted(history.versions(u.path))
+    if found is None:
         return
+    adder, deleter, older = found
+    if deleter in reverts or deleter in history.reverted(adder):
+        return
+    if adder in tied or any(u.blob == b for _, _, b in older):
+        u.present, u.consumed, u.by = True, True, [adder]
+        u.reason = f"the same file was added by {adder[:10]}, then deleted by {deleter[:10]}"
 
 
-def _whole_file(u: Unit, versions: list[tuple[str, str, str]], history: History) -> None:
-    """A file added, deleted, renamed, re-moded: the newest range commit that touched it."""
+def _added_then_deleted(versions: list[tuple[str, str, str]]) -> tuple[str, str, list[tuple[str, str, str]]] | None:
+    d = next((d for d, (_, _, new) in enumerate(versions) if is_zero(new)), None)
+    if d is None:
+        return None
+    older = versions[d + 1 :]
+    adder = next((c for c, old, _ in older if is_zero(old)), None)
+    return (adder, versions[d][0], older) if adder is not None else None
+
+
+def _whole_file(u: Unit, versions: list[tuple[str, str, str]], history: BaseRange) -> None:
     if u.what == "rename":
         versions = versions or history.versions(u.path)
     if versions:

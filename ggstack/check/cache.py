@@ -1,12 +1,9 @@
 """Verdicts kept by what decides them: a rerun on the same base costs what changed.
 
-A judgement depends only on the base commit, the candidates (a stack's patch
-files, byte for byte, or the commits) and the rules, so it is stored under a
-key of exactly those (``ggstack.cache``), with ``VERSION`` bumped whenever a
-signal or a rule changes. The bot's other rerun is a base that moved on by a
-few commits: when none of them can change a verdict (``_inert`` reads those k
-commits, not the history), the last base's verdicts are carried over
-(``carry_over``); otherwise the stack is judged again.
+A judgement depends only on the base commit, the candidates (patch files byte for byte, or
+commits) and the rules (``VERDICTS_VERSION``, bumped when a signal or a rule changes). A base
+that moved on by commits none of which can change a verdict (``_inert`` reads those k commits,
+not the history) keeps the last base's verdicts (``carry_over``).
 """
 
 from __future__ import annotations
@@ -20,36 +17,34 @@ from ggstack.cache import key as hashed
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, REVERTS, SPID, normal_subject, pr_numbers
 from ggstack.model import Outcome, Run, Stack, outcome_from_json, outcome_json
 
-VERSION = "check-30"
+VERDICTS_VERSION = "check-30"
 _KEEP = 64  # verdict files kept per repository, newest first
 
 
-def key(parts: Iterable[str | bytes]) -> str:
-    return hashed(VERSION, parts)
+def verdicts_key(parts: Iterable[str | bytes]) -> str:
+    return hashed(VERDICTS_VERSION, parts)
 
 
 def candidates_key(stack: Stack, repo: git.Repository | None = None) -> str:
-    """The key of a stack's candidates alone (every patch file, byte for byte), whatever the base;
-    with ``repo``, also which recorded bases it has: a patch whose base was missing is judged
-    without its commit, and judged again once a fetch brings the base in."""
+    """A stack's candidates alone, whatever the base; with ``repo``, also which recorded bases
+    it has: a patch judged without its base is judged again once a fetch brings it."""
     # Through the persistent reader (no process of its own); the judgement reads these commits anyway.
     here = repo.read_commits(p.base_commit for p in stack.patches if p.base_commit) if repo else {}
     have = ["+" if (p.base_commit or "") in here else "-" for p in stack.patches] if repo else []
-    return key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw)), *have])
+    return verdicts_key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw)), *have])
 
 
 def _verdicts(repo: git.Repository, read: bool = True) -> Entries:
-    return Entries(repo, "check", version=VERSION, keep=_KEEP, read=read)
+    return Entries(repo, "check", version=VERDICTS_VERSION, keep=_KEEP, read=read)
 
 
 def _last_bases(repo: git.Repository, read: bool = True) -> Entries:
-    return Entries(repo, "check-last-base", version=VERSION, keep=_KEEP, read=read)
+    return Entries(repo, "check-last-base", version=VERDICTS_VERSION, keep=_KEEP, read=read)
 
 
-def load(repo: git.Repository, k: str, run: Run, *, read: bool = True) -> bool:
-    """Fill ``run``'s outcomes (by name; all of them when it has none) from the
-    verdicts stored under ``k``; False, and ``run`` untouched, when there are none
-    (or ``read`` is off: ``--no-cache``)."""
+def load_verdicts(repo: git.Repository, k: str, run: Run, *, read: bool = True) -> bool:
+    """Fill ``run``'s outcomes (by name; all when it has none) from the verdicts under ``k``;
+    False, ``run`` untouched, where there are none or ``read`` is off (``--no-cache``)."""
     data = _verdicts(repo, read).get(k)
     if data is None:
         return False
@@ -70,9 +65,8 @@ def load(repo: git.Repository, k: str, run: Run, *, read: bool = True) -> bool:
     return True
 
 
-def save(repo: git.Repository, k: str, run: Run, *, candidates: str | None = None) -> None:
-    """Keep ``run``'s verdicts under ``k``; ``candidates`` (a key of the candidates
-    alone) remembers ``run.base`` as the last base they were judged on."""
+def save_verdicts(repo: git.Repository, k: str, run: Run, *, candidates: str | None = None) -> None:
+    """``candidates``: remember ``run.base`` as the last base these candidates were judged on."""
     data = {
         "merge_base": run.merge_base,
         "subjects": run.subjects,
@@ -87,9 +81,8 @@ def save(repo: git.Repository, k: str, run: Run, *, candidates: str | None = Non
 
 
 def carry_over(repo: git.Repository, stack: Stack, candidates: str, run: Run, *, read: bool = True) -> bool:
-    """Fill ``run`` with the verdicts of the last base ``stack`` was judged on
-    when ``run.base`` only moved past it by commits that cannot change one;
-    False (``run`` untouched) when there are none or any could."""
+    """Fill ``run`` with the last base's verdicts where the base only moved past it by commits
+    that cannot change one; False, ``run`` untouched, otherwise."""
     last = _last_bases(repo, read).get(candidates)
     old_base, old_key = (last.get("base"), last.get("key")) if last else (None, None)
     if not (isinstance(old_base, str) and isinstance(old_key, str)):
@@ -98,17 +91,14 @@ def carry_over(repo: git.Repository, stack: Stack, candidates: str, run: Run, *,
         return False
     loaded = Run(stack=run.stack, base_ref=run.base_ref, base=run.base)
     loaded.outcomes = [Outcome(o.name, o.subject, o.stack_patch_id) for o in run.outcomes]
-    if not load(repo, old_key, loaded) or not _inert(repo, stack, old_base, run.base, loaded.merge_base):
+    if not load_verdicts(repo, old_key, loaded) or not _inert(repo, stack, old_base, run.base, loaded.merge_base):
         return False
-    return load(repo, old_key, run)
+    return load_verdicts(repo, old_key, run)
 
 
 def _inert(repo: git.Repository, stack: Stack, old_base: str, base: str, merge_base: str | None) -> bool:
-    """Can no commit of ``old_base..base`` change a verdict of ``stack``? (k commits read, not the history.)
-
-    None may touch a path of the stack or delete a file beside one, name a candidate
-    (picked from, Stack-Patch-Id, Change-Id, a revert, the same subject or PR) or
-    change the merge base."""
+    """None of the new commits may touch a path of the stack or delete a file beside one, name a
+    candidate (identity, a revert, the same subject or PR) or change the merge base."""
     if _touches(repo, stack, old_base, base):
         return False
     messages = repo.range_messages([base], [old_base])
@@ -123,14 +113,17 @@ def _inert(repo: git.Repository, stack: Stack, old_base: str, base: str, merge_b
 
 
 def _touches(repo: git.Repository, stack: Stack, old_base: str, base: str) -> bool:
-    """Does a new commit change a file of the stack, or delete one in a directory
-    above one (git may see that directory renamed, and move a file a patch adds)?"""
+    # A deleted directory above a path: git may see it renamed, and move a file a patch adds.
     paths = {p for patch in stack.patches for p in patch.paths}
+    changed, deleted_dirs = _changed(repo, old_base, base)
+    return bool(changed & paths) or any(_under(p, d) for p in paths for d in deleted_dirs)
+
+
+def _changed(repo: git.Repository, old_base: str, base: str) -> tuple[set[str], set[str]]:
     changed = {path for _, files in repo.log_raw([base], [old_base], ()) for path, _, _ in files}
     net = repo.tree_changes([(base, old_base)])[0]  # a merge's own resolution is in no commit's changes
     changed |= {c.path for c in net}
-    deleted_dirs = {os.path.dirname(c.path) for c in net if c.status == "D"}
-    return bool(changed & paths) or any(_under(p, d) for p in paths for d in deleted_dirs)
+    return changed, {os.path.dirname(c.path) for c in net if c.status == "D"}
 
 
 def _sources(stack: Stack) -> set[str]:
@@ -142,7 +135,6 @@ def _under(path: str, directory: str) -> bool:
 
 
 def _candidate_names(stack: Stack) -> tuple[set[str], set[str]]:
-    """The stack's subjects (as hints compare them) and the PR numbers it names."""
     subjects = {normal_subject(p.subject) for p in stack.patches} - {""}
     numbers: set[str] = set()
     for p in stack.patches:
@@ -152,7 +144,6 @@ def _candidate_names(stack: Stack) -> tuple[set[str], set[str]]:
 
 
 def _names_a_candidate(named: tuple[set[str], set[str]], message: str) -> bool:
-    """Identity, a revert, or a hint (the same subject, a PR number of the stack): judge again."""
     if any(rx.search(message) for rx in (PICKED_FROM, SPID, CHANGE_ID, REVERTS)):
         return True
     subjects, numbers = named
@@ -169,5 +160,5 @@ def _copy(src: Outcome, o: Outcome) -> None:
 
 
 def worth_keeping(run: Run) -> bool:
-    """A verdict reached without the patch's pre-image may change once it is fetched: not kept."""
+    """A verdict reached without the patch's pre-image may change once it is fetched."""
     return not any(e.data.get("judged") is False for o in run.outcomes for e in o.evidence)

@@ -1,11 +1,8 @@
 """``ggstack check --commits``: each commit judged on its own against the base, like ``git cherry``.
 
-In phases, so that hundreds of commits cost a handful of processes: read
-everything (one cat-file for the commits, one diff-tree for their diffs, the
-range scan, one cat-file for every file version), judge the content
-in-process, then replay — scratch commits in one batch, the merges in one
-``merge-tree --stdin`` — only the commits whose verdict still depends on what a
-merge would say.
+In phases, so that hundreds of commits cost a handful of processes: read everything in batches,
+judge the content in-process, then replay (scratch commits in one batch, the merges in one
+``merge-tree --stdin``) only the commits whose verdict still depends on what a merge would say.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from ggstack.check.files import Files
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, RangeRead, read_range, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.rules import SOME
-from ggstack.check.signals import Candidate
+from ggstack.check.signals import Candidate, paths_of_all
 from ggstack.errors import UserError
 from ggstack.gcpause import paused
 from ggstack.model import Applied, Conflict, Outcome, Run
@@ -31,33 +28,41 @@ from ggstack.threads import Pending, cores
 def check_commits(
     repo: git.Repository, shas: list[str], base_ref: str, *, use_cache: bool = True, jobs: int | None = None
 ) -> Run:
-    """Each commit judged on its own against the base; ``jobs``: how many processes the
-    judging may take (default: one a core), for a few dozen commits or more."""
+    """``jobs``: how many processes the judging may take (default: one a core)."""
     base = replay.resolve_base(repo, None, base_ref)
+    infos = _commits(repo, shas)
+    run = Run(stack=None, base_ref=base_ref, base=base)
+    if not infos:
+        return run
+    k = cache.verdicts_key(["commits", base, *(i.sha for i in infos)])
+    if not cache.load_verdicts(repo, k, run, read=use_cache):
+        with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
+            _judge_lines(repo, base, infos, run, jobs or cores())
+        order = {i.sha: n for n, i in enumerate(infos)}
+        run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
+        if cache.worth_keeping(run):
+            cache.save_verdicts(repo, k, run)
+    run.stages["check"] = "ok"
+    return run
+
+
+def _commits(repo: git.Repository, shas: list[str]) -> list[git.CommitInfo]:
     infos = list({i.sha: i for i in repo.commit_infos(shas)}.values())
     for info in infos:
         if not info.parents:
             raise UserError(f"{info.sha[:12]}: a root commit has no change to compare")
-    run = Run(stack=None, base_ref=base_ref, base=base)
-    if not infos:
-        return run
-    k = cache.key(["commits", base, *(i.sha for i in infos)])
-    if not cache.load(repo, k, run, read=use_cache):
-        with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
-            lines, merge_base = _lines(repo, base, infos)
-            asked = None if merge_base else repo.start_merge_base(base, infos[0].sha)  # answered meanwhile
-            parts = _parts(lines, jobs or cores())
-            shared = _shared_ranges(repo, base, lines, parts)
-            judged = forked.side_by_side(functools.partial(_judge_pieces, repo, base, shared), parts, repo.after_fork)
-            for _, part in sorted(p for ps in judged for p in ps):  # the lines' order, as one process has it
-                _add(run, part)
-            run.merge_base = merge_base or (asked() if asked else None)
-        order = {i.sha: n for n, i in enumerate(infos)}
-        run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
-        if cache.worth_keeping(run):
-            cache.save(repo, k, run)
-    run.stages["check"] = "ok"
-    return run
+    return infos
+
+
+def _judge_lines(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run, jobs: int) -> None:
+    lines, merge_base = _lines(repo, base, infos)
+    asked = None if merge_base else repo.start_merge_base(base, infos[0].sha)  # answered meanwhile
+    parts = _parts(lines, jobs)
+    shared = _shared_ranges(repo, base, lines, parts)
+    judged = forked.side_by_side(functools.partial(_judge_pieces, repo, base, shared), parts, repo.after_fork)
+    for _, part in sorted(p for ps in judged for p in ps):  # the lines' order, as one process has it
+        _add(run, part)
+    run.merge_base = merge_base or (asked() if asked else None)
 
 
 # Commits a forked part is worth at least, and what judging a line costs besides its commits (its
@@ -70,11 +75,8 @@ Piece = tuple[tuple[int, int], list[git.CommitInfo]]  # ((line, first commit's i
 
 
 def _parts(lines: list[list[git.CommitInfo]], jobs: int) -> list[list[Piece]]:
-    """The lines dealt into at most ``jobs`` parts that take about as long: whole lines, the
-    longest first each to the part with the least to do; a line is cut in two while that
-    shortens the longest part (a piece of a line costs a read of its range again). Each commit
-    is judged on its own against its line's range, so a line's commits judged in two parts
-    are judged as they are together."""
+    """The lines dealt into at most ``jobs`` parts that take about as long, the longest first; a
+    line is cut in two while that shortens the longest part (a piece costs a read of its range)."""
     n = max(1, min(jobs, sum(len(line) for line in lines) // _PART))
     pieces: list[Piece] = [((k, 0), line) for k, line in enumerate(lines)]
     best = _deal(pieces, n)
@@ -108,9 +110,7 @@ def _span(parts: list[list[Piece]]) -> int:
 def _shared_ranges(
     repo: git.Repository, base: str, lines: list[list[git.CommitInfo]], parts: list[list[Piece]]
 ) -> dict[int, RangeRead]:
-    """The range of each line cut over more than one part, read here once before they fork:
-    each piece's range is the line's (the base less the line's own history), which every part
-    would otherwise read again, side by side, on the same cores."""
+    # Read once before the parts fork: each would read the same line's range again, on the same cores.
     spread = Counter(k for part in parts for k in {key[0] for key, _ in part})
     return {k: read_range(repo, base, [i.sha for i in lines[k]]) for k, n in spread.items() if n > 1}
 
@@ -118,7 +118,6 @@ def _shared_ranges(
 def _judge_pieces(
     repo: git.Repository, base: str, shared: dict[int, RangeRead], pieces: list[Piece]
 ) -> list[tuple[tuple[int, int], Run]]:
-    """One part of the commits, each piece against its line's range (a forked part's whole work)."""
     out = []
     for key, commits in pieces:
         run = Run(stack=None, base_ref="", base=base)
@@ -133,21 +132,14 @@ def _add(run: Run, part: Run) -> None:
 
 
 def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> tuple[list[list[git.CommitInfo]], str]:
-    """The commits by the line of history they are on (where their first-parent line leaves
-    the base, and the newest merge below them on it that brought base commits in): each
-    line's range is the base minus that line's own history, as ``git cherry BASE COMMIT`` has
-    it. Judged all in one range, a pick the base made before a newer line forked would be
-    outside the range of an older line's commit it represents; and a commit after its branch
-    merged the base in has a smaller range than one before that merge (a merge of anything
-    else changes no range, and splits nothing). And the merge base of the base and the first
-    commit, where the walk says it (see ``_known_merge_base``), else ""."""
+    """The commits by their line of history (where their first-parent line leaves the base, and the
+    newest merge below them that brought base commits in), each judged against its line's range as
+    ``git cherry BASE COMMIT`` has it; and the merge base, where the walk says it ("" else)."""
     if len(infos) == 1:
         return [infos], ""  # one commit is one line: nothing to walk
     lines_of = repo.first_parents([i.sha for i in infos], base)
     parents = {c: ps[0] if ps else "" for c, ps in lines_of.items()}
-    forks: dict[str, str] = {}  # commit -> its line's fork point ("in the base" for one the base has)
-    for info in infos:
-        _fork_of(info.sha, parents, forks)
+    forks = _fork_points(infos, parents)  # commit -> its line's fork point ("in the base" for one the base has)
     tips = [i.sha for i in infos if i.sha in parents]
     walks = _first_parent_lines(tips, parents)
     # Only a merge on the lines can bring commits of the base in: with none, no graph is read.
@@ -159,11 +151,16 @@ def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> tupl
     return list(lines.values()), _known_merge_base(infos[0].sha, lines_of, forks)
 
 
+def _fork_points(infos: list[git.CommitInfo], parents: dict[str, str]) -> dict[str, str]:
+    forks: dict[str, str] = {}
+    for info in infos:
+        _fork_of(info.sha, parents, forks)
+    return forks
+
+
 def _known_merge_base(sha: str, lines_of: dict[str, list[str]], forks: dict[str, str]) -> str:
-    """The merge base of the base and ``sha``, where its first-parent walk says it: ``sha``
-    itself if the base has it; else where its line leaves the base, if no merge is on the line
-    (then every commit the base lacks is on the line, and its fork point is the newest commit
-    the two share). Else "": git's merge-base answers."""
+    """``sha`` itself if the base has it; else where its line leaves the base, if no merge is on
+    the line. Else "": git's merge-base answers."""
     if forks.get(sha) == "in the base":
         return sha
     at = sha
@@ -175,7 +172,6 @@ def _known_merge_base(sha: str, lines_of: dict[str, list[str]], forks: dict[str,
 
 
 def _fork_of(sha: str, parents: dict[str, str], known: dict[str, str]) -> str:
-    """Where ``sha``'s first-parent line meets the base, remembered for every commit walked."""
     if sha not in parents:
         known[sha] = "in the base"
         return known[sha]
@@ -191,10 +187,8 @@ def _fork_of(sha: str, parents: dict[str, str], known: dict[str, str]) -> str:
 def _merges_of_the_base(
     repo: git.Repository, base: str, tips: list[str], walks: list[list[str]], forks: dict[str, str]
 ) -> set[str]:
-    """The merges on the candidates' first-parent lines that brought commits of the base in
-    (after the line's fork point): the only ones below which a candidate's range is smaller.
-    Two rev-lists, side by side: what the lines reach past their fork points, and what of that
-    the base has not; then one walk of each line, oldest first, marking what each merge brings."""
+    """The merges on the lines that brought commits of the base in: the only ones below which a
+    commit's range is smaller. Two rev-lists side by side, then one walk of each line."""
     points = sorted({f for f in forks.values() if f != "in the base" and f})
     if not tips:
         return set()
@@ -212,8 +206,7 @@ def _merges_of_the_base(
 
 
 def _brings(c: str, graph: dict[str, list[str]], brought: set[str], seen: set[str]) -> bool:
-    """Does ``c`` (the next commit of a line walked oldest first) bring in, through its other
-    parents, a commit of ``brought`` that nothing before it on the line reached? Marks what it reaches."""
+    """Does ``c`` bring in a commit of ``brought`` nothing before it on the line reached?"""
     seen.add(c)
     todo = [p for p in graph.get(c, [])[1:] if p in graph and p not in seen]
     new = False
@@ -228,7 +221,6 @@ def _brings(c: str, graph: dict[str, list[str]], brought: set[str], seen: set[st
 
 
 def _first_parent_lines(tips: list[str], parents: dict[str, str]) -> list[list[str]]:
-    """Each tip's first-parent line down to its fork point, oldest first (the shared part once)."""
     done: set[str] = set()
     lines = []
     for tip in tips:
@@ -242,8 +234,7 @@ def _first_parent_lines(tips: list[str], parents: dict[str, str]) -> list[list[s
 
 
 def _merges_below(walks: list[list[str]], parents: dict[str, str], merges: set[str]) -> dict[str, str]:
-    """commit -> the newest of ``merges`` strictly below it on its first-parent line, for every
-    commit of the lines (each part of a line walked once, oldest first, after the part below it)."""
+    """commit -> the newest of ``merges`` strictly below it on its first-parent line."""
     below: dict[str, str] = {}
     if not merges:
         return below
@@ -264,15 +255,7 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     authors = {i.sha[:12]: i.author_email for i in infos}
     base_tree = repo.commit_infos([base])[0].tree  # through the long-lived reader, no rev-parse
     ctx, entries, idents = _read_and_identify(repo, base, base_tree, cands, diffs, read)
-    contents = judging.measure_content(ctx, cands, base_tree, idents)
-    measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
-    steps = _replay_all(repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
-    done = [
-        m or _replayed(ctx, c, k, steps.get(c.commit), entries)
-        for c, k, m in zip(cands, contents, measured, strict=True)
-    ]
-    for m in done:
-        m.tree = base_tree
+    done = _measure_all(ctx, base, base_tree, cands, idents, entries)
     _read_for_all(ctx, cands, idents, done, authors)
     judging.prepare_remaining(ctx, list(zip(cands, done, strict=True)))
     for cand, m in zip(cands, done, strict=True):
@@ -280,11 +263,30 @@ def _judge(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Ru
     judging.name_commits(repo, run)
 
 
+def _measure_all(
+    ctx: Context,
+    base: str,
+    base_tree: str,
+    cands: list[Candidate],
+    idents: dict[str, Identified],
+    entries: dict[str, tuple[str, str]],
+) -> list[Measured]:
+    contents = judging.measure_content(ctx, cands, base_tree, idents)
+    measured = [_measure(ctx, c, content, idents[c.name], entries) for c, content in zip(cands, contents, strict=True)]
+    steps = _replay_all(ctx.repo, base, base_tree, [c for c, m in zip(cands, measured, strict=True) if m is None])
+    done = [
+        m or _replayed(ctx, c, k, steps.get(c.commit), entries)
+        for c, k, m in zip(cands, contents, measured, strict=True)
+    ]
+    for m in done:
+        m.tree = base_tree
+    return done
+
+
 def _read_for_all(
     ctx: Context, cands: list[Candidate], idents: dict[str, Identified], done: list[Measured], authors: dict[str, str]
 ) -> None:
-    """What the judging asks of some candidates, read in one batch each instead of one a
-    candidate: the picks' own trees, and who changed the lines of those that may be superseded."""
+    # One batch each, not one a candidate: the picks' trees, and who changed the lines of those that may be superseded.
     judging.read_picks(ctx, [(c, idents[c.name], m) for c, m in zip(cands, done, strict=True)])
     judging.find_changed(
         ctx,
@@ -304,8 +306,7 @@ def _read_and_identify(
     diffs: dict[str, bytes],
     read: RangeRead | None,
 ) -> tuple[Context, dict[str, tuple[str, str]], dict[str, Identified]]:
-    """``_read``, then git's identity of each candidate; a few commits' reversed patch-ids (a
-    revert's, asked of those the base has) read meanwhile, not after."""
+    # A few commits' reversed patch-ids (a revert's) are read meanwhile, not after.
     early = Pending(judging.reversed_patch_ids, repo, cands) if len(cands) <= _EARLY else None
     ctx, entries = _read(repo, base, base_tree, cands, diffs, read)
     return ctx, entries, judging.identify(ctx, cands, early.result() if early else None)
@@ -319,9 +320,8 @@ def _read(
     diffs: dict[str, bytes],
     read: RangeRead | None = None,
 ) -> tuple[Context, dict[str, tuple[str, str]]]:
-    """The range scan and the base's files, side by side: the range is git's work
-    (log, diff-tree | patch-id), reading the base's files is ours."""
-    paths = sorted({p for c in cands for p in c.paths})
+    # Side by side: the range is git's work (log, diff-tree | patch-id), reading the base's files is ours.
+    paths = paths_of_all(cands)
     pending = Pending(
         scan,
         repo,
@@ -352,8 +352,7 @@ def _outcome(ctx: Context, cand: Candidate, ident: Identified, m: Measured, auth
 
 
 def _candidate(info: git.CommitInfo, raw: bytes, branch: list[str]) -> Candidate:
-    """A merge stands for its branch (``branch``: the commits it brought in): they are its sources
-    (a backport names them), its title is the PR's."""
+    """A merge stands for its branch: the commits it brought in are its sources, its title is the PR's."""
     body = [line for line in info.message.split("\n")[1:] if line.strip()]
     title = body[0] if branch and body and info.message.startswith("Merge pull request #") else ""
     return Candidate(
@@ -392,19 +391,22 @@ def _measure(
 
 
 def _settled(content: judging.Containment, ident: Identified, live: bool, reverse: bool) -> Measured | None:
-    """What its lines, its reverse and git's identity settle without a merge, where some of its
-    lines are there; None: replay it."""
     if content.all_present and (live or reverse):
         return Measured(content, reverse=reverse)  # every line there, and git's view (or the lines' history) agrees
-    if any(m.how in judging.EXACT and not m.undone_by for m in ident.matches) and any(u.present for u in content.units):
-        # An exact pick of which some lines are there: represented, picked (all there) or picked, then modified; a
-        # merge could only tell an empty replay, which its reverse or its lines already tell where they can.
+    if _exact_pick_partly_there(content, ident):
+        # Represented, picked (all there) or picked, then modified; a merge could only tell an
+        # empty replay, which its reverse or its lines already tell where they can.
         return Measured(content, reverse=reverse, unreplayed=_EXACT_PICK)
     if content.any_earned and not content.all_present and not live and content.adding_fraction >= SOME:
         # partial: its remaining diff applies by construction. (Below SOME, lines an unrelated commit
         # brought are a coincidence: no partial, so the replay must say whether it conflicts.)
         return Measured(content, reverse=reverse)
     return None
+
+
+def _exact_pick_partly_there(content: judging.Containment, ident: Identified) -> bool:
+    exact = any(m.how in judging.EXACT and not m.undone_by for m in ident.matches)
+    return exact and any(u.present for u in content.units)
 
 
 def _replayed(
@@ -434,9 +436,8 @@ _EXACT_PICK = (
 
 
 def _replay_all(repo: git.Repository, base: str, base_tree: str, todo: list[Candidate]) -> dict[str, replay.Step]:
-    """Cherry-pick's merge of each commit onto the base, independently: the
-    scratch commits (base tree on the commit's parent) in one process, the
-    merges in one ``merge-tree --stdin``. Nothing is committed: ``check`` writes no branch."""
+    """Cherry-pick's merge of each commit onto the base: scratch commits (base tree on the commit's
+    parent) in one process, the merges in one ``merge-tree --stdin``; nothing is committed."""
     if not todo:
         return {}
     scratch = repo.hash_commits([(base_tree, [c.parent], "ggstack scratch\n") for c in todo])

@@ -1,10 +1,8 @@
 """Tree entries and blob contents for the judgement, read in batches.
 
-A check of hundreds of commits reads thousands of file versions; one
-``cat-file --batch`` for many objects (and a cache, since the same versions
-come back for every signal) is what keeps it near ``git cherry``'s time. The
-searches that bisect a file's history ask whether a version holds a few lines:
-that is answered on the version's bytes, never splitting a big file for it.
+A check of hundreds of commits reads thousands of file versions: one ``cat-file --batch`` for
+many objects, and a cache (the same versions come back for every signal), keep it near ``git
+cherry``'s time; a search asks whether a version holds a few lines, answered on its bytes.
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ class Files:
         self._needles: dict[tuple[tuple[str, ...], bool], tuple[list[bytes], int] | None] = {}
 
     def entries(self, tree: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """path -> (mode, blob) in ``tree``, for the paths that are there."""
         known = self._entries.setdefault(tree, {})
         missing = [p for p in dict.fromkeys(paths) if p not in known]
         if missing:
@@ -43,8 +40,7 @@ class Files:
         return {p: known[p] for p in paths if known.get(p, ("", ""))[1]}
 
     def at_commits(self, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
-        """(commit, path) -> the blob of ``path`` in ``commit``, for those that have it: one
-        ``cat-file --batch`` for all (no ``ls-tree`` a commit), the contents kept for ``lines``."""
+        # One ``cat-file --batch`` for all, no ``ls-tree`` a commit; the contents kept for ``lines``.
         pairs = list(dict.fromkeys(wanted))
         found: dict[tuple[str, str], str] = {}
         for (commit, path), obj in zip(pairs, self.repo.cat_file_batch([f"{c}:{p}" for c, p in pairs]), strict=True):
@@ -54,8 +50,7 @@ class Files:
         return found
 
     def prefetch(self, shas: Sequence[str | None]) -> None:
-        """Read the blobs not read yet, all in one request to the long-lived ``cat-file``: a
-        round trip each would wait on git once per blob."""
+        # One request to the long-lived ``cat-file``: a round trip each would wait on git once per blob.
         want = [s for s in dict.fromkeys(shas) if s and not is_zero(s) and s not in self._blobs]
         if len(want) == 1:
             self._blobs[want[0]] = self.repo.read_object(want[0])
@@ -71,21 +66,24 @@ class Files:
         return self._blobs[sha]
 
     def prepare_alignments(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Align many (old blob, new blob) pairs at once with git's own diff (histogram, in C).
-        A blob this clone lacks aligns with nothing (every line unplaced), never fails the rest."""
+        """Align many (old blob, new blob) pairs with git's own diff at once; a blob this clone lacks
+        aligns with nothing, never failing the rest."""
         todo = [p for p in dict.fromkeys(pairs) if p[0] != p[1] and p not in self._aligned]
         self.prefetch([b for p in todo for b in p])
-        for p in [p for p in todo if self.blob(p[0]) is None or self.blob(p[1]) is None]:
-            self._aligned[p] = [None] * self.count_lines(p[0])
-        todo = [p for p in todo if p not in self._aligned]
+        todo = [p for p in todo if not self._aligned_with_nothing(p)]
         diffs = self.repo.diff_blob_pairs(todo)
         for i, pair in enumerate(todo):
             raw = diffs.get(i, b"").decode("utf-8", "surrogateescape")
             self._aligned[pair] = pmap_of(raw, self.count_lines(pair[0]))
 
+    def _aligned_with_nothing(self, pair: tuple[str, str]) -> bool:
+        if self.blob(pair[0]) is not None and self.blob(pair[1]) is not None:
+            return False
+        self._aligned[pair] = [None] * self.count_lines(pair[0])
+        return True
+
     def alignment(self, old: str | None, new: str | None) -> list[int | None]:
-        """For each line of blob ``old``, the line of blob ``new`` it is (unchanged lines), or None;
-        from the batch prepared, else git's diff of the pair now."""
+        """For each line of ``old``, the line of ``new`` it is, or None."""
         if not old or not new:
             return [None] * self.count_lines(old)
         if old == new:
@@ -95,14 +93,12 @@ class Files:
         return self._aligned[(old, new)]
 
     def stripped(self, sha: str) -> set[str]:
-        """The blob's lines without trailing whitespace, as a set (is a line anywhere in it?)."""
         if sha not in self._stripped:
             self._stripped[sha] = set(self.stripped_lines(sha))
         return self._stripped[sha]
 
     def stripped_lines(self, sha: str | None) -> list[str]:
-        """``lines`` without trailing whitespace, kept: a search that ignores it asks of the
-        same versions again and again (each bisection step of each block)."""
+        # Kept: a search that ignores trailing whitespace asks of the same versions again and again.
         if not sha or is_zero(sha):
             return []
         if sha not in self._stripped_lines:
@@ -113,9 +109,8 @@ class Files:
         return self._stripped_lines[sha]
 
     def holders(self, shas: Sequence[str], wanted: set[str]) -> dict[str, set[str]]:
-        """For each of ``wanted`` (lines without trailing whitespace), the blobs of ``shas`` that
-        have it as a line, less its trailing whitespace: asked of many files for a few lines, so
-        an ASCII file (most are) is split as bytes, neither decoded nor kept."""
+        """For each of ``wanted`` (stripped lines), the blobs of ``shas`` that have it: an ASCII file
+        (most are) is split as bytes, neither decoded nor kept."""
         encoded = {w.encode("ascii"): w for w in wanted if w.isascii()}
         out: dict[str, set[str]] = {}
         self.prefetch(shas)
@@ -132,29 +127,32 @@ class Files:
         return out
 
     def holds(self, blob: str, run: Sequence[str], *, strip: bool) -> bool:
-        """Does the blob hold the run of lines (``strip``: ignoring trailing whitespace on both
-        sides)? Most versions a search asks about are big files that lack it: where not even the
-        run's longest line is in the bytes, the file is not split into lines."""
+        """Does the blob hold the run of lines (``strip``: ignoring trailing whitespace)? Where not even
+        the run's longest line is in the bytes, the file is not split into lines."""
         if not run or is_zero(blob):
             return False
         if strip and len(run) == 1 and self._as_set(blob):
             return run[0].rstrip() in self._stripped[blob]
-        key = (tuple(run), strip)
-        if key not in self._needles:  # a search asks about one run in many versions: encoded once
-            self._needles[key] = _needle(run, strip)
-        needle = self._needles[key]
+        needle = self._encoded(run, strip)
         if needle is not None:
             data = (self._blobs[blob] if blob in self._blobs else self.blob(blob)) or b""
             return _in_bytes(data, *needle, strip)
+        return self._holds_in_lines(blob, run, strip)
+
+    def _holds_in_lines(self, blob: str, run: Sequence[str], strip: bool) -> bool:
         if strip:
             return find_run(self.stripped_lines(blob), [s.rstrip() for s in run], strip=False) is not None
         return find_run(self.lines(blob), list(run), strip=False) is not None
 
+    def _encoded(self, run: Sequence[str], strip: bool) -> tuple[list[bytes], int] | None:
+        key = (tuple(run), strip)
+        if key not in self._needles:  # a search asks about one run in many versions: encoded once
+            self._needles[key] = _needle(run, strip)
+        return self._needles[key]
+
     def _as_set(self, blob: str) -> bool:
-        """Is one line asked of ``blob`` answered by its set of stripped lines (``stripped``)?
-        Where the set is there, or the lines are (it costs a pass over them), or the blob was
-        searched often enough that a set of it is cheaper than searching its bytes again: a
-        moved-code search asks a file's versions for each of a block's lines in turn."""
+        # A set of the stripped lines where it is there, the lines are, or the blob was searched often
+        # enough: a moved-code search asks a file's versions for each of a block's lines in turn.
         if blob in self._stripped:
             return True
         asked = self._asked[blob] = self._asked.get(blob, 0) + 1
@@ -164,37 +162,28 @@ class Files:
         return False
 
     def count_lines(self, sha: str | None) -> int:
-        """``len(lines(sha))``, without splitting a blob not split yet: its line ends counted
-        (a last line without one counts too), as ``split_lines`` has them."""
+        """``len(lines(sha))`` counted on the bytes of a blob not split yet."""
         if not sha or is_zero(sha) or sha in self._lines:
             return len(self.lines(sha))
         data = self.blob(sha)
         return data.count(b"\n") + (not data.endswith(b"\n")) if data else 0
 
     def lines_when_read(self, sha: str | None) -> Sequence[str]:
-        """``lines``, split only when a line is read (``len`` is counted on the bytes): a
-        pre-image is asked for its length by every block placed in it, for a line only where
-        the alignment kept one of the block's removed lines."""
+        # Split only when a line is read: a pre-image is asked its length by every block placed in it,
+        # a line only where the alignment kept one of the block's removed lines.
         if not sha or is_zero(sha) or sha in self._lines:
             return self.lines(sha)
         return _LinesWhenRead(self, sha)
 
     def line_slice(self, sha: str | None, start: int, stop: int) -> list[str]:
-        """``lines(sha)[start:stop]``; the first time a blob not split yet is asked, its bytes are
-        split only as far as ``stop`` (a line end is never part of a UTF-8 sequence, so each line
-        decodes alone as it does in the whole); asked again, it is split whole, once."""
+        """``lines(sha)[start:stop]``, the first time split only as far as ``stop`` (a line end is never
+        part of a UTF-8 sequence); asked again, split whole, once."""
         if not sha or is_zero(sha) or sha in self._lines or sha in self._sliced or min(start, stop) < 0:
             return self.lines(sha)[start:stop]
         self._sliced.add(sha)
-        if start >= stop:
-            return []
-        pieces = (self.blob(sha) or b"").split(b"\n", stop)
-        if len(pieces) <= stop and pieces[-1] == b"":
-            pieces.pop()  # the whole blob, which ends with a line end: no line after it
-        return [p.decode("utf-8", "surrogateescape") for p in pieces[start:stop]]
+        return _split_lines_to(self.blob(sha) or b"", start, stop)
 
     def lines(self, sha: str | None) -> list[str]:
-        """The blob as lines (no line ends); [] for none."""
         if not sha or is_zero(sha):
             return []
         if sha not in self._lines:
@@ -203,8 +192,6 @@ class Files:
 
 
 class _LinesWhenRead(Sequence[str]):
-    """A blob's ``Files.lines`` that splits it on the first line read (see ``lines_when_read``)."""
-
     def __init__(self, files: Files, sha: str) -> None:
         self._files, self._sha, self._len = files, sha, files.count_lines(sha)
 
@@ -231,26 +218,37 @@ _HUNKS = re.compile("\n" + HUNK_HEADER.pattern.removeprefix("^"))
 _NUMBERS: list[int] = []
 
 
+def _span(old_at: str, old_n: str, new_at: str, new_n: str) -> tuple[int, int, int, int]:
+    old_count, new_count = int(old_n or 1), int(new_n or 1)
+    return int(old_at) - (1 if old_count else 0), old_count, int(new_at) - (1 if new_count else 0), new_count
+
+
 def _numbers(stop: int) -> list[int]:
-    """The shared list whose item ``k`` is ``k``, up to ``stop`` at least: one shared int object
-    per number. A check keeps thousands of alignments of long files, and an int of its own per
-    line of each (28 bytes past 256) was most of their memory."""
+    # One shared int object per number: a check keeps thousands of alignments of long files, and an
+    # int of its own per line (28 bytes past 256) was most of their memory.
     if stop > len(_NUMBERS):
         _NUMBERS.extend(range(len(_NUMBERS), max(stop, 2 * len(_NUMBERS))))
     return _NUMBERS
 
 
+def _split_lines_to(data: bytes, start: int, stop: int) -> list[str]:
+    if start >= stop:
+        return []
+    pieces = data.split(b"\n", stop)
+    if len(pieces) <= stop and pieces[-1] == b"":
+        pieces.pop()  # the whole blob, which ends with a line end: no line after it
+    return [p.decode("utf-8", "surrogateescape") for p in pieces[start:stop]]
+
+
 def pmap_of(diff: str, n_old: int) -> list[int | None]:
-    """For each old line, the new line it is, from a ``-U0`` diff: what lies between hunks is unchanged."""
+    """For each old line, the new line it is, from a ``-U0`` diff."""
     pmap: list[int | None] = [None] * n_old
     heads = _HUNKS.findall(diff if not diff.startswith("@@ -") else "\n" + diff)
     # no line number past the last hunk's new end and the old lines after it
     numbers = _numbers(n_old + max((int(h[2]) + int(h[3] or 1) for h in heads), default=0))
     pi = bi = 0
-    for old_at, old_n, new_at, new_n in heads:
-        old_count, new_count = int(old_n or 1), int(new_n or 1)
-        old_start = int(old_at) - (1 if old_count else 0)
-        new_start = int(new_at) - (1 if new_count else 0)
+    for head in heads:
+        old_start, old_count, new_start, new_count = _span(*head)
         end = min(old_start, n_old)
         if pi < end:  # a slice, not a loop per line: a changelog has thousands of them
             pmap[pi:end] = numbers[bi : bi + end - pi]
@@ -265,8 +263,8 @@ def is_zero(sha: str) -> bool:
 
 
 def split_lines(data: bytes | None) -> list[str]:
-    """The blob's lines, each interned: a file's versions through a long range share most of
-    their lines, and a check holds thousands of versions (one string a line, not one a version)."""
+    # Interned: a file's versions through a long range share most of their lines, and a check
+    # holds thousands of versions.
     if not data:
         return []
     lines = list(map(sys.intern, data.decode("utf-8", "surrogateescape").split("\n")))
@@ -280,25 +278,19 @@ _ASCII_SPACE = bytes(c for c in range(128) if chr(c).isspace())
 
 
 def _ascii_stripped(data: bytes) -> set[bytes]:
-    """The lines of ASCII bytes less trailing whitespace, as ``stripped`` has them decoded."""
     return {line.rstrip(_ASCII_SPACE) for line in data.split(b"\n")}
 
 
 def run_in_bytes(data: bytes, run: Sequence[str], *, strip: bool) -> bool | None:
     """``find_run`` of ``run`` in the blob's ``split_lines``, answered on its bytes: the run's
-    longest line found by ``bytes.find`` at a line start, the run's lines from as many lines
-    before it compared in place. A line of the blob is the bytes of the run's line
-    and then (``strip``) whitespace only, exactly where its decoded line less trailing
-    whitespace is the run's. None where the bytes cannot say: a run of blank lines only, a line
-    holding a line end, or one no bytes decode to."""
+    longest line found by ``bytes.find`` at a line start, then the lines around it compared."""
     needle = _needle(run, strip)
     return None if needle is None else _in_bytes(data, *needle, strip)
 
 
 def _needle(run: Sequence[str], strip: bool) -> tuple[list[bytes], int] | None:
-    """The run's lines as bytes (``strip``: less trailing whitespace) and the index of the
-    longest (the rarest, most likely: where a search starts); None where the bytes cannot say
-    (see ``run_in_bytes``)."""
+    """The run's lines as bytes and the index of the longest (the rarest: where a search starts);
+    None where the bytes cannot say."""
     try:
         want = [(s.rstrip() if strip else s).encode("utf-8", "surrogateescape") for s in run]
     except UnicodeEncodeError:
@@ -310,8 +302,6 @@ def _needle(run: Sequence[str], strip: bool) -> tuple[list[bytes], int] | None:
 
 
 def _in_bytes(data: bytes, want: list[bytes], anchor: int, strip: bool) -> bool:
-    """Is the run there: each line start that begins with the anchor line (found as a line end
-    and it, so no hit inside a line is looked at), the run compared from ``anchor`` lines before."""
     line = want[anchor]
     at = 0 if data.startswith(line) else data.find(b"\n" + line) + 1 or -1
     while at >= 0:
@@ -323,7 +313,6 @@ def _in_bytes(data: bytes, want: list[bytes], anchor: int, strip: bool) -> bool:
 
 
 def _lines_back(data: bytes, pos: int, k: int) -> int | None:
-    """The start of the line ``k`` lines before the one starting at ``pos``; None: no such line."""
     for _ in range(k):
         if pos == 0:
             return None
@@ -332,7 +321,6 @@ def _lines_back(data: bytes, pos: int, k: int) -> int | None:
 
 
 def _lines_at(data: bytes, pos: int, want: list[bytes], strip: bool) -> bool:
-    """Are the lines of ``data`` from offset ``pos`` (a line start) the ``want`` lines?"""
     for line in want:
         if pos >= len(data) or not data.startswith(line, pos):
             return False  # no line left (what follows the last line end is none), or another one
@@ -350,8 +338,6 @@ def is_text(data: bytes | None) -> bool:
 
 
 def find_run(haystack: list[str], needle: list[str], *, strip: bool) -> int | None:
-    """Where ``needle`` first occurs in ``haystack`` as a run of whole lines (``strip``: ignoring
-    trailing whitespace), or None."""
     if not needle or len(needle) > len(haystack):
         return None
     if strip:

@@ -22,7 +22,7 @@ from ggstack import diff, git
 from ggstack.check.attribution import attribute
 from ggstack.check.containment import Containment, Unit, contain, contained_at, place
 from ggstack.check.files import Files
-from ggstack.check.history import History, normal_subject
+from ggstack.check.history import BaseRange, normal_subject
 from ggstack.check.signals import Candidate, hints
 
 _LONGEST = 64  # runs longer than this are not looked for (a squash of a whole long branch is still found by lines)
@@ -60,7 +60,7 @@ def chained(cands: Sequence[Candidate], trees: dict[str, str]) -> list[list[int]
 
 
 def squashes(
-    repo: git.Repository, history: History, cands: Sequence[Candidate], runs: list[list[int]], trees: dict[str, str]
+    repo: git.Repository, history: BaseRange, cands: Sequence[Candidate], runs: list[list[int]], trees: dict[str, str]
 ) -> list[Group]:
     """Runs whose combined diff has the patch-id of one base commit changing exactly their files."""
     wanted: dict[tuple[int, int], list[str]] = {}
@@ -83,7 +83,7 @@ def squashes(
     return _maximal(groups)
 
 
-def _same_files(history: History, cands: Sequence[Candidate], run: list[int]) -> list[tuple[int, int, list[str]]]:
+def _same_files(history: BaseRange, cands: Sequence[Candidate], run: list[int]) -> list[tuple[int, int, list[str]]]:
     """(i, j, base commits) for the sub-runs of ``run`` whose files can be exactly some base
     commit's: all the files they touch, or fewer by files a later member put back as they were
     (a review suggestion undoing part of the first commit: the squash does not touch that file)."""
@@ -128,7 +128,7 @@ def _maximal(groups: list[Group]) -> list[Group]:
 
 def by_content(
     repo: git.Repository,
-    history: History,
+    history: BaseRange,
     cands: Sequence[Candidate],
     segments: list[list[int]],
     base_tree: str,
@@ -178,7 +178,7 @@ def _earned(c: Containment) -> bool:
 
 def _contained(
     repo: git.Repository,
-    history: History,
+    history: BaseRange,
     cands: Sequence[Candidate],
     runs: list[tuple[int, int]],
     base_tree: str,
@@ -207,7 +207,7 @@ def _runs_longest_first(seg: list[int]) -> list[tuple[int, int]]:
 
 def named(
     repo: git.Repository,
-    history: History,
+    history: BaseRange,
     files: Files,
     cands: Sequence[Candidate],
     picked: AbstractSet[int],
@@ -229,7 +229,7 @@ def named(
 
 
 def _around(
-    cands: Sequence[Candidate], picked: AbstractSet[int], member: int, h: str, history: History
+    cands: Sequence[Candidate], picked: AbstractSet[int], member: int, h: str, history: BaseRange
 ) -> list[tuple[int, int]]:
     """Spans of two or more patches holding ``member``, between patches git does not find yet,
     whose files are all ``h``'s, longest first."""
@@ -244,7 +244,7 @@ def _around(
 
 def _named_run(
     repo: git.Repository,
-    history: History,
+    history: BaseRange,
     files: Files,
     cands: Sequence[Candidate],
     spans: list[tuple[int, int]],
@@ -339,7 +339,7 @@ class _Line:
 
 def branch_nets(
     repo: git.Repository,
-    history: History,
+    history: BaseRange,
     files: Files,
     cands: Sequence[Candidate],
     base: str,
@@ -369,7 +369,7 @@ def branch_nets(
 
 
 def _exact_net(
-    repo: git.Repository, history: History, cands: Sequence[Candidate], ends: list[int], nets: list[bytes]
+    repo: git.Repository, history: BaseRange, cands: Sequence[Candidate], ends: list[int], nets: list[bytes]
 ) -> tuple[int, str, str] | None:
     """The longest run whose net change has a range commit's patch-id (a squash merge as it was)."""
     ids = repo.patch_ids_of_diffs({cands[k].commit: d for k, d in zip(ends, nets, strict=True) if d})
@@ -386,7 +386,7 @@ def _exact_net(
 
 def _taken_net(
     repo: git.Repository,
-    history: History,
+    history: BaseRange,
     files: Files,
     cands: Sequence[Candidate],
     ends: list[int],
@@ -445,7 +445,7 @@ def _touched(changes: list[diff.FileChange]) -> dict[str, list[tuple[int, int]]]
     return out
 
 
-def _lists_members(history: History, squash: str, members: Sequence[Candidate]) -> bool:
+def _lists_members(history: BaseRange, squash: str, members: Sequence[Candidate]) -> bool:
     """Does the commit's message list a member's subject on a line of its own (GitHub's squash
     message: "* <subject>" for each commit of the PR)?"""
     lines = {normal_subject(line.lstrip("*- ").strip()) for line in history.messages.get(squash, "").splitlines()[1:]}
@@ -484,7 +484,7 @@ def _wrote_there(c: Containment, u: Unit, touched: dict[str, list[tuple[int, int
     return any(a <= max(end, start + 1) and start <= b for a, b in spans)
 
 
-def _lines(repo: git.Repository, history: History, cands: Sequence[Candidate], base: str) -> list[_Line]:
+def _lines(repo: git.Repository, history: BaseRange, cands: Sequence[Candidate], base: str) -> list[_Line]:
     """The runs of two or more consecutive patches of one branch (each earlier one an ancestor of
     a later end, by the commits they were imported from), the first on the base's history."""
     here = repo.read_commits(c.origin for c in cands if c.origin)  # (a clone without the fork's commits has none)
@@ -553,7 +553,7 @@ class _Ancestry:
         return self._seen[sha]
 
 
-def _merged_bases(parents: dict[str, list[str]], history: History) -> dict[str, str]:
+def _merged_bases(parents: dict[str, list[str]], history: BaseRange) -> dict[str, str]:
     """For each branch commit, the base commit it last merged (its merge base with the base), without
     a process a commit: of the base commits among its ancestors' parents, the newest in the range."""
     out: dict[str, str] = {}

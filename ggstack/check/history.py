@@ -1,19 +1,16 @@
 """The base range, read once for every candidate: what ``check`` knows about the base.
 
-The range is the base's own commits (the base, minus what the candidates
-already share with it). One ``git log --raw`` gives every range commit
-touching the candidates' paths with the blobs it changes (the file versions
-that attribution bisects); one ``git log`` gives every range commit's
-message (identity lines, reverts, subjects); and, as ``git cherry`` does,
-full patch-ids only for range commits that change exactly the same files as
-some candidate, streamed through one ``diff-tree | patch-id`` and cached by
-commit under the git dir, so a base that moved by k commits costs k diffs.
+The range is the base's own commits (the base, minus what the candidates share with it): one
+``git log --raw`` for the file versions touching the candidates' paths, one ``git log`` for
+the messages, and, as ``git cherry`` does, patch-ids only of range commits that change exactly
+the files of some candidate (cached by commit: a base that moved by k commits costs k diffs).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ggstack import git
@@ -49,9 +46,7 @@ RangeLog = list[tuple[str, FileVersions]]  # range commits with the files they c
 
 
 @dataclass
-class History:
-    """What the base range says, for all the candidates at once."""
-
+class BaseRange:
     commits: list[tuple[str, FileVersions]]  # range commits touching the paths, newest first
     messages: dict[str, str]  # every range commit -> its message
     authors: dict[str, str] = field(default_factory=dict)  # every range commit -> its author's email
@@ -94,16 +89,14 @@ class History:
             self._chain(path, to, sha)  # oldest move first: a file moved twice is one line of versions
 
     def _chain(self, path: str, to: str, sha: str) -> None:
-        """``to``'s versions go on into ``path``'s from before the move (``blame -M`` would follow it)."""
+        # ``to``'s versions go on into ``path``'s from before the move, as ``blame -M`` follows it.
         joined = self._joined(path, to, sha)
         if joined is not None:
             self._versions[to] = joined
 
     def _joined(self, path: str, to: str, sha: str) -> list[tuple[str, str, str]] | None:
-        """``to``'s versions newer than ``sha``, then ``path``'s from before it, joined at ``sha``."""
         there, here = self._versions.get(to, []), self._versions.get(path, [])
-        moved_in = next((v for v in there if v[0] == sha), None)
-        moved_out = next((v for v in here if v[0] == sha), None)
+        moved_in, moved_out = _version_by(there, sha), _version_by(here, sha)
         if moved_in is None or moved_out is None:
             return None
         newer = [v for v in there if self.newer(v[0], sha)]
@@ -111,7 +104,6 @@ class History:
         return [*newer, (sha, moved_out[1], moved_in[2]), *older]
 
     def moved_to(self, path: str) -> str | None:
-        """Where the range moved ``path`` (following every move), or None."""
         seen = {path}
         while path in self.moves and self.moves[path][0] not in seen:
             path = self.moves[path][0]
@@ -121,24 +113,21 @@ class History:
     # -- questions the signals ask --------------------------------------------------------
 
     def versions(self, path: str, moved_from: str = "") -> list[tuple[str, str, str]]:
-        """(commit, old blob, new blob) of ``path`` through the range, newest first; with
-        ``moved_from``, of code the range moved from that file into ``path`` (``moved_code``):
-        ``path``'s versions since the move, ``moved_from``'s before it (``blame -C`` follows it)."""
+        """(commit, old blob, new blob) of ``path``, newest first; with ``moved_from``, through the
+        range commit that moved code from that file into ``path``, as ``blame -C`` follows it."""
         sha = self.moved_code.get((moved_from, path)) if moved_from else None
         joined = self._joined(moved_from, path, sha) if sha else None
         # indexed once: a commit of many files is not read per path
         return joined if joined is not None else list(self._versions.get(path, ()))
 
     def files_changed(self, sha: str) -> FileVersions:
-        """(path, old blob, new blob) of every file the range commit ``sha`` changes (as the scan read it)."""
         if self._at is None:
             self._at = {c: i for i, (c, _) in enumerate(self.commits)}
         i = self._at.get(sha)
         return list(self.commits[i][1]) if i is not None else []
 
     def read_paths(self, repo: git.Repository, paths: Sequence[str]) -> None:
-        """Take in the range commits touching ``paths`` too (files judged that the scan did not
-        know of), each path read once."""
+        """Take in the commits touching paths the scan did not know of (files judged elsewhere)."""
         todo = [p for p in paths if p not in self._read]
         self._read.update(todo)
         if not todo:
@@ -151,7 +140,6 @@ class History:
             self._index_commits()
 
     def touching(self, paths: Iterable[str]) -> list[str]:
-        """Range commits changing any of ``paths``, newest first."""
         idx = sorted({i for p in paths for i in self._touching.get(p, ())})
         return [self.commits[i][0] for i in idx]
 
@@ -159,8 +147,7 @@ class History:
         return frozenset(p for p, _, _ in self.files_changed(sha))
 
     def changing_exactly(self, paths: frozenset[str]) -> list[str]:
-        """Range commits that change exactly ``paths``, newest first (what a revert of a patch
-        changing them changes), indexed once."""
+        """Range commits changing exactly ``paths``: what a revert of a patch changing them changes."""
         if self._exactly is None:
             self._exactly = {}
             for sha, files in self.commits:
@@ -168,7 +155,7 @@ class History:
         return self._exactly.get(paths, [])
 
     def newer(self, a: str, b: str) -> bool:
-        """Is range commit ``a`` newer than ``b``? (A commit outside the range is older than all of it.)"""
+        """A commit outside the range is older than all of it."""
         return self._order.get(a, len(self._order)) < self._order.get(b, len(self._order))
 
     def in_range(self, sha: str) -> bool:
@@ -188,7 +175,7 @@ class History:
         return list(self._index()[1].get(number, []))
 
     def _index(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-        """Subjects and PR numbers of the range, indexed once (asked of every candidate)."""
+        # Indexed once: asked of every candidate.
         if self._subjects is None or self._prs is None:
             self._subjects, self._prs = {}, {}
             for c, message in self.messages.items():
@@ -200,7 +187,7 @@ class History:
 
     def relanded(self, subject: str) -> list[str]:
         """Range commits that land ``subject``'s change again: 'Reapply "S"', 'Revert "Revert "S""',
-        'Add back "S"' (and the like), or S itself once more, newest first."""
+        'Add back "S"' and the like, or S itself once more."""
         key = normal_subject(subject)
         if not key:
             return []
@@ -218,7 +205,6 @@ class History:
     # -- filling in ----------------------------------------------------------------------------
 
     def add_patch_ids(self, repo: git.Repository, pairs: Sequence[tuple[str, str | None]], *, in_range: bool) -> None:
-        """Patch-ids of (commit, parent) pairs, through the cache; range commits are indexed by id."""
         self.add_patch_id_sets(repo, [(pairs, in_range)])
 
     def add_patch_id_sets(
@@ -227,25 +213,35 @@ class History:
         sets: Sequence[tuple[Sequence[tuple[str, str | None]], bool]],
         diffs: Mapping[str, bytes] | None = None,
     ) -> None:
-        """``add_patch_ids`` of several sets of pairs (each with its ``in_range``) in one pass: the
-        ones not cached are diffed and hashed in a pipeline a core, side by side; those whose
-        diff was read already (``diffs``, as ``diffs_of_commits`` gives it) are only hashed."""
+        """Patch-ids of several sets of (commit, parent) in one pass, through the cache; a diff
+        read already (``diffs``) is only hashed."""
         cache = Map(repo, f"patch-ids-{_CACHE_VERSION}")
-        todo: dict[str, str | None] = {}
-        for pairs, _ in sets:
-            for commit, parent in pairs:
-                if commit not in todo and cache.get(commit) is None:
-                    todo[commit] = parent
+        todo = _uncached(cache, sets)
         found = _patch_ids(repo, list(todo.items()), diffs or {})
         for commit in todo:
             cache.put(commit, found.get(commit, ""))  # "": an empty change has no patch-id
         cache.save()
         for pairs, in_range in sets:
             for commit, _ in pairs:
-                pid = cache.get(commit) or ""
-                self.patch_ids[commit] = pid
-                if in_range and pid and commit not in self._by_patch_id.get(pid, []):
-                    self._by_patch_id.setdefault(pid, []).append(commit)
+                self._note_patch_id(commit, cache.get(commit) or "", in_range)
+
+    def _note_patch_id(self, commit: str, pid: str, in_range: bool) -> None:
+        self.patch_ids[commit] = pid
+        if in_range and pid and commit not in self._by_patch_id.get(pid, []):
+            self._by_patch_id.setdefault(pid, []).append(commit)
+
+
+def _uncached(cache: Map, sets: Sequence[tuple[Sequence[tuple[str, str | None]], bool]]) -> dict[str, str | None]:
+    todo: dict[str, str | None] = {}
+    for pairs, _ in sets:
+        for commit, parent in pairs:
+            if commit not in todo and cache.get(commit) is None:
+                todo[commit] = parent
+    return todo
+
+
+def _version_by(versions: list[tuple[str, str, str]], sha: str) -> tuple[str, str, str] | None:
+    return next((v for v in versions if v[0] == sha), None)
 
 
 def normal_subject(subject: str) -> str:
@@ -268,22 +264,19 @@ def merge_title(message: str) -> str:
 
 
 def pr_numbers(message: str) -> list[str]:
-    """The pull requests a commit says it is or backports, from its first lines."""
     head = "\n".join(message.split("\n", 6)[:6])
     return list(dict.fromkeys(n for m in _PR_NAMED.finditer(head) for n in m.groups() if n))
 
 
 @dataclass
 class RangeRead:
-    """What ``scan`` reads of a range whatever the candidates: every commit's message, and every
-    commit with every file it changes (``read_range``)."""
+    """The logs of a range whatever the candidates, read once where several parts share them."""
 
     messages: list[tuple[str, str, str]]
     whole: RangeLog
 
 
 def read_range(repo: git.Repository, base: str, exclude: Sequence[str]) -> RangeRead:
-    """The messages' log and the whole files' log of ``base ^exclude``, side by side."""
     messages = Pending(repo.range_messages, [base], exclude)
     whole = repo.log_raw([base], exclude, ())
     return RangeRead(messages.result(), whole)
@@ -299,28 +292,16 @@ def scan(
     keysets: Iterable[frozenset[str]] = (),
     diffs: Mapping[str, bytes] | None = None,
     read: RangeRead | None = None,
-) -> History:
-    """Read the range ``base ^exclude`` once for all the candidates (``diffs``: the candidates'
-    diffs where they were read already, as ``diffs_of_commits`` gives them; ``read``: the
-    range's logs, where they were read already). The walks that do not depend on each other
-    (the files' log, the messages' log, which sources the base reaches) run side by side, each
-    a git process of its own."""
+) -> BaseRange:
+    """Read the range ``base ^exclude`` once for all the candidates; ``diffs`` and ``read``: what
+    was read already. The walks that do not depend on each other run side by side."""
     srcs = [s for s in dict.fromkeys(sources) if s]
     pending_reach = Pending(repo.not_reachable, srcs, base)
-    if read is None:
-        pending_log = Pending(repo.range_messages, [base], exclude)
-        # Past a few dozen paths git matches every pathspec against every changed file of every
-        # commit: reading the whole range once, and filtering it here for each set of paths, is faster.
-        whole = repo.log_raw([base], exclude, ()) if len(paths) > _PATHSPEC_LIMIT else None
-        commits = _touching(repo, base, exclude, paths, whole)
-        log = pending_log.result()
-    else:
-        whole, log = read.whole, read.messages
-        commits = _touching(repo, base, exclude, paths, whole)
+    log, whole, commits = _logs(repo, base, exclude, paths, read)
     commits, moves = _follow_moves(
         repo, base, exclude, paths, commits, {sha: i for i, (sha, _, _) in enumerate(log)}, whole
     )
-    history = History(commits, {sha: message for sha, _, message in log}, moves=moves, tips=[base], whole=whole)
+    history = BaseRange(commits, {sha: message for sha, _, message in log}, moves=moves, tips=[base], whole=whole)
     history.exclude, history._read = list(exclude), {*paths, *(to for to, _ in moves.values())}
     history.authors = {sha: email for sha, email, _ in log}
     wanted_sets = set(keysets)
@@ -332,11 +313,22 @@ def scan(
     return history
 
 
+def _logs(
+    repo: git.Repository, base: str, exclude: Sequence[str], paths: Sequence[str], read: RangeRead | None
+) -> tuple[list[tuple[str, str, str]], RangeLog | None, RangeLog]:
+    if read is not None:
+        return read.messages, read.whole, _touching(repo, base, exclude, paths, read.whole)
+    pending_log = Pending(repo.range_messages, [base], exclude)
+    # Past a few dozen paths git matches every pathspec against every changed file of every
+    # commit: reading the whole range once, and filtering it here for each set of paths, is faster.
+    whole = repo.log_raw([base], exclude, ()) if len(paths) > _PATHSPEC_LIMIT else None
+    commits = _touching(repo, base, exclude, paths, whole)
+    return pending_log.result(), whole, commits
+
+
 def _touching(
     repo: git.Repository, base: str, exclude: Sequence[str], paths: Sequence[str], whole: RangeLog | None = None
 ) -> RangeLog:
-    """The range commits touching ``paths``, with the file versions they change: from ``whole``
-    (the whole range, read already) where there is one, else a ``git log`` limited to them."""
     if whole is None and len(paths) <= _PATHSPEC_LIMIT:
         return repo.log_raw([base], exclude, paths) if paths else []
     wanted = set(paths)
@@ -356,27 +348,31 @@ def _follow_moves(
     order: Mapping[str, int],
     whole: RangeLog | None = None,
 ) -> tuple[list[tuple[str, FileVersions]], dict[str, tuple[str, str]]]:
-    """The candidates' files the range moved (their newest version a deletion that git's rename
-    detection pairs with an added file): path -> (new path, the commit), and the range commits
-    touching the new paths added to ``commits``. Nothing is asked when no file was deleted."""
+    """The candidates' files the range moved (git's rename detection pairs their deletion with an
+    added file): path -> (new path, the commit), and the commits touching the new paths added."""
     moves: dict[str, tuple[str, str]] = {}
     todo = list(paths)
     for _ in range(_HOPS):
-        gone = _deleted(commits, todo)
-        renamed = repo.renames(list(dict.fromkeys(gone.values()))) if gone else {}
-        found = {p: (new, sha) for p, sha in gone.items() for old, new in renamed.get(sha, []) if old == p}
+        found = _renamed(repo, _deleted(commits, todo))
         if not found:
             break
         moves.update(found)
         todo = [new for new, _ in found.values()]
-        more = _touching(repo, base, exclude, todo, whole)
-        known = {sha for sha, _ in commits}
-        commits = sorted([*commits, *(c for c in more if c[0] not in known)], key=lambda c: order.get(c[0], 0))
+        commits = _joined_in_order(commits, _touching(repo, base, exclude, todo, whole), order)
     return commits, moves
 
 
+def _renamed(repo: git.Repository, gone: dict[str, str]) -> dict[str, tuple[str, str]]:
+    renamed = repo.renames(list(dict.fromkeys(gone.values()))) if gone else {}
+    return {p: (new, sha) for p, sha in gone.items() for old, new in renamed.get(sha, []) if old == p}
+
+
+def _joined_in_order(commits: RangeLog, more: RangeLog, order: Mapping[str, int]) -> RangeLog:
+    known = {sha for sha, _ in commits}
+    return sorted([*commits, *(c for c in more if c[0] not in known)], key=lambda c: order.get(c[0], 0))
+
+
 def _deleted(commits: list[tuple[str, FileVersions]], paths: Sequence[str]) -> dict[str, str]:
-    """Of ``paths``, those whose newest version in the range is a deletion: path -> that commit."""
     wanted, newest = set(paths), {}
     for sha, files in commits:
         for path, _, new in files:
@@ -388,9 +384,8 @@ def _deleted(commits: list[tuple[str, FileVersions]], paths: Sequence[str]) -> d
 def _patch_ids(
     repo: git.Repository, pairs: Sequence[tuple[str, str | None]], diffs: Mapping[str, bytes]
 ) -> dict[str, str]:
-    """``patch_ids_of_commits``, the pairs split over the cores (diff-tree and patch-id are
-    single-threaded, and a base range of thousands of commits is most of a cold check); the
-    diffs already read go to a ``patch-id`` of their own beside them."""
+    # Split over the cores: diff-tree and patch-id are single-threaded, and a base range of
+    # thousands of commits is most of a cold check.
     known = {c: diffs[c] for c, _ in pairs if c in diffs}
     rest = [pair for pair in pairs if pair[0] not in known]
     parts = max(1, min(_PIPELINES, cores(), len(rest) // _PER_PIPELINE))
@@ -403,40 +398,54 @@ def _patch_ids(
     return {commit: pid for part in [*found, hashed.result()] for commit, pid in part.items()}
 
 
-def _read_messages(history: History) -> None:
+_PICK_MARKERS = ("cherry picked from", "herry-picked-from")
+
+
+def _read_messages(history: BaseRange) -> None:
     for commit, message in history.messages.items():
-        if "cherry picked from" in message or "herry-picked-from" in message:
-            for src in PICKED_FROM.findall(message):
-                history.picked_from.setdefault(src, []).append(commit)
-        if "tack-Patch-Id" in message:
-            for spid in SPID.findall(message):
-                history.spids.setdefault(spid, []).append(commit)
-        if "Change-Id:" in message:
-            for cid in CHANGE_ID.findall(message):
-                history.change_ids.setdefault(cid, []).append(commit)
-        if "This reverts commit" in message:
-            for undone in REVERTS.findall(message):
-                history.reverts.setdefault(undone, []).append(commit)
-                history.undoes.setdefault(commit, []).append(undone)
+        for src in _named_in(message, _PICK_MARKERS, PICKED_FROM):
+            history.picked_from.setdefault(src, []).append(commit)
+        for spid in _named_in(message, ("tack-Patch-Id",), SPID):
+            history.spids.setdefault(spid, []).append(commit)
+        for cid in _named_in(message, ("Change-Id:",), CHANGE_ID):
+            history.change_ids.setdefault(cid, []).append(commit)
+        for undone in _named_in(message, ("This reverts commit",), REVERTS):
+            history.reverts.setdefault(undone, []).append(commit)
+            history.undoes.setdefault(commit, []).append(undone)
+
+
+def _named_in(message: str, markers: tuple[str, ...], pattern: re.Pattern[str]) -> list[str]:
+    # A substring test first: most messages name nothing, and it costs far less than the pattern.
+    return pattern.findall(message) if any(m in message for m in markers) else []
 
 
 def _undone_sources(repo: git.Repository, reverts: dict[str, list[str]], sources: set[str]) -> dict[str, list[str]]:
-    """source -> the range commits that reverted it: directly, or by reverting
-    the merge that brought it in (a GitHub PR merge has the PR's head as its
-    second parent) — a "merge/revert block"."""
+    """source -> the range commits that reverted it: directly, or by reverting the merge that
+    brought it in (a PR merge's second parent is the PR's head)."""
     out: dict[str, list[str]] = {}
+    merges = _reverted_merges(repo, reverts, sources)
+    for undone, by in reverts.items():
+        for src in _sources_undone(repo, undone, sources, merges):
+            out.setdefault(src, []).extend(by)
+    return out
+
+
+def _reverted_merges(
+    repo: git.Repository, reverts: dict[str, list[str]], sources: set[str]
+) -> dict[str, git.CommitInfo]:
     others = [u for u in reverts if u not in sources]
     # A process of its own, not the persistent reader: the scan may run beside the content's reads.
     present = [u for u, ok in repo.has_objects(others).items() if ok] if sources and others else []
-    merges = {i.sha: i for i in repo.commit_infos(present) if len(i.parents) > 1} if present else {}
-    for undone, by in reverts.items():
-        if undone in sources:
-            out.setdefault(undone, []).extend(by)
-            continue
-        info = merges.get(undone)
-        if info is None:
-            continue
-        brought = set(repo.rev_list(*info.parents[1:], *("^" + p for p in info.parents[:1])))
-        for src in sources & brought:
-            out.setdefault(src, []).extend(by)
-    return out
+    return {i.sha: i for i in repo.commit_infos(present) if len(i.parents) > 1} if present else {}
+
+
+def _sources_undone(
+    repo: git.Repository, undone: str, sources: set[str], merges: dict[str, git.CommitInfo]
+) -> AbstractSet[str]:
+    if undone in sources:
+        return {undone}
+    info = merges.get(undone)
+    if info is None:
+        return set()
+    brought = set(repo.rev_list(*info.parents[1:], *("^" + p for p in info.parents[:1])))
+    return sources & brought

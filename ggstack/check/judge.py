@@ -18,7 +18,7 @@ from ggstack.check.attribution import attribute, changed_places
 from ggstack.check.containment import NO_FILE, Containment, Unit, contain, contained_at, needs_alignment
 from ggstack.check.files import Files, is_zero
 from ggstack.check.groups import Group
-from ggstack.check.history import History, normal_subject
+from ggstack.check.history import BaseRange, normal_subject
 from ggstack.check.moved import look_elsewhere, look_where_it_came_from
 from ggstack.check.own import describe, own_units
 from ggstack.check.rules import Decision, Facts, Match, decide
@@ -29,7 +29,7 @@ from ggstack.model import Applied, Evidence, Outcome, Run, Says, Signal, TextVer
 @dataclass
 class Context:
     repo: git.Repository
-    history: History
+    history: BaseRange
     files: Files
     changed: dict[str, list[str]] = field(default_factory=dict)  # candidate -> who changed its lines (see below)
     own: dict[tuple[str, str], list[Unit]] = field(default_factory=dict)  # (candidate, tree) -> its own lines
@@ -196,7 +196,7 @@ def read_picks(ctx: Context, todo: Sequence[tuple[Candidate, Identified, Measure
         m.complete = whole[(c.name, m.commit)]
 
 
-def _placed(history: History, there: Containment) -> tuple[list[Unit], list[str]]:
+def _placed(history: BaseRange, there: Containment) -> tuple[list[Unit], list[str]]:
     """The changes that have a place in a commit's own tree, and the files of those that have
     none: a change to a file that tree lacks, and the base lacks too (not moved elsewhere: one
     the base deleted, a release branch's C extension), cannot be there: it says nothing of a pick."""
@@ -258,7 +258,7 @@ def _alignments(
     return pairs
 
 
-def _gone(history: History, content: Containment) -> dict[str, str]:
+def _gone(history: BaseRange, content: Containment) -> dict[str, str]:
     """The patch's files the range deleted (their newest version is none): path -> the commit."""
     out = {}
     for path in dict.fromkeys(u.path for u in content.units if not u.present and u.reason == NO_FILE):

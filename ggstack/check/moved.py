@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ggstack.check.attribution import attribute
 from ggstack.check.containment import NO_FILE, Containment, Unit, carries, contain, informative
 from ggstack.check.files import Files, is_text, is_zero
-from ggstack.check.history import FileVersions, History
+from ggstack.check.history import BaseRange, FileVersions
 from ggstack.check.signals import Candidate
 from ggstack.diff import Block, FileChange
 from ggstack.git import Repository
@@ -44,7 +44,7 @@ class _Lost:
 
 def look_elsewhere(
     repo: Repository,
-    history: History,
+    history: BaseRange,
     files: Files,
     cands: Sequence[Candidate],
     contents: Sequence[Containment],
@@ -75,7 +75,7 @@ Judged = dict[tuple[int, str, str], Containment]  # (containment, patch's file, 
 
 
 def _judge_in(
-    repo: Repository, history: History, files: Files, tree: str, lost: Sequence[_Lost], places: dict[int, list[str]]
+    repo: Repository, history: BaseRange, files: Files, tree: str, lost: Sequence[_Lost], places: dict[int, list[str]]
 ) -> tuple[list[tuple[_Lost, str]], Judged]:
     """Each lost block judged again in the files ``places`` names for it (by ``id``), as
     ``tree`` has them: the (block, file) pairs whose file holds the block's place, and each
@@ -114,7 +114,7 @@ def _held_elsewhere(files: Files, tree: str, lost: list[_Lost], near: dict[str, 
     ]
 
 
-def _changed_with(history: History, path: str) -> set[str]:
+def _changed_with(history: BaseRange, path: str) -> set[str]:
     """The other files of the range commits that changed ``path`` and few enough files to have
     moved code (``_into`` reads no other)."""
     out: set[str] = set()
@@ -126,7 +126,7 @@ def _changed_with(history: History, path: str) -> set[str]:
     return out
 
 
-def _read_what_movers_wrote(history: History, files: Files, movers: Iterable[str]) -> None:
+def _read_what_movers_wrote(history: BaseRange, files: Files, movers: Iterable[str]) -> None:
     """The new versions of the files each mover changed, all asked for the moved lines next
     (``_into``): read in one request, not one each."""
     changed = [history.files_changed(m) for m in dict.fromkeys(movers)]
@@ -170,7 +170,7 @@ def _places(x: _Lost, files: Files) -> list[list[str]]:
     return [run for run in runs if informative(run) >= 2]
 
 
-def _mover(history: History, files: Files, x: _Lost) -> str | None:
+def _mover(history: BaseRange, files: Files, x: _Lost) -> str | None:
     """The range commit that took the block's place out of its file: the newest version whose
     parent still had the place and which has it no more, found by bisection (a few reads, not
     one a version). First along the file's own line of history (``_lineage``), then, where that
@@ -221,7 +221,7 @@ def _lineage(versions: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]
     return out
 
 
-def _into(history: History, files: Files, x: _Lost, mover: str) -> list[str]:
+def _into(history: BaseRange, files: Files, x: _Lost, mover: str) -> list[str]:
     """The files ``mover`` changed besides ``x``'s and added lines of it to."""
     wanted = _wanted(x, files)
     mine = next(((old, new) for sha, old, new in history.versions(x.fc.path) if sha == mover), None)
@@ -269,7 +269,7 @@ def _take(x: _Lost, q: str, mover: str, there: Containment) -> None:
 
 def look_where_it_came_from(
     repo: Repository,
-    history: History,
+    history: BaseRange,
     files: Files,
     cands: Sequence[Candidate],
     contents: Sequence[Containment],
@@ -293,7 +293,7 @@ def look_where_it_came_from(
         _take_from(x, q, judged[(id(x.content), x.fc.path, q)])
 
 
-def _adders(repo: Repository, history: History, lost: Sequence[tuple[Candidate, _Lost]]) -> dict[str, FileVersions]:
+def _adders(repo: Repository, history: BaseRange, lost: Sequence[tuple[Candidate, _Lost]]) -> dict[str, FileVersions]:
     """For each lost block's file: the files of the commit of its candidate's side that added it
     (read in one ``git log`` of ``parents ^base`` for all)."""
     wanted = list(dict.fromkeys(c.parent for c, _ in lost if c.parent))
@@ -313,7 +313,7 @@ def _take_from(x: _Lost, q: str, there: Containment) -> None:
         x.content.came_from[x.fc.path] = q
 
 
-def _lost_split(history: History, cand: Candidate, content: Containment) -> list[_Lost]:
+def _lost_split(history: BaseRange, cand: Candidate, content: Containment) -> list[_Lost]:
     """The candidate's blocks in a file changed in place that the tree lacks and the range never
     touched (so the merge base lacked it too: the candidate's side made it), not moved by the range."""
     out = []

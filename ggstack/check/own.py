@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from ggstack.check.attribution import attribute
 from ggstack.check.containment import NO_FILE, UNREADABLE, Containment, Unit, carries, place
 from ggstack.check.files import Files, find_run
-from ggstack.check.history import History
+from ggstack.check.history import BaseRange
 from ggstack.diff import Block
 
 
-def own_units(contents: Sequence[Containment], history: History, files: Files) -> list[list[Unit]]:
+def own_units(contents: Sequence[Containment], history: BaseRange, files: Files) -> list[list[Unit]]:
     """For each containment, its missing informative units whose place no range commit changed."""
     files.prepare_alignments(
         [(c.pre_blobs[p], c.base_blobs[p]) for c in contents for p in c.base_blobs if p in c.pre_blobs]
@@ -48,7 +48,7 @@ def own_units(contents: Sequence[Containment], history: History, files: Files) -
     return out
 
 
-def _probes(c: Containment, u: Unit, history: History, files: Files) -> list[Unit] | None:
+def _probes(c: Containment, u: Unit, history: BaseRange, files: Files) -> list[Unit] | None:
     """What to ask of the range about ``u``'s place: [] (nothing: it is the fork's own), the
     lines there to attribute, or None (a range commit touched it, no search needed)."""
     base_path = c.base_paths.get(u.path)

@@ -1,15 +1,9 @@
 """The remaining diff of a partial patch: a diff against the base of only the parts it lacks.
 
-It is built by putting each missing block's added lines at its place in the
-base's file, in place of its removed lines, so it applies to the base by
-construction. A block whose place the base changed in its own way (its
-removed lines are not there, or the base has lines of its own where it
-inserts) has no remaining diff that anyone wrote: splicing it over the base's
-version would undo upstream's work and can leave broken code, so it is left
-out and named, to be ported by hand. Plain content edits are written
-in-process in git's own format (most partial patches are a few hunks, and
-``check --commits`` may hold hundreds); anything else — deletions, renames,
-binaries, modes, odd names — goes through git's trees and ``git diff``.
+Each missing block's added lines go at its place in the base's file, so it applies by
+construction. A block whose place the base changed its own way has no diff anyone wrote: it is
+left out and named, to port by hand. Plain content edits are written in-process in git's own
+format (``check --commits`` may hold hundreds); anything else goes through git's trees.
 """
 
 from __future__ import annotations
@@ -21,16 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git
-from ggstack.check.containment import Containment, Unit, carries, window
+from ggstack.check.containment import Containment, Entries, Unit, carries, window
 from ggstack.check.files import Files, find_run
-from ggstack.diff import FileChange
+from ggstack.diff import Block, FileChange
 
 
 @dataclass
 class Remaining:
-    """What a partial patch still needs: the diff of the blocks that have a clean place in the
-    base, and the blocks that have none (the base changed their place its own way)."""
-
     diff: str | None
     left_out: list[str]  # "path line N (hunk @@ … @@)"
 
@@ -47,21 +38,23 @@ class _Edit:
 
 
 def prepare(wanted: Sequence[tuple[str, list[FileChange], Containment]], files: Files) -> None:
-    """Read, for every (tree, change set, content) whose remaining diff is asked for next, what
-    placing its missing blocks needs — the base's blobs and git's alignment of them — in one
-    batch each, not a ``cat-file`` and a ``diff`` a patch."""
+    # One batch each, not a ``cat-file`` and a ``diff`` a patch: the base's blobs and git's alignment of them.
+    places = _places(wanted)
+    blobs = files.at_commits([(tree, path) for tree, _, path in places])
+    pairs = [(old, blobs[(tree, path)]) for tree, fc, path in places if (old := fc.old_blob) and (tree, path) in blobs]
+    files.prefetch([old for old, _ in pairs])
+    files.prepare_alignments(pairs)
+
+
+def _places(wanted: Sequence[tuple[str, list[FileChange], Containment]]) -> list[tuple[str, FileChange, str]]:
     unplaced = [{u.path for u in content.units if _unplaced(u)} for _, _, content in wanted]
-    places = [
+    return [
         (tree, fc, content.base_paths.get(fc.path, fc.new_path))
         for (tree, change_set, content), paths in zip(wanted, unplaced, strict=True)
         if content.judged
         for fc in change_set
         if fc.new_path and fc.old_blob and fc.path in paths
     ]
-    blobs = files.at_commits([(tree, path) for tree, _, path in places])
-    pairs = [(old, blobs[(tree, path)]) for tree, fc, path in places if (old := fc.old_blob) and (tree, path) in blobs]
-    files.prefetch([old for old, _ in pairs])
-    files.prepare_alignments(pairs)
 
 
 def _unplaced(u: Unit) -> bool:
@@ -76,28 +69,27 @@ def remaining_diff(
     files: Files,
     only: Sequence[Unit] | None = None,
 ) -> Remaining:
-    """A diff against ``tree`` of only the parts of the patch it lacks that have a clean place there
-    (``only``: of just those missing units: an adapted pick's own lines, the rest being the pick's)."""
+    """``only``: of just those missing units (an adapted pick's own lines, the rest being the pick's)."""
     missing = _missing(content, only)
     if not content.judged or not missing:
         return Remaining(None, [])
-    entries = files.entries(
-        tree, list(dict.fromkeys([p for fc in change_set for p in fc.paths] + [*content.base_paths.values()]))
-    )
+    entries = _base_entries(files, tree, change_set, content)
     plan = _Plan()
     for fc in change_set:
-        gone = missing.get(fc.path, [])
-        if gone:
-            plan.add(fc, gone, content, entries, files)
-    left_out = plan.lost + [x for e in plan.edits for x in e.left_out]
+        if missing.get(fc.path):
+            plan.add(fc, missing[fc.path], content, entries, files)
     if plan.simple and plan.edits:
-        return Remaining(_unified(plan.edits) or None, left_out)
+        return Remaining(_unified(plan.edits) or None, plan.left_out)
     edits = [e for e in plan.edits if e.before != e.after]
-    return Remaining(_through_git(repo, tree, plan.changes, edits), left_out)
+    return Remaining(_through_git(repo, tree, plan.changes, edits), plan.left_out)
+
+
+def _base_entries(files: Files, tree: str, change_set: list[FileChange], content: Containment) -> Entries:
+    paths = [p for fc in change_set for p in fc.paths] + [*content.base_paths.values()]
+    return files.entries(tree, list(dict.fromkeys(paths)))
 
 
 def _missing(content: Containment, only: Sequence[Unit] | None) -> dict[str, list[Unit]]:
-    """path -> its units not present (of ``only``, where given), in order."""
     wanted = None if only is None else {id(u) for u in only}
     missing: dict[str, list[Unit]] = {}
     for u in content.units:
@@ -108,12 +100,14 @@ def _missing(content: Containment, only: Sequence[Unit] | None) -> dict[str, lis
 
 @dataclass
 class _Plan:
-    """The remaining diff being put together, a changed file at a time."""
-
     changes: dict[str, tuple[str, str] | None] = field(default_factory=dict)  # whole files, by path
     edits: list[_Edit] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     simple: bool = True  # the in-process writer can say all of it
+
+    @property
+    def left_out(self) -> list[str]:
+        return self.lost + [x for e in self.edits for x in e.left_out]
 
     def add(
         self,
@@ -171,25 +165,35 @@ def _edit(
     lines = list(files.lines(blob))
     data = files.blob(blob) or b""
     _place(fc, gone, blob, files)
-    after, left_out = _put_back(gone, lines, _moved(fc))
-    if after != lines and not _still_parses(base_path, lines, after):
-        # A splice that applies and breaks the file (a try: left empty, an else: after a return)
-        # is no diff anyone wrote: every block of this file is left to port by hand.
-        placed = {f"{u.path} line {(u.window or (0, 0))[0] + 1} ({u.what})" for u in gone if u.block is not None}
-        left_out = [*left_out, *(f"{x}: with it {base_path} would not parse" for x in sorted(placed - set(left_out)))]
-        after = list(lines)
+    after, left_out = _unless_it_breaks(gone, base_path, lines, *_put_back(gone, lines, _moved(fc)))
     if "mode" in {u.what for u in gone} and fc.new_mode:
         mode = fc.new_mode
-    text = "\n".join(after) + ("\n" if after and (data.endswith(b"\n") or not data) else "")
+    new = _file_bytes(after, data)
     if fc.old_path == fc.new_path:  # changed in place: where the base has the file now (it may have moved it)
-        return _Edit(base_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"), left_out), None
-    edit = _Edit(fc.new_path, mode, blob, lines, after, text.encode("utf-8", "surrogateescape"), left_out)
+        return _Edit(base_path, mode, blob, lines, after, new, left_out), None
+    edit = _Edit(fc.new_path, mode, blob, lines, after, new, left_out)
     return edit, base_path if base_path != fc.new_path else None
 
 
+def _unless_it_breaks(
+    gone: list[Unit], path: str, lines: list[str], after: list[str], left_out: list[str]
+) -> tuple[list[str], list[str]]:
+    """A splice that applies and breaks the file (a try: left empty, an else: after a return)
+    is no diff anyone wrote: every block of this file is left to port by hand."""
+    if after == lines or _still_parses(path, lines, after):
+        return after, left_out
+    placed = {f"{u.path} line {(u.window or (0, 0))[0] + 1} ({u.what})" for u in gone if u.block is not None}
+    left_out = [*left_out, *(f"{x}: with it {path} would not parse" for x in sorted(placed - set(left_out)))]
+    return list(lines), left_out
+
+
+def _file_bytes(lines: list[str], old: bytes) -> bytes:
+    text = "\n".join(lines) + ("\n" if lines and (old.endswith(b"\n") or not old) else "")
+    return text.encode("utf-8", "surrogateescape")
+
+
 def _still_parses(path: str, before: list[str], after: list[str]) -> bool:
-    """For a Python file the base's version of which parses: does the spliced one? (Any other
-    file, or one this Python cannot parse as it is, is not asked.)"""
+    """Asked only of a Python file whose base version parses."""
     if not path.endswith((".py", ".pyi")):
         return True
     # The splice first: where it parses (most do), the base's version need not be parsed at all.
@@ -200,9 +204,8 @@ _PARSED: dict[bytes, bool] = {}  # a text's digest -> whether it parses (by cont
 
 
 def _parses(text: str, path: str) -> bool:
-    """Does ``text`` parse as Python? Kept by content: the base's version of a big module is asked
-    about for every patch to it, and one splice twice (by the rules, then for the remaining diff);
-    parsing a module of thousands of lines costs more than everything else a patch needs."""
+    # Kept by content: the base's version of a big module is asked about for every patch to it, and
+    # parsing thousands of lines costs more than everything else a patch needs.
     key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
     if key not in _PARSED:
         with warnings.catch_warnings():
@@ -216,7 +219,6 @@ def _parses(text: str, path: str) -> bool:
 
 
 def _place(fc: FileChange, gone: list[Unit], blob: str, files: Files) -> None:
-    """The place in the base's file of each missing block not judged at one (not even in the file)."""
     if not any(u.block is not None and u.window is None for u in gone):
         return
     pre, lines = files.lines_when_read(fc.old_blob), files.lines(blob)
@@ -227,32 +229,33 @@ def _place(fc: FileChange, gone: list[Unit], blob: str, files: Files) -> None:
 
 
 def _moved(fc: FileChange) -> set[str]:
-    """Informative lines the patch takes out at one place and puts in at another: where the
-    base has one, it may be the copy at the new place (git aligns equal lines), so a block
-    removing it has no place anyone can be sure of."""
+    """Lines the patch takes out at one place and puts in at another: where the base has one, it may
+    be the copy at the new place, so a block removing it has no place anyone can be sure of."""
     removed = {s for h in fc.hunks for b in h.blocks for s in b.removed}
     added = {s for h in fc.hunks for b in h.blocks for s in b.added}
     return {s for s in removed & added if carries(s)}
 
 
 def _put_back(gone: list[Unit], lines: list[str], moved: set[str]) -> tuple[list[str], list[str]]:
-    """``lines`` with every missing block's added lines at its place, from the bottom up; and the
-    blocks left out: no clean place, a place overlapping one already taken, or removed lines the
-    patch moves."""
+    """``lines`` with every missing block's added lines at its place, from the bottom up; and those left out."""
     out = list(lines)
     last = None
     left_out = []
     for u in sorted((u for u in gone if u.block is not None), key=lambda u: u.window or (0, 0), reverse=True):
         assert u.block is not None
-        place = None if moved.intersection(u.block.removed) else _replacement(u, out)
-        if place is None or (last is not None and place[1] > last):
-            start = (u.window or (0, 0))[0]
-            left_out.append(f"{u.path} line {start + 1} ({u.what})")
+        place = _clean_place(u, u.block, out, moved, last)
+        if place is None:
+            left_out.append(f"{u.path} line {(u.window or (0, 0))[0] + 1} ({u.what})")
             continue
         start, end = place
         out[start:end] = u.block.added
         last = start
     return out, left_out[::-1]
+
+
+def _clean_place(u: Unit, block: Block, out: list[str], moved: set[str], last: int | None) -> tuple[int, int] | None:
+    place = None if moved.intersection(block.removed) else _replacement(u, out)
+    return None if place is None or (last is not None and place[1] > last) else place
 
 
 def _plain(e: _Edit, entries: dict[str, tuple[str, str]], files: Files) -> bool:
@@ -271,8 +274,6 @@ def _plain(e: _Edit, entries: dict[str, tuple[str, str]], files: Files) -> bool:
 
 
 def _unified(edits: list[_Edit]) -> str:
-    """The ``git diff`` of plain content edits, written in-process (git's own
-    header and hunk format, so ``git apply`` takes it)."""
     import difflib  # here: only a partial has a remaining diff, and every check imports this module
 
     out: list[str] = []
@@ -288,9 +289,8 @@ def _unified(edits: list[_Edit]) -> str:
 
 
 def _replacement(u: Unit, base: list[str]) -> tuple[int, int] | None:
-    """Where in the base file a missing block's added lines go: in place of its removed lines,
-    where the base still has them at its place; a pure insertion where the base has nothing of
-    its own between the lines around it. None where the base changed the place its own way."""
+    """In place of its removed lines, where the base still has them; a pure insertion where the base
+    has nothing of its own there. None where the base changed the place its own way."""
     start, end = u.window or (0, 0)
     block = u.block
     if block and block.removed:

@@ -1,13 +1,9 @@
 """The verdict table: one ordered list of rules from the signals to a verdict.
 
-A false "represented" makes a maintainer close a needed fix, and a false
-"needed" makes them redo work upstream already has; so which signal wins is
-written down once, here, in the order it is applied, and every rule is a
-test. git's own signals come first (an exact pick whose post-image is there
-is represented, whatever the line locator says, because code moves); the
-content decides only where git is silent, or was contradicted by a revert
-or a later change; a partial verdict needs a base commit that brought the
-present lines in. The README prints this table.
+A false "represented" makes a maintainer close a needed fix, a false "needed" makes them redo
+work upstream has; so which signal wins is written down once, in the order it applies. git's own
+signals come first (code moves); the content decides only where git is silent or contradicted;
+a partial needs a base commit that brought the present lines in.
 """
 
 from __future__ import annotations
@@ -606,7 +602,6 @@ RULES: tuple[Rule, ...] = (
 
 
 def decide(f: Facts) -> Decision:
-    """The first rule whose condition holds."""
     if not f.content.judged:
         return _unjudged(f)
     for _, _, when, then in RULES:
@@ -637,7 +632,7 @@ def _unjudged(f: Facts) -> Decision:
 
 
 def markdown_table() -> str:
-    """The table as the README prints it (a test holds the README to it)."""
+    # The table as the docs print it (a test holds them to it).
     rows = ["| rule | when | verdict, recommendation |", "|---|---|---|"]
     for name, words, _, _ in RULES:
         when, _, then = words.partition(" → ")
@@ -782,14 +777,18 @@ def _by_behaviour(text: TextVerdict | None, t: FromTests) -> Folded:
     brought = list(text.represented_by) if text and text.represented_by else list(t.brought)
     commits = brought or list(t.touching)
     rec = text.recommendation if agrees and text else recommend(Verdict.REPRESENTED, t.has_pr)
-    said = "agrees with the text evidence" if agrees else f"the text evidence says {text.verdict.value}" if text else ""
-    found = (
-        f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
-        if commits and not brought
-        else ""
-    )
-    detail = "represented by behaviour: " + t.detail + (f"; {said}" if said else "") + found
+    detail = "represented by behaviour: " + t.detail + _text_said(text, agrees)
+    if commits and not brought:
+        detail += (
+            f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
+        )
     return Folded("represented by behaviour", Verdict.REPRESENTED, rec, detail, tuple(commits), agrees)
+
+
+def _text_said(text: TextVerdict | None, agrees: bool | None) -> str:
+    if text is None:
+        return ""
+    return "; agrees with the text evidence" if agrees else f"; the text evidence says {text.verdict.value}"
 
 
 def _no_evidence(text: TextVerdict | None, t: FromTests) -> Folded:
@@ -853,7 +852,7 @@ def fold(text: TextVerdict | None, t: FromTests) -> Folded:
 
 
 def fold_table() -> str:
-    """The fold as the README prints it (a test holds the README to it)."""
+    # The fold as the docs print it (a test holds them to it).
     rows = ["| tests say | text says | verdict, recommendation |", "|---|---|---|"]
     rows += [f"| {tests} | {says} | {_FOLD_THEN[name]} |" for name, tests, says, _, _ in FOLD_RULES]
     return "\n".join(rows) + "\n"

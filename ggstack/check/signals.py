@@ -1,12 +1,12 @@
 """Each signal of the judgement as a small function: facts for the rules, evidence for the maintainer.
 
-A signal reads the range (``History``), the candidate and what was already
-measured (containment, the replay) and returns what it found twice: as a
-typed fact the verdict table decides on, and as ``Evidence`` in words.
+A signal reads the range, the candidate and what was already measured, and returns what it found
+twice: as a typed fact the verdict table decides on, and as ``Evidence`` in words.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +14,7 @@ from typing import Any
 from ggstack import git, replay
 from ggstack.check.containment import UNREADABLE, Containment, Unit
 from ggstack.check.files import is_zero
-from ggstack.check.history import REVERT_OF, History, normal_subject, pr_numbers
+from ggstack.check.history import REVERT_OF, BaseRange, normal_subject, pr_numbers
 from ggstack.check.own import describe
 from ggstack.check.rules import Decision, Facts, Match, short_ids
 from ggstack.diff import FileChange, paths_of
@@ -42,25 +42,30 @@ class Candidate:
         return paths_of(self.changes)
 
 
-def identity(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
+def paths_of_all(cands: Iterable[Candidate]) -> list[str]:
+    return sorted({p for c in cands for p in c.paths})
+
+
+def identity(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence]:
     """The source is an ancestor of the base, or a base commit names it
     (cherry-pick -x, Stack-Patch-Id, Gerrit's Change-Id)."""
     found = [*_sources(history, cand), *_named(history, cand)]
     if not found:
         detail = "no identity match: its source is not in the base and no base commit names it"
         return [], Evidence(Signal.IDENTITY, detail, data={"match": False}, says=Says.ABSENT)
-    matches = [m for m, _ in found]
-    live = [m for m in matches if not m.undone_by]
+    return [m for m, _ in found], _identified(found)
+
+
+def _identified(found: list[tuple[Match, str]]) -> Evidence:
+    live = [m.commit for m, _ in found if not m.undone_by]
+    commits = list(dict.fromkeys(live or [c for m, _ in found for c in m.undone_by]))
     says = Says.PRESENT if live else Says.UNDONE
-    commits = [m.commit for m in live] or [c for m in matches for c in m.undone_by]
-    data: dict[str, Any] = {"match": bool(live)}
-    if not live:
-        data["reverted_by"] = list(dict.fromkeys(commits))
+    data: dict[str, Any] = {"match": True} if live else {"match": False, "reverted_by": commits}
     detail = "; ".join(words for _, words in found)
-    return matches, Evidence(Signal.IDENTITY, detail, list(dict.fromkeys(commits)), data=data, says=says)
+    return Evidence(Signal.IDENTITY, detail, commits, data=data, says=says)
 
 
-def _sources(history: History, cand: Candidate) -> list[tuple[Match, str]]:
+def _sources(history: BaseRange, cand: Candidate) -> list[tuple[Match, str]]:
     out = []
     for src in dict.fromkeys(s for s in cand.sources if s):
         if src in history.reachable:
@@ -78,7 +83,7 @@ def _sources(history: History, cand: Candidate) -> list[tuple[Match, str]]:
     return out
 
 
-def _named(history: History, cand: Candidate) -> list[tuple[Match, str]]:
+def _named(history: BaseRange, cand: Candidate) -> list[tuple[Match, str]]:
     out = []
     for c in history.spids.get(cand.spid, []) if cand.spid else []:
         out.append((Match("Stack-Patch-Id in", c), f"base commit {c[:10]} carries its Stack-Patch-Id"))
@@ -88,7 +93,7 @@ def _named(history: History, cand: Candidate) -> list[tuple[Match, str]]:
     return out
 
 
-def patch_id(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
+def patch_id(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence]:
     pid = history.patch_ids.get(cand.commit or cand.name, "")  # no commit: from the patch's own diff
     if not pid:
         detail = "no patch-id (the patch is empty or was not computed)"
@@ -111,7 +116,7 @@ def patch_id(history: History, cand: Candidate) -> tuple[list[Match], Evidence]:
     )
 
 
-def undo(history: History, matches: list[Match], reversed_id: str) -> Evidence | None:
+def undo(history: BaseRange, matches: list[Match], reversed_id: str) -> Evidence | None:
     """Mark the matches a later base commit took out: ``git revert``'s own line
     naming the pick, or a commit whose patch-id is this patch's reversed."""
     by_id = history.with_patch_id(reversed_id)
@@ -123,7 +128,7 @@ def undo(history: History, matches: list[Match], reversed_id: str) -> Evidence |
     return _undone([m for m in matches if m.undone_by], "then reverted in the base by")
 
 
-def relanded(history: History, cand: Candidate, matches: list[Match]) -> Evidence | None:
+def relanded(history: BaseRange, cand: Candidate, matches: list[Match]) -> Evidence | None:
     """A revert the base took, whose reverted change the base then landed again ('Reapply "S"',
     'Add back "S"', S once more): the base no longer has what the revert did."""
     m = REVERT_OF.match(cand.subject)
@@ -139,7 +144,6 @@ def relanded(history: History, cand: Candidate, matches: list[Match]) -> Evidenc
 
 
 def _undone(undone: list[Match], words: str) -> Evidence | None:
-    """The evidence that these picks were taken out again, by the commits they name."""
     if not undone:
         return None
     by = list(dict.fromkeys(c for m in undone for c in m.undone_by))
@@ -152,8 +156,7 @@ def _undone(undone: list[Match], words: str) -> Evidence | None:
     )
 
 
-def modified(history: History, cand: Candidate, matches: list[Match]) -> Evidence | None:
-    """The base commits that changed the patch's files after a pick."""
+def modified(history: BaseRange, cand: Candidate, matches: list[Match]) -> Evidence | None:
     touching = history.touching(cand.paths)
     for m in matches:
         if not m.undone_by:
@@ -209,29 +212,37 @@ def reversed_(applies: bool | None, later: list[str] | None = None) -> Evidence 
     )
 
 
-def same_blobs(history: History, cand: Candidate, entries: dict[str, tuple[str, str]]) -> list[str]:
-    """The range commits that left every file the patch touches as the patch leaves it, blob for blob
-    (a file it deletes gone; ``entries``: the base's files): git's identity of content, as a patch-id
-    is of a change, whatever the history of its lines (the base may have taken out another version
-    of the lines the patch removes). Nothing where a file differs, where the patch renames a file,
-    or where the range did not make a file so (it was so at the merge base)."""
+def same_blobs(history: BaseRange, cand: Candidate, entries: dict[str, tuple[str, str]]) -> list[str]:
+    """The range commits that left every file the patch touches as the patch leaves it, blob for
+    blob: git's identity of content, whatever the history of its lines. Nothing where the patch
+    renames a file, or where one file is not so."""
     if not cand.changes or any(fc.old_path and fc.new_path and fc.old_path != fc.new_path for fc in cand.changes):
         return []
     by: list[str] = []
     for fc in cand.changes:
-        path = fc.new_path or fc.old_path or ""
-        have = entries.get(path)
-        if (have[1] if have else None) != fc.new_blob or (have and fc.new_mode and have[0] != fc.new_mode):
+        sha = _made_so_by(history, fc, entries)
+        if sha is None:
             return []
-        versions = history.versions(path)  # (commit, old blob, new blob), newest first
-        if not versions or _blob(versions[0][2]) != fc.new_blob or _blob(versions[-1][1]) == fc.new_blob:
-            return []  # the newest range commit on it did not write it, or it was so at the merge base
-        by.append(versions[0][0])
+        by.append(sha)
     return list(dict.fromkeys(by))
 
 
+def _made_so_by(history: BaseRange, fc: FileChange, entries: dict[str, tuple[str, str]]) -> str | None:
+    """Where the base has the file as the patch leaves it and it was not so at the merge base."""
+    path = fc.new_path or fc.old_path or ""
+    if _base_differs(fc, entries.get(path)):
+        return None
+    versions = history.versions(path)  # (commit, old blob, new blob), newest first
+    if not versions or _blob(versions[0][2]) != fc.new_blob or _blob(versions[-1][1]) == fc.new_blob:
+        return None
+    return versions[0][0]
+
+
+def _base_differs(fc: FileChange, have: tuple[str, str] | None) -> bool:
+    return (have[1] if have else None) != fc.new_blob or bool(have and fc.new_mode and have[0] != fc.new_mode)
+
+
 def _blob(sha: str) -> str | None:
-    """A blob id of the range's log, None for its missing side (zeros), as ``FileChange`` has it."""
     return None if is_zero(sha) else sha
 
 
@@ -248,19 +259,23 @@ def content(c: Containment) -> Evidence:
         detail = "the patch changes nothing: there is nothing to bring into the base"
         return Evidence(Signal.CONTENT, detail, fraction=1.0, data={"units": []}, says=Says.PRESENT)
     detail, says = _content_words(c)
-    moved = [f"{p} in {to}" for p, to in c.base_paths.items() if to != p and p not in c.renamed]
-    moved += [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
-    if moved:
-        detail += f" (judged where the base moved them: {', '.join(moved)})"
-    if c.came_from:
-        split = ", ".join(f"{p}'s code in {q}" for p, q in c.came_from.items())
-        detail += f" (judged where the base has what its own side moved: {split})"
+    detail += _where_judged(c)
     data: dict[str, Any] = {"units": _units(c)}
     unread = list(dict.fromkeys(u.path for u in c.units if u.reason == UNREADABLE))
     if unread:
         detail += f"; not computed for {', '.join(unread)}: the base's version is not in this clone"
         data["uncomputed"] = unread
     return Evidence(Signal.CONTENT, detail, fraction=round(c.fraction, 4), data=data, says=says)
+
+
+def _where_judged(c: Containment) -> str:
+    moved = [f"{p} in {to}" for p, to in c.base_paths.items() if to != p and p not in c.renamed]
+    moved += [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
+    words = f" (judged where the base moved them: {', '.join(moved)})" if moved else ""
+    if c.came_from:
+        split = ", ".join(f"{p}'s code in {q}" for p, q in c.came_from.items())
+        words += f" (judged where the base has what its own side moved: {split})"
+    return words
 
 
 def _units(c: Containment) -> list[dict[str, Any]]:
@@ -280,22 +295,28 @@ def _units(c: Containment) -> list[dict[str, Any]]:
 
 def _content_words(c: Containment) -> tuple[str, Says]:
     counted = c.counted
-    present = sum(1 for u in counted if u.present)
-    missing = "; ".join(f"{u.path}: {u.what}: {u.reason}" for u in counted if not u.present)
     older = sum(1 for u in counted if u.present and not u.earned)
     tail = f" ({older} of them already there before the range: no evidence)" if older else ""
     if c.all_present:
-        ws = ", ignoring trailing whitespace" if any(u.whitespace for u in counted) else ""
-        pct = round(100 * c.fraction)
-        detail = (
-            f"all {len(counted)} changes present in the base ({pct}% of informative lines brought by base commits){ws}"
-        )
-        whole = [u.reason for u in counted if u.block is None]
-        detail += (": " + "; ".join(dict.fromkeys(whole)) if whole else "") + tail
-        return detail, Says.PRESENT if c.all_earned else Says.NOTHING
+        return _all_there(c) + tail, Says.PRESENT if c.all_earned else Says.NOTHING
+    return _some_there(counted, tail)
+
+
+def _some_there(counted: list[Unit], tail: str) -> tuple[str, Says]:
+    present = sum(1 for u in counted if u.present)
+    missing = "; ".join(f"{u.path}: {u.what}: {u.reason}" for u in counted if not u.present)
     if present:
         return f"{present} of {len(counted)} changes present{tail}; missing: {missing}", Says.NOTHING
     return f"none of its {len(counted)} changes is in the base: {missing}", Says.ABSENT
+
+
+def _all_there(c: Containment) -> str:
+    counted = c.counted
+    ws = ", ignoring trailing whitespace" if any(u.whitespace for u in counted) else ""
+    pct = round(100 * c.fraction)
+    detail = f"all {len(counted)} changes present in the base ({pct}% of informative lines brought by base commits){ws}"
+    whole = [u.reason for u in counted if u.block is None]
+    return detail + (": " + "; ".join(dict.fromkeys(whole)) if whole else "")
 
 
 def own_lines(units: list[Unit]) -> Evidence:
@@ -321,17 +342,7 @@ def left_out(blocks: list[str]) -> Evidence:
 
 def blame(c: Containment) -> Evidence | None:
     """Which base commits brought the present lines in, with shares of the informative lines."""
-    counts: dict[str, float] = {}
-    older = 0.0
-    for u in c.counted:
-        if not u.present:
-            continue
-        weight = max(u.weight, 1)
-        if u.by:
-            for sha in u.by:
-                counts[sha] = counts.get(sha, 0.0) + weight / len(u.by)
-        else:
-            older += weight
+    counts, older = _brought_weights(c)
     total = sum(counts.values()) + older
     if not total or not counts:
         return None
@@ -352,23 +363,50 @@ def blame(c: Containment) -> Evidence | None:
     )
 
 
-def hints(history: History, cand: Candidate, known: set[str]) -> tuple[list[str], Evidence | None]:
+def _brought_weights(c: Containment) -> tuple[dict[str, float], float]:
+    counts: dict[str, float] = {}
+    older = 0.0
+    for u in c.counted:
+        if not u.present:
+            continue
+        weight = max(u.weight, 1)
+        if u.by:
+            for sha in u.by:
+                counts[sha] = counts.get(sha, 0.0) + weight / len(u.by)
+        else:
+            older += weight
+    return counts, older
+
+
+def hints(history: BaseRange, cand: Candidate, known: set[str]) -> tuple[list[str], Evidence | None]:
     """Base commits with the same subject, or whose "(#N)" is the patch's PR: never a verdict alone
     (``known``: the picks and reverts already named, which are no hint)."""
-    same = [c for s in (cand.subject, cand.title) if s for c in history.same_subject(s) if c not in known]
+    same = _with_its_subject(history, cand, known)
     numbers = [cand.original_pr.rpartition("#")[2]] if cand.original_pr else pr_numbers(cand.subject)
-    by_pr = [c for n in numbers if n for c in history.with_pr_number(n) if c not in known and c != cand.commit]
+    by_pr = _naming_its_pr(history, cand, numbers, known)
     # The PR's first: its number names one change, where a title can recur (a bot's "Update the
     # pin" PR opened again and again); callers read the first few.
     found = list(dict.fromkeys(by_pr + same))
     if not found:
         return [], None
+    return found, Evidence(Signal.HINT, _hint_words(same, by_pr, numbers), found, data={"hint": "subject-or-pr"})
+
+
+def _with_its_subject(history: BaseRange, cand: Candidate, known: set[str]) -> list[str]:
+    return [c for s in (cand.subject, cand.title) if s for c in history.same_subject(s) if c not in known]
+
+
+def _naming_its_pr(history: BaseRange, cand: Candidate, numbers: list[str], known: set[str]) -> list[str]:
+    return [c for n in numbers if n for c in history.with_pr_number(n) if c not in known and c != cand.commit]
+
+
+def _hint_words(same: list[str], by_pr: list[str], numbers: list[str]) -> str:
     words = []
     if same:
         words.append(f"{short_ids(same)} {'has' if len(set(same)) == 1 else 'have'} the same subject")
     if by_pr:
         words.append(f"{short_ids(by_pr)} {'names' if len(set(by_pr)) == 1 else 'name'} PR #{', #'.join(numbers)}")
-    return found, Evidence(Signal.HINT, "; ".join(words), found, data={"hint": "subject-or-pr"})
+    return "; ".join(words)
 
 
 def superseded(
@@ -407,6 +445,5 @@ def decided(d: Decision) -> Evidence:
 
 
 def facts_of(c: Containment, step: replay.Step | None, applies: bool, reverse: bool | None) -> Facts:
-    """The facts every candidate has; the front ends add matches, groups and hints."""
     replay_state = step.applied if step is not None else (Applied.APPLIED if applies else None)
     return Facts(content=c, replay=replay_state, reverse=reverse)

@@ -1,10 +1,8 @@
 """``ggstack check STACK``: each patch judged on the base plus the earlier patches still needed.
 
-Cumulative, as the PRs will be stacked: a needed patch is replayed onto the
-tip and the next one is judged there. Series-level representation comes in
-twice: squashes (a run's combined patch-id) before the walk, so that their
-members are not replayed into the tip, and runs found by their lines or by
-StGit's cumulative reverse-apply after it.
+Cumulative, as the PRs will be stacked: a needed patch is replayed onto the tip and the next is
+judged there. Squashes are found before the walk (their members stay out of the tip); runs found
+by their lines or by StGit's cumulative reverse-apply, after it.
 """
 
 from __future__ import annotations
@@ -16,20 +14,19 @@ from dataclasses import dataclass
 from ggstack import diff, git, replay
 from ggstack.check import cache, groups
 from ggstack.check import judge as judging
+from ggstack.check.containment import Entries
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
-from ggstack.check.history import CHANGE_ID, PICKED_FROM, History, scan
+from ggstack.check.history import CHANGE_ID, PICKED_FROM, BaseRange, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.rules import Match
-from ggstack.check.signals import Candidate
+from ggstack.check.signals import Candidate, paths_of_all
 from ggstack.gcpause import paused
 from ggstack.model import Applied, Outcome, Patch, Progress, Run, Stack, Verdict
 
 
 @dataclass
 class _Judged:
-    """One patch as the walk left it, so that a group found later can re-decide it."""
-
     cand: Candidate
     outcome: Outcome
     measured: Measured
@@ -53,15 +50,15 @@ def check_stack(
         run = run.copy()  # apply's Run stays apply's
     outcomes = [_outcome(run, patch) for patch in stack.patches]
     candidates = cache.candidates_key(stack, repo)
-    k = cache.key([candidates, base])
-    if cache.load(repo, k, run, read=use_cache):
+    k = cache.verdicts_key([candidates, base])
+    if cache.load_verdicts(repo, k, run, read=use_cache):
         run.stages["check"] = "ok"
         return run
     if not cache.carry_over(repo, stack, candidates, run, read=use_cache):
         with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
             _judge(repo, stack, base, run, outcomes, progress)
     if cache.worth_keeping(run):
-        cache.save(repo, k, run, candidates=candidates)
+        cache.save_verdicts(repo, k, run, candidates=candidates)
     run.stages["check"] = "ok"
     return run
 
@@ -71,54 +68,68 @@ def _judge(
 ) -> None:
     picks = replay.materialize(repo, stack)
     parents = [p.parent for p in picks if p.parent]
-    merge_base = repo.merge_base(base, parents[0]) if parents else None
-    run.merge_base = merge_base
+    run.merge_base = repo.merge_base(base, parents[0]) if parents else None
     cands = [_candidate(p) for p in picks]
-    history = _scan(repo, base, merge_base, cands)
-    ctx = Context(repo, history, Files(repo))
+    ctx = Context(repo, _scan(repo, base, run.merge_base, cands), Files(repo))
     whole = [c for c in cands if c.commit and c.parent]
     trees = groups.trees_of(repo, whole)
-    # A patch whose recorded base this clone lacks (a CI checkout) has no commit, but git's own
-    # signals still speak: its patch-id from the patch's diff, its provenance from its message.
-    loose = [(c, p) for c, p in zip(cands, picks, strict=True) if not c.commit and c.changes]
-    for (cand, _), pid in zip(loose, repo.patch_ids_of_texts([p.diff for _, p in loose]), strict=True):
-        history.patch_ids[cand.name] = pid
-    idents = judging.identify(ctx, [*whole, *(c for c, _ in loose)])
-    # The picks' own trees in one batch, not one a patch as the walk judges them.
-    judging.read_picks(ctx, [(c, idents[c.name], None) for c in cands if c.name in idents])
-    picked = {k for k, c in enumerate(cands) if any(_exact(m) for m in idents.get(c.name, _NONE).matches)}
+    idents = _identify(ctx, picks, cands, whole)
     base_tree = repo.resolve(base, "tree")
-    squashed = _index(
-        groups.combined(
-            groups.branch_nets(repo, history, ctx.files, cands, base, base_tree),
-            groups.squashes(repo, history, cands, groups.chained(cands, trees), trees),
-            groups.named(repo, history, ctx.files, cands, picked),
-        ),
-        cands,
-    )
-    reverse = _cumulative_reverse(repo, base_tree, picks, _moot_reversals(repo, merge_base, base_tree, cands))
+    squashed = _squashed(ctx, cands, idents, trees, base, base_tree)
+    moot = _moot_reversals(repo, run.merge_base, base_tree, cands)
+    reverse = _cumulative_reverse(repo, base_tree, picks, moot)
     related = _consolidating(ctx, whole, base_tree)
     walked = _walk(ctx, run, picks, cands, outcomes, idents, squashed, reverse, related, progress)
     _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree, related)
     judging.name_commits(repo, run)
 
 
+def _identify(
+    ctx: Context, picks: Sequence[replay.Pick], cands: Sequence[Candidate], whole: Sequence[Candidate]
+) -> dict[str, Identified]:
+    # A patch whose recorded base this clone lacks (a CI checkout) has no commit, but git's own
+    # signals still speak: its patch-id from the patch's diff, its provenance from its message.
+    loose = [(c, p) for c, p in zip(cands, picks, strict=True) if not c.commit and c.changes]
+    for (cand, _), pid in zip(loose, ctx.repo.patch_ids_of_texts([p.diff for _, p in loose]), strict=True):
+        ctx.history.patch_ids[cand.name] = pid
+    idents = judging.identify(ctx, [*whole, *(c for c, _ in loose)])
+    # The picks' own trees in one batch, not one a patch as the walk judges them.
+    judging.read_picks(ctx, [(c, idents[c.name], None) for c in cands if c.name in idents])
+    return idents
+
+
+def _squashed(
+    ctx: Context,
+    cands: Sequence[Candidate],
+    idents: dict[str, Identified],
+    trees: dict[str, str],
+    base: str,
+    base_tree: str,
+) -> dict[int, Group]:
+    """Runs the base carries together, found before the walk so that their members stay out of the tip."""
+    picked = {k for k, c in enumerate(cands) if any(_exact(m) for m in idents.get(c.name, _NONE).matches)}
+    found = groups.combined(
+        groups.branch_nets(ctx.repo, ctx.history, ctx.files, cands, base, base_tree),
+        groups.squashes(ctx.repo, ctx.history, cands, groups.chained(cands, trees), trees),
+        groups.named(ctx.repo, ctx.history, ctx.files, cands, picked),
+    )
+    return _index(found, cands)
+
+
 _NONE = Identified()
 
 
 def _exact(m: Match) -> bool:
-    """git finds it (identity or patch-id, not reverted since): not a base commit naming it."""
     return not m.undone_by and m.how != judging.HINTED
 
 
-def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[Candidate]) -> History:
-    """The base range, read once for every patch of the stack."""
+def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[Candidate]) -> BaseRange:
     whole = [c for c in cands if c.commit and c.parent]
     return scan(
         repo,
         base,
         [merge_base] if merge_base else [],
-        sorted({p for c in cands for p in c.paths}),
+        paths_of_all(cands),
         [(c.commit, c.parent) for c in whole],
         [s for c in cands for s in c.sources],
         {frozenset(c.paths) for c in cands},
@@ -175,30 +186,15 @@ def _walk(
     left_out: dict[str, str] = {}  # path -> an earlier needed patch the tip lacks (it does not apply), changing it
     try:
         for i, (pick, cand) in enumerate(zip(picks, cands, strict=True)):
-            outcome = outcomes[i]
-            tip_tree = replayer.tip_tree
-            content = judging.measure_content(ctx, [cand], tip_tree, idents)[0]
-            step, unmerged = _try_pick(replayer, pick)
-            rev = reverse.get(pick.name)
-            rev_applies, rev_later = (rev.applies, rev.later) if rev else (None, [])
-            m = Measured(content, step, reverse=rev_applies, reverse_later=rev_later, tree=tip_tree)
-            m.uncomputed = unmerged
-            hole = [left_out[p] for p in cand.paths if p in left_out]
-            if step is not None and step.applied is Applied.EMPTY and hole:
-                # It changes lines an earlier patch brought, which the tip lacks: that it changes nothing
-                # there says nothing of the base (its revert of that patch's line is still needed).
-                m.step, m.unreplayed = None, _EMPTY_ONLY_WITHOUT.format(", ".join(dict.fromkeys(hole)))
+            m, step = _measure(ctx, replayer, pick, cand, idents, reverse.get(pick.name), left_out)
             author = _email(pick.patch.author if pick.patch else "")
             ident = idents.get(cand.name, Identified())
             judged = judging.judge(ctx, cand, ident, m, squashed.get(i), author, related, own=True)
-            judging.record_step(outcome, step)
-            judging.settle(outcome, judged)
-            walked.append(_Judged(cand, outcome, m, tip_tree, author))
-            needed = outcome.verdict in (Verdict.UNIQUE, Verdict.PARTIAL, Verdict.CONFLICT)
-            if needed and step is not None and step.applied is Applied.APPLIED and i not in squashed:
-                replayer.advance(step)
-            elif needed and i not in squashed:
-                left_out.update({p: cand.name for p in cand.paths})
+            judging.record_step(outcomes[i], step)
+            judging.settle(outcomes[i], judged)
+            walked.append(_Judged(cand, outcomes[i], m, m.tree, author))
+            if i not in squashed:
+                _carry(replayer, left_out, cand, outcomes[i], step)
             if progress:
                 progress(i + 1, len(picks), pick.name)
     finally:
@@ -206,9 +202,47 @@ def _walk(
     return walked
 
 
+def _measure(
+    ctx: Context,
+    replayer: replay.Replayer,
+    pick: replay.Pick,
+    cand: Candidate,
+    idents: dict[str, Identified],
+    rev: _Reversal | None,
+    left_out: dict[str, str],
+) -> tuple[Measured, replay.Step | None]:
+    tip_tree = replayer.tip_tree
+    content = judging.measure_content(ctx, [cand], tip_tree, idents)[0]
+    step, unmerged = _try_pick(replayer, pick)
+    rev_applies, rev_later = (rev.applies, rev.later) if rev else (None, [])
+    m = Measured(content, step, reverse=rev_applies, reverse_later=rev_later, tree=tip_tree)
+    m.uncomputed = unmerged
+    hole = [left_out[p] for p in cand.paths if p in left_out]
+    if step is not None and step.applied is Applied.EMPTY and hole:
+        # It changes lines an earlier patch brought, which the tip lacks: that it changes nothing
+        # there says nothing of the base (its revert of that patch's line is still needed).
+        m.step, m.unreplayed = None, _EMPTY_ONLY_WITHOUT.format(", ".join(dict.fromkeys(hole)))
+    return m, step
+
+
+_NEEDED = (Verdict.UNIQUE, Verdict.PARTIAL, Verdict.CONFLICT)
+
+
+def _carry(
+    replayer: replay.Replayer, left_out: dict[str, str], cand: Candidate, outcome: Outcome, step: replay.Step | None
+) -> None:
+    """A patch still needed goes into the tip the next one is judged on, or, where it does not
+    apply, its paths are marked as changed by a patch the tip lacks."""
+    if outcome.verdict not in _NEEDED:
+        return
+    if step is not None and step.applied is Applied.APPLIED:
+        replayer.advance(step)
+    else:
+        left_out.update({p: cand.name for p in cand.paths})
+
+
 def _try_pick(replayer: replay.Replayer, pick: replay.Pick) -> tuple[replay.Step | None, str]:
-    """The replay of one patch onto the tip, or (None, git's word) where git could not make the merge
-    (an object this clone lacks): that costs the replay's evidence, not every verdict of the stack."""
+    # An object this clone lacks costs the replay's evidence, not every verdict of the stack.
     try:
         return replayer.try_pick(pick), ""
     except git.GitFailed as e:
@@ -222,7 +256,6 @@ _EMPTY_ONLY_WITHOUT = (
 
 
 def _outcome(run: Run, patch: Patch) -> Outcome:
-    """The outcome ``apply`` left for this patch (its branch and conflict stay), or a new one."""
     try:
         outcome = run.outcome(patch.name)
     except KeyError:
@@ -234,9 +267,8 @@ def _outcome(run: Run, patch: Patch) -> Outcome:
 
 
 def _consolidating(ctx: Context, cands: Sequence[Candidate], base_tree: str) -> set[str]:
-    """Base commits that brought in lines of two or more of the stack's patches: a
-    consolidation (upstream took the series in one commit with other work), which ties
-    even a small share of a patch's lines to it."""
+    """Base commits that brought lines of two or more patches: upstream took the series in one
+    commit with other work, which ties even a small share of a patch's lines to it."""
     counts: dict[str, int] = {}
     for c in judging.measure_content(ctx, cands, base_tree):
         for sha in c.commits:
@@ -277,7 +309,6 @@ def _later_groups(
 
 
 def _segments(walked: list[_Judged], cands: Sequence[Candidate], trees: dict[str, str]) -> list[list[int]]:
-    """Chained runs of patches with something of them in the base, not all represented on their own."""
 
     def eligible(j: _Judged) -> bool:
         return j.outcome.verdict is not Verdict.UNIQUE or any(u.present for u in j.measured.content.units)
@@ -297,8 +328,6 @@ def _segments(walked: list[_Judged], cands: Sequence[Candidate], trees: dict[str
 
 @dataclass
 class _Reversal:
-    """One step of the cumulative reverse-apply."""
-
     applies: bool
     tree: str  # the tree it was reverse-applied to: the base without the later patches that reversed
     later: list[str]  # names of those later patches
@@ -307,23 +336,31 @@ class _Reversal:
 def _moot_reversals(
     repo: git.Repository, merge_base: str | None, base_tree: str, cands: Sequence[Candidate]
 ) -> set[str]:
-    """The patches whose reverse applies to the base whatever it holds, so says nothing: one
-    that deletes a file neither the base nor the merge base has (the fork made it: an earlier
-    patch added it; its reverse puts it back), and one that sets a mode the base's file does
-    not have (``git apply -R`` only warns about a mode)."""
-    deleting = {c.name: [fc.old_path for fc in c.changes if fc.new_path is None and fc.old_path] for c in cands}
+    """Patches whose reverse applies to the base whatever it holds: one deleting a file the fork
+    made, or setting a mode the base's file lacks (``git apply -R`` only warns about a mode)."""
+    deleting = {c.name: _deletes(c) for c in cands}
     moding = {c.name: _modes(c) for c in cands}
     paths = sorted({p for ps in deleting.values() for p in ps} | {p for ms in moding.values() for p, _ in ms})
     if not paths:
         return set()
     there = repo.ls_tree(base_tree, paths)
     before = repo.ls_tree(repo.resolve(merge_base, "tree"), paths) if merge_base else {}
-    made = {name for name, ps in deleting.items() if any(p not in there and p not in before for p in ps)}
-    return made | {name for name, ms in moding.items() if any(p in there and there[p][0] != m for p, m in ms)}
+    return _deletes_its_own(deleting, there, before) | _sets_another_mode(moding, there)
+
+
+def _deletes(cand: Candidate) -> list[str]:
+    return [fc.old_path for fc in cand.changes if fc.new_path is None and fc.old_path]
+
+
+def _deletes_its_own(deleting: dict[str, list[str]], there: Entries, before: Entries) -> set[str]:
+    return {name for name, ps in deleting.items() if any(p not in there and p not in before for p in ps)}
+
+
+def _sets_another_mode(moding: dict[str, list[tuple[str, str]]], there: Entries) -> set[str]:
+    return {name for name, ms in moding.items() if any(p in there and there[p][0] != m for p, m in ms)}
 
 
 def _modes(cand: Candidate) -> list[tuple[str, str]]:
-    """(path, the mode the patch sets) of the files whose mode it changes."""
     return [
         (fc.new_path, fc.new_mode) for fc in cand.changes if fc.new_path and fc.new_mode and fc.old_mode != fc.new_mode
     ]
@@ -332,9 +369,8 @@ def _modes(cand: Candidate) -> list[tuple[str, str]]:
 def _cumulative_reverse(
     repo: git.Repository, tree: str, picks: Sequence[replay.Pick], moot: AbstractSet[str] = frozenset()
 ) -> dict[str, _Reversal]:
-    """StGit's ``--merged``: reverse-apply the patches onto the base, later
-    ones first, so that a patch whose lines a later one changed is caught.
-    ``moot``: patches whose reverse is not asked (it would apply whatever the base is): no entry."""
+    """StGit's ``--merged``: reverse-apply the patches onto the base, later ones first, so that a
+    patch whose lines a later one changed is caught; ``moot`` ones are not asked."""
     result: dict[str, _Reversal] = {}
     later: list[str] = []
     backwards = [pick for pick in reversed(picks) if pick.name not in moot]
@@ -352,14 +388,12 @@ def _through_later(
 ) -> dict[int, Group]:
     """A patch whose own lines later patches changed is represented with them
     when they are, and its lines are in the base with them taken out."""
-    by_name = {j.cand.name: k for k, j in enumerate(walked)}
+    by_name = {j.cand.name: j.outcome for j in walked}
     out: dict[int, Group] = {}
     for k, j in enumerate(walked):
         rev = reverse.get(j.cand.name)
-        if j.outcome.verdict is Verdict.REPRESENTED or rev is None or not rev.applies or rev.tree == base_tree:
-            continue
-        later = [walked[by_name[n]].outcome for n in rev.later]
-        if not later or not all(o.verdict is Verdict.REPRESENTED for o in later):
+        later = _represented_later(j, rev, base_tree, by_name)
+        if rev is None or not later:
             continue
         entries = ctx.files.entries(rev.tree, j.cand.paths)
         if not judging.contain(j.cand.changes, entries, ctx.files).all_present:
@@ -369,3 +403,10 @@ def _through_later(
         how = "its lines are in the base once the later patches it has are taken out: they changed its lines"
         out[k] = Group([k], by, how, names)
     return out
+
+
+def _represented_later(j: _Judged, rev: _Reversal | None, base_tree: str, by_name: dict[str, Outcome]) -> list[Outcome]:
+    if j.outcome.verdict is Verdict.REPRESENTED or rev is None or not rev.applies or rev.tree == base_tree:
+        return []
+    later = [by_name[n] for n in rev.later]
+    return later if all(o.verdict is Verdict.REPRESENTED for o in later) else []
