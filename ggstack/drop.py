@@ -18,10 +18,11 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from ggstack import git, replay, report, series, state
+from ggstack import git, replay, report, state
 from ggstack.errors import UserError
 from ggstack.forge import Forge
 from ggstack.model import Outcome, Patch, Recommendation, Run, Stack, Verdict
+from ggstack.series import order, store
 
 DROPPED = "dropped.toml"
 DROPPED_DIR = "dropped"  # the dropped patches' own files, as they were: nothing leaves the stack's directory
@@ -256,7 +257,7 @@ def drop(
     files = [keep_file(p, len(earlier) + k) for k, (p, _) in enumerate(victims, 1)]
     entries = [entry_of(p, o, run, refs[p.name], now, f) for (p, o), f in zip(victims, files, strict=True)]
     gone = {p.name for p, _ in victims}
-    after = series.renumbered(stack, [p for p in stack.patches if p.name not in gone])
+    after = order.renumbered(stack, [p for p in stack.patches if p.name not in gone])
     result = Result(stack.name, run.base, run.base_ref, entries, [p.name for p in after.patches], dry_run=dry_run)
     result.looks = looks
     kept_refs = set(replay.branch_refs(after))
@@ -266,7 +267,7 @@ def drop(
     if not dry_run:
         # Saved even when nothing goes: the save is what tidies up after a killed change.
         kept = {f: p.raw for (p, _), f in zip(victims, files, strict=True)}
-        series.save(after, also={DROPPED: render_record(stack.name, [*earlier, *entries]), **kept} if entries else None)
+        store.save(after, also={DROPPED: render_record(stack.name, [*earlier, *entries]), **kept} if entries else None)
     # A dry run says which branches would go and which would stay, as the real one would.
     result.branches_deleted, result.branches_kept = replay.remove_branches(repo, stack, candidates, write=not dry_run)
     return result

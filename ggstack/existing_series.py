@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 
 from ggstack import git
 from ggstack.errors import UserError
-from ggstack.series import mail_author, series_line
-
-SERIES = "series"
+from ggstack.series.mailheaders import mail_author
+from ggstack.series.seriesfile import SERIES, series_line
 
 # DEP-3 fields kept as trailers, as they are: they are the patch's provenance.
 _KEPT_FIELDS = ("Origin", "Forwarded", "Applied-Upstream", "Bug", "Reviewed-by", "Acked-by", "Last-Update")
