@@ -1,9 +1,6 @@
-"""Which refs a patch's branch may be, and the ``branches.template`` that names them.
-
-ggstack writes a patch's branch only under ``refs/heads/`` or ``refs/ggstack/``,
-never over a tag, a note, a remote-tracking branch, the stash, HEAD or its own
-records; a template is refused at load time if any patch's branch would be one.
-"""
+"""Which refs a patch's branch may be: only under ``refs/heads/`` or ``refs/ggstack/``, never a
+tag, note, remote, stash, HEAD or ggstack's own records; a ``branches.template`` that
+would make one is refused when the stack loads."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""A stack's ``stack.toml``: the text ``init`` writes, and the checks a hand edit must pass.
-
-Every value that reaches git or a test run is checked here, before anything
-runs: an error names the file and the line, as docs/stack-toml.md describes
-each key.
-"""
+"""A stack's ``stack.toml``: the text ``init`` writes, and the checks a hand edit must pass
+before anything runs (an error names the file and line; docs/stack-toml.md has each key)."""
 
 from __future__ import annotations
 
@@ -134,7 +130,6 @@ def parse_config(text: str, path: str) -> StackConfig:
 
 
 def _check_section(section: str, value: object, text: str, path: str) -> None:
-    """Only the sections and keys of ``_SCHEMA``, each value of its type."""
     if section not in _SCHEMA:
         raise UserError(
             f"unknown section [{section}] (known: {', '.join(_SCHEMA)})",
@@ -183,7 +178,6 @@ def _check_values(data: dict, text: str, path: str) -> None:
 
 
 def _stack_config(data: dict) -> StackConfig:
-    """The checked file as values, each key left out taking its default."""
     target, pr, land, tests = (data.get(s, {}) for s in ("target", "pr", "land", "tests"))
     default_tests = TestConfig()
     return StackConfig(

@@ -1,9 +1,8 @@
-"""A patch file's mail headers as ``git am`` reads them: From as "Name <email>", Subject as text.
+"""A patch file's From and Subject as ``git am`` reads them, quoting and RFC 2047 words undone.
 
-Read here rather than by ``git mailinfo`` (a process a file) because loading a
-stack reads every patch's headers. What format-patch writes is plain and read
-directly; a quoted or RFC 2047-encoded header goes to the stdlib's email
-package (slow to import: only then).
+Not ``git mailinfo`` (a process a file): loading a stack reads every patch's headers.
+Plain headers, what format-patch writes, are read directly; the stdlib's email package
+(slow to import) only for an encoded one.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from ggstack.model import Patch, Stack
 
 
 def renumbered(stack: Stack, patches: Sequence[Patch]) -> Stack:
-    """``patches`` in this order, as the stack's."""
     total = len(patches)
     out = []
     for i, p in enumerate(patches, 1):

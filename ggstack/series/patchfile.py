@@ -1,9 +1,8 @@
 """One carry patch's file, as ``git format-patch --full-index`` writes it, parsed and checked.
 
-A hand edit that git would read otherwise (CRLF ends, a second message, a diff
-after the signature, an author git cannot make) is refused here, naming the
-file and line. The file's bytes are kept (``Patch.raw``): a stack saved
-unchanged is rewritten byte for byte.
+A hand edit git would read otherwise (CRLF, a second message, a diff after the signature)
+is refused, naming file and line; ``Patch.raw`` keeps the bytes, so an unchanged stack
+is saved byte for byte.
 """
 
 from __future__ import annotations
@@ -73,7 +72,6 @@ def parse_patch(raw: bytes, path: str) -> Patch:
 
 
 def _head(text: str, path: str) -> tuple[str, dict[str, str]]:
-    """The mail headers (up to the blank line) and the From and Subject they must have."""
     head_end = text.find("\n\n")
     if head_end < 0:
         raise UserError("no blank line after the mail headers", path=path, line=text.count("\n") + 1)

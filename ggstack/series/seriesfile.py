@@ -1,9 +1,5 @@
-"""The ``series`` file: the stack's patches in merge order, one file name a line, as quilt reads it.
-
-A maintainer's comments, blank lines and quilt's ``-p1`` are kept with the entry
-they belong to, so a rewrite of the series (a move, a drop) changes only the
-lines it must.
-"""
+"""The ``series`` file, the stack's merge order as quilt reads it: a rewrite (a move, a drop)
+keeps each entry's comments and ``-p1`` with it, and changes only the lines it must."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""A stack's directory ``patches/<stack>/``: which stacks there are, and a stack read and written whole.
+"""A stack's directory ``patches/<stack>/``, read and written whole.
 
-The files are what ``git format-patch --full-index`` writes and what quilt
-reads, so ``git am -3`` and ``quilt push -a`` take the directory as it is.
-Everything is checked before anything is written; a change is one switch of
-the whole directory that a kill cannot tear (``state.commit_dir``), made
-under the stack's lock.
+``git am -3`` and ``quilt push -a`` take it as it is. Everything is checked before
+anything is written, and a change is one switch of the directory a kill cannot tear
+(``state.commit_dir``), under the stack's lock.
 """
 
 from __future__ import annotations
@@ -114,9 +112,8 @@ def _refuse_duplicate_ids(patches: list[Patch], path: str) -> None:
 
 
 def save(stack: Stack, also: Mapping[str, bytes | None] | None = None) -> bool:
-    """The patch files, ``series`` and ``also`` (other files of the directory; None deletes) as one
-    change, the patch files the series no longer names removed; whether anything changed.
-    The caller holds the stack's lock (``state.locked``)."""
+    """The stack and ``also`` (other files of its directory; None deletes) as one change, under the
+    caller's lock (``state.locked``); the files the series no longer names go. Whether anything changed."""
     keep = {p.name for p in stack.patches}
     changes: dict[str, bytes | None] = {p.name: p.raw for p in stack.patches}
     changes[SERIES] = seriesfile.series_bytes(stack)
