@@ -142,10 +142,11 @@ def build_synthetic(path: str, files: int, base_commits: int, patches: int) -> t
 _BREAKDOWN = """
 import json, sys, time
 t0 = time.perf_counter()
-from ggstack import cli, git, replay, series
+from ggstack import cli, git, replay
+from ggstack.series import store
 t1 = time.perf_counter()
 repo = git.Repository(sys.argv[1])
-stack = series.load(sys.argv[2], sys.argv[3])
+stack = store.load(sys.argv[2], sys.argv[3])
 t2 = time.perf_counter()
 made = replay.Materializer(repo, stack, stand_in=True)  # as replay.apply makes them
 t3 = time.perf_counter()
@@ -157,7 +158,7 @@ if remade is not None:
 t5 = time.perf_counter()
 replay.write_branches(repo, stack, steps, replay.branch_refs(stack, sys.argv[5]), force=True)
 t6 = time.perf_counter()
-print(json.dumps({"imports": t1 - t0, "series.load": t2 - t1, "materialize": t3 - t2, "replay": t4 - t3,
+print(json.dumps({"imports": t1 - t0, "store.load": t2 - t1, "materialize": t3 - t2, "replay": t4 - t3,
                   "confirm": t5 - t4, "write_branches": t6 - t5}))
 """
 

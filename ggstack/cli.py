@@ -95,15 +95,15 @@ class Ctx:
         return self._repo
 
     def stack(self, name: str) -> Stack:
-        from ggstack import series
+        from ggstack.series import store
 
-        return series.load(self.patches_dir, name)
+        return store.load(self.patches_dir, name)
 
     def editing(self, name: str, command: str) -> contextlib.AbstractContextManager[state.LockInfo]:
         """The stack's lock, for a command that changes it: load, change and save under it."""
-        from ggstack import series
+        from ggstack.series import store
 
-        series.stack_dir(self.patches_dir, name)  # a bad name is bad input before any lock file is made
+        store.stack_dir(self.patches_dir, name)  # a bad name is bad input before any lock file is made
         return state.locked(
             self.repo, name, command=f"ggstack {command} {name}", wait=state.edit_lock_wait(), warn=warn
         )
@@ -111,7 +111,7 @@ class Ctx:
 
 def _complete_stacks(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Shell completion of a STACK argument: the stacks where the command would look for them."""
-    from ggstack import series
+    from ggstack.series import store
 
     root, meta = ctx.find_root().params, ctx.meta  # meta: a --repo/--patches after the command's name
     repo, where = (
@@ -119,7 +119,7 @@ def _complete_stacks(ctx: click.Context, param: click.Parameter, incomplete: str
         meta.get("ggstack.patches") or root.get("patches"),
     )
     patches = Ctx(repo, where).patches_dir
-    return [name for name in series.list_stacks(patches) if name.startswith(incomplete)]
+    return [name for name in store.list_stacks(patches) if name.startswith(incomplete)]
 
 
 def _complete_refs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
@@ -303,10 +303,10 @@ def init(obj: Ctx, stack: str, repo_slug: str, base: str, remote: str, fork: str
       ggstack init my-fork --repo-slug you/your-fork --base main
       ggstack init upstream-fixes --repo-slug upstream/project --fork you/project --base main
     """
-    from ggstack import series
+    from ggstack.series import store
 
     obj.anywhere = True
-    path = series.init(obj.patches_dir, stack, repo_slug, base, remote, fork=fork)
+    path = store.init(obj.patches_dir, stack, repo_slug, base, remote, fork=fork)
     if as_json:
         print_json({"stack": stack, "path": path})
     else:
@@ -384,7 +384,8 @@ def import_(
       ggstack import my-fork my-fork~1 --only src/ --dropped 'the CI tweak (ci/)' --original-pr upstream/project#130
       ggstack import my-fork --from ../old-patches     # format-patch files, an mbox, or a quilt series
     """
-    from ggstack import importing, series
+    from ggstack import importing
+    from ggstack.series import store
 
     if bool(revs) == bool(from_path):
         raise UserError("give commits (a sha or a range A..B) or --from PATH")
@@ -408,7 +409,7 @@ def import_(
                 dropped=dropped,
                 keep_merged=keep_merged,
             )
-        series.save(done.stack)
+        store.save(done.stack)
     if as_json:
         print_json([_patch_json(p) for p in done.added])
     else:
@@ -432,9 +433,9 @@ def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
       ggstack list
       ggstack list my-fork --dropped      # what drop took out: represented by which commit, on which base
     """
-    from ggstack import series
+    from ggstack.series import store
 
-    names = [stack] if stack else series.list_stacks(obj.patches_dir)
+    names = [stack] if stack else store.list_stacks(obj.patches_dir)
     stacks = [obj.stack(n) for n in names]
     if dropped:
         _list_dropped(stacks, as_json)
@@ -702,7 +703,7 @@ def refresh(obj: Ctx, stack: str, patch: str, abort: bool, as_json: bool) -> Non
       ggstack refresh my-fork 2                        # its files go back into the patch file
     """
     from ggstack import resolve as resolving
-    from ggstack import series
+    from ggstack.series import store
 
     with obj.editing(stack, "refresh"):
         s = obj.stack(stack)
@@ -711,7 +712,7 @@ def refresh(obj: Ctx, stack: str, patch: str, abort: bool, as_json: bool) -> Non
             _done(as_json, f"removed {session.worktree}", {"aborted": session.name, "worktree": session.worktree})
             return
         after, new, session = resolving.refresh(obj.repo, s, patch)
-        series.save(after)
+        store.save(after)
         resolving.finish(obj.repo, s, session)
     _done(as_json, f"refreshed {new.name}: base-commit {new.base_commit}", {"refreshed": _patch_json(new)})
 
@@ -736,7 +737,7 @@ def edit_(obj: Ctx, stack: str, patch: str, as_json: bool) -> None:
       ggstack edit my-fork 2                 # in $VISUAL or $EDITOR (else vi)
     """
     from ggstack import edit as editing
-    from ggstack import series
+    from ggstack.series import store
 
     before = obj.stack(stack).find(patch)
     try:
@@ -757,7 +758,7 @@ def edit_(obj: Ctx, stack: str, patch: str, as_json: bool) -> None:
             kept = os.path.join(obj.repo.state_dir("edit"), before.name.removesuffix(".patch") + ".txt")
             state.write_atomic(kept, text.encode("utf-8", "surrogateescape"))
             raise UserError(f"{e}; your message is kept in {kept}") from None
-        changed = series.save(after)
+        changed = store.save(after)
     _done(
         as_json, f"{new.name}: {'message changed' if changed else 'unchanged'}", {"patch": new.name, "changed": changed}
     )
@@ -783,11 +784,11 @@ def squash(obj: Ctx, stack: str, first: str, second: str, as_json: bool) -> None
       ggstack squash my-fork 2 3
     """
     from ggstack import edit as editing
-    from ggstack import series
+    from ggstack.series import store
 
     with obj.editing(stack, "squash"):
         after, new, folded = editing.squash(obj.repo, obj.stack(stack), first, second)
-        series.save(after)
+        store.save(after)
     _done(as_json, f"squashed {folded.name} into {new.name}", {"squashed": folded.name, "into": _patch_json(new)})
 
 
@@ -831,11 +832,11 @@ def remove(obj: Ctx, stack: str, patch: str, as_json: bool) -> None:
     Examples:
       ggstack remove my-fork 2
     """
-    from ggstack import series
+    from ggstack.series import order, store
 
     with obj.editing(stack, "remove"):
-        after, victim = series.remove(obj.stack(stack), patch)
-        series.save(after)
+        after, victim = order.remove(obj.stack(stack), patch)
+        store.save(after)
     _done(as_json, f"removed {victim.name}", {"removed": victim.name, "patches": [p.name for p in after.patches]})
 
 
@@ -853,11 +854,11 @@ def move(obj: Ctx, stack: str, patch: str, to: int, as_json: bool) -> None:
     Examples:
       ggstack move my-fork 3 --to 1
     """
-    from ggstack import series
+    from ggstack.series import order, store
 
     with obj.editing(stack, "move"):
-        after = series.move(obj.stack(stack), patch, to)
-        series.save(after)
+        after = order.move(obj.stack(stack), patch, to)
+        store.save(after)
     _done(as_json, "\n".join(p.name for p in after.patches), {"patches": [p.name for p in after.patches]})
 
 
@@ -1709,7 +1710,8 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
 
     from ggstack import demo as demo_
     from ggstack import pr as pr_stage
-    from ggstack import report, series
+    from ggstack import report
+    from ggstack.series import store
 
     if export_dir:
         with tempfile.TemporaryDirectory(prefix="ggstack-export-") as tmp:
@@ -1727,7 +1729,7 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
         else:
             out.print(report.report_table(run))
             out.print(report.pr_plan_table(run))
-            gg_clean = series.load(os.path.join(workdir, "patches"), demo_.STACK)
+            gg_clean = store.load(os.path.join(workdir, "patches"), demo_.STACK)
             documents = report.pr_documents(run, pr_stage.bodies(run, gg_clean))
             if documents:
                 out.print(documents, markup=False, highlight=False, soft_wrap=True)
@@ -1761,13 +1763,13 @@ def _patch_json(p, with_diff: bool = False) -> dict[str, Any]:
 
 
 def _diffstat(diff: str) -> str:
-    from ggstack import series
+    from ggstack.diff import paths as diff_paths
 
     counts: dict[str, list[int]] = {}
     current = None
     for line in diff.split("\n"):
         if line.startswith("diff --git "):
-            current = series.diff_paths(line)[-1]
+            current = diff_paths(line)[-1]
             counts[current] = [0, 0]
         elif current and line.startswith("+") and not line.startswith("+++ "):
             counts[current][0] += 1

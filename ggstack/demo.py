@@ -19,17 +19,18 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from ggstack import git, importing, series, state
+from ggstack import git, importing, state
 from ggstack.demofork import history
 from ggstack.errors import UserError
 from ggstack.model import Progress, Run, Stack
+from ggstack.series import config, store
 from ggstack.threads import cores
 
 STACK = "gg-clean"
 REPO_SLUG = "voipmonitor/vllm"
 BASES = {"current": "dev/gilded-gnosis", "before": "dev/before"}
 
-STACK_TOML = series.render_config(
+STACK_TOML = config.initial_toml(
     REPO_SLUG,
     BASES["current"],
     cpu="{python} -m pytest -q -p no:cacheprovider -m 'not gpu' {tests}",
@@ -82,12 +83,12 @@ def _ident(ident: str) -> tuple[str, str]:
 
 def export_stack(fork: Fork, patches_dir: str) -> Stack:
     """``patches/gg-clean`` as ``ggstack import`` produces it from the fork."""
-    path = series.stack_dir(patches_dir, STACK)
+    path = store.stack_dir(patches_dir, STACK)
     if os.path.exists(path):
         shutil.rmtree(path)
-    series.init(patches_dir, STACK, REPO_SLUG, BASES["current"])
-    state.write_atomic(os.path.join(path, series.STACK_TOML), STACK_TOML.encode())
-    stack = series.load(patches_dir, STACK)
+    store.init(patches_dir, STACK, REPO_SLUG, BASES["current"])
+    state.write_atomic(os.path.join(path, config.STACK_TOML), STACK_TOML.encode())
+    stack = store.load(patches_dir, STACK)
     for imp in history.IMPORTS:
         stack = importing.commits(
             fork.repo,
@@ -97,8 +98,8 @@ def export_stack(fork: Fork, patches_dir: str) -> Stack:
             only=imp.only,
             dropped=imp.dropped,
         ).stack
-        series.save(stack)
-        stack = series.load(patches_dir, STACK)
+        store.save(stack)
+        stack = store.load(patches_dir, STACK)
     return stack
 
 

@@ -1,12 +1,8 @@
 """``ggstack drop``: take out of the stack what the base now carries, and keep the record of why.
 
-A patch the base has is dead weight — every later apply, check and PR plan
-pays for it — but deleting it by hand loses the one fact a maintainer needs
-later ("where did our DCP fix go?"). So drop removes only what a Run judged
-``represented`` and writes what each was and why it went into
-``patches/<stack>/dropped.toml`` (TOML, so a reviewer reads it in the PR
-diff), in the same atomic change as the series. docs/commands/drop.md has the record
-and the rules; ``drop`` says in which order, so a failure changes nothing.
+Deleting a represented patch by hand loses what a maintainer asks later ("where did
+our DCP fix go?"); drop writes it into ``dropped.toml`` (TOML: a reviewer reads it in
+the PR diff) in the same atomic change as the series. docs/commands/drop.md has the rules.
 """
 
 from __future__ import annotations
@@ -18,10 +14,11 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from ggstack import git, replay, report, series, state
+from ggstack import git, replay, report, state
 from ggstack.errors import UserError
 from ggstack.forge import Forge
 from ggstack.model import Outcome, Patch, Recommendation, Run, Stack, Verdict
+from ggstack.series import order, store
 
 DROPPED = "dropped.toml"
 DROPPED_DIR = "dropped"  # the dropped patches' own files, as they were: nothing leaves the stack's directory
@@ -54,7 +51,7 @@ class Dropped:
 
 
 @dataclass
-class Result:
+class DropResult:
     """What a drop did (or, dry run, would do)."""
 
     stack: str
@@ -95,7 +92,7 @@ def record_path(stack: Stack) -> str:
 
 
 def read_record(stack: Stack) -> list[Dropped]:
-    """The entries of ``dropped.toml`` (none when there is no such file); a malformed one names its line."""
+    """A malformed ``dropped.toml`` names its line."""
     path = record_path(stack)
     try:
         with open(os.path.join(state.readable_dir(stack.path), DROPPED), "rb") as f:
@@ -135,7 +132,6 @@ def _entry(d: dict[str, object], number: int, path: str) -> Dropped:
 
 
 def render_record(stack_name: str, entries: Sequence[Dropped]) -> bytes:
-    """``dropped.toml``: one ``[[dropped]]`` table an entry, oldest first."""
     lines = [
         f"# Patches dropped from the stack {stack_name} because the base carries them",
         f"# (written by `ggstack drop`; shown by `ggstack list {stack_name} --dropped`).",
@@ -151,7 +147,8 @@ def render_record(stack_name: str, entries: Sequence[Dropped]) -> bytes:
 
 
 def _toml(value: object) -> str:
-    # A JSON string is a TOML basic string (the same escapes); ASCII-only keeps every control character escaped.
+    # The stdlib reads TOML but writes none. A JSON string is a TOML basic string (the same
+    # escapes); ASCII-only keeps every control character escaped.
     if isinstance(value, list):
         return "[" + ", ".join(json.dumps(v) for v in value) + "]"
     return json.dumps(value)
@@ -192,9 +189,8 @@ def entry_of(patch: Patch, o: Outcome, run: Run, branch: str, now: str, file: st
     )
 
 
-def own_lines(victims: Sequence[tuple[Patch, Outcome]]) -> list[str]:
-    """What keeps a patch from being dropped: the fork's own lines the Run found in it, or no word on
-    them at all (a Run of an older ggstack), one line a patch."""
+def would_lose(victims: Sequence[tuple[Patch, Outcome]]) -> list[str]:
+    """What keeps a patch from being dropped: the fork's own lines in it, or no word on them (an older Run)."""
     out = []
     for p, o in victims:
         if o.text is None:
@@ -233,43 +229,49 @@ def drop(
     client: Forge | None = None,
     include_human_look: bool = False,
     force: bool = False,
-) -> Result:
-    """Drop the patches ``run`` judged represented; the caller holds the stack's lock.
-
-    One whose recommendation is "human look" (represented, but a signal asks
-    a person to look) is kept and listed in ``looks`` unless ``include_human_look``:
-    drop never throws that judgement away. Nor a line of the fork's own: a patch
-    the Run found one in (or whose Run does not say) is refused unless ``force``.
-    Each dropped patch's file stays, as it was, under ``dropped/``.
-
-    The order leaves the stack as it was on any failure: everything is checked
-    first; the redundant PRs are closed next (through ``pr``'s own plan, so the
-    comment is ``pr``'s and a rerun never comments twice); then the stack changes
-    in one step; then the dropped patches' branches go — only ggstack's own (still
-    where ``apply`` last put them), never one checked out. A branch a kill left
-    behind is named in the record and removed by the next ``drop``.
-    """
+) -> DropResult:
+    """Drop the patches ``run`` judged represented, under the caller's lock. A "human look" or a
+    patch with the fork's own lines stays (unless ``include_human_look`` / ``force``); each
+    dropped file is kept under ``dropped/``."""
+    # The order leaves the stack as it was on any failure: all checks first; then the PRs closed
+    # (pr's own plan: its comment, never twice); then the stack in one step; then only ggstack's
+    # own branches (where apply put them, not checked out). A kill's leftover branch is in the
+    # record, and the next drop removes it.
     victims, looks = _chosen(stack, run, include_human_look, force)
+    earlier, entries = _records(stack, run, victims)
+    gone = {p.name for p, _ in victims}
+    after = order.renumbered(stack, [p for p in stack.patches if p.name not in gone])
+    result = DropResult(stack.name, run.base, run.base_ref, entries, [p.name for p in after.patches], dry_run=dry_run)
+    result.looks = looks
+    candidates = _branches_left(after, [*earlier, *entries])
+    if close_redundant and victims:
+        result.run = _close_prs(repo, stack, run, [o for _, o in victims], dry_run=dry_run, env=env, client=client)
+    if not dry_run:
+        _save(after, [p for p, _ in victims], earlier, entries)
+    # A dry run says which branches would go and which would stay, as the real one would.
+    result.branches_deleted, result.branches_kept = replay.remove_branches(repo, stack, candidates, write=not dry_run)
+    return result
+
+
+def _records(stack: Stack, run: Run, victims: list[tuple[Patch, Outcome]]) -> tuple[list[Dropped], list[Dropped]]:
+    """The record as it is, and this drop's entries after it (each file numbered on from the last)."""
     refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
     now = now_utc()
     earlier = read_record(stack)
     files = [keep_file(p, len(earlier) + k) for k, (p, _) in enumerate(victims, 1)]
-    entries = [entry_of(p, o, run, refs[p.name], now, f) for (p, o), f in zip(victims, files, strict=True)]
-    gone = {p.name for p, _ in victims}
-    after = series.renumbered(stack, [p for p in stack.patches if p.name not in gone])
-    result = Result(stack.name, run.base, run.base_ref, entries, [p.name for p in after.patches], dry_run=dry_run)
-    result.looks = looks
+    return earlier, [entry_of(p, o, run, refs[p.name], now, f) for (p, o), f in zip(victims, files, strict=True)]
+
+
+def _save(after: Stack, gone: list[Patch], earlier: list[Dropped], entries: list[Dropped]) -> None:
+    """Saved even when nothing goes: the save is what tidies up after a killed change."""
+    kept = {e.file: p.raw for p, e in zip(gone, entries, strict=True)}
+    store.save(after, also={DROPPED: render_record(after.name, [*earlier, *entries]), **kept} if entries else None)
+
+
+def _branches_left(after: Stack, record: list[Dropped]) -> list[str]:
+    """The dropped patches' branches, this drop's and those an earlier one left, that no kept patch has."""
     kept_refs = set(replay.branch_refs(after))
-    candidates = list(dict.fromkeys(e.branch for e in [*earlier, *entries] if e.branch and e.branch not in kept_refs))
-    if close_redundant and victims:
-        result.run = _close_prs(repo, stack, run, [o for _, o in victims], dry_run=dry_run, env=env, client=client)
-    if not dry_run:
-        # Saved even when nothing goes: the save is what tidies up after a killed change.
-        kept = {f: p.raw for (p, _), f in zip(victims, files, strict=True)}
-        series.save(after, also={DROPPED: render_record(stack.name, [*earlier, *entries]), **kept} if entries else None)
-    # A dry run says which branches would go and which would stay, as the real one would.
-    result.branches_deleted, result.branches_kept = replay.remove_branches(repo, stack, candidates, write=not dry_run)
-    return result
+    return list(dict.fromkeys(e.branch for e in record if e.branch and e.branch not in kept_refs))
 
 
 def _chosen(
@@ -282,7 +284,7 @@ def _chosen(
             looks.append((p.name, report.verdict_words(o)))
         else:
             victims.append((p, o))
-    own = own_lines(victims)
+    own = would_lose(victims)
     if own and not force:
         raise UserError(
             "not dropped: a patch with lines of the fork's own (changed lines the base lacks where it never "

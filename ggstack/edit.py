@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 import re
 
-from ggstack import git, replay, series
+from ggstack import git, replay
 from ggstack.errors import UserError
 from ggstack.model import Applied, Patch, Stack
+from ggstack.series import order, patchfile
 
 T_SQUASHED = "Squashed"
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): (.*)$")
@@ -46,20 +47,20 @@ def check_message(message: str, patch: Patch, path: str) -> None:
     if not message.strip() or not message.split("\n", 1)[0].strip():
         raise UserError("the message has no subject (its first line is empty)", path=path)
     trailers = git.parse_trailers([message])[0]
-    ids = [v for k, v in trailers if k.lower() == series.T_STACK_PATCH_ID.lower()]
+    ids = [v for k, v in trailers if k.lower() == patchfile.T_STACK_PATCH_ID.lower()]
     spid = patch.provenance.stack_patch_id
     if ids != [spid]:
         said = ", ".join(ids) or "none"
         raise UserError(
-            f"the message must keep its one trailer {series.T_STACK_PATCH_ID}: {spid} (it has: {said})", path=path
+            f"the message must keep its one trailer {patchfile.T_STACK_PATCH_ID}: {spid} (it has: {said})", path=path
         )
     for key, value in trailers:
         k = key.lower()
-        if k == series.T_ORIGINAL_PR.lower() and not series.PR_REF.match(value):
-            raise UserError(f"{series.T_ORIGINAL_PR}: {value!r} is not owner/repo#N (or #N)", path=path)
-        if k == series.T_CHERRY_PICKED.lower() and not _SHA.match(value):
+        if k == patchfile.T_ORIGINAL_PR.lower() and not patchfile.PR_REF.match(value):
+            raise UserError(f"{patchfile.T_ORIGINAL_PR}: {value!r} is not owner/repo#N (or #N)", path=path)
+        if k == patchfile.T_CHERRY_PICKED.lower() and not _SHA.match(value):
             raise UserError(
-                f"{series.T_CHERRY_PICKED}: {value!r} is not a full sha (40 hex digits, or 64 in a sha256 repository)",
+                f"{patchfile.T_CHERRY_PICKED}: {value!r} is not a full sha (40 hex digits, or 64 in a sha256 repository)",
                 path=path,
             )
 
@@ -81,7 +82,7 @@ def _regenerated(
     the commit it is from is remembered as its materialisation (see ``replay.remember_materialized``)."""
     commit = replay.authored_commit(repo, patch, tree, parent, message)
     new = replay.patch_file(repo, stack, patch, commit, parent, number, total)
-    new = series.checked_provenance(new, git.parse_trailers([new.message])[0], os.path.join(stack.path, patch.name))
+    new = patchfile.checked_provenance(new, git.parse_trailers([new.message])[0], os.path.join(stack.path, patch.name))
     replay.remember_materialized(repo, [(new, commit)])
     return new
 
@@ -100,7 +101,7 @@ def edit(repo: git.Repository, stack: Stack, key: str, text: str) -> tuple[Stack
     new = _regenerated(repo, stack, patch, tree, pick.parent or "", message, index + 1, len(stack.patches))
     patches = list(stack.patches)
     patches[index] = new
-    return series.renumbered(stack, patches), new
+    return order.renumbered(stack, patches), new
 
 
 # -- squash ----------------------------------------------------------------------------------
@@ -133,13 +134,13 @@ def squashed_message(first: Patch, second: Patch) -> str:
     """``first``'s message with ``second``'s text after it; the provenance of both, one Stack-Patch-Id."""
     text_a, trailers_a = split_trailers(first.message)
     text_b, trailers_b = split_trailers(second.message)
-    spid = series.T_STACK_PATCH_ID.lower()
+    spid = patchfile.T_STACK_PATCH_ID.lower()
     kept = [(k, v) for k, v in trailers_a if k.lower() != spid]
     for k, v in trailers_b:
         if k.lower() != spid and (k, v) not in kept:
             kept.append((k, v))
     kept.append((T_SQUASHED, f"{second.provenance.stack_patch_id} ({second.subject})"))
-    kept.append((series.T_STACK_PATCH_ID, first.provenance.stack_patch_id))
+    kept.append((patchfile.T_STACK_PATCH_ID, first.provenance.stack_patch_id))
     return f"{text_a}\n\n{text_b}\n\n" + "".join(f"{k}: {v}\n" for k, v in kept)
 
 
@@ -165,5 +166,5 @@ def squash(repo: git.Repository, stack: Stack, key_a: str, key_b: str) -> tuple[
     message = squashed_message(first, second)
     new = _regenerated(repo, stack, first, step.tree, pick_a.parent or "", message, i + 1, len(stack.patches) - 1)
     patches = [*stack.patches[:i], new, *stack.patches[j + 1 :]]
-    after = series.renumbered(stack, patches)
+    after = order.renumbered(stack, patches)
     return after, after.patches[i], second

@@ -1,13 +1,8 @@
-"""Series that already exist elsewhere, read as ``git am`` and quilt read them.
+"""``import --from``: a fork's carry patches from before ggstack, as ``git am`` and quilt read them.
 
-A fork's carry patches often predate ggstack: a directory of ``git
-format-patch`` files, one mbox, or a quilt ``series`` whose patches carry
-DEP-3 headers (``Description``, ``Author``, ``Origin``, ``Forwarded``, ``Bug``,
-``Applied-Upstream``). Each becomes an ``Incoming`` patch — author, date,
-message, diff and the provenance its headers carry — for ``ggstack.importing``
-to apply and store. Mail is read by git itself (``git mailsplit``, ``git
-mailinfo``), so a file means here what it means to ``git am``; DEP-3 headers
-(RFC 822 fields before the diff) are read here.
+A directory of format-patch files, an mbox (read by ``git mailsplit``/``git mailinfo``, so
+a file means what it means to ``git am``), or a quilt ``series`` whose patches carry DEP-3
+headers (read here); each an ``Incoming`` patch with its provenance, for ``importing``.
 """
 
 from __future__ import annotations
@@ -18,9 +13,8 @@ from dataclasses import dataclass, field
 
 from ggstack import git
 from ggstack.errors import UserError
-from ggstack.series import mail_author, series_line
-
-SERIES = "series"
+from ggstack.series.mailheaders import mail_author
+from ggstack.series.seriesfile import SERIES, series_line
 
 # DEP-3 fields kept as trailers, as they are: they are the patch's provenance.
 _KEPT_FIELDS = ("Origin", "Forwarded", "Applied-Upstream", "Bug", "Reviewed-by", "Acked-by", "Last-Update")
@@ -50,9 +44,8 @@ class Incoming:
 
 
 def read(repo: git.Repository, path: str) -> list[Incoming]:
-    """The patches at ``path``: a quilt ``series`` file or a directory with one,
-    a directory of ``*.patch`` files (in name order, as ``git am *.patch``),
-    or an mbox file."""
+    """A quilt ``series`` (or a directory with one), a directory of ``*.patch`` files (in name
+    order, as ``git am *.patch``), or an mbox."""
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, SERIES)):
             return _quilt(repo, os.path.join(path, SERIES))
@@ -96,12 +89,8 @@ def _from_mail(repo: git.Repository, mail: bytes, path: str, line: int) -> Incom
     if not re.search(rb"^(diff |--- |\+\+\+ )", diff, re.M):
         raise UserError("no diff in this message", path=path, line=line)
     message = subject + ("\n\n" + body.strip("\n") if body.strip("\n") else "") + "\n"
-    m = _MBOX_FROM.match(mail)
-    sha = m.group(0).split()[1].decode() if m else ""
     base = re.search(rb"^base-commit: ([0-9a-f]{40}|[0-9a-f]{64})$", diff, re.M)
-    author = (info.get("Author", "").strip(), info.get("Email", "").strip())
-    if author[0] == author[1]:  # mailinfo's answer for a name it finds too long: the address twice
-        author = mail_author(mail) or author
+    author = _mail_author(info, mail)
     return Incoming(
         path=path,
         line=line,
@@ -109,13 +98,26 @@ def _from_mail(repo: git.Repository, mail: bytes, path: str, line: int) -> Incom
         date=info.get("Date", "").strip(),
         message=message,
         diff=diff,
-        source=sha if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) and sha.strip("0") else None,
+        source=_mail_source(mail),
         base=base.group(1).decode() if base else None,
     )
 
 
+def _mail_author(info: dict[str, str], mail: bytes) -> tuple[str, str]:
+    author = (info.get("Author", "").strip(), info.get("Email", "").strip())
+    if author[0] == author[1]:  # mailinfo's answer for a name it finds too long: the address twice
+        return mail_author(mail) or author
+    return author
+
+
+def _mail_source(mail: bytes) -> str | None:
+    """The commit on the mbox ``From`` line, unless it is format-patch's all-zero placeholder."""
+    m = _MBOX_FROM.match(mail)
+    sha = m.group(0).split()[1].decode() if m else ""
+    return sha if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) and sha.strip("0") else None
+
+
 def _quilt(repo: git.Repository, series_path: str) -> list[Incoming]:
-    """A quilt series: one patch file a line (``-p1``), ``#`` comments."""
     top = os.path.dirname(series_path)
     out = []
     for n, line in enumerate(_read_bytes(series_path).decode("utf-8", "replace").splitlines(), 1):
@@ -134,22 +136,13 @@ def _quilt(repo: git.Repository, series_path: str) -> list[Incoming]:
 
 def _dep3(raw: bytes, path: str) -> Incoming:
     """A patch with DEP-3 headers (or none: then its file name is its subject)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise UserError("not valid UTF-8", path=path, line=raw[: e.start].count(b"\n") + 1) from None
-    lines = text.split("\n")
+    lines = _utf8(raw, path).split("\n")
     diff_at = next((i for i, line in enumerate(lines) if _DIFF_START.match(line)), None)
     if diff_at is None:
         raise UserError("no diff in this patch (expected 'diff -', '--- ' or 'Index: ')", path=path)
     fields, free = _dep3_fields(lines[:diff_at], path)
     subject, body = _dep3_message(fields, free, path)
-    kept = [(f[2], f[1].replace("\n", " ")) for key, f in fields.items() if _kept(key)]
-    # A GitHub pull URL in any of them is the original PR (Origin and Forwarded first, then Bug/Bug-*).
-    bugs = [k for k in fields if k == "bug" or k.startswith("bug-")]
-    origin = " ".join(fields[k][1] for k in ("origin", "forwarded", "applied-upstream", *bugs) if k in fields)
-    sha = _SHA.search(fields["origin"][1]) if "origin" in fields else None
-    pr = _GITHUB_PR.search(origin)
+    sha = _origin_sha(fields)
     return Incoming(
         path=path,
         line=1,
@@ -157,11 +150,32 @@ def _dep3(raw: bytes, path: str) -> Incoming:
         date=fields["date"][1] if "date" in fields else "",
         message=subject.strip() + ("\n\n" + body if body else "") + "\n",
         diff="\n".join(lines[diff_at:]).encode(),
-        source=sha.group(1) if sha else None,
-        picked_from=sha.group(1) if sha else None,
-        original_pr=f"{pr.group(1)}#{pr.group(2)}" if pr else None,
-        trailers=kept,
+        source=sha,
+        picked_from=sha,
+        original_pr=_dep3_pr(fields),
+        trailers=[(f[2], f[1].replace("\n", " ")) for key, f in fields.items() if _kept(key)],
     )
+
+
+def _origin_sha(fields: dict[str, tuple[int, str, str]]) -> str | None:
+    """The upstream commit an Origin field names: the patch is a pick of it."""
+    sha = _SHA.search(fields["origin"][1]) if "origin" in fields else None
+    return sha.group(1) if sha else None
+
+
+def _utf8(raw: bytes, path: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError("not valid UTF-8", path=path, line=raw[: e.start].count(b"\n") + 1) from None
+
+
+def _dep3_pr(fields: dict[str, tuple[int, str, str]]) -> str | None:
+    """owner/repo#N of a GitHub pull URL in Origin, Forwarded, Applied-Upstream or a Bug field, in that order."""
+    bugs = [k for k in fields if k == "bug" or k.startswith("bug-")]
+    named = " ".join(fields[k][1] for k in ("origin", "forwarded", "applied-upstream", *bugs) if k in fields)
+    pr = _GITHUB_PR.search(named)
+    return f"{pr.group(1)}#{pr.group(2)}" if pr else None
 
 
 def _dep3_message(fields: dict[str, tuple[int, str, str]], free: list[str], path: str) -> tuple[str, str]:

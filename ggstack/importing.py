@@ -15,19 +15,20 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ggstack import existing_series, git, series
+from ggstack import existing_series, git
 from ggstack.errors import UserError
 from ggstack.model import Patch, Stack, TargetConfig
-from ggstack.series import (
+from ggstack.series import store
+from ggstack.series.order import renumbered
+from ggstack.series.patchfile import (
+    PR_REF,
     T_CHERRY_PICKED,
     T_DROPPED,
     T_ORIGINAL_PR,
     T_STACK_PATCH_ID,
     checked_provenance,
-    not_utf8,
     parse_patch,
     picked_from_line,
-    renumbered,
 )
 
 
@@ -109,7 +110,7 @@ def commits(
 
     Everything is read in a few batched git calls (not one per commit), and
     nothing is written: the caller saves the returned stack."""
-    if original_pr is not None and not series.PR_REF.match(original_pr):
+    if original_pr is not None and not PR_REF.match(original_pr):
         raise UserError(f"--original-pr must look like owner/repo#123 (or #123), not {original_pr!r}")
     for flag, patterns in (("--only", only), ("--exclude", exclude)):
         for pattern in patterns:
@@ -616,11 +617,11 @@ def _used_ids(stack: Stack) -> dict[str, str]:
     not counted (``pr`` refuses its PRs' adoption by another stack anyway)."""
     patches_dir = os.path.dirname(stack.path)
     used: dict[str, str] = {}
-    for name in series.list_stacks(patches_dir):
+    for name in store.list_stacks(patches_dir):
         if name == stack.name:
             continue
         try:
-            other = series.load(patches_dir, name)
+            other = store.load(patches_dir, name)
         except UserError:
             continue
         used |= {p.provenance.stack_patch_id: f"{name}/{p.name}" for p in other.patches}
@@ -642,7 +643,7 @@ def _kept_paths(
 ) -> tuple[list[str], list[str]]:
     kept = [p for p in changed if _selected(p, only, exclude)]
     for path in kept:
-        if not_utf8(path):
+        if store.not_utf8(path):
             raise UserError(
                 f"commit {sha[:12]} changes {path.encode('utf-8', 'surrogateescape')!r}, a file name that is not UTF-8 "
                 "(a patch file is UTF-8); leave it out with --exclude"

@@ -16,9 +16,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ggstack import git, replay, series
+from ggstack import git, replay
 from ggstack.errors import UserError
 from ggstack.model import Applied, Patch, Stack
+from ggstack.series import store
 
 UNCHANGED = "unchanged"
 REWRITTEN = "rewritten"
@@ -160,6 +161,6 @@ def rebase(
     if head is not None:
         ref = rebased_ref(stack)
         repo.update_refs([(ref, head, repo.ref_values([ref]).get(ref))], f"ggstack rebase {stack.name} onto {base_ref}")
-    result.written = series.save(after)  # also when nothing changed: the save tidies what a killed change left
+    result.written = store.save(after)  # also when nothing changed: the save tidies what a killed change left
     replay.remember_materialized(repo, result.made)
     return result

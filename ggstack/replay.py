@@ -25,11 +25,12 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ggstack import git, series, state
+from ggstack import git, state
 from ggstack.cache import Map
 from ggstack.diff import paths as diff_paths
 from ggstack.errors import UserError
 from ggstack.model import Applied, Conflict, Outcome, Patch, Progress, Run, Stack
+from ggstack.series import branchnames, config
 
 _CONTEXT = 3  # lines of context kept around a conflict region
 _Author = tuple[str, str, str, str, str | None]  # name, email, date, message, git's ident line (None: refused)
@@ -245,12 +246,12 @@ def patch_file(
     """The file ``format-patch`` writes for ``commit`` on ``parent`` (``number`` of ``total``),
     read back as ``patch``'s new file: its name, and the mbox "From " line naming its source
     commit as at import. Its provenance is the caller's to settle."""
-    from ggstack import series  # the stored series' parser: not for check, which reads commits
+    from ggstack.series import patchfile  # the stored series' parser: not for check, which reads commits
 
     _, data = repo.format_patch(commit, parent, number=number, total=total)
     if patch.source_commit:
         data = data.replace(commit.encode(), patch.source_commit.encode(), 1)
-    return dataclasses.replace(series.parse_patch(data, os.path.join(stack.path, patch.name)), name=patch.name)
+    return dataclasses.replace(patchfile.parse_patch(data, os.path.join(stack.path, patch.name)), name=patch.name)
 
 
 def _unchanged_since_import(patch: Patch) -> bool:
@@ -761,12 +762,12 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
     refs = []
     if prefix and prefix != prefix.encode("utf-8", "replace").decode("utf-8"):
         raise UserError(f"--branch-prefix {prefix!r} is not UTF-8")  # a surrogate-escaped byte from the command line
-    if prefix and not prefix.startswith(series.BRANCH_NAMESPACES):  # also: never a value git reads as an option
+    if prefix and not prefix.startswith(branchnames.BRANCH_NAMESPACES):  # also: never a value git reads as an option
         raise UserError(
             f"--branch-prefix must be a full ref prefix under refs/heads/ or refs/ggstack/ "
             f"such as refs/heads/try, not {prefix!r}"
         )
-    toml = os.path.join(stack.path, series.STACK_TOML)
+    toml = os.path.join(stack.path, config.STACK_TOML)
     for i, p in enumerate(stack.patches, 1):
         if prefix:
             name = f"{prefix.rstrip('/')}/{i:02d}-{_ref_part(p.slug)}"
@@ -778,7 +779,7 @@ def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
             except (KeyError, IndexError, ValueError) as e:
                 raise UserError(f"branches.template: {e} (fields: stack, index, slug, name)", path=toml) from None
         ref = name if name.startswith("refs/") else "refs/heads/" + name
-        problem = series.branch_ref_problem(ref)
+        problem = branchnames.branch_ref_problem(ref)
         if problem:
             raise UserError(
                 f"--branch-prefix {prefix!r} {problem}" if prefix else f"branches.template {problem}",
@@ -919,7 +920,7 @@ def _refuse_not_own(stack: Stack, theirs: Sequence[str], moved: Sequence[str]) -
             "these refs exist and were not written by ggstack, which never moves them, not even with --force: "
             + ", ".join(theirs)
             + "; name other refs (branches.template, or --branch-prefix) or rename those; nothing was written",
-            path=os.path.join(stack.path, series.STACK_TOML),
+            path=os.path.join(stack.path, config.STACK_TOML),
         )
     if moved:
         raise UserError(

@@ -1037,7 +1037,7 @@ def _represented_words(shas: Sequence[str], subjects: Sequence[str]) -> str:
     )
 
 
-def drop_table(result: drop.Result) -> Table:
+def drop_table(result: drop.DropResult) -> Table:
     """What ``ggstack drop`` took out (or would), with the representing commits and the closed PRs."""
     verb = "would drop" if result.dry_run else "dropped"
     title = f"{result.stack}: {verb} {len(result.dropped)} on {result.base_ref} ({short(result.base)})"

@@ -19,9 +19,10 @@ import re
 import shutil
 from dataclasses import asdict, dataclass, replace
 
-from ggstack import git, replay, series, state
+from ggstack import git, replay, state
 from ggstack.errors import UserError
 from ggstack.model import Applied, Patch, Stack
+from ggstack.series import patchfile
 
 T_ADAPTED = "Adapted"
 _MARKER = re.compile(r"^(<{7}|>{7})( |$)")
@@ -180,7 +181,7 @@ def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch,
     commit = replay.authored_commit(repo, patch, tree, session.parent, message)
     index = stack.patches.index(patch)
     new = replay.patch_file(repo, stack, patch, commit, session.parent, index + 1, len(stack.patches))
-    new = series.checked_provenance(new, git.parse_trailers([new.message])[0], os.path.join(stack.path, patch.name))
+    new = patchfile.checked_provenance(new, git.parse_trailers([new.message])[0], os.path.join(stack.path, patch.name))
     replay.remember_materialized(repo, [(new, commit)])
     patches = list(stack.patches)
     patches[index] = new

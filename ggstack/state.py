@@ -1,12 +1,9 @@
-"""Changes to files that a kill cannot tear, and the one lock a stack has.
+"""Changes to a stack's files that a kill cannot tear, and the one lock a stack has.
 
-A stack is many files that must agree (``series`` names the patch files, and
-renumbering renames most of them), so a change to ``patches/<stack>/`` is a
-whole new directory switched in at once (``commit_dir``): a process killed at
-any file operation leaves all-old or all-new, and there is no journal for the
-next command to finish first — git, quilt and the user's editor only ever see
-one state or the other. Every command that changes a stack holds the stack's
-lock (``locked``), the one ``sync`` holds.
+A stack is many files that must agree, so a change to ``patches/<stack>/`` is a
+whole new directory switched in at once (``commit_dir``): git, quilt and the
+maintainer's editor only ever see all-old or all-new, and no journal is left to
+finish. Every command that changes a stack holds its lock (``locked``).
 """
 
 from __future__ import annotations
@@ -68,9 +65,7 @@ def env_count(name: str, env: Mapping[str, str] | None = None) -> int:
 
 
 class _FileOps:
-    """Counts file operations for the kill hook: ``GGSTACK_DEBUG_KILL_AFTER_FILE_OPS=N``
-    SIGKILLs the process after the N-th file operation of a change, so tests can
-    prove every step is safe."""
+    """``GGSTACK_DEBUG_KILL_AFTER_FILE_OPS=N``: SIGKILL after a change's N-th file operation (tests)."""
 
     def __init__(self) -> None:
         self.limit = env_count(KILL_AFTER_FILE_OPS)
@@ -86,11 +81,8 @@ class _FileOps:
 
 
 def machine_error(e: OSError, path: str | None, *, after: str = "nothing was changed") -> InfraError | None:
-    """A full or read-only filesystem, or no permission, in words; None for other errors.
-
-    ``path`` is what was being changed, as the user knows it (the stack
-    directory, the file replaced), not the temporary name that failed; None:
-    the file the error names. ``after`` says what state it leaves."""
+    """A full or read-only filesystem, or no permission, in words (None for other errors), naming
+    ``path`` as the user knows it rather than the temporary name that failed."""
     where = path or (e.filename if isinstance(e.filename, str) else None) or "a file ggstack was writing"
     tail = f" ({after})" if after else ""
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -295,21 +287,12 @@ def _switch(path: str, new: str, ops: Callable[[], None], *, create: bool = Fals
 
 
 def commit_dir(path: str, changes: Mapping[str, bytes | None], *, create: bool = False) -> bool:
-    """Change the files of the directory ``path`` (name → new bytes, None: delete) as one step.
-
-    The caller holds the lock of what lives there. Creates the directory when
-    it does not exist; with ``create`` only then (FileExistsError when a
-    non-empty one is there). Returns False, touching nothing, when nothing would change.
-    A full or read-only filesystem is an InfraError naming the path; the old
-    state is then left as it was.
-
-    The new directory is built beside the old one (unchanged files are hard
-    links: one link a patch, not a copy) and switched in with one
-    ``renameat2(RENAME_EXCHANGE)``. Where the filesystem cannot exchange two
-    names, the old directory is renamed aside and the new one into place; a
-    kill between those two renames leaves the complete new directory beside a
-    missing one, which ``readable_dir`` reads and the next change moves in.
-    """
+    """Change files of ``path`` (name → bytes, None: delete) as one step, under the caller's lock;
+    False, touching nothing, when nothing would change. ``create``: only a new directory
+    (FileExistsError otherwise). A full or read-only disk is an InfraError, the old state kept."""
+    # Built beside the old one (unchanged files hard-linked) and switched in with one
+    # renameat2(RENAME_EXCHANGE); where the filesystem cannot, two renames, and a kill between
+    # them leaves the complete new directory, which readable_dir reads and the next change moves in.
     ops = _FileOps()
     if os.path.islink(path):  # written through, it would change whatever it points at
         raise _symlinked(path)
@@ -317,15 +300,27 @@ def commit_dir(path: str, changes: Mapping[str, bytes | None], *, create: bool =
         if not create:  # only under the lock: a leftover then is a dead process's
             _recover(path, ops)
         changes = _real_changes(path, changes)
-        if not changes:
-            return False
     except OSError as e:
         raise machine_error(e, path) or e from None
+    if not changes:
+        return False
+    previous = _build_and_switch(path, changes, ops, create)
+    if previous is not None:
+        with contextlib.suppress(OSError):  # the change is made; a leftover goes with the next one
+            _remove_tree(previous, ops)
+    return True
+
+
+def _build_and_switch(
+    path: str, changes: Mapping[str, bytes | None], ops: Callable[[], None], create: bool
+) -> str | None:
+    """The new directory in place, or nothing changed and no half-built one left; what holds the old state."""
     new: str | None = None
     try:
         new = _build(path, changes, ops)
         previous = _switch(path, new, ops, create=create)
         new = None
+        return previous
     except OSError as e:
         if new is not None:
             with contextlib.suppress(OSError):
@@ -333,10 +328,6 @@ def commit_dir(path: str, changes: Mapping[str, bytes | None], *, create: bool =
         if create and e.errno in (errno.EEXIST, errno.ENOTEMPTY):
             raise FileExistsError(errno.EEXIST, "exists", path) from None
         raise machine_error(e, path) or e from None
-    if previous is not None:
-        with contextlib.suppress(OSError):  # the change is made; a leftover goes with the next one
-            _remove_tree(previous, ops)
-    return True
 
 
 def _no_ops() -> None:
@@ -349,27 +340,25 @@ def _real_changes(path: str, changes: Mapping[str, bytes | None]) -> dict[str, b
     for name, data in changes.items():
         if any(part in ("", ".", "..") for part in name.split("/")):
             raise ValueError(f"not a file name in the directory: {name!r}")
-        full = os.path.join(path, name)
-        if data is None:
-            if os.path.lexists(full):
-                out[name] = None
-            continue
-        if exists and os.path.isfile(full):
-            with open(full, "rb") as f:
-                if f.read() == data:
-                    continue
-        out[name] = data
+        if _changes(os.path.join(path, name), data, exists):
+            out[name] = data
     if not exists and not out:
         out = dict(changes)  # a new directory is made even when it will be empty of changes
     return out
 
 
-def read_dir_files(path: str, attempts: int = 5) -> tuple[str, dict[str, bytes]]:
-    """Every plain file of a directory, read as one state: (where it was read, name → bytes).
+def _changes(full: str, data: bytes | None, dir_exists: bool) -> bool:
+    if data is None:
+        return os.path.lexists(full)
+    if dir_exists and os.path.isfile(full):
+        with open(full, "rb") as f:
+            return f.read() != data
+    return True
 
-    A change switches the directory under a reader; the reader reads through
-    one handle and starts again if the directory it began with was switched away.
-    """
+
+def read_dir_files(path: str, attempts: int = 5) -> tuple[str, dict[str, bytes]]:
+    """Every plain file of a directory as one state: (where it was read, name → bytes).
+    Read through one handle, and again if a change switched the directory away meanwhile."""
     for _ in range(attempts):
         where = readable_dir(path)
         try:
@@ -466,18 +455,10 @@ def locked(
     wait: float = 0.0,
     warn: Callable[[str], None] | None = None,
 ) -> Iterator[LockInfo]:
-    """Hold the stack's lock for the block.
-
-    Another live holder: wait up to ``wait`` seconds for it (saying so once
-    through ``warn``), then InfraError (exit 3) naming it. A holder that is
-    gone (killed, crashed) is taken over with a warning.
-
-    The lock is a file under the git dir, created with O_EXCL and holding the
-    PID and start time. Creating, inspecting and taking over a stale lock
-    happen under a ``flock`` on a guard file (``_guard``), which the kernel
-    releases when its holder dies, even by SIGKILL — so two runs can never
-    both decide that a dead holder's lock is theirs.
-    """
+    """The stack's lock for the block: a live holder is waited for up to ``wait`` seconds, then
+    an InfraError naming it; a dead one's lock is taken over with a warning."""
+    # The lock file (O_EXCL: PID, start time) is made, read and taken over under a flock on a guard
+    # file, which the kernel releases even on SIGKILL: two runs never both take a dead holder's lock.
     path = lock_path(repo, stack_name)
     mine = LockInfo(os.getpid(), _now(), _host(), _proc_start(os.getpid()), command)
     deadline = time.monotonic() + wait

@@ -23,8 +23,9 @@ from gitrepo import GitRepo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ggstack import git, importing, replay, series
+from ggstack import git, importing, replay
 from ggstack.model import Applied
+from ggstack.series import store
 
 pytestmark = pytest.mark.slow  # end to end: the suite runs it, `pytest -m "not slow"` does not
 
@@ -148,10 +149,10 @@ def replay_and_rebase(tmp: Path, root: Files, base: list[Files], stack: list[Fil
 
     repo = git.Repository(str(g.path))
     patches = tmp / "patches"
-    series.init(str(patches), "s", "o/r", "base")
-    s = series.load(str(patches), "s")
-    series.save(importing.commits(repo, s, [f"{old}..{tip}"]).stack)
-    s = series.load(str(patches), "s")
+    store.init(str(patches), "s", "o/r", "base")
+    s = store.load(str(patches), "s")
+    store.save(importing.commits(repo, s, [f"{old}..{tip}"]).stack)
+    s = store.load(str(patches), "s")
     run = replay.apply(repo, s, new, write=False)
 
     g.git("checkout", "-q", "--detach", tip)

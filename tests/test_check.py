@@ -13,10 +13,11 @@ import subprocess
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, series
+from ggstack import git, importing
 from ggstack.check.commits import check_commits
 from ggstack.check.stack import check_stack
 from ggstack.model import Recommendation, Verdict
+from ggstack.series import store
 
 LINES = [f"line {i}" for i in range(1, 41)]
 OTHER = "Upstream Person <upstream@example.org>"
@@ -451,10 +452,10 @@ def test_file_added_by_the_patch_inside_a_larger_base_file(world: GitRepo) -> No
 
 def _stack(world: GitRepo, repo: git.Repository, *commits: str):
     patches = world.path / "patches"
-    series.init(str(patches), "s", "owner/repo", "main")
-    stack = importing.commits(repo, series.load(str(patches), "s"), list(commits)).stack
-    series.save(stack)
-    return series.load(str(patches), "s")
+    store.init(str(patches), "s", "owner/repo", "main")
+    stack = importing.commits(repo, store.load(str(patches), "s"), list(commits)).stack
+    store.save(stack)
+    return store.load(str(patches), "s")
 
 
 def test_stack_dependent_patches_and_earlier_needed_ones(world: GitRepo) -> None:

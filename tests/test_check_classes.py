@@ -16,13 +16,14 @@ import test_check
 from gitrepo import GitRepo
 from test_check import LINES, OTHER, edited, judge, kinds, on, rule, text
 
-from ggstack import git, importing, series
+from ggstack import git, importing
 from ggstack.check import groups
 from ggstack.check.commits import check_commits
 from ggstack.check.rules import RULES, fold_table, markdown_table
 from ggstack.check.signals import Candidate
 from ggstack.check.stack import check_stack
 from ggstack.model import Recommendation, Signal, Verdict
+from ggstack.series import store
 
 world = test_check.world  # the fixture, shared with test_check
 
@@ -40,10 +41,10 @@ def stack_of(world: GitRepo, *commits: str):
     repo = git.Repository(str(world.path))
     patches = world.path / "patches"
     if not (patches / "s").exists():
-        series.init(str(patches), "s", "owner/repo", "main")
-    stack = importing.commits(repo, series.load(str(patches), "s"), list(commits)).stack
-    series.save(stack)
-    return repo, series.load(str(patches), "s")
+        store.init(str(patches), "s", "owner/repo", "main")
+    stack = importing.commits(repo, store.load(str(patches), "s"), list(commits)).stack
+    store.save(stack)
+    return repo, store.load(str(patches), "s")
 
 
 def stack_verdicts(world: GitRepo, *commits: str):
@@ -235,13 +236,11 @@ def test_a_squash_of_a_pr_that_merged_main_in_is_found_across_main_s_commits(wor
         author=OTHER,
     )
     repo = git.Repository(str(world.path))
-    series.init(str(world.path / "patches"), "s", "owner/repo", "main")
+    store.init(str(world.path / "patches"), "s", "owner/repo", "main")
     # --keep-merged: the stack holds main's commit between the PR's own, as a series imported so does.
-    imported = importing.commits(
-        repo, series.load(str(world.path / "patches"), "s"), [f"{up}~1..{b}"], keep_merged=True
-    )
-    series.save(imported.stack)
-    v = {o.name[:4]: o for o in check_stack(repo, series.load(str(world.path / "patches"), "s"), "main").outcomes}
+    imported = importing.commits(repo, store.load(str(world.path / "patches"), "s"), [f"{up}~1..{b}"], keep_merged=True)
+    store.save(imported.stack)
+    v = {o.name[:4]: o for o in check_stack(repo, store.load(str(world.path / "patches"), "s"), "main").outcomes}
     assert [o.source_commit for o in v.values()] == [a, up, b]
     for o in v.values():
         assert o.verdict is Verdict.REPRESENTED, (o.name, [e.detail for e in o.evidence])
@@ -1049,7 +1048,7 @@ def test_a_clone_without_the_recorded_parents_is_judged_not_crashed(world: GitRe
     world.git("clone", "-q", "--no-local", "--single-branch", "--branch", "main", str(world.path), str(clone))
     repo = git.Repository(str(clone))
     assert not any(repo.has_objects([world.sha("side~2"), *commits]).values())
-    run = check_stack(repo, series.load(str(world.path / "patches"), "s"), "main")
+    run = check_stack(repo, store.load(str(world.path / "patches"), "s"), "main")
     assert [o.name[:4] for o in run.outcomes] == ["0001", "0002"]
     assert all(o.verdict is not None for o in run.outcomes)
     unmade = [Candidate(n, "", "", [], [], "", "") for n in ("0001", "0002")]
@@ -1324,7 +1323,7 @@ def test_a_pick_whose_recorded_base_is_missing_is_still_represented_on_gits_word
     world.git("checkout", "-q", "main")
     repo, _ = stack_of(world, pick)
     _without_recorded_bases(world)
-    o = check_stack(repo, series.load(str(world.path / "patches"), "s"), "main").outcomes[0]
+    o = check_stack(repo, store.load(str(world.path / "patches"), "s"), "main").outcomes[0]
     assert "blobs missing" in o.note, o.note
     assert o.verdict is Verdict.REPRESENTED, o.evidence
     assert o.represented_by == [upstream]

@@ -27,8 +27,9 @@ import pytest
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, series, testing
+from ggstack import git, importing, testing
 from ggstack.model import Run
+from ggstack.series import store
 
 # One token a test process: the probes scan every process on the machine, and a test beside this one
 # (another pytest worker) holds its own token legitimately in its pr stage.
@@ -135,7 +136,7 @@ class World:
         self.probes = tmp / "probes.jsonl"
         self.home = tmp / "home"
         self.home.mkdir()
-        series.init(str(self.patches), "s", SLUG, "main")
+        store.init(str(self.patches), "s", SLUG, "main")
         env = {
             "PROBE_KEY": TOKEN[::-1],
             "PROBE_OUT": str(self.probes),
@@ -148,7 +149,7 @@ class World:
         )
         toml.write_text(text + "env = " + "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }\n")
         repo = git.Repository(str(self.fork.path))
-        series.save(importing.commits(repo, series.load(str(self.patches), "s"), [self.patch]).stack)
+        store.save(importing.commits(repo, store.load(str(self.patches), "s"), [self.patch]).stack)
 
     def gg(self, *args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         where = cwd or self.fork.path
@@ -426,7 +427,7 @@ def test_test_runs_get_an_allow_listed_environment_and_config_without_credential
     for k, v in {**world.every_form(), "GIT_CONFIG_GLOBAL": str(world.home / ".gitconfig"), "HF_HOME": "/x"}.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("MY_PROXY", f"http://user:{TOKEN}@proxy.example.com:3128")
-    stack = series.load(str(world.patches), "s")
+    stack = store.load(str(world.patches), "s")
     env = testing._base_env(stack)
     assert "PATH" in env and "PROBE_KEY" in env  # the allow-list, and tests.env
     for k, v in env.items():
@@ -441,7 +442,7 @@ def test_stack_toml_can_pass_a_variable_on_but_never_a_credential(world: World) 
     toml = world.patches / "s" / "stack.toml"
     text = toml.read_text()
     toml.write_text(text.replace("[tests]\n", '[tests]\npass_env = ["HF_HOME", "TORCH_*"]\n'))
-    assert series.load(str(world.patches), "s").config.tests.pass_env == ("HF_HOME", "TORCH_*")
+    assert store.load(str(world.patches), "s").config.tests.pass_env == ("HF_HOME", "TORCH_*")
     for bad in ("HF_TOKEN", "GITHUB_TOKEN", "SSH_AUTH_SOCK", "AWS_SECRET_ACCESS_KEY", "HOME"):
         toml.write_text(text.replace("[tests]\n", f'[tests]\npass_env = ["{bad}"]\n'))
         proc = world.gg("list", "s", env=world.quiet_env())

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, series
+from ggstack import git, importing
+from ggstack.series import patchfile, store
 
 SLUG = "owner/repo"
 KILL = "GGSTACK_DEBUG_KILL_AFTER_FILE_OPS"
@@ -43,9 +44,9 @@ class Fork:
         self.landed = self.repo.sha("main")
         self.patches = tmp / "patches"
         self.stack = self.patches / "s"
-        series.init(str(self.patches), "s", SLUG, "main")
-        stack = series.load(str(self.patches), "s")
-        series.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
+        store.init(str(self.patches), "s", SLUG, "main")
+        stack = store.load(str(self.patches), "s")
+        store.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
 
     def gg(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
         argv = ["--repo", str(self.repo.path), "--patches", str(self.patches), *args]
@@ -211,7 +212,7 @@ def test_close_redundant_closes_the_dropped_patchs_pr_with_the_evidence(tmp_path
         (comment,) = w.forge.comments(PR_SLUG, p2["number"])
         assert comment["body"].startswith("Closing as already represented") and landed[:10] in comment["body"]
         assert w.forge.comments(PR_SLUG, p1["number"]) == [] and w.forge.comments(PR_SLUG, p3["number"]) == []
-        names = [p.name for p in series.load(str(w.patches), "s").patches]
+        names = [p.name for p in store.load(str(w.patches), "s").patches]
         assert names == ["0001-fix-a-preallocate-the-a-buffers.patch", "0002-fix-c-follow-on-for-c.patch"]
 
 
@@ -271,7 +272,7 @@ def test_a_dropped_patch_stays_in_the_stack_and_comes_back_with_import_from_or_g
     fork.ok("import", "s", "--from", str(fork.stack / "dropped"), "--onto", fork.picks[0])
     back = fork.listing()[-1]
     assert back["subject"] == "fix(b): change b"
-    assert series.load(str(fork.patches), "s").patches[-1].diff == series.parse_patch(stored, "x.patch").diff
+    assert store.load(str(fork.patches), "s").patches[-1].diff == patchfile.parse_patch(stored, "x.patch").diff
 
     wt = fork.tmp / "am"
     fork.repo.git("worktree", "add", "-q", "--detach", str(wt), f"{fork.picks[1]}~1")

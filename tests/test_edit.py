@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, series
+from ggstack import git, importing
+from ggstack.model import Stack
+from ggstack.series import store
 
 SLUG = "owner/repo"
 
@@ -34,12 +36,12 @@ class Fork:
         self.repo.git("checkout", "-q", "main")
         self.patches = tmp / "patches"
         self.stack = self.patches / "s"
-        series.init(str(self.patches), "s", SLUG, "main")
-        stack = series.load(str(self.patches), "s")
+        store.init(str(self.patches), "s", SLUG, "main")
+        stack = store.load(str(self.patches), "s")
         repo = git.Repository(str(self.repo.path))
-        series.save(importing.commits(repo, stack, self.picks[:1], original_pr="owner/repo#7").stack)
-        stack = series.load(str(self.patches), "s")
-        series.save(importing.commits(repo, stack, self.picks[1:], original_pr="owner/repo#8").stack)
+        store.save(importing.commits(repo, stack, self.picks[:1], original_pr="owner/repo#7").stack)
+        stack = store.load(str(self.patches), "s")
+        store.save(importing.commits(repo, stack, self.picks[1:], original_pr="owner/repo#8").stack)
 
     def gg(self, *args: str, editor: str | None = None) -> subprocess.CompletedProcess[str]:
         env = {"EDITOR": editor, "VISUAL": ""} if editor else None
@@ -54,8 +56,8 @@ class Fork:
         )
         return f"{sys.executable} {script}"
 
-    def load(self) -> series.Stack:
-        return series.load(str(self.patches), "s")
+    def load(self) -> Stack:
+        return store.load(str(self.patches), "s")
 
 
 @pytest.fixture
@@ -180,9 +182,9 @@ def test_squash_finds_trailers_that_end_a_paragraph_of_text(tmp_path: Path) -> N
     gg = ["--repo", str(repo.path), "--patches", str(tmp_path / "patches")]
     for args in (["init", "s", "--repo-slug", SLUG, "--base", "main"], ["import", "s", "main..feature"]):
         assert run_ggstack(*gg, *args, cwd=tmp_path).returncode == 0
-    before = series.load(str(tmp_path / "patches"), "s")
+    before = store.load(str(tmp_path / "patches"), "s")
     assert run_ggstack(*gg, "squash", "s", "1", "2", cwd=tmp_path).returncode == 0
-    (one,) = series.load(str(tmp_path / "patches"), "s").patches
+    (one,) = store.load(str(tmp_path / "patches"), "s").patches
     assert one.message.count("Stack-Patch-Id:") == 1
     assert one.message.startswith("first r\n\nBody one.\n\nsecond r\n\n")
     trailers = git.parse_trailers([one.message])[0]

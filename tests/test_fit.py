@@ -22,8 +22,9 @@ from rich.table import Table
 from rich.text import Text
 from test_report import _on_a_terminal, every_verdict_run
 
-from ggstack import git, importing, report, series
+from ggstack import git, importing, report
 from ggstack.model import Run, Verdict
+from ggstack.series import store
 
 SLUG = "owner/repo"
 BOX = "│┃"
@@ -135,9 +136,9 @@ class Fork:
         half = lines["b.py"].replace("b_3 = 3", "b_3 = 33")
         self.repo.commit("upstream: part of b", {"b.py": half})
         self.patches = tmp / "patches"
-        series.init(str(self.patches), "s", SLUG, "main")
-        stack = series.load(str(self.patches), "s")
-        series.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
+        store.init(str(self.patches), "s", SLUG, "main")
+        stack = store.load(str(self.patches), "s")
+        store.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
 
     def gg(self, *args: str, columns: str) -> tuple[int, str, str]:
         argv = ["--repo", str(self.repo.path), "--patches", str(self.patches), *args]

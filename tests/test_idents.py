@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 
-from ggstack import git, importing, replay, series
+from ggstack import git, importing, replay
 from ggstack.git import dates
+from ggstack.series import store
 
 COMMITTER = {
     "GIT_COMMITTER_NAME": "Replay Committer",
@@ -104,9 +105,9 @@ def test_replayed_commits_are_git_ams_byte_for_byte(tmp_path: Path, monkeypatch:
 
     repo = git.Repository(str(g.path))
     patches = tmp_path / "patches"
-    series.init(str(patches), "s", "o/r", "upstream")
-    series.save(importing.commits(repo, series.load(str(patches), "s"), [f"{old}..{tip}"]).stack)
-    stack = series.load(str(patches), "s")
+    store.init(str(patches), "s", "o/r", "upstream")
+    store.save(importing.commits(repo, store.load(str(patches), "s"), [f"{old}..{tip}"]).stack)
+    stack = store.load(str(patches), "s")
     run = replay.apply(repo, stack, new, write=False)
 
     # git am of the stored files onto the same base: its commits are the ones apply must write.
@@ -138,9 +139,9 @@ def test_a_name_folded_into_several_encoded_words_is_the_commits_author(tmp_path
     g.git("commit", "-qam", "b", env={"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": "wk@example.com"})
     repo = git.Repository(str(g.path))
     patches = tmp_path / "patches"
-    series.init(str(patches), "s", "o/r", "main")
-    series.save(importing.commits(repo, series.load(str(patches), "s"), [f"{old}..HEAD"]).stack)
-    stack = series.load(str(patches), "s")
+    store.init(str(patches), "s", "o/r", "main")
+    store.save(importing.commits(repo, store.load(str(patches), "s"), [f"{old}..HEAD"]).stack)
+    stack = store.load(str(patches), "s")
     assert "=?UTF-8?q?" in stack.patches[0].raw.decode()  # the header is encoded words, folded
     assert stack.patches[0].author == f"{name} <wk@example.com>"
     run = replay.apply(repo, stack, old, write=False)

@@ -18,10 +18,10 @@ from gitrepo import run_ggstack
 from test_pr import SLUG, TOKEN, World
 
 from ggstack import land as land_stage
-from ggstack import series
 from ggstack.forge import MergeFacts, Review
 from ggstack.model import LandPolicy
 from ggstack.readiness import READY, readiness
+from ggstack.series import store
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_a_patch_the_base_took_meanwhile_is_closed_with_the_evidence_not_merged(
             w.fork.git("checkout", "-q", "-B", "main", "origin/main")
             w.land(w.b)
 
-    result = land_stage.land(w.repo, series.load(str(w.patches), "s"), env=w.env(), say=base_takes_b)
+    result = land_stage.land(w.repo, store.load(str(w.patches), "s"), env=w.env(), say=base_takes_b)
     states = {p["number"]: p for p in w.pulls(None)}
     assert states[pa["number"]]["merged"] and states[pc["number"]]["merged"]
     assert states[pb["number"]]["state"] == "closed" and not states[pb["number"]]["merged"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import series
+from ggstack.series import patchfile, store
 
 MB = 1024 * 1024
 
@@ -40,7 +40,7 @@ def test_loading_a_big_patch_holds_its_bytes_and_its_diff_and_little_else(tmp_pa
     patches, size = _stack_with_a_big_patch(tmp_path)
     tracemalloc.start()
     try:
-        stack = series.load(str(patches), "s")
+        stack = store.load(str(patches), "s")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -54,7 +54,7 @@ def test_parsing_a_big_patch_makes_one_copy_its_diff(tmp_path: Path) -> None:
     raw = path.read_bytes()
     tracemalloc.start()
     try:
-        patch = series.parse_patch(raw, str(path))
+        patch = patchfile.parse_patch(raw, str(path))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -68,7 +68,7 @@ def test_applying_a_big_patch_compares_gits_diff_of_it_where_it_is(tmp_path: Pat
     from ggstack import git, replay
 
     patches, size = _stack_with_a_big_patch(tmp_path)
-    stack = series.load(str(patches), "s")
+    stack = store.load(str(patches), "s")
     repo = git.Repository(str(tmp_path / "fork"))
     tracemalloc.start()
     try:

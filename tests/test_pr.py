@@ -22,10 +22,11 @@ import pytest
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, replay, report, series
+from ggstack import git, importing, replay, report
 from ggstack import pr as pr_stage
 from ggstack.check.stack import check_stack
 from ggstack.model import Run, Verdict
+from ggstack.series import store
 
 TOKEN = "ghp_T0kenThatMustNeverBeSeen4242"
 SLUG = "upstream/proj"
@@ -72,15 +73,15 @@ class World:
     # -- setup --
 
     def stack(self, name: str, commits: list[str], *, config: dict[str, str] | None = None, **import_kw) -> None:
-        series.init(str(self.patches), name, SLUG, "main")
+        store.init(str(self.patches), name, SLUG, "main")
         toml = self.patches / name / "stack.toml"
         text = toml.read_text()
         for old, new in (config or {}).items():
             assert old in text, old
             text = text.replace(old, new)
         toml.write_text(text)
-        stack = importing.commits(self.repo, series.load(str(self.patches), name), commits, **import_kw).stack
-        series.save(stack)
+        stack = importing.commits(self.repo, store.load(str(self.patches), name), commits, **import_kw).stack
+        store.save(stack)
 
     def land(self, commit: str) -> str:
         """The base moves: ``commit`` is cherry-picked onto main (and pushed)."""
@@ -119,7 +120,7 @@ class World:
 
     def pr(self, *, stack: str = "s", env: dict[str, str] | None = None, **kw) -> Run:
         """``pr.pr`` in-process (no interpreter start): for the tests about the forge alone."""
-        s = series.load(str(self.patches), stack)
+        s = store.load(str(self.patches), stack)
         return pr_stage.pr(self.repo, s, checked_run(self.repo, s, "main"), env=env or self.env(), **kw)
 
     def run_json(self, *args: str, **kw) -> Run:
@@ -209,7 +210,7 @@ def test_first_run_opens_two_stacked_gated_prs_and_none_for_the_represented_patc
     assert out_a.pr.number == pa["number"] and out_a.pr.position == 1 and out_a.pr.total == 2
     assert out_b.pr.base == pa["head"]["ref"]
     # A Run keeps no bodies; rendered from it and the stack, they are what the forge has.
-    bodies = pr_stage.bodies(run, series.load(str(w.patches), "s"))
+    bodies = pr_stage.bodies(run, store.load(str(w.patches), "s"))
     assert (bodies[out_a.name], bodies[out_b.name]) == (pa["body"], pb["body"])
 
 
@@ -243,7 +244,7 @@ def test_the_run_keeps_no_pr_bodies_and_renders_the_ones_the_dry_run_prints(seed
     data = json.loads(w.ok("--dry-run", "--json").stdout)
     planned = [p["pr"] for p in data["patches"] if p["pr"] and p["pr"]["position"]]
     assert len(planned) == 2 and all("body" not in p and p["diffstat"] for p in planned)
-    bodies = pr_stage.bodies(Run.from_json(data), series.load(str(w.patches), "s"))
+    bodies = pr_stage.bodies(Run.from_json(data), store.load(str(w.patches), "s"))
     printed = w.ok("--dry-run").stdout
     assert len(bodies) == 2 and all(f"===== {name}: PR body =====\n{b}" in printed for name, b in bodies.items())
 
@@ -283,7 +284,7 @@ def test_a_patch_without_a_pr_does_not_ride_along_in_the_next_pr(world: World) -
     """The test stage says patch 2 is broken: PRs for 1 and 3, and 3's branch sits on 1's."""
     w = world
     w.stack("s", [w.a, w.b, w.c])
-    run = checked_run(w.repo, series.load(str(w.patches), "s"), "main")
+    run = checked_run(w.repo, store.load(str(w.patches), "s"), "main")
     run.outcomes[1].verdict = Verdict.BROKEN
     path = w.tmp / "tested.json"
     path.write_text(json.dumps(run.to_json()))
@@ -675,7 +676,7 @@ def test_a_marker_in_a_commit_message_cannot_claim_another_patchs_pr(world: Worl
 def test_a_pr_from_another_head_repository_is_not_adopted_by_its_marker(seeded: World) -> None:
     """Anyone may open a PR whose body ends in a patch's marker; only a head in the stack's repository counts."""
     w = seeded
-    stack = series.load(str(w.patches), "s")
+    stack = store.load(str(w.patches), "s")
     stranger = GitRepo.init(w.tmp / "stranger.git", bare=True)
     w.fork.git("push", "-q", str(stranger.path), f"{w.a}:refs/heads/mine")
     w.forge.add_repo("stranger/proj", str(stranger.path), fork_of=SLUG)

@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_apply_differential import commit_ops, fast_import, histories
 
-from ggstack import git, importing, rebase, replay, series
+from ggstack import git, importing, rebase, replay
 from ggstack.model import Applied
+from ggstack.series import store
 
 SLUG = "owner/repo"
 KILL = "GGSTACK_DEBUG_KILL_AFTER_FILE_OPS"
@@ -47,9 +48,9 @@ class Fork:
         self.repo.git("checkout", "-q", "main")
         self.patches = tmp / "patches"
         self.stack = self.patches / "s"
-        series.init(str(self.patches), "s", SLUG, "main")
-        stack = series.load(str(self.patches), "s")
-        series.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
+        store.init(str(self.patches), "s", SLUG, "main")
+        stack = store.load(str(self.patches), "s")
+        store.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
 
     def move_base(self, **lines: str) -> str:
         """main moves: line 7 of each named file changes (in the patches' context, no conflict), and a new file."""
@@ -75,20 +76,20 @@ def snapshot(path: Path) -> dict[str, bytes]:
 
 
 def base_commits(stack: Path) -> list[str]:
-    s = series.load(str(stack.parent), stack.name)
+    s = store.load(str(stack.parent), stack.name)
     return [p.base_commit or "" for p in s.patches]
 
 
 def test_rebase_rewrites_each_patch_onto_its_replayed_parent(fork: Fork) -> None:
     new = fork.move_base(a="a moved upstream", c="c moved upstream")
     before_trees = fork.trees("main")
-    old_stack = series.load(str(fork.patches), "s")
+    old_stack = store.load(str(fork.patches), "s")
     proc = fork.gg("rebase", "s", "--onto", "main", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["written"] and out["stopped_at"] is None
     assert [p["status"] for p in out["patches"]] == ["rewritten"] * 3
-    rebased = series.load(str(fork.patches), "s")
+    rebased = store.load(str(fork.patches), "s")
     bases = [p.base_commit for p in rebased.patches]
     assert bases[0] == new
     assert fork.repo.tree(bases[1]) == before_trees[0] and fork.repo.tree(bases[2]) == before_trees[1]
@@ -249,12 +250,12 @@ def test_the_rebased_series_reapplies_to_the_trees_apply_gave(seed: int, base_op
         old, new, tip = ids["base"][0], ids["base"][-1], ids["stack"][-1]
         repo = git.Repository(str(g.path))
         patches = tmp / "patches"
-        series.init(str(patches), "s", "o/r", "base")
-        series.save(importing.commits(repo, series.load(str(patches), "s"), [f"{old}..{tip}"]).stack)
-        s = series.load(str(patches), "s")
+        store.init(str(patches), "s", "o/r", "base")
+        store.save(importing.commits(repo, store.load(str(patches), "s"), [f"{old}..{tip}"]).stack)
+        s = store.load(str(patches), "s")
         before = replay.apply(repo, s, new, write=False)
         result = rebase.rebase(repo, s, new, partial=True)
-        after = replay.apply(repo, series.load(str(patches), "s"), new, write=False)
+        after = replay.apply(repo, store.load(str(patches), "s"), new, write=False)
         done = [e.status for e in result.entries]
         for n, (e, o1, o2) in enumerate(zip(result.entries, before.outcomes, after.outcomes)):
             if e.status in (rebase.REWRITTEN, rebase.UNCHANGED):
@@ -263,4 +264,4 @@ def test_the_rebased_series_reapplies_to_the_trees_apply_gave(seed: int, base_op
             else:
                 assert o1.applied is not Applied.APPLIED or e.status == rebase.NOT_REACHED, (n, done)
         if result.stopped is None:
-            assert all(p.base_commit for p in series.load(str(patches), "s").patches)
+            assert all(p.base_commit for p in store.load(str(patches), "s").patches)

@@ -16,7 +16,7 @@ from forge_server import FakeGitHub
 from gitrepo import run_ggstack
 from test_pr import TOKEN, World, _text
 
-from ggstack import series
+from ggstack.series import store
 
 HEAD = "ggstack/rebase-series/s"
 
@@ -58,7 +58,7 @@ def test_the_rebased_series_is_proposed_as_a_pr_onto_its_branch_and_a_rerun_is_s
     head = w.upstream.git("rev-parse", HEAD)
     assert w.upstream.git("rev-parse", HEAD + "^") == w.upstream.git("rev-parse", "series")
     changed = w.upstream.git("diff", "--name-only", "series", HEAD).split()
-    assert changed == [f"patches/s/{p.name}" for p in series.load(str(w.patches), "s").patches]
+    assert changed == [f"patches/s/{p.name}" for p in store.load(str(w.patches), "s").patches]
     first = w.upstream.git("show", f"{HEAD}:{changed[0]}")
     assert f"base-commit: {w.fork.sha('main')}" in first and "a line one" in first
     # The checkout, its patches included, is as it was.

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, series
+from ggstack import git, importing
+from ggstack.series import store
 
 SLUG = "owner/repo"
 
@@ -39,9 +40,9 @@ class Fork:
         ]
         self.repo.git("checkout", "-q", "main")
         self.patches = tmp / "patches"
-        series.init(str(self.patches), "s", SLUG, "main")
-        stack = series.load(str(self.patches), "s")
-        series.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
+        store.init(str(self.patches), "s", SLUG, "main")
+        stack = store.load(str(self.patches), "s")
+        store.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
         self.repo.commit("upstream changes line ten", {"f.txt": _text("f", {10: "upstream 10"})})
 
     def gg(self, *args: str, patches: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -95,7 +96,7 @@ def test_conflict_resolve_edit_refresh_then_apply_onto_a_newer_base(fork: Fork) 
     fork.ok("refresh", "s", "2")
     assert not wt.exists() and str(wt) not in fork.repo.git("worktree", "list")
     assert fork.user_state() == user
-    old, new = series.load(str(teammate), "s").patches[1], series.load(str(fork.patches), "s").patches[1]
+    old, new = store.load(str(teammate), "s").patches[1], store.load(str(fork.patches), "s").patches[1]
     assert new.provenance == old.provenance and new.name == old.name and new.author == old.author
     assert new.message.startswith(old.message.rstrip("\n")) and "\nAdapted: resolved onto " in new.message
     assert new.base_commit == session["parent"] and "+fork and upstream 10" in new.diff
@@ -128,7 +129,7 @@ def test_conflict_resolve_edit_refresh_then_apply_onto_a_newer_base(fork: Fork) 
     assert session["conflicts"] == [] and session["reused"] == ["f.txt"]
     assert "fork and upstream 10" in (Path(session["worktree"]) / "f.txt").read_text()
     fork.ok("refresh", "s", "2", patches=teammate)
-    assert "+fork and upstream 10" in series.load(str(teammate), "s").patches[1].diff
+    assert "+fork and upstream 10" in store.load(str(teammate), "s").patches[1].diff
     # rerere's records are ggstack's: an rr-cache in the user's git dir would turn rerere on
     # for every merge of theirs.
     assert not (fork.repo.path / ".git" / "rr-cache").exists()
@@ -189,7 +190,7 @@ def test_refresh_recovers_from_the_lock_a_killed_git_left_in_its_worktree(fork: 
     (path / "f.txt").write_text(_text("f", {10: "both 10"}))
     (_admin_dir(path) / lock).write_bytes(b"")  # what git leaves when killed between lock and commit
     fork.ok("refresh", "s", "2")
-    assert "+both 10" in series.load(str(fork.patches), "s").patches[1].diff
+    assert "+both 10" in store.load(str(fork.patches), "s").patches[1].diff
     assert not path.exists()
     assert any((fork.repo.path / ".git" / "ggstack" / "rr-cache").iterdir())  # rerere recorded it
 

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, series
+from ggstack import git, importing
+from ggstack.diff import paths as diff_paths
+from ggstack.series import mailheaders, store
 
 SLUG = "owner/repo"
 
@@ -47,11 +49,11 @@ class World:
 
     def init(self) -> None:
         # In-process: `ggstack init` itself is checked once, below; a subprocess a test adds up.
-        series.init(str(self.patches), "s", SLUG, "main")
+        store.init(str(self.patches), "s", SLUG, "main")
 
     def import_(self, *revs: str) -> None:
-        stack = series.load(str(self.patches), "s")
-        series.save(importing.commits(git.Repository(str(self.fork.path)), stack, revs).stack)
+        stack = store.load(str(self.patches), "s")
+        store.save(importing.commits(git.Repository(str(self.fork.path)), stack, revs).stack)
 
     def files(self) -> list[Path]:
         """The stored patch files, in series order."""
@@ -101,7 +103,7 @@ def listed(world: World) -> list[dict]:
 
 def roundtrips(stack: Path, patches: Path) -> None:
     before = snapshot(stack)
-    series.save(series.load(str(patches), stack.name))
+    store.save(store.load(str(patches), stack.name))
     assert snapshot(stack) == before
 
 
@@ -365,7 +367,7 @@ def test_the_users_git_config_does_not_change_the_stored_bytes(world: World, tmp
     quotePath = true
 """)
     again = tmp_path / "again"
-    series.init(str(again), "s", SLUG, "main")
+    store.init(str(again), "s", SLUG, "main")
     proc = run_ggstack(
         "--repo",
         str(world.fork.path),
@@ -986,7 +988,7 @@ def test_unicode_rename_mode_binary_crlf_round_trip(world: World) -> None:
 
     # What replay applies is the parsed diff: it alone must rebuild each commit's tree.
     repo = git.Repository(str(fork.path))
-    for p in series.load(str(world.patches), "s").patches:
+    for p in store.load(str(world.patches), "s").patches:
         info = repo.commit_info(p.source_commit)
         tree, message = repo.apply_to_tree(
             repo.commit_info(info.parents[0]).tree, p.diff.encode("utf-8", "surrogateescape")
@@ -1014,7 +1016,7 @@ def test_authors_that_mail_headers_quote(world: World, author: str) -> None:
     world.fork.commit("fix", {"f.txt": "x\n"}, author=author)
     world.ok("import", "s", "HEAD")
     assert listed(world)[0]["author"] == author
-    assert series.load(str(world.patches), "s").patches[0].author == author
+    assert store.load(str(world.patches), "s").patches[0].author == author
 
 
 HEADS = [
@@ -1036,7 +1038,7 @@ def test_mail_headers_read_directly_are_the_email_packages(head: str) -> None:
 
     raw = email.parser.HeaderParser().parsestr(head, headersonly=True)
     package = {k: " ".join(str(raw[k]).split()) for k in ("From", "Subject") if raw[k] is not None}
-    direct = {k: " ".join(v.split()) for k, v in series._fields(head).items() if k in ("from", "subject")}
+    direct = {k: " ".join(v.split()) for k, v in mailheaders.fields(head).items() if k in ("from", "subject")}
     assert direct == {k.lower(): v for k, v in package.items()}
 
 
@@ -1059,7 +1061,7 @@ def test_an_encoded_subject_is_decoded_as_the_email_packages_default_policy(subj
 
     head = f"From: Ann <a@x>\nSubject: {subject}\n"
     want = email.parser.Parser(policy=email.policy.default).parsestr(head, headersonly=True)["Subject"]
-    assert series._headers(head)["Subject"] == " ".join(str(want).split())
+    assert mailheaders.headers(head)["Subject"] == " ".join(str(want).split())
 
 
 def test_a_plain_series_is_read_without_the_email_package(world: World) -> None:
@@ -1068,8 +1070,8 @@ def test_a_plain_series_is_read_without_the_email_package(world: World) -> None:
     world.fork.commit("fix the thing", {"f.txt": "x\n"}, author="Ann Author <ann@example.com>")
     world.ok("import", "s", "HEAD")
     code = (
-        "import sys\nfrom ggstack import series\n"
-        f"assert series.load({str(world.patches)!r}, 's').patches[0].subject == 'fix the thing'\n"
+        "import sys\nfrom ggstack.series import store\n"
+        f"assert store.load({str(world.patches)!r}, 's').patches[0].subject == 'fix the thing'\n"
         "print(sorted(m for m in sys.modules if m.startswith('email')))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -1092,7 +1094,7 @@ def test_diff_paths_of_quoted_and_spaced_names() -> None:
             "",
         ]
     )
-    assert series.diff_paths(diff) == [
+    assert diff_paths(diff) == [
         "tab\there.txt",
         "one two.txt",
         "x b/y.txt",
@@ -1132,7 +1134,7 @@ def test_init_writes_a_stack_that_loads(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (patches / "gg-clean").iterdir()) == ["series", "stack.toml"]
-    stack = series.load(str(patches), "gg-clean")
+    stack = store.load(str(patches), "gg-clean")
     assert (stack.config.target.repo, stack.config.target.base, stack.patches) == (SLUG, "dev/gilded-gnosis", ())
     roundtrips(patches / "gg-clean", patches)
     proc = run_ggstack("list", "gg-clean", cwd=tmp_path, env={"GGSTACK_PATCHES": str(patches)})

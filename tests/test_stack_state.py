@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, series
+from ggstack import git, importing
+from ggstack.series import store
 
 SLUG = "owner/repo"
 KILL = "GGSTACK_DEBUG_KILL_AFTER_FILE_OPS"
@@ -37,9 +38,9 @@ class Fork:
         self.repo.commit("base", {"f.txt": "a\nb\nc\nd\ne\n"})
         self.picks = [self.repo.commit("fix: typo", {f"t{i}.txt": f"{i}\n"}) for i in range(3)]
         self.more = [self.repo.commit(f"more {i}", {f"m{i}.txt": f"{i}\n"}) for i in range(6)]
-        series.init(str(self.patches), "s", SLUG, "main")
-        stack = series.load(str(self.patches), "s")
-        series.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
+        store.init(str(self.patches), "s", SLUG, "main")
+        stack = store.load(str(self.patches), "s")
+        store.save(importing.commits(git.Repository(str(self.repo.path)), stack, self.picks).stack)
 
     def gg(self, *args: str, env: dict | None = None, via: list[str] | None = None) -> subprocess.CompletedProcess[str]:
         argv = ["--repo", str(self.repo.path), "--patches", str(self.patches), *args]

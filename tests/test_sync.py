@@ -24,8 +24,9 @@ from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 from markdown_it import MarkdownIt
 
-from ggstack import exits, git, importing, series
+from ggstack import exits, git, importing
 from ggstack.model import Run, Verdict
+from ggstack.series import store
 
 TOKEN = "ghp_SyncT0kenNeverPrinted0042"
 SLUG = "upstream/proj"
@@ -78,7 +79,7 @@ class World:
         self.repo = git.Repository(str(self.fork.path))
 
     def stack(self, commits: list[str], *, cpu: str | None = None, name: str = "s") -> None:
-        series.init(str(self.patches), name, SLUG, "main")
+        store.init(str(self.patches), name, SLUG, "main")
         if cpu is not None:
             toml = self.patches / name / "stack.toml"
             text = toml.read_text()
@@ -86,9 +87,9 @@ class World:
             assert old in text
             toml.write_text(text.replace(old, f"cpu = {json.dumps(cpu)}"))
         stack = importing.commits(
-            self.repo, series.load(str(self.patches), name), commits, original_pr="upstream/proj#130"
+            self.repo, store.load(str(self.patches), name), commits, original_pr="upstream/proj#130"
         ).stack
-        series.save(stack)
+        store.save(stack)
 
     def land(self, commit: str) -> None:
         """The base moves: ``commit`` is cherry-picked onto main."""

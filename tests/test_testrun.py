@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import exits, git, importing, series, testing
+from ggstack import exits, git, importing, testing
 from ggstack.model import Run
+from ggstack.series import store
 
 SLUG = "owner/repo"
 
@@ -154,7 +155,7 @@ class World:
         timeout: int = 120,
         env: dict[str, str] | None = None,
     ) -> None:
-        series.init(str(self.patches), name, SLUG, "main")
+        store.init(str(self.patches), name, SLUG, "main")
         # The target's tests need none of the plugins installed here; loading them costs seconds a run.
         env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})}
         env_toml = ", ".join(f'{k} = "{v}"' for k, v in env.items())
@@ -164,8 +165,8 @@ class World:
             f'gpu_runner = "gpu-h200"\nenv = {{{env_toml}}}\n'
         )
         (self.patches / name / "stack.toml").write_text(toml)
-        stack = series.load(str(self.patches), name)
-        series.save(importing.commits(self.repo, stack, commits).stack)
+        stack = store.load(str(self.patches), name)
+        store.save(importing.commits(self.repo, stack, commits).stack)
 
     def gg(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """ggstack given the forge token (which no test run may see), or ``env``."""
@@ -552,7 +553,7 @@ def test_worktrees_and_test_processes_of_a_killed_run_are_pruned(world: World, t
 def test_a_rerun_on_an_unchanged_base_runs_nothing(world: World, tmp_path: Path) -> None:
     runlog = tmp_path / "runlog"
     world.stack("fix", [world.fix], env={"RUNLOG": str(runlog)})
-    stack = series.load(str(world.patches), "fix")
+    stack = store.load(str(world.patches), "fix")
 
     first = testing.test(world.repo, stack, testing.prepare(world.repo, stack, "base-needed"))
     assert runlog.read_text().count("ran") == 3
@@ -580,7 +581,7 @@ def test_installing_a_distribution_reruns_the_tests_and_no_cache_reruns_them_all
     runlog, site = tmp_path / "runlog", tmp_path / "site"
     site.mkdir()
     world.stack("fix", [world.fix], env={"RUNLOG": str(runlog), "PYTHONPATH": str(site)})
-    stack = series.load(str(world.patches), "fix")
+    stack = store.load(str(world.patches), "fix")
     run = testing.prepare(world.repo, stack, "base-needed")
 
     testing.test(world.repo, stack, run)
