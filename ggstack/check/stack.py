@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ggstack import diff, git, replay
-from ggstack.check import cache, groups
+from ggstack.check import cache, groups, squashed_branches
 from ggstack.check import judge as judging
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
@@ -90,7 +90,7 @@ def _judge(
     base_tree = repo.resolve(base, "tree")
     squashed = _index(
         groups.combined(
-            groups.branch_nets(repo, history, ctx.files, cands, base, base_tree),
+            squashed_branches.branch_nets(repo, history, ctx.files, cands, base, base_tree),
             groups.squashes(repo, history, cands, groups.chained(cands, trees), trees),
             groups.named(repo, history, ctx.files, cands, picked),
         ),
