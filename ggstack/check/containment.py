@@ -119,7 +119,6 @@ class Containment:
 
 
 def adds(u: Unit) -> bool:
-    """Does the unit bring something in (lines, a file, a mode), rather than only take lines out?"""
     if u.block is not None:
         return bool(u.block.added)
     return u.what != "delete"

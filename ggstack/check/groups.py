@@ -74,7 +74,6 @@ def squashes(
 
 
 def _same_patch_id(history: History, commits: list[str], sha: str) -> list[str]:
-    """Those of ``commits`` with the patch-id of ``sha`` (a run's combined diff), not reverted."""
     pid = history.patch_ids.get(sha, "")
     return [c for c in commits if pid and history.patch_ids.get(c) == pid and not history.reverted(c)]
 
@@ -281,7 +280,6 @@ def _one_line(repo: git.Repository, cands: Sequence[Candidate], i: int, j: int) 
 def _combined_on(
     repo: git.Repository, cands: Sequence[Candidate], i: int, j: int, own: AbstractSet[str]
 ) -> list[diff.FileChange]:
-    """The span's combined change, on the files of ``own`` only."""
     whole = diff.parse(repo.diffs_of_commits([(cands[j].commit, cands[i].parent)])[cands[j].commit])
     return [fc for fc in whole if set(fc.paths) & own]
 
@@ -301,7 +299,6 @@ def _named_how(history: History, h: str, there: Containment, changes: list[diff.
 
 
 def since_modified(history: History, commit: str, paths: list[str]) -> str:
-    """The range commits that changed those files after ``commit``, in words ("" where none did)."""
     later = [c for c in history.touching(paths) if history.newer(c, commit)][:5]
     return f"; since modified by {', '.join(c[:10] for c in later)}" if later else ""
 
@@ -329,7 +326,6 @@ def _brought(repo: git.Repository, files: Files, cands: Sequence[Candidate], spa
 def _at_and_before(
     repo: git.Repository, files: Files, cands: Sequence[Candidate], span: list[int], h: str
 ) -> tuple[list[Containment], list[Containment | None]]:
-    """Each member in ``h``'s own tree, and in its parent's (None: ``h`` has no parent)."""
     parents = repo.commit_infos([h])[0].parents
     at = contained_at(files, [(cands[k].changes, h) for k in span])
     if not parents:
@@ -362,5 +358,4 @@ def _disjoint(groups: list[Group]) -> list[Group]:
 
 
 def combined(*found: list[Group]) -> list[Group]:
-    """Groups of several finders, no member in two."""
     return _disjoint([g for gs in found for g in gs])

@@ -102,7 +102,6 @@ def _picked_again(
 
 
 def _undone_or_since(ctx: Context, cand: Candidate, ident: Identified, matches: list[Match], reversed_id: str) -> None:
-    """Which of ``matches`` the base took out again, and what it changed of them since."""
     revert = signals.undo(ctx.history, matches, reversed_id)
     again = signals.relanded(ctx.history, cand, matches)
     since = signals.modified(ctx.history, cand, matches)
@@ -134,12 +133,9 @@ HINTED = "named by its PR or subject, with all its lines,"
 def _named_and_whole(
     ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified], reverts: Mapping[str, list[str]] | None = None
 ) -> None:
-    """A base commit with the patch's PR number or subject (a backport bot's "Backport PR #12: …"
-    of a PR merged by a merge commit; "[8.3.x] <PR title> (#backport)") is only a hint; but when
-    that commit's own tree holds every change of the patch, the two together are the pick — and
-    the base may have changed those lines since, as after any pick; when it holds most of them,
-    an adapted pick. ``reverts``: for a candidate whose picks the base took out, the commits
-    that did; only a hint newer than all of them is read (the pick made again)."""
+    """A base commit with the patch's PR number or subject ("Backport PR #12: …") is only a hint;
+    where its own tree holds every change of the patch, it is the pick (most of them: an adapted
+    pick). ``reverts``: the commits that took a candidate's picks out again."""
     after = reverts or {}
     todo = _hinted(ctx, cands, after)
     for (cand, h), there in zip(todo, contained_at(ctx.files, [(c.changes, at) for c, at in todo]), strict=True):
@@ -231,7 +227,6 @@ def _placed(history: History, there: Containment) -> tuple[list[Unit], list[str]
 def measure_content(
     ctx: Context, cands: Sequence[Candidate], tree: str, idents: dict[str, Identified] | None = None
 ) -> list[Containment]:
-    """Attributed to the range's commits."""
     entries, moved = _read_tree(ctx, cands, tree)
     contents = [contain(c.changes, _entries_of(c, entries, moved), ctx.files, moved) for c in cands]
     likely, undone = _picks(cands, idents or {})
@@ -276,7 +271,6 @@ def _at(cand: Candidate, moved: dict[str, str]) -> list[str]:
 def _alignments(
     ctx: Context, cands: Sequence[Candidate], entries: dict[str, tuple[str, str]], moved: dict[str, str]
 ) -> list[tuple[str, str]]:
-    """The (pre-image, tree) blob pairs whose lines the judgement will align."""
     pairs: list[tuple[str, str]] = []
     for fc in (fc for c in cands for fc in c.changes if not fc.binary):
         base = _judged_against(fc, entries, moved)
@@ -294,7 +288,6 @@ def _judged_against(
 
 
 def _gone(history: History, content: Containment) -> dict[str, str]:
-    """path -> the range commit that deleted it."""
     out = {}
     for path in dict.fromkeys(u.path for u in content.units if not u.present and u.reason == NO_FILE):
         versions = history.versions(path)
@@ -430,7 +423,6 @@ def _not_picked(ctx: Context, cand: Candidate, ident: Identified, units: list[Un
 
 
 def _brought_by(ctx: Context, cand: Candidate, picks: list[str]) -> set[int]:
-    """The patch's blocks (by ``id``) some pick has in its own tree."""
     return {
         id(u.block)
         for there in contained_at(ctx.files, [(cand.changes, c) for c in dict.fromkeys(picks)])

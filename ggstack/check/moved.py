@@ -87,7 +87,6 @@ def _judge_in(
 
 
 def _judged_there(files: Files, entries: TreeEntries, todo: list[tuple[_Lost, str]]) -> _JudgedThere:
-    """Each patch's file once in each other file, for all its blocks."""
     judged: _JudgedThere = {}
     for x, q in todo:
         k = (id(x.content), x.fc.path, q)
@@ -235,7 +234,6 @@ def _lineage(versions: _Versions) -> _Versions:
 
 
 def _into(history: History, files: Files, x: _Lost, mover: str) -> list[str]:
-    """The files ``mover`` changed besides ``x``'s and added lines of it to."""
     wanted = _wanted(x, files)
     mine = next(((old, new) for sha, old, new in history.versions(x.fc.path) if sha == mover), None)
     if mine is None:
@@ -304,7 +302,6 @@ def look_where_it_came_from(
 
 
 def _older_files(adders: dict[str, FileVersions]) -> dict[str, set[str]]:
-    """For each file the candidate's side added: the files that commit changed that were there before."""
     return {p: {q for q, old, _ in fs if q != p and not is_zero(old)} for p, fs in adders.items()}
 
 

@@ -72,7 +72,6 @@ def _probes(c: Containment, u: Unit, history: History, files: Files) -> list[Uni
 
 
 def _at_its_place(u: Unit, block: Block, blob: str, pre_blob: str, files: Files) -> list[Unit]:
-    """The lines at the block's place in the base, and its removed lines where they are gone from it."""
     base = files.lines(blob)
     start, end = place(block, files.lines_when_read(pre_blob), base, files.alignment(pre_blob, blob))
     there = base[start:end]

@@ -110,7 +110,6 @@ def _the_squash(history: History, files: Files, whole: list[diff.FileChange], ba
 def _in_squash(
     repo: git.Repository, files: Files, changes: list[list[diff.FileChange]], squash: str
 ) -> tuple[list[Containment], list[Containment | None], dict[str, list[tuple[int, int]]]]:
-    """Each net change in the squash's tree and in its parent's, and where the squash wrote."""
     parent = (repo.commit_infos([squash])[0].parents or [""])[0]
     touched = _touched(diff.parse(repo.diffs_of_commits([(squash, parent)])[squash])) if parent else {}
     there = contained_at(files, [(ch, squash) for ch in changes])
@@ -170,7 +169,6 @@ def _accounted(
 
 
 def _brought_lines(there: Containment, before: Containment | None) -> tuple[int, int]:
-    """Its informative lines in the commit's tree and not in its parent's, of all of them."""
     had = {(u.path, u.what, id(u.block)) for u in (before.units if before else []) if u.present}
     counted = there.counted
     total = sum(max(u.weight, 1) for u in counted)
