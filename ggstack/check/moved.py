@@ -8,6 +8,7 @@ fork split a module the base never split; its blocks are judged where the base s
 
 from __future__ import annotations
 
+import bisect
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -185,7 +186,8 @@ def _mover(history: History, files: Files, x: _Lost) -> str | None:
         return None
     for line in (_lineage(versions), versions):
         if had(line[-1][1]):
-            at = _bisect(line, had)
+            # The newest version whose old blob had the place (the oldest one's had it).
+            at = bisect.bisect_left(line, True, 0, len(line) - 1, key=lambda v: had(v[1]))
             if not had(line[at][2]):
                 return line[at][0]
     return _scan(history, versions, had)
@@ -200,18 +202,6 @@ def _has_place(files: Files, places: list[list[str]]) -> Callable[[str], bool]:
         return any(files.holds(blob, run, strip=True) for run in places)
 
     return had
-
-
-def _bisect(line: _Versions, had: Callable[[str], bool]) -> int:
-    """The newest version whose old blob had the place."""
-    lo, hi = 0, len(line) - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if had(line[mid][1]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 def _scan(history: History, versions: _Versions, had: Callable[[str], bool]) -> str | None:
