@@ -13,12 +13,12 @@ from collections import Counter
 from ggstack import diff, forked, git, replay
 from ggstack.check import cache
 from ggstack.check import judge as judging
-from ggstack.check.containment import applies, reverse_applies, surely_conflicts
 from ggstack.check.files import Files
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, RangeRead, read_range, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.rules import SOME
 from ggstack.check.signals import Candidate, paths_of_all
+from ggstack.check.would_apply import applies, reverse_applies, surely_conflicts
 from ggstack.errors import UserError
 from ggstack.gcpause import paused
 from ggstack.model import Applied, Conflict, Outcome, Run

@@ -1,11 +1,9 @@
-"""Line containment: which change blocks of a patch a tree already holds.
+"""Which change blocks of a carry patch a tree already holds.
 
-Each block is looked up between the lines around its place that the
-patch's pre-image and the tree's file still share (git's histogram diff
-aligns them): its added lines there, its removed lines gone. That catches
-picks whose context moved on, which patch-id and ``git apply -R`` miss, and
-refuses the same lines elsewhere. Only informative lines count, and a unit
-is evidence only once attribution names the base commit that brought it.
+A block is looked up between the lines around its place that the patch's
+pre-image and the tree still share (git's histogram diff aligns them): its added
+lines there, its removed lines gone. That finds picks whose context moved on,
+which patch-id and ``git apply -R`` miss, and refuses the same lines elsewhere.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from dataclasses import dataclass, field
 from ggstack.check.files import Files, find_run, is_text
 from ggstack.diff import Block, FileChange, Hunk, paths_of
 
-Entries = dict[str, tuple[str, str]]  # path -> (mode, blob)
+TreeEntries = dict[str, tuple[str, str]]  # path -> (mode, blob)
 NO_FILE = "file is not in the base"  # the reason of a block whose file the tree does not have
 UNREADABLE = "could not be compared: the base's version of the file is not in this clone"
 
@@ -29,18 +27,18 @@ _WORD = re.compile(r"[^\W_]")
 
 
 def carries(line: str) -> bool:
-    """Does the line carry information (a letter or digit, not blank or only punctuation)?"""
+    """A letter or digit: a blank line or a lone brace says nothing of where a change is."""
     return _WORD.search(line) is not None
 
 
 def informative(lines: list[str]) -> int:
-    """How many of ``lines`` carry information: not blank, not only punctuation."""
     return sum(1 for s in lines if _WORD.search(s))
 
 
 @dataclass
 class Unit:
-    """One judged piece of a patch: a change block, or a whole-file fact."""
+    """One judged piece of a patch: a change block, or a whole-file fact. It is evidence only
+    once attribution names the base commit that brought it (``by``)."""
 
     path: str
     what: str  # "hunk @@ -12,3 +12,4 @@" | "mode" | "rename" | "add" | "delete" | "binary"
@@ -76,7 +74,7 @@ class Containment:
 
     @property
     def counted(self) -> list[Unit]:
-        """The units that count: the informative ones (all, when none is)."""
+        """The informative units (all, when none is)."""
         return [u for u in self.units if u.weight] or self.units
 
     @property
@@ -98,7 +96,6 @@ class Containment:
 
     @property
     def fraction(self) -> float:
-        """The share of informative changed lines present and attributed to a base commit."""
         units = self.counted
         total = sum(max(u.weight, 1) for u in units)
         return sum(max(u.weight, 1) for u in units if u.earned) / total if total else 0.0
@@ -113,7 +110,7 @@ class Containment:
 
     @property
     def commits(self) -> list[str]:
-        """The base commits that brought the present units, most lines first."""
+        """Most lines first."""
         counts: Counter[str] = Counter()
         for u in self.counted:
             for c in u.by if u.present else ():
@@ -122,17 +119,15 @@ class Containment:
 
 
 def adds(u: Unit) -> bool:
-    """Does the unit bring something in (lines, a file, a mode), rather than only take lines out?"""
     if u.block is not None:
         return bool(u.block.added)
     return u.what != "delete"
 
 
 def contain(
-    change_set: list[FileChange], entries: Entries, files: Files, moved: Mapping[str, str] | None = None
+    change_set: list[FileChange], entries: TreeEntries, files: Files, moved: Mapping[str, str] | None = None
 ) -> Containment:
-    """Which parts of the patch the tree's files (``entries``) already hold. ``moved``: where the
-    base moved files the patch changes in place (it is judged against the file there)."""
+    """``moved``: where the base moved files the patch changes in place (judged in the file there)."""
     units: list[Unit] = []
     base_paths: dict[str, str] = {}
     base_blobs: dict[str, str] = {}
@@ -140,13 +135,9 @@ def contain(
     judged = True
     for fc in change_set:
         base_path, in_base = _in_base(fc, entries, moved or {})
-        if fc.old_path and fc.old_blob and files.blob(fc.old_blob) is None:
-            judged = False  # the pre-image is not in this repository: its blocks have no place to look at
-            units += [
-                Unit(fc.path, h.label, informative(b.removed + b.added), False, "its pre-image is not here", i, b)
-                for i, h in enumerate(fc.hunks)
-                for b in h.blocks
-            ]
+        if _pre_image_missing(fc, files):
+            judged = False  # its blocks have no place to look at
+            units += _blocks_not_there(fc, "its pre-image is not here")
             continue
         if base_path and in_base:
             base_paths[fc.path] = base_path
@@ -156,9 +147,22 @@ def contain(
     return Containment(units, base_paths, judged, base_blobs, pre_blobs, renamed)
 
 
-def _in_base(fc: FileChange, entries: Entries, moved: Mapping[str, str]) -> tuple[str | None, tuple[str, str] | None]:
-    """The tree's file to judge ``fc`` against: its own path, the one it renames, or where the
-    base moved it."""
+def _pre_image_missing(fc: FileChange, files: Files) -> bool:
+    return bool(fc.old_path and fc.old_blob and files.blob(fc.old_blob) is None)
+
+
+def _blocks_not_there(fc: FileChange, reason: str) -> list[Unit]:
+    return [
+        Unit(fc.path, h.label, informative(b.removed + b.added), False, reason, i, b)
+        for i, h in enumerate(fc.hunks)
+        for b in h.blocks
+    ]
+
+
+def _in_base(
+    fc: FileChange, entries: TreeEntries, moved: Mapping[str, str]
+) -> tuple[str | None, tuple[str, str] | None]:
+    """Its own path, the one it renames, or where the base moved it."""
     in_base = entries.get(fc.new_path or "") or (entries.get(fc.old_path or "") if fc.new_path else None)
     if in_base:
         return (fc.new_path if fc.new_path in entries else fc.old_path), in_base
@@ -167,69 +171,64 @@ def _in_base(fc: FileChange, entries: Entries, moved: Mapping[str, str]) -> tupl
 
 
 def contained_at(files: Files, todo: Sequence[tuple[list[FileChange], str]]) -> list[Containment]:
-    """Each change set's containment in one commit's own tree (a pick's, a squash's), the files
-    read and aligned in one batch."""
+    """Each change set in one commit's own tree (a pick's, a squash's), read and aligned in one batch."""
     if not todo:
         return []
     blobs = files.at_commits([(at, p) for changes, at in todo for p in paths_of(changes)])
-    # Only the pairs whose blocks will be placed: a pick's file that lacks every block's added
-    # lines is judged without an alignment (a diff of two big files, the pre-image split for it).
-    files.prepare_alignments(
-        [
-            (fc.old_blob, blobs[(at, p)])
-            for changes, at in todo
-            for fc in changes
-            if fc.old_blob and not fc.binary
-            for p in fc.paths
-            if (at, p) in blobs and is_text(files.blob(blobs[(at, p)])) and needs_alignment(fc, blobs[(at, p)], files)
-        ]
-    )
-    out = []
-    for changes, at in todo:
-        # The mode is the pre-image's (cat-file does not say it): a mode change alone is judged on the base.
-        modes = {p: fc.new_mode or fc.old_mode or "100644" for fc in changes for p in fc.paths}
-        entries = {p: (modes[p], blobs[(at, p)]) for p in paths_of(changes) if (at, p) in blobs}
-        out.append(contain(changes, entries, files))
-    return out
+    files.prepare_alignments(_to_align(files, todo, blobs))
+    return [contain(changes, _entries_at(changes, at, blobs), files) for changes, at in todo]
 
 
-def _added(fc: FileChange) -> list[str]:
+def _to_align(
+    files: Files, todo: Sequence[tuple[list[FileChange], str]], blobs: dict[tuple[str, str], str]
+) -> list[tuple[str, str]]:
+    """Only the pairs whose blocks will be placed: a pick's file that lacks every block's added
+    lines is judged without an alignment (a diff of two big files, the pre-image split for it)."""
+    return [
+        (fc.old_blob, blobs[(at, p)])
+        for changes, at in todo
+        for fc in changes
+        if fc.old_blob and not fc.binary
+        for p in fc.paths
+        if (at, p) in blobs and is_text(files.blob(blobs[(at, p)])) and needs_alignment(fc, blobs[(at, p)], files)
+    ]
+
+
+def _entries_at(changes: list[FileChange], at: str, blobs: dict[tuple[str, str], str]) -> TreeEntries:
+    # The mode is the pre-image's (cat-file does not say it): a mode change alone is judged on the base.
+    modes = {p: fc.new_mode or fc.old_mode or "100644" for fc in changes for p in fc.paths}
+    return {p: (modes[p], blobs[(at, p)]) for p in paths_of(changes) if (at, p) in blobs}
+
+
+def added_lines(fc: FileChange) -> list[str]:
     return [s for h in fc.hunks for b in h.blocks for s in b.added]
 
 
-def _removed(fc: FileChange) -> list[str]:
+def removed_lines(fc: FileChange) -> list[str]:
     return [s for h in fc.hunks for b in h.blocks for s in b.removed]
 
 
-def _file_units(fc: FileChange, in_base: tuple[str, str] | None, entries: Entries, files: Files) -> list[Unit]:
+def _file_units(fc: FileChange, in_base: tuple[str, str] | None, entries: TreeEntries, files: Files) -> list[Unit]:
     whole = _whole_file_unit(fc, in_base, entries)
     if whole is not None:
         return [whole]
-    units = _rename_and_mode(fc, in_base, entries)
+    units = [u for u in (_rename_unit(fc, entries), _mode_unit(fc, in_base)) if u is not None]
     if in_base is None:
-        units += [
-            Unit(fc.path, h.label, informative(b.removed + b.added), False, NO_FILE, i, b)
-            for i, h in enumerate(fc.hunks)
-            for b in h.blocks
-        ]
+        units += _blocks_not_there(fc, NO_FILE)
         if fc.binary:
             units.append(Unit(fc.path, "binary", 1, False, "binary file is not in the base"))
         return units
     base_data = files.blob(in_base[1])
     if base_data is None and not fc.binary:  # an object this clone lacks (a degraded mirror): not compared
-        return units + [
-            Unit(fc.path, h.label, informative(b.removed + b.added), False, UNREADABLE, i, b)
-            for i, h in enumerate(fc.hunks)
-            for b in h.blocks
-        ]
+        return units + _blocks_not_there(fc, UNREADABLE)
     if fc.binary or not is_text(base_data):
         return [*units, _binary_unit(fc, in_base)]
     return units + _block_units(fc, in_base[1], files)
 
 
-def _whole_file_unit(fc: FileChange, in_base: tuple[str, str] | None, entries: Entries) -> Unit | None:
+def _whole_file_unit(fc: FileChange, in_base: tuple[str, str] | None, entries: TreeEntries) -> Unit | None:
     if fc.new_path is None:  # deleted by the patch
-        weight = max(1, informative(_removed(fc)))
+        weight = max(1, informative(removed_lines(fc)))
         if fc.old_path not in entries:
             return Unit(fc.path, "delete", weight, True, "file already deleted in the base")
         same = entries[fc.old_path][1] == fc.old_blob
@@ -237,7 +236,7 @@ def _whole_file_unit(fc: FileChange, in_base: tuple[str, str] | None, entries: E
             fc.path, "delete", weight, False, "file still in the base" + ("" if same else " (with other content)")
         )
     if fc.old_path is None:
-        weight = max(1, informative(_added(fc)))
+        weight = max(1, informative(added_lines(fc)))
         if in_base and in_base[1] == fc.new_blob:
             return Unit(
                 fc.path, "add", weight, True, "file added by the patch already exists in the base with the same content"
@@ -249,25 +248,28 @@ def _whole_file_unit(fc: FileChange, in_base: tuple[str, str] | None, entries: E
     return None
 
 
-def _rename_and_mode(fc: FileChange, in_base: tuple[str, str] | None, entries: Entries) -> list[Unit]:
-    units: list[Unit] = []
-    if fc.old_path and fc.new_path and fc.old_path != fc.new_path:
-        done = fc.new_path in entries and fc.old_path not in entries
-        reason = (
-            f"renamed {fc.old_path} → {fc.new_path} in the base"
-            if done
-            else f"the base does not rename {fc.old_path} → {fc.new_path}"
-        )
-        units.append(Unit(fc.path, "rename", 1, done, reason))
-    if fc.old_mode and fc.new_mode and fc.old_mode != fc.new_mode:
-        mode = in_base[0] if in_base else None
-        reason = (
-            f"mode {fc.new_mode} in the base"
-            if mode == fc.new_mode
-            else f"the base has mode {mode or 'none'}, the patch sets {fc.new_mode}"
-        )
-        units.append(Unit(fc.path, "mode", 1, mode == fc.new_mode, reason))
-    return units
+def _rename_unit(fc: FileChange, entries: TreeEntries) -> Unit | None:
+    if not (fc.old_path and fc.new_path and fc.old_path != fc.new_path):
+        return None
+    done = fc.new_path in entries and fc.old_path not in entries
+    reason = (
+        f"renamed {fc.old_path} → {fc.new_path} in the base"
+        if done
+        else f"the base does not rename {fc.old_path} → {fc.new_path}"
+    )
+    return Unit(fc.path, "rename", 1, done, reason)
+
+
+def _mode_unit(fc: FileChange, in_base: tuple[str, str] | None) -> Unit | None:
+    if not (fc.old_mode and fc.new_mode and fc.old_mode != fc.new_mode):
+        return None
+    mode = in_base[0] if in_base else None
+    reason = (
+        f"mode {fc.new_mode} in the base"
+        if mode == fc.new_mode
+        else f"the base has mode {mode or 'none'}, the patch sets {fc.new_mode}"
+    )
+    return Unit(fc.path, "mode", 1, mode == fc.new_mode, reason)
 
 
 def _binary_unit(fc: FileChange, in_base: tuple[str, str]) -> Unit:
@@ -281,8 +283,8 @@ def _binary_unit(fc: FileChange, in_base: tuple[str, str]) -> Unit:
 
 
 def needs_alignment(fc: FileChange, base_blob: str, files: Files) -> bool:
-    """Will judging this file's blocks against ``base_blob`` align it with the pre-image
-    (some block's added lines are all somewhere in the file, or it only removes)?"""
+    """Some block's added lines are all somewhere in the file, or it only removes: only then is
+    the file worth aligning with the pre-image."""
     anywhere = files.stripped(base_blob)
     return any(not b.added or all(a.rstrip() in anywhere for a in b.added) for h in fc.hunks for b in h.blocks)
 
@@ -295,7 +297,7 @@ def _block_units(fc: FileChange, base_blob: str, files: Files) -> list[Unit]:
     anywhere = files.stripped(base_blob)
     # Lines the patch takes out at one place and puts in at another (a sort, a move):
     # that they are still in the file says nothing; their new place is judged with the added lines.
-    moved = set(_removed(fc)) & set(_added(fc))
+    moved = set(removed_lines(fc)) & set(added_lines(fc))
     for i, hunk in enumerate(fc.hunks):
         for block in hunk.blocks:
             weight = informative(block.removed + block.added)
@@ -314,8 +316,7 @@ def _block_units(fc: FileChange, base_blob: str, files: Files) -> list[Unit]:
 
 
 def window(block: Block, pre: Sequence[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:
-    """The block's place in the base file: between the nearest lines around
-    it that the pre-image and the base still share."""
+    """Between the nearest lines around the block that the pre-image and the base still share."""
     lo = next((pmap[i] for i in range(min(block.p0, len(pre)) - 1, -1, -1) if pmap[i] is not None), -1)
     hi = next((pmap[i] for i in range(block.p1, len(pre)) if pmap[i] is not None), len(base))
     assert lo is not None and hi is not None
@@ -323,10 +324,9 @@ def window(block: Block, pre: Sequence[str], base: list[str], pmap: list[int | N
 
 
 def place(block: Block, pre: Sequence[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:
-    """The block's place in the base file: between the nearest lines around it that carry
-    information and that the pre-image and the base still share. (A blank line is no anchor:
-    git pairs blank lines either way, and a block after a function the base rewrote sits beside
-    that rewrite, not in an untouched place, even when a blank line of each lines up.)"""
+    """``window`` between informative lines only. A blank line is no anchor: git pairs blank lines
+    either way, and a block after a function the base rewrote sits beside that rewrite, not in an
+    untouched place, even when a blank line of each lines up."""
     lo = next(
         (pmap[i] for i in range(min(block.p0, len(pre)) - 1, -1, -1) if pmap[i] is not None and carries(pre[i])), -1
     )
@@ -346,26 +346,44 @@ def judge_block(
     moved: AbstractSet[str] = frozenset(),
 ) -> Unit:
     start, end = window(block, pre, base, pmap)
-    place = base[start:end]
     unit = Unit(path, hunk.label, informative(block.removed + block.added), False, "", index, block)
     unit.window = (start, end)
-    gone = [s for s in block.removed if s not in moved]
-    # A blank line (or a lone brace) that the alignment pairs with one the base keeps beside the
-    # block says nothing: git's diffs pair such lines either way. Only lines that carry information
-    # are "still there" (all of them, for a block that removes nothing else).
-    kept = [i for i in range(block.p0, min(block.p1, len(pre))) if pmap[i] is not None and pre[i] not in moved]
-    telling = [i for i in kept if carries(pre[i])]
-    still = [pmap[i] for i in (telling if informative(block.removed) else kept)]
-    if still:
-        unit.reason = f"its removed lines are still in the base (line {(still[0] or 0) + 1})"
-        return unit
-    if gone and len(gone) == len(block.removed) and find_run(place, block.removed, strip=True) is not None:
-        unit.reason = "its removed lines are still at its place in the base"
+    unit.reason = _removal_not_there(block, pre, base[start:end], pmap, moved)
+    if unit.reason:
         return unit
     if not block.added:
         unit.present, unit.reason = True, "the lines it removes are gone from their place in the base"
         return unit
-    at, unit.whitespace = _find_added(block, place)
+    _look_for_added(unit, block, base, start, end)
+    return unit
+
+
+def _removal_not_there(
+    block: Block, pre: Sequence[str], place: list[str], pmap: list[int | None], moved: AbstractSet[str]
+) -> str:
+    """Why the base still has what the block removes ("" where it does not)."""
+    still = _still_paired(block, pre, pmap, moved)
+    if still:
+        return f"its removed lines are still in the base (line {(still[0] or 0) + 1})"
+    gone = [s for s in block.removed if s not in moved]
+    if gone and len(gone) == len(block.removed) and find_run(place, block.removed, strip=True) is not None:
+        return "its removed lines are still at its place in the base"
+    return ""
+
+
+def _still_paired(
+    block: Block, pre: Sequence[str], pmap: list[int | None], moved: AbstractSet[str]
+) -> list[int | None]:
+    """The base lines the alignment pairs with the block's removed lines. A blank line (or a lone
+    brace) paired with one the base keeps beside the block says nothing: git's diffs pair such
+    lines either way. Only lines that carry information count (all, where it removes no other)."""
+    kept = [i for i in range(block.p0, min(block.p1, len(pre))) if pmap[i] is not None and pre[i] not in moved]
+    telling = [i for i in kept if carries(pre[i])]
+    return [pmap[i] for i in (telling if informative(block.removed) else kept)]
+
+
+def _look_for_added(unit: Unit, block: Block, base: list[str], start: int, end: int) -> None:
+    at, unit.whitespace = _find_added(block, base[start:end])
     if at is None:
         # Repeated lines ("showcontent = true", blank lines) are weak anchors: the diff may tie
         # them one copy off. The place reaches to the nearest lines the file has only once.
@@ -376,17 +394,16 @@ def judge_block(
         unit.reason = "its added lines are not in the base" + (
             " at its place (they are elsewhere in the file)" if elsewhere else ""
         )
-        return unit
+        return
     unit.present = True
     unit.found = (start + at, start + at + len(block.added))
     unit.reason = f"added lines present at base line {start + at + 1}" + (
         " (ignoring trailing whitespace)" if unit.whitespace else ""
     )
-    return unit
 
 
 def _find_added(block: Block, place: list[str]) -> tuple[int | None, bool]:
-    """Where the block's added lines are in ``place``, and whether only without trailing whitespace."""
+    """Where, and whether only without trailing whitespace."""
     at = find_run(place, block.added, strip=False)
     whitespace_only = [s.rstrip() for s in block.removed] == [s.rstrip() for s in block.added]
     if at is None and not whitespace_only:
@@ -409,80 +426,3 @@ def _widen(start: int, end: int, base: list[str], sought: AbstractSet[str]) -> t
     while hi < len(base) and hi - end < _WIDEST and weak(base[hi]):
         hi += 1
     return lo, hi
-
-
-# -- git apply's view, in process -----------------------------------------------------------------
-
-
-def applies(change_set: list[FileChange], entries: Entries, files: Files) -> bool:
-    """Would ``git apply`` (no fuzz, any offset) take the patch on the tree?
-    A cheap pre-check so that clearly-unique commits need no merge process."""
-    return all(_file_applies(fc, entries, files) for fc in change_set)
-
-
-def _file_applies(fc: FileChange, entries: Entries, files: Files) -> bool:
-    if fc.old_path is None:
-        return fc.new_path not in entries
-    entry = entries.get(fc.old_path)
-    if entry is None:
-        return False
-    if entry[1] == fc.old_blob:
-        return True  # the tree's file is the patch's own pre-image
-    if fc.binary:
-        return False
-    base = files.lines(entry[1])
-    at = 0
-    for hunk in fc.hunks:
-        if not hunk.old_lines:
-            continue
-        found = find_run(base[at:], hunk.old_lines, strip=False)
-        if found is None:
-            return False
-        # A context found twice might be the wrong place: let the merge decide.
-        if find_run(base[at + found + 1 :], hunk.old_lines, strip=False) is not None:
-            return False
-        at += found + len(hunk.old_lines)
-    return True
-
-
-def reverse_applies(change_set: list[FileChange], entries: Entries, files: Files) -> bool:
-    """Would ``git apply -R`` (no fuzz, any offset) take the patch on the tree:
-    is every hunk's post-image there, in order?"""
-    return all(_file_reverse_applies(fc, entries, files) for fc in change_set)
-
-
-def _file_reverse_applies(fc: FileChange, entries: Entries, files: Files) -> bool:
-    if fc.new_path is None:
-        return fc.old_path not in entries
-    entry = entries.get(fc.new_path)
-    if entry is None:
-        return False
-    if fc.old_path is None or fc.binary:
-        return entry[1] == fc.new_blob
-    if fc.old_path != fc.new_path and fc.old_path in entries:
-        return False
-    if entry[1] == fc.new_blob:
-        return True
-    base = files.lines(entry[1])
-    at = 0
-    for hunk in fc.hunks:
-        found = find_run(base[at:], hunk.new_lines, strip=False) if hunk.new_lines else 0
-        if found is None:
-            return False
-        at += found + len(hunk.new_lines)
-    return True
-
-
-def surely_conflicts(change_set: list[FileChange], entries: Entries, files: Files) -> list[str]:
-    """The files where a line the patch changes is nowhere in the tree's file: the tree
-    changed that very line too, so a 3-way merge conflicts there, and no merge process
-    need be spent to say so. [] when that cannot be told without one."""
-    out = []
-    for fc in change_set:
-        entry = entries.get(fc.old_path or "")
-        if fc.old_path is None or fc.binary or fc.old_path != fc.new_path or entry is None or entry[1] == fc.old_blob:
-            continue
-        have = set(files.lines(entry[1]))
-        if any(s not in have and carries(s) for h in fc.hunks for b in h.blocks for s in b.removed):
-            out.append(fc.old_path)
-    return out

@@ -1,9 +1,8 @@
-"""One candidate through every signal to a decision: the part both front ends share.
+"""One carry patch through every signal to a verdict: the part both front ends share.
 
-``check STACK`` and ``check --commits`` differ in what a candidate is
-compared against (the base plus the earlier needed patches, or the base) and
-in how much they may replay; what a candidate's signals are, and how they
-become a verdict, is this module's, once.
+``check STACK`` and ``check --commits`` differ in what a candidate is compared against (the
+base plus the earlier needed patches, or the base) and in how much they may replay; what its
+signals are, and how they become a verdict, is said here once.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from ggstack import git, replay
+from ggstack import diff, git, replay
 from ggstack.check import remaining, signals
 from ggstack.check.attribution import attribute, changed_places
 from ggstack.check.containment import NO_FILE, Containment, Unit, contain, contained_at, needs_alignment
@@ -37,8 +36,7 @@ class Context:
 
 
 def find_changed(ctx: Context, todo: Sequence[tuple[Candidate, Containment]]) -> None:
-    """Who changed the lines of each candidate's missing blocks (the base's own way), in one
-    batch: for those that may be superseded (``may_be_superseded``)."""
+    """Who changed the lines of each candidate's missing blocks (the base's own way), in one batch."""
     for (c, _), found in zip(todo, changed_places([k for _, k in todo], ctx.history, ctx.files), strict=True):
         ctx.changed[c.name] = found
 
@@ -70,43 +68,53 @@ def identify(
 ) -> dict[str, Identified]:
     """Identity, patch-id, reverts and later changes of every candidate, in a few batched calls
     (``reversed_ids``: ``reversed_patch_ids`` of all of them, where it was read already)."""
-    out: dict[str, Identified] = {}
-    for cand in cands:
-        found, ev_id = signals.identity(ctx.history, cand)
-        same, ev_pid = signals.patch_id(ctx.history, cand)
-        out[cand.name] = Identified(found + same, [ev_id, ev_pid])
+    out = {cand.name: _by_git(ctx, cand) for cand in cands}
     _named_and_whole(ctx, [c for c in cands if not out[c.name].matches], out)
     matched = [c for c in cands if out[c.name].matches]
     if reversed_ids is None:
-        reversed_ids = reversed_patch_ids(ctx.repo, [c for c in matched if c.commit and _revertible(ctx, c, out)])
+        reversed_ids = reversed_patch_ids(ctx.repo, _revertible(ctx, matched, out))
     for cand in matched:
         _undone_or_since(ctx, cand, out[cand.name], out[cand.name].matches, reversed_ids.get(cand.commit, ""))
-    # A pick the base took out again may have been made again by hand, under the patch's PR
-    # number or subject ("Backport PR #12207 on 7.x" after the bot's backport was reverted).
-    reverted = [c for c in matched if all(m.undone_by for m in out[c.name].matches)]
-    before = {c.name: len(out[c.name].matches) for c in reverted}
-    _named_and_whole(
-        ctx, reverted, out, {c.name: [r for m in out[c.name].matches for r in m.undone_by] for c in reverted}
-    )
-    for cand in reverted:
-        again = out[cand.name].matches[before[cand.name] :]
-        if again:
-            _undone_or_since(ctx, cand, out[cand.name], again, reversed_ids.get(cand.commit, ""))
+    _picked_again(ctx, matched, out, reversed_ids)
     _unread(matched, out)
     return out
 
 
+def _by_git(ctx: Context, cand: Candidate) -> Identified:
+    found, ev_id = signals.identity(ctx.history, cand)
+    same, ev_pid = signals.patch_id(ctx.history, cand)
+    return Identified(found + same, [ev_id, ev_pid])
+
+
+def _picked_again(
+    ctx: Context, matched: Sequence[Candidate], out: dict[str, Identified], reversed_ids: Mapping[str, str]
+) -> None:
+    """A pick the base took out again may have been made again by hand, under the patch's PR
+    number or subject ("Backport PR #12207 on 7.x" after the bot's backport was reverted)."""
+    reverted = [c for c in matched if all(m.undone_by for m in out[c.name].matches)]
+    before = {c.name: len(out[c.name].matches) for c in reverted}
+    undoers = {c.name: [r for m in out[c.name].matches for r in m.undone_by] for c in reverted}
+    _named_and_whole(ctx, reverted, out, undoers)
+    for cand in reverted:
+        again = out[cand.name].matches[before[cand.name] :]
+        if again:
+            _undone_or_since(ctx, cand, out[cand.name], again, reversed_ids.get(cand.commit, ""))
+
+
 def _undone_or_since(ctx: Context, cand: Candidate, ident: Identified, matches: list[Match], reversed_id: str) -> None:
-    """Which of ``matches`` the base took out again, and what it changed of them since."""
     revert = signals.undo(ctx.history, matches, reversed_id)
     again = signals.relanded(ctx.history, cand, matches)
     since = signals.modified(ctx.history, cand, matches)
     ident.evidence += [e for e in (revert, again, since) if e is not None]
 
 
-def _revertible(ctx: Context, cand: Candidate, out: dict[str, Identified]) -> bool:
-    """Could a range commit have the patch's reversed patch-id? Only one that changes exactly its
-    files, and none of its picks (a pick has its own): where none does, it is not computed."""
+def _revertible(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> list[Candidate]:
+    """Those a range commit could have the reversed patch-id of: only one that changes exactly its
+    files, and none of its picks (a pick has its own); for the others it is not computed."""
+    return [c for c in cands if c.commit and _reverts_possible(ctx, c, out)]
+
+
+def _reverts_possible(ctx: Context, cand: Candidate, out: dict[str, Identified]) -> bool:
     picks = {m.commit for m in out[cand.name].matches}
     return any(c not in picks for c in ctx.history.changing_exactly(frozenset(cand.paths)))
 
@@ -125,37 +133,39 @@ HINTED = "named by its PR or subject, with all its lines,"
 def _named_and_whole(
     ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified], reverts: Mapping[str, list[str]] | None = None
 ) -> None:
-    """A base commit with the patch's PR number or subject (a backport bot's "Backport PR #12: …"
-    of a PR merged by a merge commit; "[8.3.x] <PR title> (#backport)") is only a hint; but when
-    that commit's own tree holds every change of the patch, the two together are the pick — and
-    the base may have changed those lines since, as after any pick; when it holds most of them,
-    an adapted pick. ``reverts``: for a candidate whose picks the base took out, the commits
-    that did; only a hint newer than all of them is read (the pick made again)."""
+    """A base commit with the patch's PR number or subject ("Backport PR #12: …") is only a hint;
+    where its own tree holds every change of the patch, it is the pick (most of them: an adapted
+    pick). ``reverts``: the commits that took a candidate's picks out again."""
     after = reverts or {}
-    todo = [
-        (c, h)
-        for c in cands
-        for h in signals.hints(ctx.history, c, set())[0][:3]
-        if all(ctx.history.newer(h, r) for r in after.get(c.name, ()))
-    ]
+    todo = _hinted(ctx, cands, after)
     for (cand, h), there in zip(todo, contained_at(ctx.files, [(c.changes, at) for c, at in todo]), strict=True):
         placed, moot = _placed(ctx.history, there)
         present = sum(u.present for u in placed)
         if not there.judged or 2 * present <= len(placed):
             continue  # at most half of its changes: a hint, not the pick
-        ident = out[cand.name]
-        whole = present == len(placed)
-        ident.matches.append(Match(HINTED, h, complete=whole))
-        detail = f"{h[:10]} has its PR number or subject, and its own tree has " + (
-            "every change of the patch" if whole else f"{present} of its {len(placed)} changes"
-        )
-        if cand.name in after:
-            detail = f"picked again after the revert: {detail}"
-        if moot:
-            detail += f" in the files it has (not {', '.join(moot)}, which it does not have)"
-        ident.evidence.append(
-            Evidence(Signal.IDENTITY, detail, [h], data={"match": True, "by": "hint"}, says=Says.PRESENT)
-        )
+        out[cand.name].matches.append(Match(HINTED, h, complete=present == len(placed)))
+        out[cand.name].evidence.append(_hint_evidence(h, present, len(placed), cand.name in after, moot))
+
+
+def _hinted(ctx: Context, cands: Sequence[Candidate], after: Mapping[str, list[str]]) -> list[tuple[Candidate, str]]:
+    """Each candidate's first hints; for one whose picks the base took out, those newer than every revert."""
+    return [
+        (c, h)
+        for c in cands
+        for h in signals.hints(ctx.history, c, set())[0][:3]
+        if all(ctx.history.newer(h, r) for r in after.get(c.name, ()))
+    ]
+
+
+def _hint_evidence(h: str, present: int, changes: int, again: bool, moot: list[str]) -> Evidence:
+    detail = f"{h[:10]} has its PR number or subject, and its own tree has " + (
+        "every change of the patch" if present == changes else f"{present} of its {changes} changes"
+    )
+    if again:
+        detail = f"picked again after the revert: {detail}"
+    if moot:
+        detail += f" in the files it has (not {', '.join(moot)}, which it does not have)"
+    return Evidence(Signal.IDENTITY, detail, [h], data={"match": True, "by": "hint"}, says=Says.PRESENT)
 
 
 NAMING = ("cherry-picked as", "Stack-Patch-Id in", "Change-Id in", "source merged as")
@@ -175,31 +185,34 @@ def _unread(cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
 
 def read_picks(ctx: Context, todo: Sequence[tuple[Candidate, Identified, Measured | None]]) -> None:
     """Was each pick ``identify`` left unread whole? The patch's lines read in that commit's own
-    tree, in one batch; only where it decides something: a pick whose post-image the base has
-    is represented by it whatever the pick left out (the first rule), so it is not read. (No
-    measure yet, as a stack's patches before their walk: read.)"""
+    tree, in one batch; only where it decides something."""
     named = [
-        (c, m)
-        for c, ident, measured in todo
-        if measured is None
-        or not signals.facts_of(measured.content, measured.step, measured.applies, measured.reverse).post_image
-        for m in ident.matches
-        if m.complete is None
+        (c, m) for c, ident, measured in todo if _may_decide(measured) for m in ident.matches if m.complete is None
     ]
     unique = {(c.name, m.commit): c for c, m in named}  # a commit named twice (-x and Change-Id) read once
     read = contained_at(ctx.files, [(c.changes, commit) for (_, commit), c in unique.items()])
-    whole = {}
-    for key, there in zip(unique, read, strict=True):
-        placed, _ = _placed(ctx.history, there)
-        whole[key] = there.judged and bool(placed) and all(u.present for u in placed)
+    whole = {key: _whole(ctx.history, there) for key, there in zip(unique, read, strict=True)}
     for c, m in named:
         m.complete = whole[(c.name, m.commit)]
 
 
+def _may_decide(measured: Measured | None) -> bool:
+    """A pick whose post-image the base has is represented by it whatever the pick left out (the
+    first rule). (No measure yet, as a stack's patches before their walk: it may.)"""
+    if measured is None:
+        return True
+    return not signals.facts_of(measured.content, measured.step, measured.applies, measured.reverse).post_image
+
+
+def _whole(history: BaseRange, there: Containment) -> bool:
+    placed, _ = _placed(history, there)
+    return there.judged and bool(placed) and all(u.present for u in placed)
+
+
 def _placed(history: BaseRange, there: Containment) -> tuple[list[Unit], list[str]]:
-    """The changes that have a place in a commit's own tree, and the files of those that have
-    none: a change to a file that tree lacks, and the base lacks too (not moved elsewhere: one
-    the base deleted, a release branch's C extension), cannot be there: it says nothing of a pick."""
+    """The changes that have a place in a commit's own tree, and the files of those that have none:
+    a file that tree lacks and the base lacks too (one the base deleted, a release branch's C
+    extension) says nothing of a pick."""
 
     def nowhere(u: Unit) -> bool:
         if u.reason != NO_FILE or history.moved_to(u.path):
@@ -214,21 +227,32 @@ def _placed(history: BaseRange, there: Containment) -> tuple[list[Unit], list[st
 def measure_content(
     ctx: Context, cands: Sequence[Candidate], tree: str, idents: dict[str, Identified] | None = None
 ) -> list[Containment]:
-    """Containment of each candidate in ``tree``, attributed to the range's commits."""
-    moved = {p: to for c in cands for p in c.paths if (to := ctx.history.moved_to(p))}
-    paths = list(dict.fromkeys([*(p for c in cands for p in c.paths), *moved.values()]))
-    entries = ctx.files.entries(tree, paths)
-    ctx.files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
-    ctx.files.prepare_alignments(_alignments(ctx, cands, entries, moved))
-    contents = [
-        contain(c.changes, {p: entries[p] for p in [*c.paths, *_at(c, moved)] if p in entries}, ctx.files, moved)
-        for c in cands
-    ]
+    entries, moved = _read_tree(ctx, cands, tree)
+    contents = [contain(c.changes, _entries_of(c, entries, moved), ctx.files, moved) for c in cands]
     likely, undone = _picks(cands, idents or {})
     attribute(contents, ctx.history, ctx.files, likely, undone)
     look_elsewhere(ctx.repo, ctx.history, ctx.files, cands, contents, tree)
     look_where_it_came_from(ctx.repo, ctx.history, ctx.files, cands, contents, tree)
     return contents
+
+
+def _read_tree(
+    ctx: Context, cands: Sequence[Candidate], tree: str
+) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """The tree's entries of the candidates' files and of those the base moved them to (and where),
+    their blobs read and aligned in one batch."""
+    moved = {p: to for c in cands for p in c.paths if (to := ctx.history.moved_to(p))}
+    paths = list(dict.fromkeys([*(p for c in cands for p in c.paths), *moved.values()]))
+    entries = ctx.files.entries(tree, paths)
+    ctx.files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
+    ctx.files.prepare_alignments(_alignments(ctx, cands, entries, moved))
+    return entries, moved
+
+
+def _entries_of(
+    cand: Candidate, entries: dict[str, tuple[str, str]], moved: dict[str, str]
+) -> dict[str, tuple[str, str]]:
+    return {p: entries[p] for p in [*cand.paths, *_at(cand, moved)] if p in entries}
 
 
 def _picks(cands: Sequence[Candidate], idents: dict[str, Identified]) -> tuple[list[set[str]], list[set[str]]]:
@@ -247,10 +271,9 @@ def _at(cand: Candidate, moved: dict[str, str]) -> list[str]:
 def _alignments(
     ctx: Context, cands: Sequence[Candidate], entries: dict[str, tuple[str, str]], moved: dict[str, str]
 ) -> list[tuple[str, str]]:
-    """The (pre-image, tree) blob pairs whose lines the judgement will align."""
     pairs: list[tuple[str, str]] = []
     for fc in (fc for c in cands for fc in c.changes if not fc.binary):
-        base = entries.get(fc.new_path or "") or entries.get(fc.old_path or "") or entries.get(moved.get(fc.path, ""))
+        base = _judged_against(fc, entries, moved)
         if not fc.old_blob or ctx.files.blob(fc.old_blob) is None:
             continue  # a pre-image this repository lacks (a clone without the fork): nothing to align
         if base and base[1] != fc.old_blob and needs_alignment(fc, base[1], ctx.files):
@@ -258,8 +281,13 @@ def _alignments(
     return pairs
 
 
+def _judged_against(
+    fc: diff.FileChange, entries: dict[str, tuple[str, str]], moved: dict[str, str]
+) -> tuple[str, str] | None:
+    return entries.get(fc.new_path or "") or entries.get(fc.old_path or "") or entries.get(moved.get(fc.path, ""))
+
+
 def _gone(history: BaseRange, content: Containment) -> dict[str, str]:
-    """The patch's files the range deleted (their newest version is none): path -> the commit."""
     out = {}
     for path in dict.fromkeys(u.path for u in content.units if not u.present and u.reason == NO_FILE):
         versions = history.versions(path)
@@ -270,8 +298,6 @@ def _gone(history: BaseRange, content: Containment) -> dict[str, str]:
 
 @dataclass
 class Judged:
-    """One candidate's decision with everything written from it into its Outcome."""
-
     decision: Decision
     evidence: list[Evidence]
     own: list[str]  # the fork's own lines, in words (where read)
@@ -295,6 +321,26 @@ def judge(
     facts, known, hint = _facts(ctx, cand, ident, m, group, related)
     later = _Later(ctx, cand, ident, m, author, known)
     facts.later = later
+    evidence = _evidence(ident, m, group, facts, hint)
+    d = decide(facts)
+    if later.superseding is not None:
+        evidence.append(later.superseding)
+    if d.verdict is Verdict.REPRESENTED:
+        return _represented(d, facts, evidence)
+    mine = facts.own if own or "own" in vars(facts) else []
+    if mine:
+        evidence.append(signals.own_lines(mine))
+    r = later.remaining(own=d.carries_own) if d.verdict is Verdict.PARTIAL else None
+    if r is not None and r.left_out:
+        evidence.append(signals.left_out(r.left_out))
+    fraction = round(facts.share, 4) if m.content.judged else 0.0
+    return Judged(d, evidence, describe(mine, limit=len(mine)), r, fraction)
+
+
+def _evidence(
+    ident: Identified, m: Measured, group: Group | None, facts: Facts, hint: Evidence | None
+) -> list[Evidence]:
+    """What every signal said, in the order a maintainer reads it."""
     evidence = list(ident.evidence)
     if group is not None:  # (its members and commits are among the facts already)
         evidence.append(signals.grouped(group.names, group.by, group.how))
@@ -305,22 +351,14 @@ def judge(
         evidence.append(signals.same_blobs_evidence(facts.same_blobs))
     blame = signals.blame(m.content)
     evidence += [e for e in (blame, hint) if e]
-    d = decide(facts)
-    if later.superseding is not None:
-        evidence.append(later.superseding)
-    if d.verdict is Verdict.REPRESENTED:
-        if facts.conflicts:
-            detail = "the conflict is only the change already being in the base"
-            evidence.append(Evidence(Signal.CONFLICT, detail, data={"spurious": True}))
-        return Judged(d, evidence, [], fraction=1.0)
-    mine = facts.own if own or "own" in vars(facts) else []
-    if mine:
-        evidence.append(signals.own_lines(mine))
-    r = later.remaining(own=d.carries_own) if d.verdict is Verdict.PARTIAL else None
-    if r is not None and r.left_out:
-        evidence.append(signals.left_out(r.left_out))
-    fraction = round(facts.share, 4) if m.content.judged else 0.0
-    return Judged(d, evidence, describe(mine, limit=len(mine)), r, fraction)
+    return evidence
+
+
+def _represented(d: Decision, facts: Facts, evidence: list[Evidence]) -> Judged:
+    if facts.conflicts:
+        detail = "the conflict is only the change already being in the base"
+        evidence.append(Evidence(Signal.CONFLICT, detail, data={"spurious": True}))
+    return Judged(d, evidence, [], fraction=1.0)
 
 
 class _Later:
@@ -348,8 +386,7 @@ class _Later:
         return self.ctx.own[key]
 
     def remaining(self, own: bool = False) -> remaining.Remaining:
-        """The diff of what the base lacks (``own``: of the fork's own lines only), on the tree it was
-        judged on; blocks with no clean place there left out."""
+        """``own``: of the fork's own lines only; blocks with no clean place there left out."""
         key = (self.cand.name, self.m.tree, own)
         if key not in self.ctx.remaining:
             if not self.m.tree:
@@ -381,13 +418,17 @@ def _not_picked(ctx: Context, cand: Candidate, ident: Identified, units: list[Un
     picks = [m.commit for m in ident.matches if not m.undone_by and ctx.history.in_range(m.commit)]
     if not units or not picks:
         return units
-    brought = {
+    brought = _brought_by(ctx, cand, picks)
+    return [u for u in units if u.block is None or id(u.block) not in brought]
+
+
+def _brought_by(ctx: Context, cand: Candidate, picks: list[str]) -> set[int]:
+    return {
         id(u.block)
         for there in contained_at(ctx.files, [(cand.changes, c) for c in dict.fromkeys(picks)])
         for u in there.units
         if u.present and u.block is not None
     }
-    return [u for u in units if u.block is None or id(u.block) not in brought]
 
 
 class _Asked(_Later):
@@ -413,18 +454,22 @@ def _facts(
     if m.tree:
         entries = ctx.files.entries(m.tree, [fc.new_path or fc.old_path or "" for fc in cand.changes])
         facts.same_blobs = signals.same_blobs(ctx.history, cand, entries)
-    undoers = [c for x in ident.matches for c in x.undone_by]
-    known = {x.commit for x in ident.matches} | set(undoers)
-    known |= {c for r in undoers for c in ctx.history.undoes.get(r, [])}  # and what they undid (a PR's merge)
+    known = _tied(ctx.history, ident)
     facts.hints, hint = signals.hints(ctx.history, cand, known)
     if group is not None:
         facts.group, facts.group_by = group.names, group.by
     return facts, known, hint
 
 
+def _tied(history: BaseRange, ident: Identified) -> set[str]:
+    undoers = [c for x in ident.matches for c in x.undone_by]
+    known = {x.commit for x in ident.matches} | set(undoers)
+    return known | {c for r in undoers for c in history.undoes.get(r, [])}  # and what they undid (a PR's merge)
+
+
 def may_be_superseded(ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str) -> bool:
-    """Will ``judge`` ask who changed its lines? Only of a conflict that reaches that rule, with a
-    range commit on its files by its author or with its title."""
+    """Will ``judge`` ask who changed its lines? Only of a conflict that reaches that rule (so a
+    front end can read that for many in one batch)."""
     if m.step is None or m.step.applied is not Applied.CONFLICT:
         return False
     facts, known, _ = _facts(ctx, cand, ident, m, None, frozenset())
@@ -435,7 +480,7 @@ def may_be_superseded(ctx: Context, cand: Candidate, ident: Identified, m: Measu
 
 
 def _kin(ctx: Context, cand: Candidate, author: str, known: AbstractSet[str]) -> bool:
-    """Is there a range commit on its files by its author or with its title? (Else nothing can supersede it.)"""
+    """A range commit on its files by its author or with its title: else nothing can supersede it."""
     title = normal_subject(cand.subject)
     return any(
         c not in known
@@ -445,7 +490,7 @@ def _kin(ctx: Context, cand: Candidate, author: str, known: AbstractSet[str]) ->
 
 
 def settle(outcome: Outcome, j: Judged) -> None:
-    """Write the decision into the outcome, the rule that made it last in the evidence."""
+    """The rule that made the decision goes last in the evidence."""
     d = j.decision
     outcome.evidence = [*outcome.evidence, *j.evidence, signals.decided(d)]
     outcome.verdict = d.verdict
@@ -458,8 +503,8 @@ def settle(outcome: Outcome, j: Judged) -> None:
 
 
 def prepare_remaining(ctx: Context, todo: Sequence[tuple[Candidate, Measured]]) -> None:
-    """Read what the remaining diffs of these candidates need in one batch (those that may be
-    partial: some lines there, some not), before they are judged one by one."""
+    """What the remaining diffs of those that may be partial need, read in one batch before they are
+    judged one by one."""
     maybe = [
         (c, m) for c, m in todo if m.tree and m.content.judged and m.content.any_earned and not m.content.all_present
     ]

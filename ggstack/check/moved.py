@@ -1,26 +1,20 @@
-"""Code the base moved into another file: a function taken out of ``a.py`` into ``b.py``, while
-``a.py`` stays.
+"""Code moved between files while both stay: git's rename detection pairs whole files only.
 
-git's rename detection pairs whole files only, so a fix to such a function is "not in the
-base" where the patch left it. A block missing from its own file is looked for in the files
-that a range commit changed together with it, and judged there; the history of its lines is
-followed back through that commit into the file it left (as ``git blame -C`` follows lines
-between the files of one commit). Such a block counts only when that history names the base
-commit that brought it: the same lines merely somewhere else are no evidence.
-
-The converse, code the candidate's own side moved: a fix to a file its side made after the
-merge base by taking code out of another (a module split the base never made) changes a file
-the base lacks. Its blocks are judged in the file that commit took their place from, where
-the base still has that code, and count by that file's base history alike.
+The base moved a function out of ``a.py`` into ``b.py``: a carry patch's block missing from
+``a.py`` is judged again in ``b.py``, and counts only where the history of its lines, followed
+through the move (as ``git blame -C``), names the base commit that brought it. The converse: the
+fork split a module the base never split; its blocks are judged where the base still has the code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import bisect
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import NO_FILE, Containment, Unit, carries, contain, informative
+from ggstack.check.containment import NO_FILE, Containment, TreeEntries, Unit, carries, contain, informative
 from ggstack.check.files import Files, is_text, is_zero
 from ggstack.check.history import BaseRange, FileVersions
 from ggstack.check.signals import Candidate
@@ -34,8 +28,6 @@ _SCAN = 64  # versions read in turn where bisection cannot find the move
 
 @dataclass
 class _Lost:
-    """A block of a candidate missing from its own file in the tree."""
-
     content: Containment
     fc: FileChange
     unit: Unit  # the block, its added lines not in the tree's file
@@ -50,11 +42,9 @@ def look_elsewhere(
     contents: Sequence[Containment],
     tree: str,
 ) -> None:
-    """For each candidate's blocks missing from their file in ``tree``: judged again in a file a
-    range commit moved that file's code into; a block found there, and brought by a base
-    commit, takes the missing one's place in its containment."""
-    lost = [x for c, k in zip(cands, contents, strict=True) for x in _lost(c, k)]
-    lost = _held_elsewhere(files, tree, lost, {p: _changed_with(history, p) for p in {x.fc.path for x in lost}})
+    """A block missing from its file in ``tree``, judged again in the file a range commit moved
+    that file's code into; found there, and brought by a base commit, it takes the missing one's place."""
+    lost = _lost_in_place(history, files, tree, cands, contents)
     movers = {id(x): m for x in lost if (m := _mover(history, files, x)) is not None}
     if not movers:
         return
@@ -63,41 +53,53 @@ def look_elsewhere(
     todo, judged = _judge_in(repo, history, files, tree, lost, into)
     for x, q in todo:
         history.moved_code.setdefault((x.fc.path, q), movers[id(x)])
-    for (_, path, q), there in judged.items():
-        for u in there.units:
-            u.moved = (path, q)  # its lines' history runs through the move
-    attribute(list(judged.values()), history, files)
+    _attribute_through_move(history, files, judged)
     for x, q in todo:
         _take(x, q, history.moved_code[(x.fc.path, q)], judged[(id(x.content), x.fc.path, q)])
 
 
-Judged = dict[tuple[int, str, str], Containment]  # (containment, patch's file, other file) -> judged there
+def _lost_in_place(
+    history: BaseRange, files: Files, tree: str, cands: Sequence[Candidate], contents: Sequence[Containment]
+) -> list[_Lost]:
+    lost = [x for c, k in zip(cands, contents, strict=True) for x in _lost(c, k)]
+    return _held_elsewhere(files, tree, lost, {p: _changed_with(history, p) for p in {x.fc.path for x in lost}})
+
+
+def _attribute_through_move(history: BaseRange, files: Files, judged: _JudgedThere) -> None:
+    for (_, path, q), there in judged.items():
+        for u in there.units:
+            u.moved = (path, q)  # its lines' history runs through the move
+    attribute(list(judged.values()), history, files)
+
+
+_JudgedThere = dict[tuple[int, str, str], Containment]  # (containment, patch's file, other file) -> judged there
 
 
 def _judge_in(
     repo: Repository, history: BaseRange, files: Files, tree: str, lost: Sequence[_Lost], places: dict[int, list[str]]
-) -> tuple[list[tuple[_Lost, str]], Judged]:
-    """Each lost block judged again in the files ``places`` names for it (by ``id``), as
-    ``tree`` has them: the (block, file) pairs whose file holds the block's place, and each
-    patch's file judged once in each such file, for all its blocks; not yet attributed."""
+) -> tuple[list[tuple[_Lost, str]], _JudgedThere]:
+    """Each lost block judged again in the files ``places`` names for it (by ``id``): the (block,
+    file) pairs whose file holds the block's place, and what was judged there, not yet attributed."""
     entries = files.entries(tree, list(dict.fromkeys(q for qs in places.values() for q in qs)))
     files.prefetch([b for _, b in entries.values()])
     todo = [(x, q) for x in lost for q in places.get(id(x), []) if q in entries and _holds(x, entries[q][1], files)]
     history.read_paths(repo, list(dict.fromkeys(q for _, q in todo)))
-    judged: Judged = {}
+    return todo, _judged_there(files, entries, todo)
+
+
+def _judged_there(files: Files, entries: TreeEntries, todo: list[tuple[_Lost, str]]) -> _JudgedThere:
+    judged: _JudgedThere = {}
     for x, q in todo:
         k = (id(x.content), x.fc.path, q)
         if k not in judged:
             judged[k] = contain([x.fc], {q: entries[q]}, files, moved={x.fc.path: q})
-    return todo, judged
+    return judged
 
 
 def _held_elsewhere(files: Files, tree: str, lost: list[_Lost], near: dict[str, set[str]]) -> list[_Lost]:
-    """The lost blocks that a file of ``tree`` holds whole, of the files ``near`` names for the
-    block's own (those the code can have gone to or come from): only those can be judged
-    elsewhere (``_judge_in`` keeps no other), so the search for where their code went, a
-    bisection of a file's history each, is spent on them alone. (On sqlalchemy's rel_1_4 onto
-    main, 297 of 3,401 lost blocks.)"""
+    """The lost blocks a file ``near`` names for theirs holds whole: only those can be judged
+    elsewhere, so the search for where their code went (a bisection each) is spent on them alone.
+    (On sqlalchemy's rel_1_4 onto main, 297 of 3,401 lost blocks.)"""
     if not lost:
         return []
     entries = files.entries(tree, sorted(set().union(*near.values())))
@@ -115,8 +117,7 @@ def _held_elsewhere(files: Files, tree: str, lost: list[_Lost], near: dict[str, 
 
 
 def _changed_with(history: BaseRange, path: str) -> set[str]:
-    """The other files of the range commits that changed ``path`` and few enough files to have
-    moved code (``_into`` reads no other)."""
+    """The other files of the range commits that changed ``path`` and few enough files to have moved code."""
     out: set[str] = set()
     for sha, _, _ in history.versions(path):
         changed = history.files_changed(sha)
@@ -127,42 +128,43 @@ def _changed_with(history: BaseRange, path: str) -> set[str]:
 
 
 def _read_what_movers_wrote(history: BaseRange, files: Files, movers: Iterable[str]) -> None:
-    """The new versions of the files each mover changed, all asked for the moved lines next
-    (``_into``): read in one request, not one each."""
+    """Read in one request, not one each: ``_into`` asks each of them for the moved lines next."""
     changed = [history.files_changed(m) for m in dict.fromkeys(movers)]
     files.prefetch([new for fs in changed if len(fs) <= _SWEEP for _, _, new in fs])
 
 
 def _lost(cand: Candidate, content: Containment) -> list[_Lost]:
-    out = []
+    """One a block: each block's lines may have moved, or stayed, on their own."""
     by_path: dict[str, list[Unit]] = {}
     for u in content.units:
         by_path.setdefault(u.path, []).append(u)
+    out = []
     for fc in cand.changes:
         if fc.old_path != fc.new_path or fc.path not in content.base_paths or fc.path in content.elsewhere:
             continue  # only a file changed in place, and there in the tree (a moved file is followed already)
-        # One a block: each block's lines may have moved, or stayed, on their own.
-        out += [
-            _Lost(content, fc, u, u.block)
-            for u in by_path.get(fc.path, [])
-            if not u.present
-            and u.block is not None
-            and informative(u.block.added)
-            and u.reason.startswith("its added lines are not in the base")  # its removed lines still there: not moved
-        ]
+        # (Its removed lines still there: not moved.)
+        units = [u for u in by_path.get(fc.path, []) if u.reason.startswith("its added lines are not in the base")]
+        out += _missing(content, fc, units)
     return out
 
 
+def _missing(content: Containment, fc: FileChange, units: Iterable[Unit]) -> list[_Lost]:
+    return [
+        _Lost(content, fc, u, u.block)
+        for u in units
+        if not u.present and u.block is not None and informative(u.block.added)
+    ]
+
+
 def _wanted(x: _Lost, files: Files) -> set[str]:
-    """The informative lines that say where ``x``'s block was: its added lines and the pre-image
-    lines around it."""
+    """Its added lines and the pre-image lines around it: what says where the block was."""
     around = files.line_slice(x.fc.old_blob, max(0, x.block.p0 - _CONTEXT), x.block.p1 + _CONTEXT)
     return {s.rstrip() for s in [*x.block.added, *around] if carries(s)}
 
 
 def _places(x: _Lost, files: Files) -> list[list[str]]:
-    """The block's place as runs of lines: the pre-image around it with its removed lines, and
-    with its added ones (upstream may have taken the change before it moved the code)."""
+    """The pre-image around the block with its removed lines, and with its added ones (upstream may
+    have taken the change before it moved the code)."""
     lo = max(0, x.block.p0 - _CONTEXT)
     span = files.line_slice(x.fc.old_blob, lo, x.block.p1 + _CONTEXT)  # a few lines of a file of any size
     before, after = span[: x.block.p0 - lo], span[x.block.p1 - lo :]
@@ -172,43 +174,43 @@ def _places(x: _Lost, files: Files) -> list[list[str]]:
 
 def _mover(history: BaseRange, files: Files, x: _Lost) -> str | None:
     """The range commit that took the block's place out of its file: the newest version whose
-    parent still had the place and which has it no more, found by bisection (a few reads, not
-    one a version). First along the file's own line of history (``_lineage``), then, where that
-    line ends at a merge, along the range's log (which interleaves branches); each answer is
-    checked, and where neither holds, the newest ``_SCAN`` versions are read in turn. None when
-    the base's file still has the place, or nothing took it out."""
+    parent still had the place and which has it no more, found by bisection (a few reads, not one
+    a version), first along the file's own line of history, then along the range's log (which
+    interleaves branches). None when the base's file still has the place, or nothing took it out."""
     places = _places(x, files)
     versions = history.versions(x.fc.path)
     if not places or not versions:
         return None
-
-    known: dict[str, bool] = {}  # a version's old blob is often the next one's new: asked once
-
-    def had(blob: str) -> bool:
-        if blob not in known:
-            known[blob] = any(files.holds(blob, run, strip=True) for run in places)
-        return known[blob]
-
+    had = _has_place(files, places)
     if had(versions[0][2]):
         return None
     for line in (_lineage(versions), versions):
-        if not had(line[-1][1]):
-            continue
-        lo, hi = 0, len(line) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if had(line[mid][1]):
-                hi = mid
-            else:
-                lo = mid + 1
-        if not had(line[lo][2]):
-            return line[lo][0]
-    # Both landed on a side branch's commit: the newest versions are read in turn, so many and no more.
+        if had(line[-1][1]):
+            # The newest version whose old blob had the place (the oldest one's had it).
+            at = bisect.bisect_left(line, True, 0, len(line) - 1, key=lambda v: had(v[1]))
+            if not had(line[at][2]):
+                return line[at][0]
+    return _scan(history, versions, had)
+
+
+_Versions = list[tuple[str, str, str]]  # (commit, old blob, new blob), newest first
+
+
+def _has_place(files: Files, places: list[list[str]]) -> Callable[[str], bool]:
+    @functools.cache  # a version's old blob is often the next one's new: asked once
+    def had(blob: str) -> bool:
+        return any(files.holds(blob, run, strip=True) for run in places)
+
+    return had
+
+
+def _scan(history: BaseRange, versions: _Versions, had: Callable[[str], bool]) -> str | None:
+    """Bisection landed on a side branch's commit: the newest versions read in turn, so many and no more."""
     movers = [v for v in versions[:_SCAN] if 1 < len(history.files_changed(v[0])) <= _SWEEP]  # a move is two files
     return next((sha for sha, old, new in movers if had(old) and not had(new)), None)
 
 
-def _lineage(versions: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+def _lineage(versions: _Versions) -> _Versions:
     """From the newest version back, each the commit that wrote its successor's old blob: the
     file's history as one line (it ends where a merge wrote the blob: merges are not read)."""
     if not versions:
@@ -222,31 +224,32 @@ def _lineage(versions: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]
 
 
 def _into(history: BaseRange, files: Files, x: _Lost, mover: str) -> list[str]:
-    """The files ``mover`` changed besides ``x``'s and added lines of it to."""
     wanted = _wanted(x, files)
     mine = next(((old, new) for sha, old, new in history.versions(x.fc.path) if sha == mover), None)
     if mine is None:
         return []
-    # Asked of the bytes, a line at a time: a mover's files are mostly read for these few lines only.
-    took = {w for w in wanted if files.holds(mine[0], [w], strip=True) and not files.holds(mine[1], [w], strip=True)}
+    took = _taken_out(files, wanted, *mine)
     changed = history.files_changed(mover)
     if len(changed) > _SWEEP:
         return []  # a sweep over the tree (a reformat, a rename of an API), not a move
-    out = []
-    for q, old, new in changed:
-        if q != x.fc.path and not is_zero(new) and any(_brought(files, old, new, t) for t in took):
-            out.append(q)
-    return out
+    return [q for q, old, new in changed if q != x.fc.path and not is_zero(new) and _brought_any(files, old, new, took)]
+
+
+def _taken_out(files: Files, lines: set[str], old: str, new: str) -> set[str]:
+    # Asked of the bytes, a line at a time: a mover's files are mostly read for these few lines only.
+    return {w for w in lines if files.holds(old, [w], strip=True) and not files.holds(new, [w], strip=True)}
+
+
+def _brought_any(files: Files, old: str, new: str, lines: set[str]) -> bool:
+    return any(_brought(files, old, new, t) for t in lines)
 
 
 def _brought(files: Files, old: str, new: str, line: str) -> bool:
-    """Is ``line`` (without trailing whitespace) a line of blob ``new`` and of no line of ``old``?
-    Asked of the bytes: a commit that moved code touched files of any size, read for a few lines."""
+    """Asked of the bytes: a commit that moved code touched files of any size, read for a few lines."""
     return files.holds(new, [line], strip=True) and (is_zero(old) or not files.holds(old, [line], strip=True))
 
 
 def _holds(x: _Lost, blob: str, files: Files) -> bool:
-    """Does the tree's file ``blob`` have every added line of ``x``'s block?"""
     if not is_text(files.blob(blob)):
         return False
     have = files.stripped(blob)
@@ -254,7 +257,6 @@ def _holds(x: _Lost, blob: str, files: Files) -> bool:
 
 
 def _take(x: _Lost, q: str, mover: str, there: Containment) -> None:
-    """The block, found in ``q`` and brought by a base commit, replaces the missing one."""
     v = next((u for u in there.units if u.block is x.block and u.earned), None)
     units = x.content.units
     k = next((k for k, u in enumerate(units) if u is x.unit), None)
@@ -275,27 +277,31 @@ def look_where_it_came_from(
     contents: Sequence[Containment],
     tree: str,
 ) -> None:
-    """For each candidate's blocks in a file neither ``tree`` nor the range ever had: judged
-    again in the file the candidate's side took that file's code from (one ``git log`` of the
-    candidates' side for all such files); a block found there, and brought by a base commit,
-    takes the missing one's place in its containment."""
+    """A block in a file neither ``tree`` nor the range ever had, judged again in the file the
+    candidate's side took that file's code from (one ``git log`` for all); found there, and brought
+    by a base commit, it takes the missing one's place."""
     lost = [(c, x) for c, content in zip(cands, contents, strict=True) for x in _lost_split(history, c, content)]
     if not lost or not history.tips:
         return
     adders = _adders(repo, history, lost)
-    near = {p: {q for q, old, _ in fs if q != p and not is_zero(old)} for p, fs in adders.items()}
-    held = _held_elsewhere(files, tree, [x for _, x in lost if x.fc.path in adders], near)
-    files.prefetch([old for x in held for _, old, _ in adders[x.fc.path]])
-    froms = {id(x): _came_from(files, x, adders[x.fc.path]) for x in held}
-    todo, judged = _judge_in(repo, history, files, tree, held, froms)
+    held = _held_elsewhere(files, tree, [x for _, x in lost if x.fc.path in adders], _older_files(adders))
+    todo, judged = _judge_in(repo, history, files, tree, held, _sources(files, held, adders))
     attribute(list(judged.values()), history, files)
     for x, q in todo:
         _take_from(x, q, judged[(id(x.content), x.fc.path, q)])
 
 
+def _older_files(adders: dict[str, FileVersions]) -> dict[str, set[str]]:
+    return {p: {q for q, old, _ in fs if q != p and not is_zero(old)} for p, fs in adders.items()}
+
+
+def _sources(files: Files, held: list[_Lost], adders: dict[str, FileVersions]) -> dict[int, list[str]]:
+    files.prefetch([old for x in held for _, old, _ in adders[x.fc.path]])
+    return {id(x): _came_from(files, x, adders[x.fc.path]) for x in held}
+
+
 def _adders(repo: Repository, history: BaseRange, lost: Sequence[tuple[Candidate, _Lost]]) -> dict[str, FileVersions]:
-    """For each lost block's file: the files of the commit of its candidate's side that added it
-    (read in one ``git log`` of ``parents ^base`` for all)."""
+    """For each lost block's file, the files of the commit of its candidate's side that added it."""
     wanted = list(dict.fromkeys(c.parent for c, _ in lost if c.parent))
     parents = [p for p, ok in repo.has_objects(wanted).items() if ok]
     paths = list(dict.fromkeys(x.fc.path for _, x in lost))
@@ -304,7 +310,6 @@ def _adders(repo: Repository, history: BaseRange, lost: Sequence[tuple[Candidate
 
 
 def _take_from(x: _Lost, q: str, there: Containment) -> None:
-    """The block, found in ``q`` and brought by a base commit, replaces the missing one."""
     v = next((u for u in there.units if u.block is x.block and u.earned), None)
     k = next((k for k, u in enumerate(x.content.units) if u is x.unit), None)
     if v is not None and k is not None:
@@ -314,24 +319,25 @@ def _take_from(x: _Lost, q: str, there: Containment) -> None:
 
 
 def _lost_split(history: BaseRange, cand: Candidate, content: Containment) -> list[_Lost]:
-    """The candidate's blocks in a file changed in place that the tree lacks and the range never
-    touched (so the merge base lacked it too: the candidate's side made it), not moved by the range."""
     out = []
     for fc in cand.changes:
-        if fc.old_path != fc.new_path or fc.path in content.base_paths or history.versions(fc.path):
-            continue
-        if history.moved_to(fc.path):
-            continue
-        out += [
-            _Lost(content, fc, u, u.block)
-            for u in content.units
-            if u.path == fc.path and not u.present and u.block is not None and u.reason == NO_FILE
-        ]
-    return [x for x in out if informative(x.block.added)]
+        if _made_on_its_side(history, content, fc):
+            out += _missing(content, fc, [u for u in content.units if u.path == fc.path and u.reason == NO_FILE])
+    return out
+
+
+def _made_on_its_side(history: BaseRange, content: Containment, fc: FileChange) -> bool:
+    """A file changed in place that the tree lacks and the range never touched nor moved: the
+    merge base lacked it too, so the candidate's side made it."""
+    return (
+        fc.old_path == fc.new_path
+        and fc.path not in content.base_paths
+        and not history.versions(fc.path)
+        and not history.moved_to(fc.path)
+    )
 
 
 def _added_by(log: list[tuple[str, FileVersions]], path: str) -> FileVersions | None:
-    """The files of the oldest commit of ``log`` that added ``path``."""
     return next((fs for _, fs in reversed(log) if any(p == path and is_zero(old) for p, old, _ in fs)), None)
 
 

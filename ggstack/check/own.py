@@ -1,13 +1,9 @@
-"""The fork's own lines: what of a patch the base lacks at a place the base never touched.
+"""The fork's own lines: what of a carry patch the base lacks at a place the base never touched.
 
-A changed line missing from the base is one of two things. Either a range
-commit changed that place since the merge base (the base rewrote it its own
-way, or took it out), or the place is as the merge base had it, or in a file
-the base never had: then the line is the fork's own. Only the first can ever
-be accounted for; a patch with a line of the second kind is never
-"represented", whatever names it (an adapted pick: the upstream fix plus the
-fork's lines). Who changed a place is asked as attribution asks who brought
-a line, in one search for every unit.
+A missing line at a place a range commit changed may be the base's own way of it; one at a
+place as the merge base had it (or in a file the base never had) is the fork's own, and a patch
+with one is never "represented", whatever names it (an adapted pick: the upstream fix plus the
+fork's lines). Who changed a place is asked as attribution asks who brought a line.
 """
 
 from __future__ import annotations
@@ -22,23 +18,14 @@ from ggstack.diff import Block
 
 
 def own_units(contents: Sequence[Containment], history: BaseRange, files: Files) -> list[list[Unit]]:
-    """For each containment, its missing informative units whose place no range commit changed."""
-    files.prepare_alignments(
-        [(c.pre_blobs[p], c.base_blobs[p]) for c in contents for p in c.base_blobs if p in c.pre_blobs]
-    )
+    """For each containment, its missing informative units whose place no range commit changed
+    (one attribution search for all)."""
+    files.prepare_alignments(_pairs(contents))
     out: list[list[Unit]] = []
     probes: list[Containment] = []
     asked: list[list[tuple[Unit, list[Unit]]]] = []
     for c in contents:
-        decided, pending = [], []
-        for u in (u for u in c.counted if not u.present) if c.judged else ():
-            found = _probes(c, u, history, files)
-            if found is None:
-                continue  # the base touched it (a file the range changed or deleted)
-            if not found:
-                decided.append(u)  # nothing changed at its place: own, no search needed
-            else:
-                pending.append((u, found))
+        decided, pending = _own_or_asked(c, history, files)
         out.append(decided)
         asked.append(pending)
         probes.append(Containment([p for _, ps in pending for p in ps], c.base_paths, True, c.base_blobs))
@@ -48,9 +35,27 @@ def own_units(contents: Sequence[Containment], history: BaseRange, files: Files)
     return out
 
 
+def _pairs(contents: Sequence[Containment]) -> list[tuple[str, str]]:
+    return [(c.pre_blobs[p], c.base_blobs[p]) for c in contents for p in c.base_blobs if p in c.pre_blobs]
+
+
+def _own_or_asked(c: Containment, history: BaseRange, files: Files) -> tuple[list[Unit], list[tuple[Unit, list[Unit]]]]:
+    """Its missing units whose place nothing changed (own, no search needed), and those whose
+    place holds lines to attribute, with those lines."""
+    decided, pending = [], []
+    for u in (u for u in c.counted if not u.present) if c.judged else ():
+        found = _probes(c, u, history, files)
+        if found is None:
+            continue  # the base touched it (a file the range changed or deleted)
+        if not found:
+            decided.append(u)
+        else:
+            pending.append((u, found))
+    return decided, pending
+
+
 def _probes(c: Containment, u: Unit, history: BaseRange, files: Files) -> list[Unit] | None:
-    """What to ask of the range about ``u``'s place: [] (nothing: it is the fork's own), the
-    lines there to attribute, or None (a range commit touched it, no search needed)."""
+    """[]: nothing to ask, it is the fork's own; None: a range commit touched it, no search needed."""
     base_path = c.base_paths.get(u.path)
     if u.reason == UNREADABLE:
         return None  # not compared: no claim either way (the Run says which file could not be read)
@@ -63,20 +68,24 @@ def _probes(c: Containment, u: Unit, history: BaseRange, files: Files) -> list[U
     pre_blob = c.pre_blobs.get(u.path)
     if blob is None or pre_blob is None:
         return None
+    return _at_its_place(u, u.block, blob, pre_blob, files)
+
+
+def _at_its_place(u: Unit, block: Block, blob: str, pre_blob: str, files: Files) -> list[Unit]:
     base = files.lines(blob)
-    start, end = place(u.block, files.lines_when_read(pre_blob), base, files.alignment(pre_blob, blob))
+    start, end = place(block, files.lines_when_read(pre_blob), base, files.alignment(pre_blob, blob))
     there = base[start:end]
     found = []
     if any(carries(s) for s in there):
         found.append(Unit(u.path, u.what, 1, True, "", block=Block(start, added=there)))
-    removed = [s for s in u.block.removed if carries(s)]
-    if removed and find_run(there, u.block.removed, strip=True) is None:
-        found.append(Unit(u.path, u.what, 1, True, "", block=Block(start, removed=u.block.removed)))
+    removed = [s for s in block.removed if carries(s)]
+    if removed and find_run(there, block.removed, strip=True) is None:
+        found.append(Unit(u.path, u.what, 1, True, "", block=Block(start, removed=block.removed)))
     return found
 
 
 def describe(units: Sequence[Unit], limit: int = 5) -> list[str]:
-    """The fork's own lines as a maintainer reads them: file, hunk, the first line it adds or removes."""
+    """As a maintainer reads them: file, hunk, the first line it adds or removes."""
     out = []
     for u in units[:limit]:
         first = ""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git
-from ggstack.check.containment import Containment, Entries, Unit, carries, window
+from ggstack.check.containment import Containment, TreeEntries, Unit, carries, window
 from ggstack.check.files import Files, find_run
 from ggstack.diff import Block, FileChange
 
@@ -84,7 +84,7 @@ def remaining_diff(
     return Remaining(_through_git(repo, tree, plan.changes, edits), plan.left_out)
 
 
-def _base_entries(files: Files, tree: str, change_set: list[FileChange], content: Containment) -> Entries:
+def _base_entries(files: Files, tree: str, change_set: list[FileChange], content: Containment) -> TreeEntries:
     paths = [p for fc in change_set for p in fc.paths] + [*content.base_paths.values()]
     return files.entries(tree, list(dict.fromkeys(paths)))
 

@@ -12,9 +12,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ggstack import diff, git, replay
-from ggstack.check import cache, groups
+from ggstack.check import cache, groups, squashed_branches
 from ggstack.check import judge as judging
-from ggstack.check.containment import Entries
+from ggstack.check.containment import TreeEntries
 from ggstack.check.files import Files
 from ggstack.check.groups import Group
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, BaseRange, scan
@@ -109,7 +109,7 @@ def _squashed(
     """Runs the base carries together, found before the walk so that their members stay out of the tip."""
     picked = {k for k, c in enumerate(cands) if any(_exact(m) for m in idents.get(c.name, _NONE).matches)}
     found = groups.combined(
-        groups.branch_nets(ctx.repo, ctx.history, ctx.files, cands, base, base_tree),
+        squashed_branches.branch_nets(ctx.repo, ctx.history, ctx.files, cands, base, base_tree),
         groups.squashes(ctx.repo, ctx.history, cands, groups.chained(cands, trees), trees),
         groups.named(ctx.repo, ctx.history, ctx.files, cands, picked),
     )
@@ -352,11 +352,11 @@ def _deletes(cand: Candidate) -> list[str]:
     return [fc.old_path for fc in cand.changes if fc.new_path is None and fc.old_path]
 
 
-def _deletes_its_own(deleting: dict[str, list[str]], there: Entries, before: Entries) -> set[str]:
+def _deletes_its_own(deleting: dict[str, list[str]], there: TreeEntries, before: TreeEntries) -> set[str]:
     return {name for name, ps in deleting.items() if any(p not in there and p not in before for p in ps)}
 
 
-def _sets_another_mode(moding: dict[str, list[tuple[str, str]]], there: Entries) -> set[str]:
+def _sets_another_mode(moding: dict[str, list[tuple[str, str]]], there: TreeEntries) -> set[str]:
     return {name for name, ms in moding.items() if any(p in there and there[p][0] != m for p, m in ms)}
 
 

@@ -1,0 +1,88 @@
+"""Would ``git apply`` (or ``-R``) take a patch on a tree, and where must a merge conflict?
+
+Answered in process from lines already read, so that ``check --commits`` spends
+no merge process on a commit that clearly applies, is clearly there, or clearly
+conflicts.
+"""
+
+from __future__ import annotations
+
+from ggstack.check.containment import TreeEntries, carries, removed_lines
+from ggstack.check.files import Files, find_run
+from ggstack.diff import FileChange
+
+
+def applies(change_set: list[FileChange], entries: TreeEntries, files: Files) -> bool:
+    """``git apply`` with no fuzz, at any offset."""
+    return all(_file_applies(fc, entries, files) for fc in change_set)
+
+
+def _file_applies(fc: FileChange, entries: TreeEntries, files: Files) -> bool:
+    if fc.old_path is None:
+        return fc.new_path not in entries
+    entry = entries.get(fc.old_path)
+    if entry is None:
+        return False
+    if entry[1] == fc.old_blob:
+        return True  # the tree's file is the patch's own pre-image
+    if fc.binary:
+        return False
+    base = files.lines(entry[1])
+    at = 0
+    for hunk in fc.hunks:
+        if not hunk.old_lines:
+            continue
+        found = find_run(base[at:], hunk.old_lines, strip=False)
+        if found is None:
+            return False
+        # A context found twice might be the wrong place: let the merge decide.
+        if find_run(base[at + found + 1 :], hunk.old_lines, strip=False) is not None:
+            return False
+        at += found + len(hunk.old_lines)
+    return True
+
+
+def reverse_applies(change_set: list[FileChange], entries: TreeEntries, files: Files) -> bool:
+    """``git apply -R`` with no fuzz, at any offset: every hunk's post-image there, in order."""
+    return all(_file_reverse_applies(fc, entries, files) for fc in change_set)
+
+
+def _file_reverse_applies(fc: FileChange, entries: TreeEntries, files: Files) -> bool:
+    if fc.new_path is None:
+        return fc.old_path not in entries
+    entry = entries.get(fc.new_path)
+    if entry is None:
+        return False
+    if fc.old_path is None or fc.binary:
+        return entry[1] == fc.new_blob
+    if fc.old_path != fc.new_path and fc.old_path in entries:
+        return False
+    return entry[1] == fc.new_blob or _in_order(files.lines(entry[1]), [h.new_lines for h in fc.hunks])
+
+
+def _in_order(lines: list[str], runs: list[list[str]]) -> bool:
+    at = 0
+    for run in runs:
+        found = find_run(lines[at:], run, strip=False) if run else 0
+        if found is None:
+            return False
+        at += found + len(run)
+    return True
+
+
+def surely_conflicts(change_set: list[FileChange], entries: TreeEntries, files: Files) -> list[str]:
+    """The files where a line the patch changes is nowhere in the tree's file: the tree changed
+    that very line too, so a 3-way merge conflicts there. [] when that takes a merge to tell."""
+    out = []
+    for fc in change_set:
+        entry = entries.get(fc.old_path or "")
+        if fc.old_path is None or entry is None or not _edited_in_place(fc) or entry[1] == fc.old_blob:
+            continue
+        have = set(files.lines(entry[1]))
+        if any(s not in have and carries(s) for s in removed_lines(fc)):
+            out.append(fc.old_path)
+    return out
+
+
+def _edited_in_place(fc: FileChange) -> bool:
+    return not fc.binary and fc.old_path == fc.new_path
