@@ -18,7 +18,8 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from ggstack import git, replay, report, series, state
+from ggstack import git, report, series, state
+from ggstack.branches import branch_refs, remove_branches
 from ggstack.errors import UserError
 from ggstack.forge import Forge
 from ggstack.model import Outcome, Patch, Recommendation, Run, Stack, Verdict
@@ -250,7 +251,7 @@ def drop(
     behind is named in the record and removed by the next ``drop``.
     """
     victims, looks = _chosen(stack, run, include_human_look, force)
-    refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
+    refs = dict(zip((p.name for p in stack.patches), branch_refs(stack), strict=True))
     now = now_utc()
     earlier = read_record(stack)
     files = [keep_file(p, len(earlier) + k) for k, (p, _) in enumerate(victims, 1)]
@@ -259,7 +260,7 @@ def drop(
     after = series.renumbered(stack, [p for p in stack.patches if p.name not in gone])
     result = Result(stack.name, run.base, run.base_ref, entries, [p.name for p in after.patches], dry_run=dry_run)
     result.looks = looks
-    kept_refs = set(replay.branch_refs(after))
+    kept_refs = set(branch_refs(after))
     candidates = list(dict.fromkeys(e.branch for e in [*earlier, *entries] if e.branch and e.branch not in kept_refs))
     if close_redundant and victims:
         result.run = _close_prs(repo, stack, run, [o for _, o in victims], dry_run=dry_run, env=env, client=client)
@@ -268,7 +269,7 @@ def drop(
         kept = {f: p.raw for (p, _), f in zip(victims, files, strict=True)}
         series.save(after, also={DROPPED: render_record(stack.name, [*earlier, *entries]), **kept} if entries else None)
     # A dry run says which branches would go and which would stay, as the real one would.
-    result.branches_deleted, result.branches_kept = replay.remove_branches(repo, stack, candidates, write=not dry_run)
+    result.branches_deleted, result.branches_kept = remove_branches(repo, stack, candidates, write=not dry_run)
     return result
 
 

@@ -17,6 +17,8 @@ import re
 from ggstack import git, replay, series
 from ggstack.errors import UserError
 from ggstack.model import Applied, Patch, Stack
+from ggstack.picks import Pick, materialize, remember_materialized
+from ggstack.rewrite import authored_commit, patch_file
 
 T_SQUASHED = "Squashed"
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): (.*)$")
@@ -64,8 +66,8 @@ def check_message(message: str, patch: Patch, path: str) -> None:
             )
 
 
-def _materialized(repo: git.Repository, stack: Stack, patch: Patch) -> replay.Pick:
-    pick = replay.materialize(repo, stack)[stack.patches.index(patch)]
+def _materialized(repo: git.Repository, stack: Stack, patch: Patch) -> Pick:
+    pick = materialize(repo, stack)[stack.patches.index(patch)]
     if pick.commit is None or pick.parent is None:
         raise UserError(
             f"its recorded base {(patch.base_commit or '?')[:12]} is not in this repository: fetch it first",
@@ -78,11 +80,11 @@ def _regenerated(
     repo: git.Repository, stack: Stack, patch: Patch, tree: str, parent: str, message: str, number: int, total: int
 ) -> Patch:
     """The patch file git writes for ``tree`` on ``parent`` with ``message`` (author and date kept);
-    the commit it is from is remembered as its materialisation (see ``replay.remember_materialized``)."""
-    commit = replay.authored_commit(repo, patch, tree, parent, message)
-    new = replay.patch_file(repo, stack, patch, commit, parent, number, total)
+    the commit it is from is remembered as its materialisation (see ``remember_materialized``)."""
+    commit = authored_commit(repo, patch, tree, parent, message)
+    new = patch_file(repo, stack, patch, commit, parent, number, total)
     new = series.checked_provenance(new, git.parse_trailers([new.message])[0], os.path.join(stack.path, patch.name))
-    replay.remember_materialized(repo, [(new, commit)])
+    remember_materialized(repo, [(new, commit)])
     return new
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from ggstack import git, replay, series
 from ggstack.errors import UserError
 from ggstack.model import Applied, Patch, Stack
+from ggstack.picks import materialize, remember_materialized
+from ggstack.rewrite import authored_commit, patch_file
 
 UNCHANGED = "unchanged"
 REWRITTEN = "rewritten"
@@ -86,7 +88,7 @@ def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = F
     if not stack.patches:
         result.stack_after = stack
         return result, None
-    steps = replay.replay(repo, replay.materialize(repo, stack), base)
+    steps = replay.replay(repo, materialize(repo, stack), base)
     recorded = repo.has_objects([p.base_commit for p in stack.patches if p.base_commit])
     parent, head = base, None
     todo: list[tuple[int, str, str]] = []  # (index, new commit, its parent)
@@ -110,7 +112,7 @@ def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = F
             result.entries.append(Entry(patch.name, patch.subject, REWRITTEN, old, parent))
         # committer = author: the same series on the same base gives the same base-commit ids
         # on every machine; ``rebased_ref`` keeps them reachable.
-        head = replay.authored_commit(repo, patch, step.tree, parent, patch.message)
+        head = authored_commit(repo, patch, step.tree, parent, patch.message)
         if result.entries[-1].status == REWRITTEN:
             todo.append((i, head, parent))
         parent = head
@@ -136,7 +138,7 @@ def _rewritten(
     total = len(patches)
     for i, commit, parent in todo:
         old = patches[i]
-        new = replace(replay.patch_file(repo, stack, old, commit, parent, i + 1, total), provenance=old.provenance)
+        new = replace(patch_file(repo, stack, old, commit, parent, i + 1, total), provenance=old.provenance)
         if new.message != old.message:  # format-patch keeps the message; a change would lose a trailer
             path = os.path.join(stack.path, old.name)
             raise UserError(f"rebasing would change the message of {old.name}; nothing was written", path=path)
@@ -161,5 +163,5 @@ def rebase(
         ref = rebased_ref(stack)
         repo.update_refs([(ref, head, repo.ref_values([ref]).get(ref))], f"ggstack rebase {stack.name} onto {base_ref}")
     result.written = series.save(after)  # also when nothing changed: the save tidies what a killed change left
-    replay.remember_materialized(repo, result.made)
+    remember_materialized(repo, result.made)
     return result

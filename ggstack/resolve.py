@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, replace
 from ggstack import git, replay, series, state
 from ggstack.errors import UserError
 from ggstack.model import Applied, Patch, Stack
+from ggstack.picks import Pick, materialize, remember_materialized
+from ggstack.rewrite import authored_commit, patch_file
 
 T_ADAPTED = "Adapted"
 _MARKER = re.compile(r"^(<{7}|>{7})( |$)")
@@ -78,7 +80,7 @@ def _session_of(repo: git.Repository, stack: Stack, patch: Patch) -> Session:
     return session
 
 
-def replayed_parent(repo: git.Repository, stack: Stack, patch: Patch, base: str, picks: list[replay.Pick]) -> str:
+def replayed_parent(repo: git.Repository, stack: Stack, patch: Patch, base: str, picks: list[Pick]) -> str:
     """What the patch is replayed onto: the base plus every earlier patch, as ``apply`` does.
 
     An earlier patch that does not apply there is resolved first: this one's
@@ -103,7 +105,7 @@ def resolve(repo: git.Repository, stack: Stack, key: str, base_ref: str) -> Sess
     if existing is not None:
         return existing
     base = replay.resolve_base(repo, stack, base_ref)
-    picks = replay.materialize(repo, stack)
+    picks = materialize(repo, stack)
     pick = picks[stack.patches.index(patch)]
     if pick.commit is None:
         raise UserError(
@@ -177,11 +179,11 @@ def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch,
         )
     adapted = f"resolved onto {session.parent[:12]} ({session.base_ref} at {session.base[:12]}) by ggstack refresh"
     message = git.add_trailers(patch.message, [(T_ADAPTED, adapted)])
-    commit = replay.authored_commit(repo, patch, tree, session.parent, message)
+    commit = authored_commit(repo, patch, tree, session.parent, message)
     index = stack.patches.index(patch)
-    new = replay.patch_file(repo, stack, patch, commit, session.parent, index + 1, len(stack.patches))
+    new = patch_file(repo, stack, patch, commit, session.parent, index + 1, len(stack.patches))
     new = series.checked_provenance(new, git.parse_trailers([new.message])[0], os.path.join(stack.path, patch.name))
-    replay.remember_materialized(repo, [(new, commit)])
+    remember_materialized(repo, [(new, commit)])
     patches = list(stack.patches)
     patches[index] = new
     # The new parent must stay reachable: one ref a resolved patch, to the commit it now is.

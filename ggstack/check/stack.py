@@ -24,6 +24,7 @@ from ggstack.check.rules import Match
 from ggstack.check.signals import Candidate
 from ggstack.gcpause import paused
 from ggstack.model import Applied, Outcome, Patch, Progress, Run, Stack, Verdict
+from ggstack.picks import Pick, materialize
 
 
 @dataclass
@@ -69,7 +70,7 @@ def check_stack(
 def _judge(
     repo: git.Repository, stack: Stack, base: str, run: Run, outcomes: list[Outcome], progress: Progress | None
 ) -> None:
-    picks = replay.materialize(repo, stack)
+    picks = materialize(repo, stack)
     parents = [p.parent for p in picks if p.parent]
     merge_base = repo.merge_base(base, parents[0]) if parents else None
     run.merge_base = merge_base
@@ -125,7 +126,7 @@ def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[C
     )
 
 
-def _candidate(pick: replay.Pick) -> Candidate:
+def _candidate(pick: Pick) -> Candidate:
     patch = pick.patch
     assert patch is not None
     return Candidate(
@@ -160,7 +161,7 @@ def _index(found: list[Group], cands: Sequence[Candidate]) -> dict[int, Group]:
 def _walk(
     ctx: Context,
     run: Run,
-    picks: Sequence[replay.Pick],
+    picks: Sequence[Pick],
     cands: Sequence[Candidate],
     outcomes: list[Outcome],
     idents: dict[str, Identified],
@@ -206,7 +207,7 @@ def _walk(
     return walked
 
 
-def _try_pick(replayer: replay.Replayer, pick: replay.Pick) -> tuple[replay.Step | None, str]:
+def _try_pick(replayer: replay.Replayer, pick: Pick) -> tuple[replay.Step | None, str]:
     """The replay of one patch onto the tip, or (None, git's word) where git could not make the merge
     (an object this clone lacks): that costs the replay's evidence, not every verdict of the stack."""
     try:
@@ -330,7 +331,7 @@ def _modes(cand: Candidate) -> list[tuple[str, str]]:
 
 
 def _cumulative_reverse(
-    repo: git.Repository, tree: str, picks: Sequence[replay.Pick], moot: AbstractSet[str] = frozenset()
+    repo: git.Repository, tree: str, picks: Sequence[Pick], moot: AbstractSet[str] = frozenset()
 ) -> dict[str, _Reversal]:
     """StGit's ``--merged``: reverse-apply the patches onto the base, later
     ones first, so that a patch whose lines a later one changed is caught.
