@@ -56,14 +56,17 @@ def check_message(message: str, patch: Patch, path: str) -> None:
             f"the message must keep its one trailer {series.T_STACK_PATCH_ID}: {spid} (it has: {said})", path=path
         )
     for key, value in trailers:
-        k = key.lower()
-        if k == series.T_ORIGINAL_PR.lower() and not series.PR_REF.match(value):
-            raise UserError(f"{series.T_ORIGINAL_PR}: {value!r} is not owner/repo#N (or #N)", path=path)
-        if k == series.T_CHERRY_PICKED.lower() and not _SHA.match(value):
-            raise UserError(
-                f"{series.T_CHERRY_PICKED}: {value!r} is not a full sha (40 hex digits, or 64 in a sha256 repository)",
-                path=path,
-            )
+        _check_provenance(key.lower(), value, path)
+
+
+def _check_provenance(key: str, value: str, path: str) -> None:
+    if key == series.T_ORIGINAL_PR.lower() and not series.PR_REF.match(value):
+        raise UserError(f"{series.T_ORIGINAL_PR}: {value!r} is not owner/repo#N (or #N)", path=path)
+    if key == series.T_CHERRY_PICKED.lower() and not _SHA.match(value):
+        raise UserError(
+            f"{series.T_CHERRY_PICKED}: {value!r} is not a full sha (40 hex digits, or 64 in a sha256 repository)",
+            path=path,
+        )
 
 
 def _materialized(repo: git.Repository, stack: Stack, patch: Patch) -> Pick:

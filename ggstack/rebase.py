@@ -89,39 +89,59 @@ def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = F
         result.stack_after = stack
         return result, None
     steps = replay.replay(repo, materialize(repo, stack), base)
-    recorded = repo.has_objects([p.base_commit for p in stack.patches if p.base_commit])
-    parent, head = base, None
-    todo: list[tuple[int, str, str]] = []  # (index, new commit, its parent)
-    for i, (patch, step) in enumerate(zip(stack.patches, steps)):
-        if step.applied is not Applied.APPLIED:
-            detail = (
-                "conflicts in " + ", ".join(step.conflict.paths)
-                if step.conflict
-                else "changes nothing on the base (drop it: `ggstack drop --represented`)"
-            )
-            result.entries.append(Entry(patch.name, patch.subject, STOPPED, patch.base_commit, None, detail))
-            result.entries += [
-                Entry(p.name, p.subject, NOT_REACHED, p.base_commit, p.base_commit) for p in stack.patches[i + 1 :]
-            ]
-            break
-        old = patch.base_commit
-        if old and recorded.get(old) and _tree(repo, old) == _tree(repo, parent):
-            parent = old  # the recorded parent is as good: the file stays byte for byte
-            result.entries.append(Entry(patch.name, patch.subject, UNCHANGED, old, old))
-        else:
-            result.entries.append(Entry(patch.name, patch.subject, REWRITTEN, old, parent))
-        # committer = author: the same series on the same base gives the same base-commit ids
-        # on every machine; ``rebased_ref`` keeps them reachable.
-        head = authored_commit(repo, patch, step.tree, parent, patch.message)
-        if result.entries[-1].status == REWRITTEN:
-            todo.append((i, head, parent))
-        parent = head
-    stop = result.stopped
-    if stop is not None and not partial:
+    todo, head = _chain(repo, stack, steps, base, result.entries)
+    if result.stopped is not None and not partial:
         result.stack_after = stack
         return result, None
     result.stack_after, result.made = _rewritten(repo, stack, todo)
     return result, head if todo else None
+
+
+def _chain(
+    repo: git.Repository, stack: Stack, steps: Sequence[replay.Step], base: str, entries: list[Entry]
+) -> tuple[list[tuple[int, str, str]], str | None]:
+    """Each patch's commit on the one before, from ``base``, until one does not apply (an entry a
+    patch); the rewritten ones (index, commit, its parent) and the last commit."""
+    recorded = repo.has_objects([p.base_commit for p in stack.patches if p.base_commit])
+    parent, head = base, None
+    todo: list[tuple[int, str, str]] = []
+    for i, (patch, step) in enumerate(zip(stack.patches, steps)):
+        if step.applied is not Applied.APPLIED:
+            entries += _stopped_at(stack, i, step)
+            break
+        entry = _entry(repo, patch, parent, recorded)
+        entries.append(entry)
+        parent = entry.new_base or parent
+        # committer = author: the same series on the same base gives the same base-commit ids
+        # on every machine; ``rebased_ref`` keeps them reachable.
+        head = authored_commit(repo, patch, step.tree, parent, patch.message)
+        if entry.status == REWRITTEN:
+            todo.append((i, head, parent))
+        parent = head
+    return todo, head
+
+
+def _stopped_at(stack: Stack, index: int, step: replay.Step) -> list[Entry]:
+    """The patch that stopped the rebase, and those it did not reach."""
+    patch = stack.patches[index]
+    detail = (
+        "conflicts in " + ", ".join(step.conflict.paths)
+        if step.conflict
+        else "changes nothing on the base (drop it: `ggstack drop --represented`)"
+    )
+    stopped = Entry(patch.name, patch.subject, STOPPED, patch.base_commit, None, detail)
+    return [stopped] + [
+        Entry(p.name, p.subject, NOT_REACHED, p.base_commit, p.base_commit) for p in stack.patches[index + 1 :]
+    ]
+
+
+def _entry(repo: git.Repository, patch: Patch, parent: str, recorded: dict[str, bool]) -> Entry:
+    """Rewritten onto ``parent``, or unchanged where its recorded parent is as good (the same tree):
+    then the file stays byte for byte."""
+    old = patch.base_commit
+    if old and recorded.get(old) and _tree(repo, old) == _tree(repo, parent):
+        return Entry(patch.name, patch.subject, UNCHANGED, old, old)
+    return Entry(patch.name, patch.subject, REWRITTEN, old, parent)
 
 
 def _tree(repo: git.Repository, commit: str) -> str | None:
