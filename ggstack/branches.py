@@ -21,7 +21,6 @@ _Update = tuple[str, str | None, str | None]  # ref, new value (None: delete), v
 
 
 def branch_refs(stack: Stack, prefix: str | None = None) -> list[str]:
-    """The ref each patch's branch lives at."""
     toml = os.path.join(stack.path, series.STACK_TOML)
     _check_prefix(prefix)
     refs = []
@@ -62,9 +61,8 @@ def _branch_name(stack: Stack, index: int, slug: str, name: str, prefix: str | N
 
 
 def branch_namespace(stack: Stack, prefix: str | None) -> str | None:
-    """The part of the branch refs no patch changes (``refs/heads/gg/<stack>/``): where a branch
-    of a patch that left the series is still ggstack's to remove. None where the template begins
-    with a patch's own field, or leaves only ``refs/heads/`` (too wide)."""
+    """Where a branch of a patch that left the series is still ggstack's to remove
+    (``refs/heads/gg/<stack>/``); None where that would be too wide."""
     if prefix:
         return prefix.rstrip("/") + "/"
     template = stack.config.branch_template
@@ -81,9 +79,8 @@ def branch_namespace(stack: Stack, prefix: str | None) -> str | None:
 
 
 def _ref_part(stem: str) -> str:
-    """A patch file's name as a part of a ref name: format-patch cuts a long subject anywhere
-    (``…-in-CONTRIBUTING..patch``), and git refuses ``..``, and a part that starts with ``.``
-    or ends in ``.`` or ``.lock``."""
+    """format-patch cuts a long subject anywhere (``…-in-CONTRIBUTING..patch``); git refuses ``..``, and a
+    part that starts with ``.`` or ends in ``.`` or ``.lock``."""
     part = re.sub(r"\.{2,}", ".", stem).lstrip(".")
     while part.endswith((".", ".lock")):
         part = part.removesuffix(".lock").rstrip(".")
@@ -92,8 +89,6 @@ def _ref_part(stem: str) -> str:
 
 @dataclass
 class _Record:
-    """What ggstack last wrote to each branch (``last``), and what it will have written (``now``)."""
-
     ref: str
     value: str | None  # the record ref's value now
     last: dict[str, str]
@@ -113,7 +108,6 @@ class _Record:
             self.now.pop(ref, None)
 
     def update(self, repo: git.Repository, *, delete_empty: bool = False) -> list[_Update]:
-        """The record ref's move, where the record changed (``delete_empty``: none left, no ref)."""
         if self.now == self.last:
             return []
         text = "".join(f"{sha} {ref}\n" for ref, sha in sorted(self.now.items()))
@@ -126,9 +120,8 @@ def _record_ref(stack: Stack) -> str:
 
 
 class BranchReads:
-    """What ``write_branches`` asks git first: the refs' values and the branches worktrees have
-    checked out. ``apply`` starts both before it replays (``early``) so they are answered by then;
-    a ref moved in between fails the transaction as it would have (compare-and-swap)."""
+    """Started before ``apply`` replays, so they are answered by the time it writes; a ref moved in between
+    fails the transaction as it would have (compare-and-swap)."""
 
     def __init__(self, repo: git.Repository, stack: Stack, refs: Sequence[str], *, early: bool = True) -> None:
         self._values = repo.start_ref_values([*refs, _record_ref(stack)])
@@ -154,10 +147,7 @@ def write_branches(
     namespace: str | None = None,
     reads: BranchReads | None = None,
 ) -> list[str | None]:
-    """Point each applied patch's ref at its commit (``commits``: None where it did not apply), in
-    one transaction; the refs written. A ref someone moved since ggstack wrote it stays (unless
-    ``force``); ggstack's refs of patches that do not apply go, as do those under ``namespace``
-    of patches that left the series."""
+    """One transaction. ``commits``: None where the patch did not apply; the refs written."""
     reads = reads or BranchReads(repo, stack, refs, early=False)
     values = reads.values()
     record = _Record.read(repo, stack, values)
@@ -173,8 +163,7 @@ def write_branches(
 def _branch_moves(
     refs: Sequence[str], commits: Sequence[str | None], values: dict[str, str], record: _Record, force: bool
 ) -> tuple[list[_Update], list[str], list[str]]:
-    """The branches' moves, and the refs that are not ggstack's to move: never written by it
-    (``theirs``: no --force moves them), or moved since it did (``moved``)."""
+    """Also the refs not ggstack's to move: never written by it (``theirs``) or moved since (``moved``)."""
     updates: list[_Update] = []
     theirs, moved = [], []
     for ref, target in zip(refs, commits):
@@ -194,7 +183,6 @@ def _branch_moves(
 
 
 def _refuse_not_own(stack: Stack, theirs: Sequence[str], moved: Sequence[str]) -> None:
-    """Exit 2, nothing written, where a branch ggstack would write is not its own to move."""
     if theirs:
         raise UserError(
             "these refs exist and were not written by ggstack, which never moves them, not even with --force: "
@@ -215,8 +203,8 @@ def _orphans(
     namespace: str | None,
     worktrees: Callable[[], dict[str, str]],
 ) -> list[_Update]:
-    """Deletions of the branches ggstack wrote under ``namespace`` for patches no longer in the
-    series, where they are still what it wrote and not checked out (the record forgets them)."""
+    """ggstack's branches under ``namespace`` of patches that left the series, where still as it wrote
+    them."""
     stale = [r for r in record.last if namespace and r.startswith(namespace) and r not in refs]
     if not stale:
         return []
@@ -235,8 +223,7 @@ def _orphans(
 def remove_branches(
     repo: git.Repository, stack: Stack, refs: Sequence[str], *, write: bool = True
 ) -> tuple[list[str], list[str]]:
-    """Delete those of ``refs`` still where ``apply`` last put them, in one transaction; (deleted,
-    kept with why). ``write`` off: what it would do (``drop --dry-run``), nothing written."""
+    """(deleted, kept with why); ``write`` off: what it would do (``drop --dry-run``)."""
     values = repo.ref_values([*refs, _record_ref(stack)])
     record = _Record.read(repo, stack, values)
     checked_out = repo.checked_out_branches() if refs else {}
@@ -267,8 +254,7 @@ def _kept_because(ref: str, value: str, last: dict[str, str], checked_out: dict[
 
 
 def _refuse_checked_out(refs: Sequence[str], worktrees: Callable[[], dict[str, str]]) -> None:
-    """As ``git branch -f``: a branch checked out in a worktree is never moved or deleted under it
-    (its HEAD would move and its index show a phantom change); not even with --force."""
+    """As ``git branch -f``: its HEAD would move and its index show a phantom change."""
     checked_out = worktrees() if refs else {}
     busy = [
         f"{ref.removeprefix('refs/heads/')} (checked out in {checked_out[ref]})" for ref in refs if ref in checked_out

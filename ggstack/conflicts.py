@@ -15,8 +15,7 @@ _CONTEXT = 3  # lines of context kept around a conflict region
 
 
 def of_merge(repo: git.Repository, merged: git.MergeResult) -> Conflict:
-    """The conflicted files' marker regions, read in one request to the persistent cat-file: an
-    ``ls-tree`` a conflict was most of the time of an apply onto a far base."""
+    """One request to the persistent cat-file: an ``ls-tree`` a conflict was most of a far apply's time."""
     paths = list(merged.conflicted_paths)
     hunks = []
     for path, obj in zip(paths, repo.cat_file_batch([f"{merged.tree}:{p}" for p in paths]), strict=True):
@@ -29,8 +28,6 @@ def of_merge(repo: git.Repository, merged: git.MergeResult) -> Conflict:
 
 
 def of_apply(pick: Pick, message: str) -> Conflict:
-    """The files git names with the line of the hunk that failed (no merge markers); the patch's
-    own files where it names none (a corrupt patch)."""
     failures = git.apply_failures(message)
     if not failures:
         named = list(pick.patch.paths) if pick.patch is not None else diff_paths(pick.diff.decode("utf-8", "replace"))
@@ -43,7 +40,6 @@ def of_apply(pick: Pick, message: str) -> Conflict:
 
 
 def regions(text: str) -> str:
-    """The ``<<<<<<< ... >>>>>>>`` regions of a conflicted file, with a little context."""
     lines = text.split("\n")
     keep: set[int] = set()
     start = None

@@ -18,8 +18,6 @@ from ggstack.model import TargetConfig
 
 @dataclass(frozen=True)
 class LeftOut:
-    """A commit of a range that import did not take, and why (said in the output)."""
-
     commit: str
     subject: str
     why: str  # MERGE_OF_BASE | MERGE_OF_RANGE | EMPTY | ON_BASE | BEHIND
@@ -38,8 +36,6 @@ _BRANCH_MERGE = re.compile(r"^Merge (?:remote-tracking )?branch '([^']+)'")
 
 @dataclass(frozen=True)
 class Selection:
-    """The commits an import takes, those it leaves out, and those whose patch-id ``A`` has."""
-
     commits: list[str]
     left_out: list[LeftOut]
     upstream: list[str]
@@ -80,7 +76,6 @@ def _select_range(
 
 
 def _base_names(target: TargetConfig, lower: str) -> tuple[str, ...]:
-    """The names a merge of the stack's base gives it: ``main``, ``origin/main`` (and the range's lower end)."""
     names = {target.base, f"{target.remote}/{target.base}"}
     if lower and not re.fullmatch(r"[0-9a-f]{7,64}", lower):
         names |= {lower, lower.removeprefix("refs/remotes/").removeprefix("refs/heads/")}
@@ -88,7 +83,7 @@ def _base_names(target: TargetConfig, lower: str) -> tuple[str, ...]:
 
 
 def _first_parents(inside: Mapping[str, Sequence[str]], tip: str) -> set[str]:
-    """The branch's own line inside the range: first parents from its tip."""
+    """The branch's own line: first parents from its tip."""
     spine, at = set(), tip
     while at in inside and at not in spine:
         spine.add(at)
@@ -97,7 +92,6 @@ def _first_parents(inside: Mapping[str, Sequence[str]], tip: str) -> set[str]:
 
 
 def _brought_by_base_merges(inside: Mapping[str, Sequence[str]], skipped: Sequence[LeftOut]) -> set[str]:
-    """The commits of the range that only the merges of the base left out bring in."""
     merged_in: set[str] = set()
     for m in skipped:
         parents = inside.get(m.commit, ()) if m.why == MERGE_OF_BASE else ()
@@ -118,10 +112,9 @@ def _not_the_bases(
     taken: Sequence[str],
     skipped: Sequence[LeftOut],
 ) -> tuple[list[str], list[LeftOut]]:
-    """Of the commits a range takes, the branch's own: those a merge brought in that the stack's base has
-    (a range from before a merge of it) are left out, and so are those a merge named for the base brought
-    in (the local base ref lacks them: it is behind the branch that was merged). The branch's own line
-    (first parents from its tip) is always its own, on the base or not: ``check`` judges those."""
+    """Of the commits a range takes, the branch's own: not those a merge brought in that the base has, nor
+    those a merge named for the base brought in (the local base ref is behind). Its first-parent line
+    stays, on the base or not: ``check`` judges those."""
     inside = {c: parents for c, parents in graph}
     spine = _first_parents(inside, tip)
     on_base = _on_the_base(repo, target, [c for c in taken if c not in spine])
@@ -148,11 +141,8 @@ PR_MERGE = re.compile(r"^Merge pull request #\d+ from ")
 def _replayed(
     repo: git.Repository, graph: Sequence[tuple[str, tuple[str, ...]]], base_names: Sequence[str] = ()
 ) -> tuple[list[str], list[LeftOut]]:
-    """The commits of a range (oldest first, with parents) that import takes,
-    and the merges it leaves out: git rebase's choice, except that a PR merge
-    stands for the PR's commits (which are then not taken on their own). A
-    merge named for one of ``base_names`` is a merge of the base, wherever its
-    other parents are."""
+    """The commits git rebase would take and the merges it leaves out, but a PR merge stands for the PR's
+    commits; a merge named for the base is one, wherever its other parents are."""
     inside = {c: parents for c, parents in graph}
     merges = [c for c, parents in graph if len(parents) > 1]
     subjects = {i.sha: i.message.split("\n", 1)[0] for i in repo.commit_infos(merges)}
@@ -170,14 +160,12 @@ def _replayed(
 
 
 def _taken(graph: Sequence[tuple[str, tuple[str, ...]]], covered: set[str], subjects: Mapping[str, str]) -> list[str]:
-    """The commits of the range that are not merges, and the PR merges, but for what a PR merge stands for."""
     return [c for c, parents in graph if c not in covered and (len(parents) < 2 or PR_MERGE.match(subjects[c]))]
 
 
 def _merge_of(
     inside: Mapping[str, Sequence[str]], parents: Sequence[str], subject: str, base_names: Sequence[str]
 ) -> str:
-    """What a merge left out merged: commits imported on their own, or the base."""
     of_range = any(p in inside for p in parents[1:]) and not _named_for_base(subject, base_names)
     return MERGE_OF_RANGE if of_range else MERGE_OF_BASE
 

@@ -1,9 +1,7 @@
-"""Import: commits of the fork checkout become patches of a stack, with provenance.
+"""``ggstack import``: commits of the fork, or an existing series, become carry patches.
 
-A separate module from ``ggstack.series`` (which reads, checks and writes the
-stored files): import decides *what* enters the series — which commits of a
-range, which paths of a commit, which trailers — and hands ``series`` a new
-``Stack`` to save.
+Import decides what enters the series (which commits, which paths, which trailers) and hands
+``series`` a new ``Stack`` to save; it writes nothing. Its rules are docs/commands/import.md.
 """
 
 from __future__ import annotations
@@ -44,8 +42,7 @@ from ggstack.series import (
 
 @dataclass(frozen=True)
 class Imported:
-    """What one import did: the new stack, the patches it added, and what it
-    noticed on the way (said in the output, never silently)."""
+    """What one import did, and what it noticed on the way (said in the output, never silently)."""
 
     stack: Stack
     added: tuple[Patch, ...]
@@ -57,9 +54,8 @@ class Imported:
 
 @dataclass(frozen=True)
 class Reassigned:
-    """A source (``git am`` or ``ggstack apply`` of a stored patch) carried a
-    Stack-Patch-Id another patch already has: the import gave a new one, as two
-    patches with one id would share (and fight over) one PR."""
+    """A carried Stack-Patch-Id another patch already has, replaced by a new one: two patches with one id
+    would share (and fight over) one PR."""
 
     index: int  # of the added patch
     carried: str
@@ -77,22 +73,9 @@ def commits(
     dropped: Sequence[str] = (),
     keep_merged: bool = False,
 ) -> Imported:
-    """Append the commits ``revs`` (shas or ``A..B`` ranges) to the series, with provenance.
-
-    A range is taken as ``git rebase A B`` would replay it: the branch's own
-    commits, oldest first; merges left out (listed in ``left_out``) except a
-    forge's PR merge ("Merge pull request #N …"), which is imported as the
-    PR's combined change in place of the PR's own commits. Of a range, the
-    commits the stack's base already has are left out, and so are those a
-    merge named for the base brought in ("Merge branch 'main' into fix")
-    while the local base ref lacks them (it is behind: ``git fetch``);
-    ``keep_merged`` imports both. Commits whose
-    patch-id ``A`` already has — git rebase drops them — are kept and listed
-    in ``upstream``: whether the base has them is ``check``'s judgement,
-    with evidence, and a patch never leaves the stack silently.
-
-    Everything is read in a few batched git calls (not one per commit), and
-    nothing is written: the caller saves the returned stack."""
+    """The stack with the commits ``revs`` (shas or ``A..B`` ranges, taken as ``git rebase`` replays them:
+    ``import_range``) appended. Commits whose patch-id ``A`` has are kept, in ``upstream``: whether the
+    base has them is ``check``'s judgement. Read in a few batched git calls."""
     _check_options(original_pr, only, exclude)
     selection = select(repo, revs, stack.config.target, keep_merged=keep_merged)
     if not selection.commits:
@@ -131,8 +114,7 @@ def _nothing_left(left_out: Sequence[LeftOut]) -> str:
 
 
 def _range_hint(stack: Stack, revs: Sequence[str], selection: Selection) -> str:
-    """For a root commit met in a range: the likely mistake, a lower end that is not the base
-    (a branch that merged the base, given as ``fork..branch``, reaches all of the base's history)."""
+    """For a root commit met in a range, the likely mistake: a lower end that is not the base."""
     ranges = [r for r in revs if ".." in r and "..." not in r]
     if len(ranges) != 1:
         return ""
@@ -147,8 +129,8 @@ def _range_hint(stack: Stack, revs: Sequence[str], selection: Selection) -> str:
 def _changing(
     repo: git.Repository, infos: Sequence[git.CommitInfo], hint: str = ""
 ) -> tuple[list[git.CommitInfo], list[list[git.TreeChange]], list[LeftOut]]:
-    """The commits that change something, their changes, and the empty ones
-    left out (as git rebase drops them; --only/--exclude emptying one stays an error)."""
+    """The commits that change something, their changes, and the empty ones left out (as git rebase drops
+    them)."""
     for info in infos:
         if not info.parents:
             raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto{hint}")
@@ -159,9 +141,7 @@ def _changing(
 
 
 def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[str, ...]:
-    """Of ``shas``, those the stack's base (``target.base``, or its remote-tracking branch)
-    already has: a range from the fork point through a branch that merged the base in takes
-    the base's own commits too, as git rebase would. Nothing when the base is not known here."""
+    """Of ``shas``, those the stack's base already has (a range through a branch that merged it)."""
     target = stack.config.target
     base = repo.try_resolve(target.base) or repo.try_resolve(f"{target.remote}/{target.base}")
     if base is None or not shas:
@@ -171,19 +151,9 @@ def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[s
 
 
 def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | None = None) -> Imported:
-    """Append an existing series (a directory of ``git format-patch`` files,
-    an mbox, or a quilt ``series`` with DEP-3 headers) to the stack.
-
-    Each patch is applied, in order, onto the one before it, starting from
-    ``onto`` (else the first patch's ``base-commit:`` when the repository has
-    it, else the stack's base) — ``git apply`` in a temporary index, the
-    user's tree untouched — and stored like an imported commit: its author,
-    date and message, a ``Stack-Patch-Id``, and the provenance it carries
-    (the source its mbox ``From`` line names, as an import of that commit
-    records it; ``Cherry-picked-from`` the upstream commit a DEP-3 ``Origin``
-    or a cherry-pick line names; its DEP-3 ``Origin``,
-    ``Forwarded``, ``Applied-Upstream`` and ``Bug`` kept as trailers, a GitHub
-    pull URL among them as ``Original-PR``). Nothing is written."""
+    """The stack with an existing series (format-patch files, an mbox, a quilt series) appended: each patch
+    applied onto the one before (``git apply`` in a temporary index) and stored as an import of that
+    commit would be."""
     incoming = existing_series.read(repo, path)
     parent = _series_base(repo, stack, incoming, onto)
     tree = repo.resolve(parent, "tree")
@@ -207,7 +177,6 @@ def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | No
 
 
 def _item_trailers(stack: Stack, item: existing_series.Incoming) -> list[tuple[str, str]]:
-    """As an import of the commit itself: a pick keeps its pick trailer, a commit is its source (the From line)."""
     trailers = [(T_ORIGINAL_PR, item.original_pr)] if item.original_pr else []
     picked = item.picked_from or picked_from_line(item.message)
     trailers += [(T_CHERRY_PICKED, picked)] if picked else []
@@ -256,7 +225,6 @@ def _applied(repo: git.Repository, tree: str, item: existing_series.Incoming, pa
 
 
 def _author_ident(repo: git.Repository, item: existing_series.Incoming, me: str) -> str:
-    """The author line: the file's author and date, else the importer's."""
     name, email, date = me.rsplit(" ", 2)[0], "", " ".join(me.rsplit(" ", 2)[1:])
     if item.author:
         name, email = item.author
@@ -272,8 +240,7 @@ def _author_ident(repo: git.Repository, item: existing_series.Incoming, me: str)
 
 
 def notes(done: Imported) -> list[str]:
-    """What an import noticed, in words: the merges it left out, and the
-    commits ``git rebase`` would have skipped as already upstream."""
+    """What an import noticed, in words."""
     out = _merge_notes(done) + _empty_notes(done) + _am_break_notes(done) + _reassigned_notes(done)
     out += _base_notes(done)
     return out + _kept_notes(done)
@@ -306,7 +273,6 @@ def _am_break_notes(done: Imported) -> list[str]:
 
 
 def _kept_notes(done: Imported) -> list[str]:
-    """The imported commits the base may have already: ``check`` judges them."""
     out = []
     names = {p.source_commit: p.name for p in done.added}
     if done.on_base:
@@ -324,7 +290,6 @@ def _kept_notes(done: Imported) -> list[str]:
 
 
 def _base_notes(done: Imported) -> list[str]:
-    """The commits of a range that are the base's, not the branch's: left out, and why."""
     target = done.stack.config.target
     out = []
     on_base = [m for m in done.left_out if m.why == ON_BASE]
@@ -344,13 +309,12 @@ def _base_notes(done: Imported) -> list[str]:
 
 
 def _listed(left_out: Sequence[LeftOut]) -> str:
-    """The first ten commits with their subjects, and how many more."""
     shown = ", ".join(f"{m.commit[:12]} {m.subject!r}" for m in left_out[:10])
     return shown + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
 
 
 def _first_ten(names: Mapping[str | None, str], commits: Sequence[str]) -> str:
-    """The patch files of the first ten commits, and how many more (a list, not a 4,000-character line)."""
+    """A list, not a 4,000-character line."""
     listed = ", ".join(names.get(c, c[:12]) for c in commits[:10])
     return listed + (f" and {len(commits) - 10} more" if len(commits) > 10 else "")
 
@@ -373,8 +337,8 @@ def _reassigned_notes(done: Imported) -> list[str]:
 
 
 def _am_break(message: str) -> tuple[int, str] | None:
-    """The first line (number, text) of a message body that ``git am`` takes
-    for the start of the patch (mailinfo's patchbreak), if any."""
+    """The first line (number, text) of a message body that ``git am`` takes for the start of the patch
+    (mailinfo's patchbreak), if any."""
     for n, line in enumerate(message.split("\n")[1:], 2):
         if line.startswith(("diff -", "Index: ")) or re.match(r"---(\s*$| \S)", line):
             return n, line
@@ -382,8 +346,6 @@ def _am_break(message: str) -> tuple[int, str] | None:
 
 
 def _refuse_duplicates(stack: Stack, added: Sequence[Patch], labels: Sequence[str]) -> None:
-    """A Stack-Patch-Id already in the stack (or twice in this import) is an
-    error naming the file that has it, as it is on disk."""
     existing = {p.provenance.stack_patch_id: p.name for p in stack.patches}
     first: dict[str, str] = {}
     for patch, label in zip(added, labels):
@@ -408,8 +370,6 @@ def _patches(
     exclude: Sequence[str],
     dropped: Sequence[str],
 ) -> tuple[list[Patch], list[Reassigned]]:
-    """One patch a commit: messages and trailers, scratch copies carrying
-    them, and one ``format-patch`` of all the copies."""
     kept_of = []
     sources = []
     for info, changed in zip(infos, changes):
@@ -426,8 +386,8 @@ def _patches(
 def _commit_trailers(
     stack: Stack, info: git.CommitInfo, pr: str | None, kept: Sequence[str], dropped: Sequence[str]
 ) -> list[tuple[str, str]]:
-    """Only a pick has a pick trailer (a `git cherry-pick -x` line names where the change first was);
-    a commit of the fork's own is its source, which the mbox "From " line names already."""
+    """Only a pick gets ``Cherry-picked-from``; a fork's own commit is its source, which the mbox "From "
+    line names already."""
     trailers = [(T_ORIGINAL_PR, pr)] if pr else []
     picked = picked_from_line(info.message)
     trailers += [(T_CHERRY_PICKED, picked)] if picked else []
@@ -438,8 +398,7 @@ def _commit_trailers(
 
 @dataclass(frozen=True)
 class _Source:
-    """One patch to store: a commit whose tree and author it has, the parent
-    it is a change from, its message and the trailers to add."""
+    """One patch to store: a commit whose tree and author it has, on ``parent``."""
 
     commit: str
     parent: str
@@ -452,9 +411,8 @@ class _Source:
 def _stored(
     repo: git.Repository, stack: Stack, sources: Sequence[_Source], limit: Sequence[str] = ()
 ) -> tuple[list[Patch], list[Reassigned]]:
-    """The patch files of ``sources``: trailers added (a source carrying its
-    own Stack-Patch-Id keeps it, unless another patch has it), scratch copies
-    carrying the messages, and one ``format-patch`` of all the copies."""
+    """The patch files of ``sources``: scratch copies carrying the messages with their trailers, and one
+    ``format-patch`` of all of them."""
     messages, reassigned = _unshared_ids(stack, sources)
     done = git.add_trailers_many([(m, s.trailers) for m, s in zip(messages, sources)], once=(T_STACK_PATCH_ID,))
     scratch = repo.copies_with_messages([(s.commit, s.parent, m) for s, (m, _) in zip(sources, done)])
@@ -471,10 +429,8 @@ def _stored(
 
 
 def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], list[Reassigned]]:
-    """The sources' messages, less each carried Stack-Patch-Id that a patch of
-    another stack in the patches directory or an earlier source already has:
-    such a source was made from a stored patch (``git am``, ``ggstack apply``),
-    and its patch gets the id import assigns instead."""
+    """The messages, less each carried Stack-Patch-Id another stack or an earlier source has (a source made
+    from a stored patch by ``git am``): import assigns that one a new id."""
     key = T_STACK_PATCH_ID.lower()
     maybe = [i for i, s in enumerate(sources) if key in s.message.lower()]
     messages = [s.message for s in sources]
@@ -496,10 +452,8 @@ def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], 
 
 
 def _used_ids(stack: Stack) -> dict[str, str]:
-    """Every Stack-Patch-Id of the patches directory's other stacks, and the patch
-    that has it. The stack's own ids are left to ``_refuse_duplicates``: its own
-    patch imported again is refused, not copied. A stack that does not load is
-    not counted (``pr`` refuses its PRs' adoption by another stack anyway)."""
+    """Every Stack-Patch-Id of the other stacks, and the patch that has it (the stack's own are
+    ``_refuse_duplicates``'s: its own patch imported again is refused, not copied)."""
     patches_dir = os.path.dirname(stack.path)
     used: dict[str, str] = {}
     for name in series.list_stacks(patches_dir):
@@ -552,9 +506,8 @@ def _matches(path: str, pattern: str) -> bool:
 
 
 def _dropped_texts(left_out: Sequence[str], texts: Sequence[str]) -> list[str]:
-    """One ``Dropped:`` text per left-out part: the given texts (which name
-    their paths in parentheses, or get the next uncovered path), and a plain
-    one for every left-out path no text covers."""
+    """One ``Dropped:`` text per left-out part: the given ones (naming their paths in parentheses, or given
+    the next uncovered path), and a plain one for each path no text covers."""
     named = [_named_paths(t, left_out) for t in texts]
     uncovered = [p for p in left_out if not any(p in n for n in named)]
     out = []
@@ -567,19 +520,14 @@ def _dropped_texts(left_out: Sequence[str], texts: Sequence[str]) -> list[str]:
 
 
 def _named_paths(text: str, left_out: Sequence[str]) -> set[str]:
-    """The left-out paths a ``--dropped`` text names (a path, a directory or a
-    glob, as for --only) in its closing "(a, b)"."""
     m = re.search(r"\(([^()]*)\)\s*$", text)
     names = [n.strip() for n in m.group(1).split(",") if n.strip()] if m else []
     return {p for p in left_out if any(_matches(p, n) for n in names)}
 
 
 def _pr_from_message(message: str, target: TargetConfig) -> str | None:
-    """The PR a commit names. A subject's ``(#N)`` is a squash merge's, often
-    upstream's (a pick from a release branch): it is ``target.repo``'s only when
-    PRs go there from a fork (``target.fork``: then target.repo is upstream);
-    else the repository is not known and the number is kept alone, ``#N``. A
-    GitHub merge commit in the range was made where the range's PRs are merged."""
+    """A subject's ``(#N)`` is a squash merge's, often upstream's: ``target.repo``'s only where PRs go
+    there from a fork, else ``#N`` alone. A GitHub merge in the range was made where its PRs are merged."""
     subject = message.split("\n", 1)[0]
     m = re.search(r"\(#(\d+)\)\s*$", subject)
     if m:
@@ -591,7 +539,6 @@ def _pr_from_message(message: str, target: TargetConfig) -> str | None:
 
 
 def _merge_message(message: str) -> str:
-    """A GitHub PR merge's message with the PR title as the subject (other merges' as they are)."""
     if not PR_MERGE.match(message):
         return message
     subject, _, body = message.partition("\n")
@@ -603,7 +550,6 @@ def _merge_message(message: str) -> str:
 
 
 def _stack_patch_id(stack: str, sha: str, kept: Iterable[str]) -> str:
-    """Assigned once at import; deterministic so that re-importing the same
-    history regenerates the same bytes."""
+    """Deterministic: importing the same history again writes the same bytes."""
     h = hashlib.sha1(f"{stack}\0{sha}\0{chr(0).join(kept)}".encode()).hexdigest()
     return "I" + h

@@ -36,14 +36,13 @@ class Pick:
 
     @property
     def diff(self) -> bytes:
-        """The diff as git reads it, encoded only when asked: a big patch is not held as text and bytes."""
+        """Encoded only when asked: a big patch is not held as text and as bytes."""
         if self.given_diff is not None or self.patch is None:
             return self.given_diff or b""
         return self.patch.diff.encode("utf-8", "surrogateescape")
 
     @property
     def known_as(self) -> str:
-        """The pick in the result cache's keys."""
         return self.key or self.commit or ""
 
 
@@ -53,14 +52,11 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
 
 
 class Materializer:
-    """The picks, made before the check that says whether a source commit's tree may stand for
-    its patch: ``picks`` trusts it (no ``Dropped:``/``Adapted:`` trailer says the diff changed),
-    ``confirm`` waits for the check and makes again what it does not bear out.
+    """``picks`` trusts a source commit's tree where no ``Dropped:``/``Adapted:`` trailer says the diff
+    changed; ``confirm`` waits for the check and makes again what it does not bear out.
 
-    With ``stand_in`` (apply, which reads a pick's tree and parent, never its message), a trusted
-    source commit whose first parent is the recorded one is the pick itself: a merge of it onto
-    that parent has that parent as its one merge base, whatever its other parents (a PR's merge).
-    """
+    With ``stand_in`` (apply reads a pick's tree and parent, never its message) a trusted source commit
+    on the recorded parent is the pick itself: a merge of it onto that parent has that one merge base."""
 
     def __init__(self, repo: git.Repository, stack: Stack, *, stand_in: bool = False) -> None:
         self._repo, self._stack, self._stand_in = repo, stack, stand_in
@@ -83,8 +79,6 @@ class Materializer:
         return (self._stand_in and self._cache.get(_stand_in_key(patch))) or self._cache.get(_materialize_key(patch))
 
     def _make(self) -> dict[str, list[git.TreeChange]]:
-        """Write the commits to make; what the trusted ones change (their source commit's change),
-        read while the commits are written."""
         trusted = [(p, parent) for p, parent in self._sourced if p.name in self._trusted]
         changes = self._repo.start_tree_changes([(p.source_commit or "", parent) for p, parent in trusted])
         self._standing = {p.name: p.source_commit or "" for p, parent in trusted if self._stands_in(p, parent)}
@@ -92,7 +86,6 @@ class Materializer:
         return {self._made[p.name]: c for (p, _), c in zip(trusted, changes())}
 
     def _commit_the_rest(self) -> dict[str, str]:
-        """patch name -> the commit written for it, where no source commit stands in for it."""
         todo = [(p, parent) for p, parent in self._todo if p.name not in self._standing]
         self._repo.prepare_idents(split_author(p.author) for p, _ in self._todo)  # the replay's commits need them too
         commits = _commit_patches(self._repo, self._stack, todo, self._trusted)
@@ -102,8 +95,7 @@ class Materializer:
         return self._stand_in and self._parents.get(patch.source_commit or "", ())[:1] == (parent,)
 
     def confirm(self) -> list[Pick] | None:
-        """Wait for the check and cache what it bears out. None where it bore out every pick, else
-        the picks with the others made again by ``git apply``."""
+        """Cache what the check bears out; None where it bore out every pick, else the picks made again."""
         exact = _exact_trees(self._sourced, self._diffs())
         wrong = [
             (p, parent)
@@ -134,7 +126,6 @@ class Materializer:
 
 
 def _named_commits(stack: Stack, cached: Sequence[str | None]) -> list[str]:
-    """The recorded parents, the source commits and the cached picks: read in one request."""
     named = [p.base_commit for p in stack.patches if p.base_commit]
     named += [p.source_commit for p in stack.patches if p.source_commit]
     return named + [c for c in cached if c]
@@ -143,8 +134,8 @@ def _named_commits(stack: Stack, cached: Sequence[str | None]) -> list[str]:
 def _to_make(
     repo: git.Repository, stack: Stack, cached: Sequence[str | None], present: set[str]
 ) -> list[tuple[Patch, str]]:
-    """The patches to make a commit of: their recorded parent is here, their cached commit is not.
-    A parent missing from a shallow clone is the user's to fetch."""
+    """Those whose recorded parent is here and cached commit is not. A recorded parent missing from a
+    shallow clone is the user's to fetch."""
     todo: list[tuple[Patch, str]] = []
     for patch, hit in zip(stack.patches, cached):
         parent = patch.base_commit
@@ -160,8 +151,7 @@ def _to_make(
 
 
 def remember_materialized(repo: git.Repository, made: Sequence[tuple[Patch, str]]) -> None:
-    """Record commits that are these patch files on their recorded parents (a command that just
-    wrote the files from them: rebase, refresh, edit), so the next apply need not make them."""
+    """For a command that just wrote these files from these commits, so the next apply need not make them."""
     cache = Map(repo, "materialized")
     for patch, commit in made:
         cache.put(_materialize_key(patch), commit)
@@ -177,19 +167,16 @@ def _stand_in_key(patch: Patch) -> str:
 
 
 def _unchanged_since_import(patch: Patch) -> bool:
-    """No path was left out at import (``Dropped:``) and no resolution written into it (``Adapted:``)."""
     return not patch.provenance.dropped and not ADAPTED.search(patch.message)
 
 
 def _source_trees(repo: git.Repository, patches: Sequence[Patch]) -> dict[str, str]:
-    """patch name -> its source commit's tree (one request to the persistent reader)."""
     infos = repo.read_commits(p.source_commit or "" for p in patches)
     return {p.name: infos[p.source_commit].tree for p in patches if p.source_commit in infos}
 
 
 def _exact_trees(sourced: Sequence[tuple[Patch, str]], diffs: Sequence[tuple[str, memoryview]]) -> dict[str, str]:
-    """patch name -> its source commit's tree, where the stored diff is exactly that commit's:
-    applying it to the parent can only give that tree."""
+    """Where the stored diff is exactly the source commit's, applying it can only give its tree."""
     trees = {}
     for (patch, _), (tree, diff) in zip(sourced, diffs):
         if _same_diff(diff, patch.diff):
@@ -201,8 +188,7 @@ _COMPARED = 1 << 20  # characters of a stored diff encoded at a time to be compa
 
 
 def _same_diff(data: memoryview, text: str) -> bool:
-    """git's diff ``data`` is the stored ``text`` but for newlines at their ends; compared a piece
-    at a time (a big diff is neither encoded whole nor stripped: copies)."""
+    """Compared a piece at a time: a big diff is neither encoded whole nor stripped (copies)."""
     n, t = data.nbytes, len(text)
     while n and data[n - 1] == 10:
         n -= 1
@@ -220,7 +206,6 @@ def _same_diff(data: memoryview, text: str) -> bool:
 def _commit_patches(
     repo: git.Repository, stack: Stack, todo: Sequence[tuple[Patch, str]], trees: dict[str, str]
 ) -> list[str]:
-    """Each patch of ``todo`` as a commit on its parent, written together: none waits on another."""
     ready: list[git.TreeCommit] = []
     refused: dict[int, str] = {}
     repo.prepare_idents(split_author(patch.author) for patch, _ in todo)
@@ -237,15 +222,13 @@ def _commit_patches(
 
 
 def _write_tree_commits(repo: git.Repository, ready: Sequence[git.TreeCommit]) -> list[str]:
-    """One ``fast-import``, or one request to the persistent writer where fast-import might not
-    write an ident as it is."""
+    """fast-import might not write an ident as it is: then the persistent writer."""
     if all(git.importable(c.author) and git.importable(c.committer) for c in ready):
         return repo.write_tree_commits(ready)
     return repo.write_commits([(c.tree, [c.parent], c.message, c.author, c.committer) for c in ready])
 
 
 def _tree_of_patch(repo: git.Repository, stack: Stack, patch: Patch, parent: str) -> str:
-    """The recorded parent's tree with the stored diff applied (a temporary index)."""
     parent_tree = repo.resolve(parent, "tree")
     tree, message = repo.apply_to_tree(parent_tree, patch.diff.encode("utf-8", "surrogateescape"))
     if tree is None:

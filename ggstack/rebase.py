@@ -1,13 +1,9 @@
 """``ggstack rebase``: move the stored series onto a new base, so its recorded parents stop ageing.
 
-``apply`` replays the series on every run, but the files keep their old
-``base-commit``: each run merges against an older parent, and a conflict
-resolved once is met again. Rebasing the *stored* series rewrites each patch
-as the change from its replayed parent to its replayed commit — ``apply``'s
-own replay, so re-applying the rebased series onto that base gives exactly
-the trees ``apply`` gives now. What is kept (bytes where nothing changed,
-identity, provenance, reproducible parents) and the all-or-nothing rule are
-docs/commands/rebase.md; ``plan`` and ``_commit`` say how.
+Otherwise every ``apply`` merges against an older parent and meets a resolved conflict again. Each
+patch is rewritten as the change from its replayed parent to its replayed commit (``apply``'s own
+replay), so applying the rebased series there gives the trees ``apply`` gives now. What is kept and
+the all-or-nothing rule: docs/commands/rebase.md.
 """
 
 from __future__ import annotations
@@ -30,8 +26,6 @@ NOT_REACHED = "not rebased"  # after the stop
 
 @dataclass
 class Entry:
-    """One patch in a rebase: what it was recorded on, what it is now on, and what happened."""
-
     name: str
     subject: str
     status: str
@@ -57,7 +51,6 @@ class Result:
 
     @property
     def before_stop(self) -> int:
-        """How many patches come before the one that stopped it (all of them when none did)."""
         stop = self.stopped
         return len(self.entries) if stop is None else self.entries.index(stop)
 
@@ -79,10 +72,8 @@ def rebased_ref(stack: Stack) -> str:
 
 
 def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = False) -> tuple[Result, str | None]:
-    """The rebased stack (in ``Result.stack_after``) and the head of the new parents' chain; writes no ref or file.
-
-    New commit objects are written (unreferenced until ``rebase`` points its ref at them).
-    """
+    """The rebased stack (``Result.stack_after``) and the head of the new parents' chain; writes commit
+    objects, no ref or file."""
     base = replay.resolve_base(repo, stack, base_ref)
     result = Result(stack.name, base_ref, base, partial)
     if not stack.patches:
@@ -100,8 +91,7 @@ def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = F
 def _chain(
     repo: git.Repository, stack: Stack, steps: Sequence[replay.Step], base: str, entries: list[Entry]
 ) -> tuple[list[tuple[int, str, str]], str | None]:
-    """Each patch's commit on the one before, from ``base``, until one does not apply (an entry a
-    patch); the rewritten ones (index, commit, its parent) and the last commit."""
+    """Until one does not apply; the rewritten ones (index, commit, its parent) and the last commit."""
     recorded = repo.has_objects([p.base_commit for p in stack.patches if p.base_commit])
     parent, head = base, None
     todo: list[tuple[int, str, str]] = []
@@ -122,7 +112,6 @@ def _chain(
 
 
 def _stopped_at(stack: Stack, index: int, step: replay.Step) -> list[Entry]:
-    """The patch that stopped the rebase, and those it did not reach."""
     patch = stack.patches[index]
     detail = (
         "conflicts in " + ", ".join(step.conflict.paths)
@@ -136,8 +125,7 @@ def _stopped_at(stack: Stack, index: int, step: replay.Step) -> list[Entry]:
 
 
 def _entry(repo: git.Repository, patch: Patch, parent: str, recorded: dict[str, bool]) -> Entry:
-    """Rewritten onto ``parent``, or unchanged where its recorded parent is as good (the same tree):
-    then the file stays byte for byte."""
+    """Unchanged where its recorded parent has the same tree: the file stays byte for byte."""
     old = patch.base_commit
     if old and recorded.get(old) and _tree(repo, old) == _tree(repo, parent):
         return Entry(patch.name, patch.subject, UNCHANGED, old, old)
@@ -152,7 +140,6 @@ def _tree(repo: git.Repository, commit: str) -> str | None:
 def _rewritten(
     repo: git.Repository, stack: Stack, todo: Sequence[tuple[int, str, str]]
 ) -> tuple[Stack, list[tuple[Patch, str]]]:
-    """The stack with each rewritten patch's file regenerated; and (patch, the commit it is)."""
     patches = list(stack.patches)
     made = []
     total = len(patches)
@@ -170,11 +157,8 @@ def _rewritten(
 def rebase(
     repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = False, dry_run: bool = False
 ) -> Result:
-    """``ggstack rebase``: plan, then (unless stopped without ``partial``, or a dry run) write.
-
-    The caller holds the stack's lock. The new parents' chain is made
-    reachable (one ref update, compare-and-swap) before the stack names it.
-    """
+    """The caller holds the stack's lock. The new parents' chain is made reachable (one ref update,
+    compare-and-swap) before the stack names it."""
     result, head = plan(repo, stack, base_ref, partial=partial)
     after = result.stack_after
     if dry_run or after is None:

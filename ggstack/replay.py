@@ -1,11 +1,9 @@
 """``ggstack apply``: replay a stack onto a base, in memory, through every conflict.
 
-Each pick is cherry-pick's merge with its recorded parent as the merge base, by ``git merge-tree
---write-tree`` (merge-ort, as rebase), so trees are git's byte for byte (the differential test
-against ``git rebase`` holds every shortcut to that). Processes are the cost: a pick merge-ort
-has nothing to decide is an edit of the tip's tree in memory (``trees``), the commits are written
-by one ``git fast-import`` (``flush``), results are cached by their inputs, and refs are written
-at the end in one transaction, so a run killed midway leaves every ref as it was.
+Each pick is merge-ort's cherry-pick merge (``git merge-tree``, as rebase), so trees are git's byte
+for byte: the differential test against ``git rebase`` holds every shortcut to that. Processes are
+the cost: a trivial pick is an edit in memory (``trees``), the commits of a run one ``fast-import``,
+results are cached by their inputs, and the refs are written last in one transaction.
 """
 
 from __future__ import annotations
@@ -41,8 +39,6 @@ class Step:
 
 @dataclass(frozen=True)
 class _Pending:
-    """A trivial pick kept back: its commit is written with the others of its run."""
-
     parent: str  # the tip it goes on: a written commit or the placeholder before it
     pick: str  # the pick as the result cache knows it (``Pick.known_as``)
     commit: str  # its placeholder id
@@ -50,12 +46,8 @@ class _Pending:
 
 
 class Replayer:
-    """Replays picks one at a time onto a moving tip; the caller decides which results to keep
-    (``advance``), so ``check`` can leave out patches the base already has.
-
-    With ``chain`` (a caller that keeps every step), commits are kept back and written together
-    by ``flush``; until then their steps name placeholder ids (``settled`` gives the real ones).
-    """
+    """Picks one at a time onto a moving tip; the caller keeps what it wants (``advance``), so ``check``
+    can leave out patches the base has. With ``chain``, commits are written together by ``flush``."""
 
     def __init__(self, repo: git.Repository, onto: str, *, chain: bool = False) -> None:
         self.repo = repo
@@ -74,8 +66,8 @@ class Replayer:
         self._empty: list[tuple[str, str]] = []  # (tip, pick) of the empty picks a flush is to record
 
     def prepare(self, picks: Sequence[Pick], known: Mapping[str, list[git.TreeChange]] | None = None) -> None:
-        """Read what every pick changes in one process, so a trivial merge needs no merge-tree;
-        not for the picks the result cache answers, nor those ``known`` says (commit -> changes)."""
+        """What every pick changes, read in one process (a trivial merge then needs no merge-tree), but for the
+        picks the result cache answers."""
         self._deferred |= self._read_ahead(picks)
         todo = [p for p in picks if p.commit and p.parent and p.commit not in self._deferred]
         if todo:  # commits will be made: their committer asked meanwhile
@@ -89,9 +81,9 @@ class Replayer:
             self._changes[commit] = changes
 
     def _read_ahead(self, picks: Sequence[Pick]) -> set[str]:
-        """The picks the result cache answers along the chain from this tip, their commits read in
-        one process (asked one at a time, a rerun paid a round trip a patch). The chain is followed
-        as if every pick were kept; past one the caller leaves out, hits are read one at a time."""
+        """The picks the result cache answers from this tip, their commits read in one process (one at a time
+        was a round trip a patch on every rerun). Past a pick the caller leaves out, hits are read one at a
+        time."""
         chain = self._cached_chain(picks)
         self._cached.update(self.repo.read_commits(hit for _, hit, _ in chain if hit != "empty"))
         answered = set()
@@ -103,7 +95,6 @@ class Replayer:
         return answered
 
     def _cached_chain(self, picks: Sequence[Pick]) -> list[tuple[str, str, str]]:
-        """(pick commit, the cache's answer, the tip it was on) while the cache answers."""
         tip, chain = self.tip, []
         for pick in picks:
             hit = self._results.get(f"{tip}:{pick.known_as}") if pick.commit else None
@@ -114,7 +105,6 @@ class Replayer:
         return chain
 
     def _changes_of(self, pick: Pick) -> list[git.TreeChange] | None:
-        """What the pick changes: read by ``prepare``, or now for one it left to the cache."""
         if pick.commit and pick.commit not in self._changes and pick.commit in self._deferred and pick.parent:
             self._changes[pick.commit] = self.repo.tree_changes([(pick.commit, pick.parent)])[0]
         return self._changes.get(pick.commit or "")
@@ -162,8 +152,8 @@ class Replayer:
         self._results.save()
 
     def _keep_back(self, pick: Pick, edits: Edits, who: _Author) -> Step | None:
-        """A trivial pick's step, its commit left for ``flush``; None where fast-import might not
-        write its idents as they are."""
+        """Its commit written later by ``flush``; None where fast-import might not write its idents as they
+        are."""
         idents = self._chainable(who)
         if idents is None:
             return None
@@ -171,9 +161,8 @@ class Replayer:
         return Step(Applied.APPLIED, tree, self._pend(pick, edits, idents))
 
     def _merge_kept_back(self, pick: Pick, who: _Author) -> Step | None:
-        """A pick merge-ort has to decide, merged onto the tip's tree (the kept-back trees are
-        written for it: a round trip to ``mktree`` each, not a ``fast-import`` a merge), its commit
-        kept back too; None where fast-import might not write its idents as they are."""
+        """The kept-back trees are written for this merge: a round trip to ``mktree`` each, not a
+        ``fast-import`` a merge."""
         idents = self._chainable(who)
         if idents is None:
             return None
@@ -188,8 +177,6 @@ class Replayer:
         return Step(Applied.APPLIED, merged.tree, self._pend(pick, root, idents))
 
     def _chainable(self, who: _Author) -> tuple[str, str, str] | None:
-        """A pick's message, author and committer for a kept-back commit; None where fast-import
-        might not write its idents as they are."""
         _, _, _, message, author = who
         committer = self._committer_ident()
         if author is None or not git.importable(author) or not git.importable(committer):
@@ -202,7 +189,7 @@ class Replayer:
         return commit
 
     def flush(self) -> None:
-        """Write the picks kept back, as one chain on the last written tip."""
+        """The kept-back commits, written as one chain (one fast-import)."""
         pending, self._pending = self._pending, []
         written = self.repo.write_chain(pending[0].parent, [p.chained for p in pending]) if pending else []
         parent = pending[0].parent if pending else ""
@@ -217,7 +204,6 @@ class Replayer:
             self.tip, self.tip_tree = self._settled[self.tip]
 
     def settled(self, step: Step) -> Step:
-        """``step`` with the ids ``flush`` wrote in place of its placeholders."""
         if step.commit not in self._settled:
             return step
         commit, tree = self._settled[step.commit]
@@ -234,8 +220,7 @@ class Replayer:
         return Step(Applied.APPLIED, info.tree, hit)
 
     def _commit(self, pick: Pick, tree: str, who: _Author | None = None) -> str:
-        """The replayed commit: the patch's author and message, the committer from the
-        environment (as ``git rebase``)."""
+        """The committer from the environment, as ``git rebase``."""
         name, email, date, message, author = who or self._author_of(pick)
         if author is None:  # git refuses it: commit-tree says why
             return self.repo.commit_tree(tree, [self.tip], message, author=(name, email, date))
@@ -259,8 +244,8 @@ class Replayer:
         return self._start_committer()()
 
     def _apply_fallback(self, pick: Pick) -> Step:
-        """The recorded parent is not here: ``git apply --3way`` from the index lines' blobs where
-        they exist, else a plain apply; said so."""
+        """No recorded parent here: ``git apply --3way`` from the index lines' blobs where they exist, else a
+        plain apply; the note says which."""
         tree, message = self.repo.apply_to_tree(self.tip_tree, pick.diff, three_way=True)
         note = "recorded base missing: applied with git apply --3way"
         if tree is not None and "Falling back to direct application" in message:
@@ -282,8 +267,7 @@ def replay(
     progress: Progress | None = None,
     changes: Mapping[str, list[git.TreeChange]] | None = None,
 ) -> list[Step]:
-    """Every pick in order onto ``onto``; a conflict is recorded and skipped. ``changes``: what
-    some picks change, known already (``Materializer.changes``)."""
+    """A conflict is recorded and skipped. ``changes``: what some picks change, known already."""
     kill_after = state.env_count("GGSTACK_DEBUG_KILL_AFTER")  # a bad value is refused before anything is made
     replayer = Replayer(repo, onto, chain=True)
     replayer.prepare(picks, changes)
@@ -316,7 +300,6 @@ def apply(
     write: bool = True,
     progress: Progress | None = None,
 ) -> Run:
-    """``ggstack apply``: replay the stack onto ``base_ref``; one Outcome a patch."""
     base = resolve_base(repo, stack, base_ref)
     refs = branch_refs(stack, prefix)
     reads = BranchReads(repo, stack, refs) if write else None  # answered while the stack replays
@@ -341,9 +324,8 @@ def apply(
 
 
 def say_merge_drivers(repo: git.Repository, stack: Stack, run: Run) -> list[str]:
-    """Note on each Outcome whose patch changes a path the user's config gives to a merge driver:
-    ggstack merged it with git's own text merge, their ``git rebase`` would run their program,
-    so the two may differ. Returns the notes."""
+    """Where a patch changes a path the user gives to a merge driver, ggstack used git's own text merge and
+    their ``git rebase`` would run their program: the Outcome says so."""
     if not repo.merge_drivers()[0]:
         return []  # the usual case: no path of any patch to ask git about
     changed = {p.name: list(p.paths) for p in stack.patches}
@@ -389,7 +371,6 @@ def outcome_of(patch: Patch, step: Step, branch: str | None = None) -> Outcome:
 
 
 def resolve_base(repo: git.Repository, stack: Stack | None, base_ref: str) -> str:
-    """The base commit: the ref as given, else the stack's remote-tracking branch."""
     sha = repo.try_resolve(base_ref)
     also = f" nor {stack.config.target.remote}/{base_ref}" if stack is not None else ""
     if sha is None and stack is not None:
@@ -404,8 +385,6 @@ def resolve_base(repo: git.Repository, stack: Stack | None, base_ref: str) -> st
 
 
 def _start_merge_base(repo: git.Repository, stack: Stack, base: str) -> Callable[[], str | None]:
-    """The merge base of ``base`` and the first recorded parent that is here, started now (the
-    parents were read by ``Materializer``); calling what this returns waits for it."""
     present = repo.read_commits(p.base_commit for p in stack.patches if p.base_commit)
     for patch in stack.patches:
         if patch.base_commit in present:

@@ -15,8 +15,6 @@ from ggstack.picks import split_author
 
 
 def authored_commit(repo: git.Repository, patch: Patch, tree: str, parent: str, message: str) -> str:
-    """``tree`` on ``parent`` as ``patch``'s commit, as ``git rebase --committer-date-is-author-date``
-    would make it (rebase's ``base-commit`` ids, the files edit and refresh write)."""
     name, email = split_author(patch.author)
     ident = repo.ident(name, email, patch.date)
     if ident is None:  # git refuses it: commit-tree says why
@@ -28,8 +26,7 @@ def authored_commit(repo: git.Repository, patch: Patch, tree: str, parent: str, 
 def patch_file(
     repo: git.Repository, stack: Stack, patch: Patch, commit: str, parent: str, number: int, total: int
 ) -> Patch:
-    """The file ``format-patch`` writes for ``commit`` (``number`` of ``total``) as ``patch``'s new
-    file: its name, and the mbox "From " line naming its source commit. The caller settles provenance."""
+    """The caller settles its provenance."""
     _, data = repo.format_patch(commit, parent, number=number, total=total)
     if patch.source_commit:
         data = data.replace(commit.encode(), patch.source_commit.encode(), 1)

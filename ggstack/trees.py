@@ -19,8 +19,6 @@ Edits = dict[str, tuple[str, str] | None]  # path -> (mode, sha), or None: remov
 
 
 class Trees:
-    """Trees by path, read and written through git's persistent processes."""
-
     def __init__(self, repo: git.Repository) -> None:
         self.repo = repo
         self._entries: dict[str, dict[str, tuple[str, str]]] = {}
@@ -32,7 +30,6 @@ class Trees:
         return self._entries[tree]
 
     def lookup(self, tree: str, path: str) -> tuple[str, str] | None:
-        """(mode, sha) at ``path`` (a blob, link, submodule or tree), None if absent."""
         *dirs, name = path.split("/")
         for d in dirs:
             entry = self.entries(tree).get(d)
@@ -42,12 +39,11 @@ class Trees:
         return self.entries(tree).get(name)
 
     def edit(self, tree: str | None, changes: Edits, *, write: bool = True) -> str:
-        """``tree`` with ``changes``; a directory left empty goes, as in git. Without ``write`` the
-        new trees are kept here under placeholder ids, for git to write (``write_chain``)."""
+        """A directory left empty goes, as in git. Without ``write``, the new trees are kept here under
+        placeholder ids for git to write."""
         return self._edit(tree, changes, write) or self._store({}, write)
 
     def written(self, tree: str) -> str:
-        """``tree`` as git has it: a placeholder is written now, the placeholders below it first."""
         if not tree.startswith("pending-tree:"):
             return tree
         if tree not in self._written:
@@ -87,8 +83,8 @@ class Trees:
 
 
 def trivial_merge(trees: Trees, tip_tree: str, changes: Sequence[git.TreeChange]) -> Edits | None:
-    """The edits that turn the tip into the cherry-pick's result where merge-ort provably has
-    nothing to decide (it takes the pick's side of each path); None where it might."""
+    """The cherry-pick's result as edits of the tip, where merge-ort provably takes the pick's side of
+    every path; None where it might have something to decide."""
     # No rename merge-ort would follow: none within the pick (it does not both add and delete).
     if {"A", "D"} <= {c.status for c in changes}:
         return None
@@ -101,9 +97,8 @@ def trivial_merge(trees: Trees, tip_tree: str, changes: Sequence[git.TreeChange]
 
 
 def _tip_as_parent(trees: Trees, tip_tree: str, change: git.TreeChange) -> bool:
-    """The tip has the path as the pick's parent had it (no change, no rename of the tip's side),
-    and a file the pick adds goes into a directory the tip still has (merge-ort follows a
-    directory rename only where the directory is gone)."""
+    """No change or rename on the tip's side, and an added file's directory still there (merge-ort follows
+    a directory rename only where the directory is gone)."""
     before = None if change.old_mode == _ABSENT else (change.old_mode, change.old_sha)
     if trees.lookup(tip_tree, change.path) != before:
         return False
