@@ -123,7 +123,7 @@ class Replayer:
             kept = self._keep_back(pick, edits, who) if edits is not None else self._merge_kept_back(pick, who)
             if kept is not None:
                 return kept
-        self.flush()
+        self.flush()  # this pick's commit goes on a written tip
         if edits is not None:
             return self._committed(pick, self._trees.edit(self.tip_tree, edits), who)
         return self._merged(pick, who)
