@@ -143,12 +143,15 @@ _BREAKDOWN = """
 import json, sys, time
 t0 = time.perf_counter()
 from ggstack import cli, git, replay
+from ggstack.branches import branch_refs, write_branches
+from ggstack.model import Applied
+from ggstack.picks import Materializer
 from ggstack.series import store
 t1 = time.perf_counter()
 repo = git.Repository(sys.argv[1])
 stack = store.load(sys.argv[2], sys.argv[3])
 t2 = time.perf_counter()
-made = replay.Materializer(repo, stack, stand_in=True)  # as replay.apply makes them
+made = Materializer(repo, stack, stand_in=True)  # as replay.apply makes them
 t3 = time.perf_counter()
 steps = replay.replay(repo, made.picks, sys.argv[4], None, made.changes)
 t4 = time.perf_counter()
@@ -156,7 +159,8 @@ remade = made.confirm()  # the stored-diff check, run meanwhile: what is left of
 if remade is not None:
     steps = replay.replay(repo, remade, sys.argv[4], None, made.changes)
 t5 = time.perf_counter()
-replay.write_branches(repo, stack, steps, replay.branch_refs(stack, sys.argv[5]), force=True)
+commits = [s.commit if s.applied is Applied.APPLIED else None for s in steps]
+write_branches(repo, stack, commits, branch_refs(stack, sys.argv[5]), force=True)
 t6 = time.perf_counter()
 print(json.dumps({"imports": t1 - t0, "store.load": t2 - t1, "materialize": t3 - t2, "replay": t4 - t3,
                   "confirm": t5 - t4, "write_branches": t6 - t5}))

@@ -14,7 +14,8 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from ggstack import git, replay, report, state
+from ggstack import git, report, state
+from ggstack.branches import branch_refs, remove_branches
 from ggstack.errors import UserError
 from ggstack.forge import Forge
 from ggstack.model import Outcome, Patch, Recommendation, Run, Stack, Verdict
@@ -249,13 +250,13 @@ def drop(
     if not dry_run:
         _save(after, [p for p, _ in victims], earlier, entries)
     # A dry run says which branches would go and which would stay, as the real one would.
-    result.branches_deleted, result.branches_kept = replay.remove_branches(repo, stack, candidates, write=not dry_run)
+    result.branches_deleted, result.branches_kept = remove_branches(repo, stack, candidates, write=not dry_run)
     return result
 
 
 def _records(stack: Stack, run: Run, victims: list[tuple[Patch, Outcome]]) -> tuple[list[Dropped], list[Dropped]]:
     """The record as it is, and this drop's entries after it (each file numbered on from the last)."""
-    refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
+    refs = dict(zip((p.name for p in stack.patches), branch_refs(stack), strict=True))
     now = now_utc()
     earlier = read_record(stack)
     files = [keep_file(p, len(earlier) + k) for k, (p, _) in enumerate(victims, 1)]
@@ -270,7 +271,7 @@ def _save(after: Stack, gone: list[Patch], earlier: list[Dropped], entries: list
 
 def _branches_left(after: Stack, record: list[Dropped]) -> list[str]:
     """The dropped patches' branches, this drop's and those an earlier one left, that no kept patch has."""
-    kept_refs = set(replay.branch_refs(after))
+    kept_refs = set(branch_refs(after))
     return list(dict.fromkeys(e.branch for e in record if e.branch and e.branch not in kept_refs))
 
 

@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from ggstack import git, replay, secrets, state
+from ggstack.branches import branch_refs
 from ggstack.errors import UserError
 from ggstack.model import Applied, Outcome, Run, Stack
 
@@ -105,7 +106,7 @@ def verify(repo: git.Repository, stack: Stack, run: Run, *, run_path: str) -> No
     if repo.read_commit(run.base) is None or repo.try_resolve(run.base) != run.base:
         raise refuse(f"its base {run.base[:12]} is not a commit here (fetch it)")
     own = replay.apply(repo, stack, run.base, write=False)
-    refs = replay.branch_refs(stack)
+    refs = branch_refs(stack)
     previous = run.base
     for o, mine, ref in zip(run.outcomes, own.outcomes, refs, strict=True):
         if o.branch not in (None, ref):

@@ -1,9 +1,7 @@
-"""Import: commits of the fork checkout become patches of a stack, with provenance.
+"""``ggstack import``: commits of the fork, or an existing series, become carry patches.
 
-A separate module from ``ggstack.series`` (which reads, checks and writes the
-stored files): import decides *what* enters the series — which commits of a
-range, which paths of a commit, which trailers — and hands ``series`` a new
-``Stack`` to save.
+Import decides what enters the series (which commits, which paths, which trailers) and hands
+``series`` a new ``Stack`` to save; it writes nothing. Its rules are docs/commands/import.md.
 """
 
 from __future__ import annotations
@@ -17,6 +15,17 @@ from dataclasses import dataclass
 
 from ggstack import existing_series, git
 from ggstack.errors import UserError
+from ggstack.import_range import (
+    BEHIND,
+    EMPTY,
+    MERGE_OF_BASE,
+    MERGE_OF_RANGE,
+    ON_BASE,
+    PR_MERGE,
+    LeftOut,
+    Selection,
+    select,
+)
 from ggstack.model import Patch, Stack, TargetConfig
 from ggstack.series import store
 from ggstack.series.order import renumbered
@@ -33,29 +42,8 @@ from ggstack.series.patchfile import (
 
 
 @dataclass(frozen=True)
-class LeftOut:
-    """A commit of a range that import did not take, and why (said in the output)."""
-
-    commit: str
-    subject: str
-    why: str  # MERGE_OF_BASE | MERGE_OF_RANGE | EMPTY | ON_BASE | BEHIND
-
-
-MERGE_OF_BASE = "merge of the base"  # every parent but the first is already in A, or it is named for the base
-MERGE_OF_RANGE = "merge of commits imported on their own"  # git rebase replays the merged commits instead
-EMPTY = "empty commit"  # it changes nothing: git rebase drops it too
-ON_BASE = "already on the base"  # the stack's base has this very commit (a range from before a merge of it)
-BEHIND = "brought by a merge of the base"  # a merge named for the base brought it, and the local base ref lacks it
-
-# "Merge branch 'main' into fix", "Merge remote-tracking branch 'origin/main' into fix",
-# "Merge branch 'main' of https://github.com/o/r into fix": git's own words for a merge of a branch.
-_BRANCH_MERGE = re.compile(r"^Merge (?:remote-tracking )?branch '([^']+)'")
-
-
-@dataclass(frozen=True)
 class Imported:
-    """What one import did: the new stack, the patches it added, and what it
-    noticed on the way (said in the output, never silently)."""
+    """What one import did, and what it noticed on the way (said in the output, never silently)."""
 
     stack: Stack
     added: tuple[Patch, ...]
@@ -67,20 +55,12 @@ class Imported:
 
 @dataclass(frozen=True)
 class Reassigned:
-    """A source (``git am`` or ``ggstack apply`` of a stored patch) carried a
-    Stack-Patch-Id another patch already has: the import gave a new one, as two
-    patches with one id would share (and fight over) one PR."""
+    """A carried Stack-Patch-Id another patch already has, replaced by a new one: two patches with one id
+    would share (and fight over) one PR."""
 
     index: int  # of the added patch
     carried: str
     holder: str  # "stack/0001-name.patch", or the label of an earlier source of this import
-
-
-@dataclass(frozen=True)
-class _Selection:
-    commits: list[str]
-    left_out: list[LeftOut]
-    upstream: list[str]
 
 
 def commits(
@@ -94,31 +74,11 @@ def commits(
     dropped: Sequence[str] = (),
     keep_merged: bool = False,
 ) -> Imported:
-    """Append the commits ``revs`` (shas or ``A..B`` ranges) to the series, with provenance.
-
-    A range is taken as ``git rebase A B`` would replay it: the branch's own
-    commits, oldest first; merges left out (listed in ``left_out``) except a
-    forge's PR merge ("Merge pull request #N …"), which is imported as the
-    PR's combined change in place of the PR's own commits. Of a range, the
-    commits the stack's base already has are left out, and so are those a
-    merge named for the base brought in ("Merge branch 'main' into fix")
-    while the local base ref lacks them (it is behind: ``git fetch``);
-    ``keep_merged`` imports both. Commits whose
-    patch-id ``A`` already has — git rebase drops them — are kept and listed
-    in ``upstream``: whether the base has them is ``check``'s judgement,
-    with evidence, and a patch never leaves the stack silently.
-
-    Everything is read in a few batched git calls (not one per commit), and
-    nothing is written: the caller saves the returned stack."""
-    if original_pr is not None and not PR_REF.match(original_pr):
-        raise UserError(f"--original-pr must look like owner/repo#123 (or #123), not {original_pr!r}")
-    for flag, patterns in (("--only", only), ("--exclude", exclude)):
-        for pattern in patterns:
-            if os.path.isabs(pattern) or ".." in pattern.split("/"):
-                raise UserError(
-                    f"{flag} {pattern}: a path outside the repository (paths are relative to its top, e.g. vllm/)"
-                )
-    selection = _select(repo, revs, stack.config.target, keep_merged=keep_merged)
+    """The stack with the commits ``revs`` (shas or ``A..B`` ranges, taken as ``git rebase`` replays them:
+    ``import_range``) appended. Commits whose patch-id ``A`` has are kept, in ``upstream``: whether the
+    base has them is ``check``'s judgement. Read in a few batched git calls."""
+    _check_options(original_pr, only, exclude)
+    selection = select(repo, revs, stack.config.target, keep_merged=keep_merged)
     if not selection.commits:
         left = f": {_nothing_left(selection.left_out)}" if selection.left_out else ""
         raise UserError(f"{' '.join(revs)}: no commits to import{left}")
@@ -134,6 +94,17 @@ def commits(
     return Imported(after, added, left_out, tuple(selection.upstream), on_base, tuple(reassigned))
 
 
+def _check_options(original_pr: str | None, only: Sequence[str], exclude: Sequence[str]) -> None:
+    if original_pr is not None and not PR_REF.match(original_pr):
+        raise UserError(f"--original-pr must look like owner/repo#123 (or #123), not {original_pr!r}")
+    for flag, patterns in (("--only", only), ("--exclude", exclude)):
+        for pattern in patterns:
+            if os.path.isabs(pattern) or ".." in pattern.split("/"):
+                raise UserError(
+                    f"{flag} {pattern}: a path outside the repository (paths are relative to its top, e.g. vllm/)"
+                )
+
+
 def _nothing_left(left_out: Sequence[LeftOut]) -> str:
     if any(m.why in (ON_BASE, BEHIND) for m in left_out):
         return (
@@ -143,9 +114,8 @@ def _nothing_left(left_out: Sequence[LeftOut]) -> str:
     return "it holds only merges (left out, as git rebase does)"
 
 
-def _range_hint(stack: Stack, revs: Sequence[str], selection: _Selection) -> str:
-    """For a root commit met in a range: the likely mistake, a lower end that is not the base
-    (a branch that merged the base, given as ``fork..branch``, reaches all of the base's history)."""
+def _range_hint(stack: Stack, revs: Sequence[str], selection: Selection) -> str:
+    """For a root commit met in a range, the likely mistake: a lower end that is not the base."""
     ranges = [r for r in revs if ".." in r and "..." not in r]
     if len(ranges) != 1:
         return ""
@@ -160,8 +130,8 @@ def _range_hint(stack: Stack, revs: Sequence[str], selection: _Selection) -> str
 def _changing(
     repo: git.Repository, infos: Sequence[git.CommitInfo], hint: str = ""
 ) -> tuple[list[git.CommitInfo], list[list[git.TreeChange]], list[LeftOut]]:
-    """The commits that change something, their changes, and the empty ones
-    left out (as git rebase drops them; --only/--exclude emptying one stays an error)."""
+    """The commits that change something, their changes, and the empty ones left out (as git rebase drops
+    them)."""
     for info in infos:
         if not info.parents:
             raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto{hint}")
@@ -172,9 +142,7 @@ def _changing(
 
 
 def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[str, ...]:
-    """Of ``shas``, those the stack's base (``target.base``, or its remote-tracking branch)
-    already has: a range from the fork point through a branch that merged the base in takes
-    the base's own commits too, as git rebase would. Nothing when the base is not known here."""
+    """Of ``shas``, those the stack's base already has (a range through a branch that merged it)."""
     target = stack.config.target
     base = repo.try_resolve(target.base) or repo.try_resolve(f"{target.remote}/{target.base}")
     if base is None or not shas:
@@ -184,19 +152,9 @@ def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[s
 
 
 def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | None = None) -> Imported:
-    """Append an existing series (a directory of ``git format-patch`` files,
-    an mbox, or a quilt ``series`` with DEP-3 headers) to the stack.
-
-    Each patch is applied, in order, onto the one before it, starting from
-    ``onto`` (else the first patch's ``base-commit:`` when the repository has
-    it, else the stack's base) — ``git apply`` in a temporary index, the
-    user's tree untouched — and stored like an imported commit: its author,
-    date and message, a ``Stack-Patch-Id``, and the provenance it carries
-    (the source its mbox ``From`` line names, as an import of that commit
-    records it; ``Cherry-picked-from`` the upstream commit a DEP-3 ``Origin``
-    or a cherry-pick line names; its DEP-3 ``Origin``,
-    ``Forwarded``, ``Applied-Upstream`` and ``Bug`` kept as trailers, a GitHub
-    pull URL among them as ``Original-PR``). Nothing is written."""
+    """The stack with an existing series (format-patch files, an mbox, a quilt series) appended: each patch
+    applied onto the one before (``git apply`` in a temporary index) and stored as an import of that
+    commit would be."""
     incoming = existing_series.read(repo, path)
     parent = _series_base(repo, stack, incoming, onto)
     tree = repo.resolve(parent, "tree")
@@ -208,23 +166,25 @@ def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | No
     hint = "" if started_as_recorded else "; give --onto the commit the series was made on"
     for item in incoming:
         new_tree = _applied(repo, tree, item, parent, hint)
-        author = _author_ident(repo, item, me)
-        commit = repo.write_commit(new_tree, [parent], item.message, author, me)
-        trailers = [(T_ORIGINAL_PR, item.original_pr)] if item.original_pr else []
-        # As an import of the commit itself: a pick keeps its pick trailer, a commit is its source (the From line).
-        picked = item.picked_from or picked_from_line(item.message)
-        trailers += [(T_CHERRY_PICKED, picked)] if picked else []
-        trailers += item.trailers
-        content = hashlib.sha1(item.message.encode("utf-8", "surrogateescape") + b"\0" + item.diff).hexdigest()
-        trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, content, [])))
+        commit = repo.write_commit(new_tree, [parent], item.message, _author_ident(repo, item, me), me)
         label = item.path + (f":{item.line}" if item.line > 1 else "")
-        sources.append(_Source(commit, parent, item.message, trailers, item.source or commit, label))
+        sources.append(_Source(commit, parent, item.message, _item_trailers(stack, item), item.source or commit, label))
         parent, tree = commit, new_tree
     new, reassigned = _stored(repo, stack, sources)
     after = renumbered(stack, [*stack.patches, *new])
     added = after.patches[len(stack.patches) :]
     _refuse_duplicates(stack, added, [s.label for s in sources])
     return Imported(after, added, reassigned=tuple(reassigned))
+
+
+def _item_trailers(stack: Stack, item: existing_series.Incoming) -> list[tuple[str, str]]:
+    trailers = [(T_ORIGINAL_PR, item.original_pr)] if item.original_pr else []
+    picked = item.picked_from or picked_from_line(item.message)
+    trailers += [(T_CHERRY_PICKED, picked)] if picked else []
+    trailers += item.trailers
+    content = hashlib.sha1(item.message.encode("utf-8", "surrogateescape") + b"\0" + item.diff).hexdigest()
+    trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, content, [])))
+    return trailers
 
 
 def _series_base(
@@ -266,7 +226,6 @@ def _applied(repo: git.Repository, tree: str, item: existing_series.Incoming, pa
 
 
 def _author_ident(repo: git.Repository, item: existing_series.Incoming, me: str) -> str:
-    """The author line: the file's author and date, else the importer's."""
     name, email, date = me.rsplit(" ", 2)[0], "", " ".join(me.rsplit(" ", 2)[1:])
     if item.author:
         name, email = item.author
@@ -282,8 +241,13 @@ def _author_ident(repo: git.Repository, item: existing_series.Incoming, me: str)
 
 
 def notes(done: Imported) -> list[str]:
-    """What an import noticed, in words: the merges it left out, and the
-    commits ``git rebase`` would have skipped as already upstream."""
+    """What an import noticed, in words."""
+    out = _merge_notes(done) + _empty_notes(done) + _am_break_notes(done) + _reassigned_notes(done)
+    out += _base_notes(done)
+    return out + _kept_notes(done)
+
+
+def _merge_notes(done: Imported) -> list[str]:
     out = []
     for why in (MERGE_OF_BASE, MERGE_OF_RANGE):
         merges = [m for m in done.left_out if m.why == why]
@@ -291,22 +255,27 @@ def notes(done: Imported) -> list[str]:
             what = "merge" if len(merges) == 1 else "merges"
             listed = ", ".join(f"{m.commit[:12]} {m.subject!r}" for m in merges)
             out.append(f"left out {len(merges)} {what}{why.removeprefix('merge')}: {listed}")
-    out += _empty_notes(done)
+    return out
+
+
+def _am_break_notes(done: Imported) -> list[str]:
     breaks = [(patch, line) for patch in done.added if (line := _am_break(patch.message))]
     if len(breaks) > 3:  # a bot's messages (dependabot's "---"): one line, not one a patch
         cut = ", ".join(p.name for p, _ in breaks[:5]) + (f" and {len(breaks) - 5} more" if len(breaks) > 5 else "")
-        out.append(
+        return [
             f"{len(breaks)} messages have a line git am ends them at (such as {breaks[0][1][1]!r}); ggstack reads "
             f"whole messages, `git am` of those files keeps what comes before: {cut}"
-        )
-    for patch, line in breaks if len(breaks) <= 3 else ():
-        out.append(
-            f"{patch.name}: its message has a line git am ends it at (line {line[0]}: {line[1]!r}); "
-            "ggstack reads the whole message, `git am` of the file keeps what comes before"
-        )
-    out += _reassigned_notes(done)
+        ]
+    return [
+        f"{patch.name}: its message has a line git am ends it at (line {line[0]}: {line[1]!r}); "
+        "ggstack reads the whole message, `git am` of the file keeps what comes before"
+        for patch, line in breaks
+    ]
+
+
+def _kept_notes(done: Imported) -> list[str]:
+    out = []
     names = {p.source_commit: p.name for p in done.added}
-    out += _base_notes(done)
     if done.on_base:
         out.append(
             f"{len(done.on_base)} imported commit(s) are already on the stack's base "
@@ -322,7 +291,6 @@ def notes(done: Imported) -> list[str]:
 
 
 def _base_notes(done: Imported) -> list[str]:
-    """The commits of a range that are the base's, not the branch's: left out, and why."""
     target = done.stack.config.target
     out = []
     on_base = [m for m in done.left_out if m.why == ON_BASE]
@@ -342,13 +310,12 @@ def _base_notes(done: Imported) -> list[str]:
 
 
 def _listed(left_out: Sequence[LeftOut]) -> str:
-    """The first ten commits with their subjects, and how many more."""
     shown = ", ".join(f"{m.commit[:12]} {m.subject!r}" for m in left_out[:10])
     return shown + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
 
 
 def _first_ten(names: Mapping[str | None, str], commits: Sequence[str]) -> str:
-    """The patch files of the first ten commits, and how many more (a list, not a 4,000-character line)."""
+    """A list, not a 4,000-character line."""
     listed = ", ".join(names.get(c, c[:12]) for c in commits[:10])
     return listed + (f" and {len(commits) - 10} more" if len(commits) > 10 else "")
 
@@ -371,8 +338,8 @@ def _reassigned_notes(done: Imported) -> list[str]:
 
 
 def _am_break(message: str) -> tuple[int, str] | None:
-    """The first line (number, text) of a message body that ``git am`` takes
-    for the start of the patch (mailinfo's patchbreak), if any."""
+    """The first line (number, text) of a message body that ``git am`` takes for the start of the patch
+    (mailinfo's patchbreak), if any."""
     for n, line in enumerate(message.split("\n")[1:], 2):
         if line.startswith(("diff -", "Index: ")) or re.match(r"---(\s*$| \S)", line):
             return n, line
@@ -380,8 +347,6 @@ def _am_break(message: str) -> tuple[int, str] | None:
 
 
 def _refuse_duplicates(stack: Stack, added: Sequence[Patch], labels: Sequence[str]) -> None:
-    """A Stack-Patch-Id already in the stack (or twice in this import) is an
-    error naming the file that has it, as it is on disk."""
     existing = {p.provenance.stack_patch_id: p.name for p in stack.patches}
     first: dict[str, str] = {}
     for patch, label in zip(added, labels):
@@ -396,129 +361,6 @@ def _refuse_duplicates(stack: Stack, added: Sequence[Patch], labels: Sequence[st
         first[spid] = label
 
 
-def _select(repo: git.Repository, revs: Sequence[str], target: TargetConfig, *, keep_merged: bool) -> _Selection:
-    commits: list[str] = []
-    left_out: list[LeftOut] = []
-    upstream: list[str] = []
-    for rev in revs:
-        if "..." in rev:
-            raise UserError(f"{rev}: A...B (either side, not the other) has no merge order to import; use A..B")
-        if ".." in rev:
-            a, _, b = rev.partition("..")
-            lo, hi = repo.resolve(a or "HEAD"), repo.resolve(b or "HEAD")
-            graph = repo.range_commits(lo, hi)
-            taken, skipped = _replayed(repo, graph, () if keep_merged else _base_names(target, a))
-            if not keep_merged:
-                taken, more = _not_the_bases(repo, target, graph, hi, taken, skipped)
-                skipped += more
-            commits += taken
-            left_out += skipped
-            if taken and repo.merge_base(lo, hi) != lo:  # A moved on: it may have some of them already
-                found = repo.already_upstream(lo, hi)
-                upstream += [c for c in taken if c in found]
-        else:
-            commits.append(repo.resolve(rev))
-    return _Selection(list(dict.fromkeys(commits)), left_out, list(dict.fromkeys(upstream)))
-
-
-def _base_names(target: TargetConfig, lower: str) -> tuple[str, ...]:
-    """The names a merge of the stack's base gives it: ``main``, ``origin/main`` (and the range's lower end)."""
-    names = {target.base, f"{target.remote}/{target.base}"}
-    if lower and not re.fullmatch(r"[0-9a-f]{7,64}", lower):
-        names |= {lower, lower.removeprefix("refs/remotes/").removeprefix("refs/heads/")}
-    return tuple(sorted(names))
-
-
-def _first_parents(inside: Mapping[str, Sequence[str]], tip: str) -> set[str]:
-    """The branch's own line inside the range: first parents from its tip."""
-    spine, at = set(), tip
-    while at in inside and at not in spine:
-        spine.add(at)
-        at = inside[at][0] if inside[at] else ""
-    return spine
-
-
-def _brought_by_base_merges(inside: Mapping[str, Sequence[str]], skipped: Sequence[LeftOut]) -> set[str]:
-    """The commits of the range that only the merges of the base left out bring in."""
-    merged_in: set[str] = set()
-    for m in skipped:
-        parents = inside.get(m.commit, ()) if m.why == MERGE_OF_BASE else ()
-        merged_in |= _ancestors_inside(inside, parents[1:]) - _ancestors_inside(inside, parents[:1])
-    return merged_in
-
-
-def _named_for_base(subject: str, names: Sequence[str]) -> bool:
-    m = _BRANCH_MERGE.match(subject)
-    return m is not None and any(m.group(1) == n or m.group(1).endswith("/" + n) for n in names)
-
-
-def _not_the_bases(
-    repo: git.Repository,
-    target: TargetConfig,
-    graph: Sequence[tuple[str, tuple[str, ...]]],
-    tip: str,
-    taken: Sequence[str],
-    skipped: Sequence[LeftOut],
-) -> tuple[list[str], list[LeftOut]]:
-    """Of the commits a range takes, the branch's own: those a merge brought in that the stack's base has
-    (a range from before a merge of it) are left out, and so are those a merge named for the base brought
-    in (the local base ref lacks them: it is behind the branch that was merged). The branch's own line
-    (first parents from its tip) is always its own, on the base or not: ``check`` judges those."""
-    inside = {c: parents for c, parents in graph}
-    spine = _first_parents(inside, tip)
-    merged = [c for c in taken if c not in spine]
-    base = repo.try_resolve(target.base) or repo.try_resolve(f"{target.remote}/{target.base}")
-    on_base = set(merged) - repo.not_reachable(merged, base) if base and merged else set()
-    merged_in = _brought_by_base_merges(inside, skipped)
-    gone = on_base | {c for c in taken if c in merged_in}
-    if not gone:
-        return list(taken), []
-    subjects = {i.sha: i.message.split("\n", 1)[0] for i in repo.commit_infos(sorted(gone))}
-    left = [LeftOut(c, subjects[c], ON_BASE if c in on_base else BEHIND) for c in taken if c in gone]
-    return [c for c in taken if c not in gone], left
-
-
-_PR_MERGE = re.compile(r"^Merge pull request #\d+ from ")
-
-
-def _replayed(
-    repo: git.Repository, graph: Sequence[tuple[str, tuple[str, ...]]], base_names: Sequence[str] = ()
-) -> tuple[list[str], list[LeftOut]]:
-    """The commits of a range (oldest first, with parents) that import takes,
-    and the merges it leaves out: git rebase's choice, except that a PR merge
-    stands for the PR's commits (which are then not taken on their own). A
-    merge named for one of ``base_names`` is a merge of the base, wherever its
-    other parents are."""
-    inside = {c: parents for c, parents in graph}
-    merges = [c for c, parents in graph if len(parents) > 1]
-    subjects = {i.sha: i.message.split("\n", 1)[0] for i in repo.commit_infos(merges)}
-    covered: set[str] = set()
-    left_out = []
-    for merge in reversed(merges):  # newest first: a PR merged into a PR's branch is the outer PR's
-        if merge in covered:
-            continue
-        parents = inside[merge]
-        if _PR_MERGE.match(subjects[merge]):
-            covered |= _ancestors_inside(inside, parents[1:]) - _ancestors_inside(inside, parents[:1])
-            continue
-        of_range = any(p in inside for p in parents[1:]) and not _named_for_base(subjects[merge], base_names)
-        why = MERGE_OF_RANGE if of_range else MERGE_OF_BASE
-        left_out.append(LeftOut(merge, subjects[merge], why))
-    taken = [c for c, parents in graph if c not in covered and (len(parents) < 2 or _PR_MERGE.match(subjects[c]))]
-    return taken, left_out[::-1]
-
-
-def _ancestors_inside(inside: Mapping[str, Sequence[str]], starts: Iterable[str]) -> set[str]:
-    seen: set[str] = set()
-    todo = [s for s in starts if s in inside]
-    while todo:
-        c = todo.pop()
-        if c not in seen:
-            seen.add(c)
-            todo += [p for p in inside[c] if p in inside and p not in seen]
-    return seen
-
-
 def _patches(
     repo: git.Repository,
     stack: Stack,
@@ -529,32 +371,35 @@ def _patches(
     exclude: Sequence[str],
     dropped: Sequence[str],
 ) -> tuple[list[Patch], list[Reassigned]]:
-    """One patch a commit: messages and trailers, scratch copies carrying
-    them, and one ``format-patch`` of all the copies."""
     kept_of = []
-    items = []
+    sources = []
     for info, changed in zip(infos, changes):
         kept, left_out = _kept_paths(info.sha, [c.path for c in changed], only, exclude)
         kept_of.append(kept)
         message = _merge_message(info.message) if len(info.parents) > 1 else info.message
         pr = original_pr or _pr_from_message(info.message, stack.config.target)
-        trailers = [(T_ORIGINAL_PR, pr)] if pr else []
-        # Only a pick has a pick trailer (a `git cherry-pick -x` line names where the change first was);
-        # a commit of the fork's own is its source, which the mbox "From " line names already.
-        picked = picked_from_line(info.message)
-        trailers += [(T_CHERRY_PICKED, picked)] if picked else []
-        trailers += [(T_DROPPED, text) for text in _dropped_texts(left_out, dropped)]
-        trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, info.sha, kept)))
-        items.append((message, trailers))
-    sources = [_Source(i.sha, i.parents[0], m, t, i.sha, f"commit {i.sha[:12]}") for i, (m, t) in zip(infos, items)]
+        trailers = _commit_trailers(stack, info, pr, kept, _dropped_texts(left_out, dropped))
+        sources.append(_Source(info.sha, info.parents[0], message, trailers, info.sha, f"commit {info.sha[:12]}"))
     limit = sorted({p for kept in kept_of for p in kept}) if (only or exclude) else []
     return _stored(repo, stack, sources, limit)
 
 
+def _commit_trailers(
+    stack: Stack, info: git.CommitInfo, pr: str | None, kept: Sequence[str], dropped: Sequence[str]
+) -> list[tuple[str, str]]:
+    """Only a pick gets ``Cherry-picked-from``; a fork's own commit is its source, which the mbox "From "
+    line names already."""
+    trailers = [(T_ORIGINAL_PR, pr)] if pr else []
+    picked = picked_from_line(info.message)
+    trailers += [(T_CHERRY_PICKED, picked)] if picked else []
+    trailers += [(T_DROPPED, text) for text in dropped]
+    trailers.append((T_STACK_PATCH_ID, _stack_patch_id(stack.name, info.sha, kept)))
+    return trailers
+
+
 @dataclass(frozen=True)
 class _Source:
-    """One patch to store: a commit whose tree and author it has, the parent
-    it is a change from, its message and the trailers to add."""
+    """One patch to store: a commit whose tree and author it has, on ``parent``."""
 
     commit: str
     parent: str
@@ -567,9 +412,8 @@ class _Source:
 def _stored(
     repo: git.Repository, stack: Stack, sources: Sequence[_Source], limit: Sequence[str] = ()
 ) -> tuple[list[Patch], list[Reassigned]]:
-    """The patch files of ``sources``: trailers added (a source carrying its
-    own Stack-Patch-Id keeps it, unless another patch has it), scratch copies
-    carrying the messages, and one ``format-patch`` of all the copies."""
+    """The patch files of ``sources``: scratch copies carrying the messages with their trailers, and one
+    ``format-patch`` of all of them."""
     messages, reassigned = _unshared_ids(stack, sources)
     done = git.add_trailers_many([(m, s.trailers) for m, s in zip(messages, sources)], once=(T_STACK_PATCH_ID,))
     scratch = repo.copies_with_messages([(s.commit, s.parent, m) for s, (m, _) in zip(sources, done)])
@@ -586,10 +430,8 @@ def _stored(
 
 
 def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], list[Reassigned]]:
-    """The sources' messages, less each carried Stack-Patch-Id that a patch of
-    another stack in the patches directory or an earlier source already has:
-    such a source was made from a stored patch (``git am``, ``ggstack apply``),
-    and its patch gets the id import assigns instead."""
+    """The messages, less each carried Stack-Patch-Id another stack or an earlier source has (a source made
+    from a stored patch by ``git am``): import assigns that one a new id."""
     key = T_STACK_PATCH_ID.lower()
     maybe = [i for i, s in enumerate(sources) if key in s.message.lower()]
     messages = [s.message for s in sources]
@@ -611,10 +453,8 @@ def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], 
 
 
 def _used_ids(stack: Stack) -> dict[str, str]:
-    """Every Stack-Patch-Id of the patches directory's other stacks, and the patch
-    that has it. The stack's own ids are left to ``_refuse_duplicates``: its own
-    patch imported again is refused, not copied. A stack that does not load is
-    not counted (``pr`` refuses its PRs' adoption by another stack anyway)."""
+    """Every Stack-Patch-Id of the other stacks, and the patch that has it (the stack's own are
+    ``_refuse_duplicates``'s: its own patch imported again is refused, not copied)."""
     patches_dir = os.path.dirname(stack.path)
     used: dict[str, str] = {}
     for name in store.list_stacks(patches_dir):
@@ -667,9 +507,8 @@ def _matches(path: str, pattern: str) -> bool:
 
 
 def _dropped_texts(left_out: Sequence[str], texts: Sequence[str]) -> list[str]:
-    """One ``Dropped:`` text per left-out part: the given texts (which name
-    their paths in parentheses, or get the next uncovered path), and a plain
-    one for every left-out path no text covers."""
+    """One ``Dropped:`` text per left-out part: the given ones (naming their paths in parentheses, or given
+    the next uncovered path), and a plain one for each path no text covers."""
     named = [_named_paths(t, left_out) for t in texts]
     uncovered = [p for p in left_out if not any(p in n for n in named)]
     out = []
@@ -682,19 +521,14 @@ def _dropped_texts(left_out: Sequence[str], texts: Sequence[str]) -> list[str]:
 
 
 def _named_paths(text: str, left_out: Sequence[str]) -> set[str]:
-    """The left-out paths a ``--dropped`` text names (a path, a directory or a
-    glob, as for --only) in its closing "(a, b)"."""
     m = re.search(r"\(([^()]*)\)\s*$", text)
     names = [n.strip() for n in m.group(1).split(",") if n.strip()] if m else []
     return {p for p in left_out if any(_matches(p, n) for n in names)}
 
 
 def _pr_from_message(message: str, target: TargetConfig) -> str | None:
-    """The PR a commit names. A subject's ``(#N)`` is a squash merge's, often
-    upstream's (a pick from a release branch): it is ``target.repo``'s only when
-    PRs go there from a fork (``target.fork``: then target.repo is upstream);
-    else the repository is not known and the number is kept alone, ``#N``. A
-    GitHub merge commit in the range was made where the range's PRs are merged."""
+    """A subject's ``(#N)`` is a squash merge's, often upstream's: ``target.repo``'s only where PRs go
+    there from a fork, else ``#N`` alone. A GitHub merge in the range was made where its PRs are merged."""
     subject = message.split("\n", 1)[0]
     m = re.search(r"\(#(\d+)\)\s*$", subject)
     if m:
@@ -706,8 +540,7 @@ def _pr_from_message(message: str, target: TargetConfig) -> str | None:
 
 
 def _merge_message(message: str) -> str:
-    """A GitHub PR merge's message with the PR title as the subject (other merges' as they are)."""
-    if not _PR_MERGE.match(message):
+    if not PR_MERGE.match(message):
         return message
     subject, _, body = message.partition("\n")
     body = body.strip("\n")
@@ -718,7 +551,6 @@ def _merge_message(message: str) -> str:
 
 
 def _stack_patch_id(stack: str, sha: str, kept: Iterable[str]) -> str:
-    """Assigned once at import; deterministic so that re-importing the same
-    history regenerates the same bytes."""
+    """Deterministic: importing the same history again writes the same bytes."""
     h = hashlib.sha1(f"{stack}\0{sha}\0{chr(0).join(kept)}".encode()).hexdigest()
     return "I" + h

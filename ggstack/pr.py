@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ggstack import git, replay, report
+from ggstack.branches import branch_namespace, branch_refs
 from ggstack.cache import Map
 from ggstack.errors import InfraError, UserError
 from ggstack.forge import Comment, CommitFacts, Forge, MergeFacts, NativeStack, RemotePR, Review
 from ggstack.model import Applied, Outcome, Patch, Progress, PRState, Run, Stack, Verdict
+from ggstack.picks import Pick, materialize
 from ggstack.readiness import MAINTAINERS, Readiness, readiness
 from ggstack.secrets import TOKEN_VARS
 
@@ -289,9 +291,9 @@ def match(run: Run, stack: Stack, pulls: Sequence[RemotePR]) -> Matched:
     the stack rather than push there."""
     ours = _ours(stack, pulls)
     by_marker = _by_marker(stack, ours)
-    namespace = replay.branch_namespace(stack, None)
+    namespace = branch_namespace(stack, None)
     own = _remote_branch(namespace) if namespace else None
-    refs = dict(zip((p.name for p in stack.patches), replay.branch_refs(stack), strict=True))
+    refs = dict(zip((p.name for p in stack.patches), branch_refs(stack), strict=True))
     matched = Matched({}, {}, {})
     for o in run.outcomes:
         default = _remote_branch(o.branch or refs[o.name])
@@ -371,7 +373,7 @@ def settle(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict
     remote head has the same tree, parent and message, it is kept, so an
     unchanged branch is not pushed again.
     """
-    picks: dict[str, replay.Pick] | None = None
+    picks: dict[str, Pick] | None = None
     previous = run.base
     chosen: dict[str, Chosen] = {}
     pairs: dict[str, tuple[str, str]] = {}  # name -> (previous, commit): diffstats read in one process
@@ -382,7 +384,7 @@ def settle(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict
         assert o.commit is not None
         commit, info = o.commit, replayed.get(o.commit) or _commit(repo, o.commit)
         if info.parents[:1] != (previous,):
-            picks = picks or {p.name: p for p in replay.materialize(repo, stack)}
+            picks = picks or {p.name: p for p in materialize(repo, stack)}
             replayer = replay.Replayer(repo, previous)
             try:
                 step = replayer.try_pick(picks[o.name])

@@ -1,13 +1,9 @@
 """``ggstack rebase``: move the stored series onto a new base, so its recorded parents stop ageing.
 
-``apply`` replays the series on every run, but the files keep their old
-``base-commit``: each run merges against an older parent, and a conflict
-resolved once is met again. Rebasing the *stored* series rewrites each patch
-as the change from its replayed parent to its replayed commit — ``apply``'s
-own replay, so re-applying the rebased series onto that base gives exactly
-the trees ``apply`` gives now. What is kept (bytes where nothing changed,
-identity, provenance, reproducible parents) and the all-or-nothing rule are
-docs/commands/rebase.md; ``plan`` and ``_commit`` say how.
+Otherwise every ``apply`` merges against an older parent and meets a resolved conflict again. Each
+patch is rewritten as the change from its replayed parent to its replayed commit (``apply``'s own
+replay), so applying the rebased series there gives the trees ``apply`` gives now. What is kept and
+the all-or-nothing rule: docs/commands/rebase.md.
 """
 
 from __future__ import annotations
@@ -19,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from ggstack import git, replay
 from ggstack.errors import UserError
 from ggstack.model import Applied, Patch, Stack
+from ggstack.picks import materialize, remember_materialized
+from ggstack.rewrite import authored_commit, patch_file
 from ggstack.series import store
 
 UNCHANGED = "unchanged"
@@ -29,8 +27,6 @@ NOT_REACHED = "not rebased"  # after the stop
 
 @dataclass
 class Entry:
-    """One patch in a rebase: what it was recorded on, what it is now on, and what happened."""
-
     name: str
     subject: str
     status: str
@@ -56,7 +52,6 @@ class Result:
 
     @property
     def before_stop(self) -> int:
-        """How many patches come before the one that stopped it (all of them when none did)."""
         stop = self.stopped
         return len(self.entries) if stop is None else self.entries.index(stop)
 
@@ -78,49 +73,64 @@ def rebased_ref(stack: Stack) -> str:
 
 
 def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = False) -> tuple[Result, str | None]:
-    """The rebased stack (in ``Result.stack_after``) and the head of the new parents' chain; writes no ref or file.
-
-    New commit objects are written (unreferenced until ``rebase`` points its ref at them).
-    """
+    """The rebased stack (``Result.stack_after``) and the head of the new parents' chain; writes commit
+    objects, no ref or file."""
     base = replay.resolve_base(repo, stack, base_ref)
     result = Result(stack.name, base_ref, base, partial)
     if not stack.patches:
         result.stack_after = stack
         return result, None
-    steps = replay.replay(repo, replay.materialize(repo, stack), base)
-    recorded = repo.has_objects([p.base_commit for p in stack.patches if p.base_commit])
-    parent, head = base, None
-    todo: list[tuple[int, str, str]] = []  # (index, new commit, its parent)
-    for i, (patch, step) in enumerate(zip(stack.patches, steps)):
-        if step.applied is not Applied.APPLIED:
-            detail = (
-                "conflicts in " + ", ".join(step.conflict.paths)
-                if step.conflict
-                else "changes nothing on the base (drop it: `ggstack drop --represented`)"
-            )
-            result.entries.append(Entry(patch.name, patch.subject, STOPPED, patch.base_commit, None, detail))
-            result.entries += [
-                Entry(p.name, p.subject, NOT_REACHED, p.base_commit, p.base_commit) for p in stack.patches[i + 1 :]
-            ]
-            break
-        old = patch.base_commit
-        if old and recorded.get(old) and _tree(repo, old) == _tree(repo, parent):
-            parent = old  # the recorded parent is as good: the file stays byte for byte
-            result.entries.append(Entry(patch.name, patch.subject, UNCHANGED, old, old))
-        else:
-            result.entries.append(Entry(patch.name, patch.subject, REWRITTEN, old, parent))
-        # committer = author: the same series on the same base gives the same base-commit ids
-        # on every machine; ``rebased_ref`` keeps them reachable.
-        head = replay.authored_commit(repo, patch, step.tree, parent, patch.message)
-        if result.entries[-1].status == REWRITTEN:
-            todo.append((i, head, parent))
-        parent = head
-    stop = result.stopped
-    if stop is not None and not partial:
+    steps = replay.replay(repo, materialize(repo, stack), base)
+    todo, head = _chain(repo, stack, steps, base, result.entries)
+    if result.stopped is not None and not partial:
         result.stack_after = stack
         return result, None
     result.stack_after, result.made = _rewritten(repo, stack, todo)
     return result, head if todo else None
+
+
+def _chain(
+    repo: git.Repository, stack: Stack, steps: Sequence[replay.Step], base: str, entries: list[Entry]
+) -> tuple[list[tuple[int, str, str]], str | None]:
+    """Until one does not apply; the rewritten ones (index, commit, its parent) and the last commit."""
+    recorded = repo.has_objects([p.base_commit for p in stack.patches if p.base_commit])
+    parent, head = base, None
+    todo: list[tuple[int, str, str]] = []
+    for i, (patch, step) in enumerate(zip(stack.patches, steps)):
+        if step.applied is not Applied.APPLIED:
+            entries += _stopped_at(stack, i, step)
+            break
+        entry = _entry(repo, patch, parent, recorded)
+        entries.append(entry)
+        parent = entry.new_base or parent
+        # committer = author: the same series on the same base gives the same base-commit ids
+        # on every machine; ``rebased_ref`` keeps them reachable.
+        head = authored_commit(repo, patch, step.tree, parent, patch.message)
+        if entry.status == REWRITTEN:
+            todo.append((i, head, parent))
+        parent = head
+    return todo, head
+
+
+def _stopped_at(stack: Stack, index: int, step: replay.Step) -> list[Entry]:
+    patch = stack.patches[index]
+    detail = (
+        "conflicts in " + ", ".join(step.conflict.paths)
+        if step.conflict
+        else "changes nothing on the base (drop it: `ggstack drop --represented`)"
+    )
+    stopped = Entry(patch.name, patch.subject, STOPPED, patch.base_commit, None, detail)
+    return [stopped] + [
+        Entry(p.name, p.subject, NOT_REACHED, p.base_commit, p.base_commit) for p in stack.patches[index + 1 :]
+    ]
+
+
+def _entry(repo: git.Repository, patch: Patch, parent: str, recorded: dict[str, bool]) -> Entry:
+    """Unchanged where its recorded parent has the same tree: the file stays byte for byte."""
+    old = patch.base_commit
+    if old and recorded.get(old) and _tree(repo, old) == _tree(repo, parent):
+        return Entry(patch.name, patch.subject, UNCHANGED, old, old)
+    return Entry(patch.name, patch.subject, REWRITTEN, old, parent)
 
 
 def _tree(repo: git.Repository, commit: str) -> str | None:
@@ -131,13 +141,12 @@ def _tree(repo: git.Repository, commit: str) -> str | None:
 def _rewritten(
     repo: git.Repository, stack: Stack, todo: Sequence[tuple[int, str, str]]
 ) -> tuple[Stack, list[tuple[Patch, str]]]:
-    """The stack with each rewritten patch's file regenerated; and (patch, the commit it is)."""
     patches = list(stack.patches)
     made = []
     total = len(patches)
     for i, commit, parent in todo:
         old = patches[i]
-        new = replace(replay.patch_file(repo, stack, old, commit, parent, i + 1, total), provenance=old.provenance)
+        new = replace(patch_file(repo, stack, old, commit, parent, i + 1, total), provenance=old.provenance)
         if new.message != old.message:  # format-patch keeps the message; a change would lose a trailer
             path = os.path.join(stack.path, old.name)
             raise UserError(f"rebasing would change the message of {old.name}; nothing was written", path=path)
@@ -149,11 +158,8 @@ def _rewritten(
 def rebase(
     repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = False, dry_run: bool = False
 ) -> Result:
-    """``ggstack rebase``: plan, then (unless stopped without ``partial``, or a dry run) write.
-
-    The caller holds the stack's lock. The new parents' chain is made
-    reachable (one ref update, compare-and-swap) before the stack names it.
-    """
+    """The caller holds the stack's lock. The new parents' chain is made reachable (one ref update,
+    compare-and-swap) before the stack names it."""
     result, head = plan(repo, stack, base_ref, partial=partial)
     after = result.stack_after
     if dry_run or after is None:
@@ -162,5 +168,5 @@ def rebase(
         ref = rebased_ref(stack)
         repo.update_refs([(ref, head, repo.ref_values([ref]).get(ref))], f"ggstack rebase {stack.name} onto {base_ref}")
     result.written = store.save(after)  # also when nothing changed: the save tidies what a killed change left
-    replay.remember_materialized(repo, result.made)
+    remember_materialized(repo, result.made)
     return result

@@ -1,13 +1,8 @@
 """``ggstack resolve`` / ``refresh``: settle a conflict once, in the patch itself.
 
-``apply`` records a conflict and moves on; the fix has to be made somewhere a
-person can edit. ``resolve`` makes that place: a worktree of ggstack's own
-under the git dir (never the user's checkout), at the patch's replayed
-parent, with the patch cherry-picked into it uncommitted (merge-ort, as in
-``apply``) and ``rerere`` on. ``refresh`` writes the result back into the
-patch file against that parent, so the stored patch *carries* the
-resolution and every later ``apply`` reuses it. docs/commands/resolve.md and refresh.md
-has the rules (trailers kept, ``Adapted:``, refusals).
+``resolve`` cherry-picks the patch (merge-ort, as ``apply``) onto its replayed parent in a worktree
+of ggstack's own under the git dir (never the user's checkout), ``rerere`` on; ``refresh`` writes
+the result back into the patch file, so every later ``apply`` reuses it (docs/commands/resolve.md).
 """
 
 from __future__ import annotations
@@ -22,6 +17,8 @@ from dataclasses import asdict, dataclass, replace
 from ggstack import git, replay, state
 from ggstack.errors import UserError
 from ggstack.model import Applied, Patch, Stack
+from ggstack.picks import Pick, materialize, remember_materialized
+from ggstack.rewrite import authored_commit, patch_file
 from ggstack.series import patchfile
 
 T_ADAPTED = "Adapted"
@@ -30,9 +27,8 @@ _MARKER = re.compile(r"^(<{7}|>{7})( |$)")
 
 @dataclass(frozen=True)
 class Session:
-    """A conflict being resolved: where, and on what. Kept as a small JSON file beside the
-    worktree, found by the patch's Stack-Patch-Id, so renumbering the series in between
-    does not lose it."""
+    """Kept as a small JSON file beside the worktree, found by the patch's Stack-Patch-Id, so renumbering
+    the series in between does not lose it."""
 
     stack: str
     name: str  # the patch file when the session began
@@ -55,9 +51,8 @@ def _session_path(repo: git.Repository, stack: Stack, spid: str) -> str:
 
 
 def find_session(repo: git.Repository, stack: Stack, patch: Patch) -> Session | None:
-    """The resolve in progress for ``patch``. One whose worktree a kill left half removed
-    (after its refresh was saved) is no session: what is left of it goes (the caller holds
-    the stack's lock), and the next resolve starts again."""
+    """One whose worktree a kill left half removed (after its refresh was saved) is no session: what is
+    left of it goes (the caller holds the stack's lock)."""
     try:
         with open(_session_path(repo, stack, patch.provenance.stack_patch_id), encoding="utf-8") as f:
             d = json.load(f)
@@ -72,19 +67,15 @@ def find_session(repo: git.Repository, stack: Stack, patch: Patch) -> Session | 
 
 
 def _session_of(repo: git.Repository, stack: Stack, patch: Patch) -> Session:
-    """The resolve in progress for ``patch``; a UserError saying how to start one where there is none."""
     session = find_session(repo, stack, patch)
     if session is None:
         raise UserError(f"no resolve in progress for {patch.name} (start one with `ggstack resolve {stack.name} N`)")
     return session
 
 
-def replayed_parent(repo: git.Repository, stack: Stack, patch: Patch, base: str, picks: list[replay.Pick]) -> str:
-    """What the patch is replayed onto: the base plus every earlier patch, as ``apply`` does.
-
-    An earlier patch that does not apply there is resolved first: this one's
-    parent would otherwise lack it, and the resolution would be against the wrong code.
-    """
+def replayed_parent(repo: git.Repository, stack: Stack, patch: Patch, base: str, picks: list[Pick]) -> str:
+    """The base plus every earlier patch, as ``apply`` replays them. An earlier patch that conflicts is
+    resolved first: else this one's resolution would be against the wrong code."""
     index = stack.patches.index(patch)
     steps = replay.replay(repo, picks[:index], base)
     for p, step in zip(stack.patches, steps):
@@ -98,13 +89,13 @@ def replayed_parent(repo: git.Repository, stack: Stack, patch: Patch, base: str,
 
 
 def resolve(repo: git.Repository, stack: Stack, key: str, base_ref: str) -> Session:
-    """A worktree with ``key``'s change picked onto its replayed parent; the existing one if there is one."""
+    """A worktree with the patch picked onto its replayed parent; the existing session if there is one."""
     patch = stack.find(key)
     existing = find_session(repo, stack, patch)
     if existing is not None:
         return existing
     base = replay.resolve_base(repo, stack, base_ref)
-    picks = replay.materialize(repo, stack)
+    picks = materialize(repo, stack)
     pick = picks[stack.patches.index(patch)]
     if pick.commit is None:
         raise UserError(
@@ -155,10 +146,8 @@ def _leftover_markers(worktree: str, paths: list[str]) -> list[str]:
 
 
 def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch, Session]:
-    """The stack with ``key``'s patch rewritten from the resolve worktree (not yet saved), and the session.
-
-    The caller saves it under the stack's lock, then calls ``finish``.
-    """
+    """The stack with the patch rewritten from the resolve worktree, not yet saved: the caller saves it
+    under the stack's lock, then calls ``finish``."""
     patch = stack.find(key)
     session = _session_of(repo, stack, patch)
     worktree = repo.resolve_worktree(session.worktree)
@@ -178,11 +167,11 @@ def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch,
         )
     adapted = f"resolved onto {session.parent[:12]} ({session.base_ref} at {session.base[:12]}) by ggstack refresh"
     message = git.add_trailers(patch.message, [(T_ADAPTED, adapted)])
-    commit = replay.authored_commit(repo, patch, tree, session.parent, message)
+    commit = authored_commit(repo, patch, tree, session.parent, message)
     index = stack.patches.index(patch)
-    new = replay.patch_file(repo, stack, patch, commit, session.parent, index + 1, len(stack.patches))
+    new = patch_file(repo, stack, patch, commit, session.parent, index + 1, len(stack.patches))
     new = patchfile.checked_provenance(new, git.parse_trailers([new.message])[0], os.path.join(stack.path, patch.name))
-    replay.remember_materialized(repo, [(new, commit)])
+    remember_materialized(repo, [(new, commit)])
     patches = list(stack.patches)
     patches[index] = new
     # The new parent must stay reachable: one ref a resolved patch, to the commit it now is.
@@ -196,5 +185,5 @@ def finish(repo: git.Repository, stack: Stack, session: Session) -> None:
 
 
 def adapted(patch: Patch) -> list[str]:
-    """The patch's ``Adapted:`` trailers: the resolutions it carries."""
+    """The resolutions the patch carries."""
     return [line.partition(": ")[2] for line in patch.message.splitlines() if line.startswith(f"{T_ADAPTED}: ")]

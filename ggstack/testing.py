@@ -50,6 +50,7 @@ from ggstack.model import (
     TextVerdict,
     Verdict,
 )
+from ggstack.picks import Pick, materialize
 
 GPU_MODES = ("auto", "require", "off")
 CPU_RUNNER = "ubuntu-latest"  # runs-on of CPU matrix entries
@@ -171,7 +172,7 @@ def plan(repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", onl
     cfg = stack.config.tests
     wanted = {stack.find(key).name for key in only} if only else None
     patches = {p.name: p for p in stack.patches}
-    originals = {pick.name: pick for pick in replay.materialize(repo, stack)}
+    originals = {pick.name: pick for pick in materialize(repo, stack)}
     kinds = [("cpu", cfg.cpu)] + ([("gpu", cfg.gpu)] if gpu != "off" else [])
     jobs: list[Job] = []
     chosen = _testable(run, patches, wanted)
@@ -206,7 +207,7 @@ def _jobs(
     patch: Patch,
     o: Outcome,
     start: str,
-    original: replay.Pick | None,
+    original: Pick | None,
     kinds: Sequence[tuple[str, str]],
 ) -> list[Job]:
     """One patch's jobs: one a kind that has a command, when the patch has test files."""
@@ -229,7 +230,7 @@ def _parent(repo: git.Repository, commits: Mapping[str, git.CommitInfo], commit:
 
 
 def _trees(
-    repo: git.Repository, stack: Stack, patch: Patch, o: Outcome, start: str, original: replay.Pick | None
+    repo: git.Repository, stack: Stack, patch: Patch, o: Outcome, start: str, original: Pick | None
 ) -> tuple[tuple[TestTree, ...], tuple[str, ...]]:
     """The three trees of one patch, and its test files (added or changed, not deleted)."""
     materialised = original.commit if original else None
@@ -253,9 +254,7 @@ def _trees(
     return tuple(trees), tests
 
 
-def _old_base_tree(
-    repo: git.Repository, patch: Patch, original: replay.Pick | None, tests: tuple[str, ...]
-) -> TestTree:
+def _old_base_tree(repo: git.Repository, patch: Patch, original: Pick | None, tests: tuple[str, ...]) -> TestTree:
     """The control: the patch's original parent with its test files."""
     if original and original.commit and original.parent:
         old_entries = repo.ls_tree(repo.resolve(original.commit, "tree"), list(tests))
@@ -267,9 +266,7 @@ def _old_base_tree(
     return TestTree("old-base", None, None, "the patch records no original parent (base-commit:)")
 
 
-def _base_tree(
-    repo: git.Repository, start: str, tests: dict[str, tuple[str, str]], original: replay.Pick | None
-) -> str:
+def _base_tree(repo: git.Repository, start: str, tests: dict[str, tuple[str, str]], original: Pick | None) -> str:
     """The base with the patch's test files. From a replayed commit they are the merge already;
     from the patch's own commit (its replay conflicted) they are its old parent's files: the
     patch's test changes are then merged onto the base's files as a cherry-pick would (at its

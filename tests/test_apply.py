@@ -295,11 +295,12 @@ def test_a_message_edited_in_the_patch_file_is_the_replayed_commits_after_a_run_
     assert g.git("log", "-1", "--format=%s", made[1]) == "patch number 2, retitled"
     assert g.git("log", "-1", "--format=%s", made[2]) == "patch number 3"
     assert g.git("rev-parse", f"{made[2]}^{{tree}}") == g.git("rev-parse", f"{first['patches'][2]['commit']}^{{tree}}")
-    from ggstack import git, replay  # in-process: the picks the other commands start from
+    from ggstack import git  # in-process: the picks the other commands start from
+    from ggstack.picks import materialize
     from ggstack.series import store
 
     stack = store.load(str(fork.patches), STACK)
-    picks = replay.materialize(git.Repository(str(g.path)), stack)
+    picks = materialize(git.Repository(str(g.path)), stack)
     assert g.git("log", "-1", "--format=%s", picks[1].commit or "") == "patch number 2, retitled"
     assert not {p.commit for p in picks} & set(g.git("rev-list", "topic").split())
 

@@ -23,6 +23,7 @@ from ggstack.check.rules import Match
 from ggstack.check.signals import Candidate, paths_of_all
 from ggstack.gcpause import paused
 from ggstack.model import Applied, Outcome, Patch, Progress, Run, Stack, Verdict
+from ggstack.picks import Pick, materialize
 
 
 @dataclass
@@ -66,7 +67,7 @@ def check_stack(
 def _judge(
     repo: git.Repository, stack: Stack, base: str, run: Run, outcomes: list[Outcome], progress: Progress | None
 ) -> None:
-    picks = replay.materialize(repo, stack)
+    picks = materialize(repo, stack)
     parents = [p.parent for p in picks if p.parent]
     run.merge_base = repo.merge_base(base, parents[0]) if parents else None
     cands = [_candidate(p) for p in picks]
@@ -85,7 +86,7 @@ def _judge(
 
 
 def _identify(
-    ctx: Context, picks: Sequence[replay.Pick], cands: Sequence[Candidate], whole: Sequence[Candidate]
+    ctx: Context, picks: Sequence[Pick], cands: Sequence[Candidate], whole: Sequence[Candidate]
 ) -> dict[str, Identified]:
     # A patch whose recorded base this clone lacks (a CI checkout) has no commit, but git's own
     # signals still speak: its patch-id from the patch's diff, its provenance from its message.
@@ -136,7 +137,7 @@ def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[C
     )
 
 
-def _candidate(pick: replay.Pick) -> Candidate:
+def _candidate(pick: Pick) -> Candidate:
     patch = pick.patch
     assert patch is not None
     return Candidate(
@@ -171,7 +172,7 @@ def _index(found: list[Group], cands: Sequence[Candidate]) -> dict[int, Group]:
 def _walk(
     ctx: Context,
     run: Run,
-    picks: Sequence[replay.Pick],
+    picks: Sequence[Pick],
     cands: Sequence[Candidate],
     outcomes: list[Outcome],
     idents: dict[str, Identified],
@@ -205,7 +206,7 @@ def _walk(
 def _measure(
     ctx: Context,
     replayer: replay.Replayer,
-    pick: replay.Pick,
+    pick: Pick,
     cand: Candidate,
     idents: dict[str, Identified],
     rev: _Reversal | None,
@@ -241,7 +242,7 @@ def _carry(
         left_out.update({p: cand.name for p in cand.paths})
 
 
-def _try_pick(replayer: replay.Replayer, pick: replay.Pick) -> tuple[replay.Step | None, str]:
+def _try_pick(replayer: replay.Replayer, pick: Pick) -> tuple[replay.Step | None, str]:
     # An object this clone lacks costs the replay's evidence, not every verdict of the stack.
     try:
         return replayer.try_pick(pick), ""
@@ -367,7 +368,7 @@ def _modes(cand: Candidate) -> list[tuple[str, str]]:
 
 
 def _cumulative_reverse(
-    repo: git.Repository, tree: str, picks: Sequence[replay.Pick], moot: AbstractSet[str] = frozenset()
+    repo: git.Repository, tree: str, picks: Sequence[Pick], moot: AbstractSet[str] = frozenset()
 ) -> dict[str, _Reversal]:
     """StGit's ``--merged``: reverse-apply the patches onto the base, later ones first, so that a
     patch whose lines a later one changed is caught; ``moot`` ones are not asked."""
