@@ -1,0 +1,40 @@
+"""The hidden last line by which a rerun finds the PR it opened and the closing comment it wrote.
+
+Only the last line counts: ggstack writes its marker there, and the text above
+it (from commit messages) is escaped, so it cannot forge one.
+"""
+
+from __future__ import annotations
+
+import re
+
+MARKER_PREFIX = "<!-- ggstack:stack-patch-id="
+CLOSED_PREFIX = "<!-- ggstack:closed stack-patch-id="
+
+_MARKER_LINE = re.compile(re.escape(MARKER_PREFIX) + r"(\S+) -->")
+_CLOSED_LINE = re.compile(re.escape(CLOSED_PREFIX) + r"(\S+) base=\S* -->")
+
+
+def pr_marker(stack_patch_id: str) -> str:
+    return f"{MARKER_PREFIX}{stack_patch_id} -->"
+
+
+def closed_marker(stack_patch_id: str, base: str) -> str:
+    return f"{CLOSED_PREFIX}{stack_patch_id} base={base} -->"
+
+
+def _last_line(text: str) -> str:
+    lines = text.replace("\r\n", "\n").rstrip().rsplit("\n", 1)
+    return lines[-1].strip()
+
+
+def read_marker(body: str) -> str | None:
+    """The Stack-Patch-Id of a PR body ggstack wrote, else None."""
+    found = _MARKER_LINE.fullmatch(_last_line(body))
+    return found.group(1) if found else None
+
+
+def is_closing_comment(body: str, stack_patch_id: str) -> bool:
+    """Whether this is ggstack's closing comment for the patch, on whatever base."""
+    found = _CLOSED_LINE.fullmatch(_last_line(body))
+    return found is not None and found.group(1) == stack_patch_id
