@@ -1,8 +1,5 @@
 """The hidden last line by which a rerun finds the PR it opened and the closing comment it wrote.
-
-Only the last line counts: ggstack writes its marker there, and the text above
-it (from commit messages) is escaped, so it cannot forge one.
-"""
+Only the last line counts: the text above it, from commit messages, is escaped and cannot forge one."""
 
 from __future__ import annotations
 
@@ -29,12 +26,10 @@ def _last_line(text: str) -> str:
 
 
 def read_marker(body: str) -> str | None:
-    """The Stack-Patch-Id of a PR body ggstack wrote, else None."""
     found = _MARKER_LINE.fullmatch(_last_line(body))
     return found.group(1) if found else None
 
 
 def is_closing_comment(body: str, stack_patch_id: str) -> bool:
-    """Whether this is ggstack's closing comment for the patch, on whatever base."""
     found = _CLOSED_LINE.fullmatch(_last_line(body))
     return found is not None and found.group(1) == stack_patch_id

@@ -1,8 +1,5 @@
-"""The merge order of a stack's PRs, as every PR body lists it.
-
-Every body lists every PR, so a stack of n PRs renders n lists of n lines:
-the list is built once a plan (not once a body), the rest is joining strings.
-"""
+"""The merge order of a stack's PRs, as every PR body lists it: n bodies of n lines each,
+so the list is built once a plan, not once a body."""
 
 from __future__ import annotations
 
@@ -34,7 +31,6 @@ def pr_ref(o: Outcome) -> str:
 
 
 def order_section(run: Run, outcome: Outcome, order: MergeOrder, onto: str) -> str:
-    """The body's "Merge order": where this PR stands in the stack, and its neighbours."""
     n, total = order.position[outcome.name], len(order.outcomes)
     lines = [
         f"This is PR {n} of {total} in the {md_code(run.stack or '')} stack onto {md_code(onto)}. Merge in this order:",

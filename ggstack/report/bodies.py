@@ -1,9 +1,5 @@
-"""The PR body and the closing comment of a patch, from the Run.
-
-Built here, from the Run alone, so that the forge stage, a saved Run's report
-and a dry run all say the same words; deterministic, so that a rerun with
-nothing changed edits nothing.
-"""
+"""A patch's PR body and closing comment, from the Run alone: the forge stage, a saved Run and a
+dry run say the same bytes, and a rerun with nothing changed edits nothing."""
 
 from __future__ import annotations
 
@@ -30,9 +26,8 @@ def pr_body(
     gate: str | None,
     onto: str | None = None,
 ) -> str:
-    """``summary``: the patch message without subject and trailers; ``order``: the patches that get
-    PRs (``merge_order``); ``gate``: the approval gate in words ("draft, label `do-not-merge`"), None
-    where the stack has none; ``onto``: the PRs' branch (default: the Run's base as given)."""
+    """``summary``: the message without subject and trailers; ``gate``: the approval gate in words,
+    None where the stack has none; ``onto``: the PRs' branch (default: the Run's base as given)."""
     onto = onto or run.base_ref
     parts = [md_text(summary.strip()) if summary.strip() else subject_md(outcome)]
     parts += _origin_sections(outcome)
@@ -63,8 +58,7 @@ def _origin_sections(outcome: Outcome) -> list[str]:
 
 
 def _pr_ref_md(ref: str) -> str:
-    """``owner/repo#N`` links to that PR; a bare ``#N`` would link to PR N of whichever repository
-    shows the text, so it is shown as code, said to be a number only."""
+    """A bare ``#N`` would link to PR N of whichever repository shows it: code, said to be a number."""
     if ref.startswith("#"):
         return f"PR number {md_code(ref)} (its repository is not recorded)"
     return md_line(ref)
@@ -111,8 +105,7 @@ def _many(n: int, thing: str) -> str:
 
 
 def closing_comment(run: Run, outcome: Outcome) -> str:
-    """The comment a maintainer would write when closing a PR the base already has: the base it
-    was checked on, the representing commits, every supporting piece of evidence."""
+    """What a maintainer would write closing a PR the base already has: where, by what, on what evidence."""
     commits = ", ".join(short(c) for c in outcome.represented_by)
     via = f" via {commits}" if commits else ""
     lines = [
@@ -149,13 +142,11 @@ def _evidence_item(e: Evidence) -> str:
 
 
 def writes_body(pr: PRState) -> bool:
-    """Whether the plan opens this PR or edits its body."""
     return any(a.startswith("open") or (a.startswith("update") and "body" in a) for a in pr.actions)
 
 
 def pr_documents(run: Run, bodies: Mapping[str, str]) -> str:
-    """Each PR body (a saved Run keeps none: ``pr.bodies`` renders them) and closing comment of the
-    plan, for ``pr --dry-run``."""
+    """For ``pr --dry-run``; a saved Run keeps no bodies (``pr.bodies`` renders them)."""
     out = []
     for o in run.outcomes:
         if o.pr and o.name in bodies and writes_body(o.pr):

@@ -23,7 +23,6 @@ def _represented_words(shas: Sequence[str], subjects: Sequence[str]) -> str:
 
 
 def drop_table(result: drop.Result) -> Table:
-    """What ``ggstack drop`` took out (or would), with the representing commits and the closed PRs."""
     verb = "would drop" if result.dry_run else "dropped"
     title = f"{result.stack}: {verb} {len(result.dropped)} on {result.base_ref} ({short(result.base)})"
     table = Table(title=Text(title), title_justify="left")
@@ -50,7 +49,7 @@ def _branch(ref: str, result: drop.Result) -> str:
 
 
 def dropped_table(records: Mapping[str, Sequence[drop.Dropped]]) -> Table:
-    """``ggstack list --dropped``: each stack's record of what was dropped, and why."""
+    """``ggstack list --dropped``."""
     table = Table(title="dropped patches", title_justify="left")
     for col in ("stack", "patch", "Stack-Patch-Id", "represented by", "on base", "when", "why"):
         table.add_column(col, overflow="fold")
@@ -72,7 +71,6 @@ def dropped_table(records: Mapping[str, Sequence[drop.Dropped]]) -> Table:
 
 
 def rebase_table(result: rebase.Result, *, dry_run: bool = False) -> Table:
-    """What ``ggstack rebase`` did to each patch: its recorded parent before and after."""
     table = Table(title=Text(f"{result.stack}: {_rebased(result, dry_run)}"), title_justify="left")
     for col in ("patch", "status", "base-commit before", "after", "detail"):
         table.add_column(col, overflow="fold")
@@ -97,7 +95,6 @@ def _rebased(result: rebase.Result, dry_run: bool) -> str:
 
 
 def landing_text(result: land.Landing) -> str:
-    """What ``ggstack land`` did, or (dry run) would do: the plan in merge order, each write, where it stopped."""
     how = result.method + (", through the native stack" if result.native else "")
     head = f"{result.stack}: landing onto {result.base} at {short(result.base_sha)} ({how})"
     lines = [head + (" — plan only (dry run)" if result.dry_run else "")]

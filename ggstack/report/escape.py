@@ -1,10 +1,6 @@
-"""Markdown from text ggstack did not write: commit messages, subjects, dropped-part notes.
-
-They land in PR bodies, comments and reports that GitHub renders with raw HTML
-allowed: a "</details>" would close ggstack's own section, an unclosed "<!--"
-would hide the rest of the body (the approval gate included). Where a guess is
-needed, it errs on showing "&lt;" in code, never on letting HTML through.
-"""
+"""Markdown from text ggstack did not write (messages, subjects, notes), for pages GitHub renders with
+raw HTML allowed: a "</details>" would close ggstack's section, an unclosed "<!--" hide the rest (the
+approval gate too). Where a guess is needed, it shows "&lt;" in code rather than let HTML through."""
 
 from __future__ import annotations
 
@@ -44,7 +40,6 @@ def _opened(line: str) -> str:
 
 
 def _still_open(line: str, fence: str) -> str:
-    """A fence closes on a run of its own mark, as long or longer, alone on its line."""
     marks = _FENCE.match(line)
     if marks and marks.group(1)[0] == fence[0] and len(marks.group(1)) >= len(fence):
         return fence if line[marks.end() :].strip() else ""
@@ -52,8 +47,7 @@ def _still_open(line: str, fence: str) -> str:
 
 
 def _escape_line(line: str) -> str:
-    """An inline code span holding a "<" becomes <code> with its text as entities: it renders the
-    same, and is safe whether or not Markdown would have seen a span there."""
+    """A code span holding "<" becomes <code> with entities: the same on screen, span or not."""
     if "\\`" in line:  # an escaped backtick changes where spans are: no spans, then
         return line.replace("<", "&lt;")
     parts, pos = [], 0
@@ -71,15 +65,12 @@ def _entity(c: str) -> str:
 
 
 def md_line(text: str) -> str:
-    """One line of someone else's text (a subject, a list item)."""
     return md_text(" ".join(text.split("\n"))).split("\n")[0]
 
 
 def md_cell(text: str) -> str:
-    """Text inside a Markdown table cell: no HTML, no cell breaks, no line breaks.
-
-    Line by line, not as a whole: entities are not read inside a code span, so a subject's
-    `` `>=2.10.6` `` would show as ``&gt;=2.10.6``. A ``|`` is escaped even in a span, as GitHub asks."""
+    """Line by line, not as a whole: entities are not read inside a code span (`` `>=2.10.6` `` would
+    show ``&gt;=2.10.6``). A ``|`` is escaped even in a span, as GitHub's tables ask."""
     lines = text.replace("\r", "").split("\n")
     return "<br>".join(_escape_line(line) for line in lines).replace("|", "\\|")
 
@@ -93,7 +84,6 @@ def md_code(text: str) -> str:
 
 
 def md_fence(body: str, lang: str = "") -> str:
-    """A fenced code block that no backtick run inside it can close."""
     fence = "`" * max(3, _longest_backtick_run(body) + 1)
     return f"{fence}{lang}\n{body.rstrip(chr(10))}\n{fence}"
 
@@ -111,8 +101,7 @@ def subject_md(o: Outcome) -> str:
 
 
 def unlinked_pr(o: Outcome, text: str) -> str:
-    """A subject's closing ``(#N)`` as code where that PR's repository is not known:
-    GitHub would link it to PR N of whichever repository shows the text."""
+    """A subject's closing ``(#N)`` as code where its repository is unknown: GitHub would link another's."""
     pr = o.provenance.original_pr if o.provenance else None
     if pr and pr.startswith("#") and text.endswith(f"({pr})"):
         return f"{text[: -len(pr) - 2]}({md_code(pr)})"

@@ -1,10 +1,6 @@
-"""The words of a verdict and the evidence behind it.
-
-The reason is the rule of the verdict table that decided (``check`` records it
-in the evidence), then what else a maintainer should know before acting on it:
-who brought the lines, a patch-id that differs, what the patch's own tests said.
-A Run from before the table is worded from its signals.
-"""
+"""The words of a verdict: the reason of the rule that decided (``check`` records it in the
+evidence), then what to know before acting on it (who brought the lines, a differing patch-id, the
+tests). A Run from before the verdict table is worded from its signals."""
 
 from __future__ import annotations
 
@@ -37,15 +33,19 @@ def verdict_words(o: Outcome) -> str:
 
 def _rule_reasons(o: Outcome, decided: Evidence) -> list[str]:
     why = decided.detail.partition(": ")[2] or decided.detail
-    rule = decided.data.get("rule")
-    parts = [why]
+    parts = [why, *_besides(o, decided.data.get("rule"))]
     if o.verdict is Verdict.CONFLICT and o.conflict and "conflict" not in why:
         parts.insert(0, conflict_words(o.conflict.paths))
+    return parts + [e.detail for e in o.evidence if e.kind == Signal.CONFLICT and e.data.get("spurious")]
+
+
+def _besides(o: Outcome, rule: object) -> list[str]:
+    """Who brought the lines, where the lines decided; a differing patch-id, unless git found the pick."""
+    parts = []
     if o.verdict in (Verdict.REPRESENTED, Verdict.PARTIAL) and rule in BY_LINES:
         parts += _details(o, Signal.BLAME)
     if o.verdict is Verdict.REPRESENTED and rule not in BY_PICK and _patch_id_differs(o):
         parts.append("patch-id differs")
-    parts += [e.detail for e in o.evidence if e.kind == Signal.CONFLICT and e.data.get("spurious")]
     return parts
 
 
@@ -55,7 +55,6 @@ def _patch_id_differs(o: Outcome) -> bool:
 
 
 def _signal_reasons(o: Outcome) -> list[str]:
-    """A Run whose evidence names no rule: the verdict's own signal, then git's."""
     reason = _SIGNAL_REASON.get(o.verdict)
     parts = [reason(o)] if reason else []
     pid = _first(o, Signal.PATCH_ID)
@@ -92,9 +91,8 @@ _SIGNAL_REASON: dict[Verdict | None, Callable[[Outcome], str]] = {
 
 
 def evidence_words(o: Outcome) -> str:
-    """The verdict and why, as a sentence to act on: "represented: 100% of added lines come from
-    639aeff; its tests pass on the base without the patch; patch-id differs" (the tests' judgement
-    after the text's first, strongest reason; first where the tests decided)."""
+    """ "represented: 100% of added lines come from 639aeff; its tests pass on the base without the
+    patch": the tests after the text's first reason, or first where they decided."""
     verdict = o.verdict.value if o.verdict else (o.applied.value if o.applied else NOT_JUDGED)
     parts = _reasons(o, verdict) or _apply_words(o)
     if o.note:
@@ -113,13 +111,11 @@ def _reasons(o: Outcome, verdict: str) -> list[str]:
 
 
 def _tests_words(o: Outcome, verdict: str) -> list[str]:
-    """The tests' judgement, else each telling run."""
     tests = [d.removeprefix(f"{verdict}: ") for d in _details(o, Signal.TESTS) if d]
     return tests or [test_words(t) for t in o.tests if t.status != "passed" or t.where == "patched"]
 
 
 def _apply_words(o: Outcome) -> list[str]:
-    """Where nothing was judged: what replaying it did."""
     if o.conflict:
         return [conflict_words(o.conflict.paths)]
     if o.applied is Applied.EMPTY:
@@ -131,7 +127,6 @@ _WHERE = {"patched": "base+patch", "base": "base without the patch", "old-base":
 
 
 def test_words(t: TestResult) -> str:
-    """ "gpu tests on base+patch: skipped (no GPU on this machine)"."""
     extra = []
     if t.failed:
         extra.append(f"{len(t.failed)} failed: {', '.join(t.failed[:3])}{' …' if len(t.failed) > 3 else ''}")

@@ -1,9 +1,5 @@
-"""The report as GitHub-flavoured Markdown: the PR comment and the bot's step summary.
-
-A table (one row a patch, in merge order), then collapsible sections for what
-is long: the remaining diff of each partial patch, its conflict, the draft
-closing comment of each redundant PR.
-"""
+"""The report as GitHub-flavoured Markdown, for a PR comment or the bot's step summary: a row a
+patch, then what is long (a remaining diff, a conflict, a closing comment) collapsed."""
 
 from __future__ import annotations
 
@@ -56,7 +52,6 @@ def _row(i: int, o: Outcome) -> str:
 
 
 def _collapsed(run: Run) -> list[str]:
-    """Every patch's long parts while they fit the budget; those that do not, counted."""
     lines, budget, left_out = [], MD_DETAILS_BUDGET, 0
     for o in run.outcomes:
         details = _remaining(o) + _conflict(o) + _closing(run, o)

@@ -1,9 +1,6 @@
-"""The terminal's tables of a Run: one a stage (apply, check, test, pr) and ``ggstack report``'s.
-
-A table shows a patch by number and subject and fits the console's width,
-wrapping, never cropping. Cells are ``Text``, never markup: names, reasons and
-output may hold "[...]".
-"""
+"""The terminal's tables of a Run, one a stage and ``ggstack report``'s: a patch by number and
+subject, wrapped to the console's width, never cropped; cells are ``Text``, never markup (names,
+reasons and output may hold "[...]")."""
 
 from __future__ import annotations
 
@@ -69,7 +66,6 @@ def apply_table(run: Run) -> Table:
 
 
 def branches_line(run: Run) -> str | None:
-    """Where apply put the replayed patches: one branch a patch, named by ``branches.template``."""
     names = [o.branch.removeprefix("refs/heads/") for o in run.outcomes if o.branch]
     if not names:
         return None
@@ -99,7 +95,6 @@ def check_table(run: Run) -> Table:
 
 
 def _represented_by(o: Outcome, run: Run) -> str:
-    """ "by 639aeff0c1 “subject”, … +2" and a line break, or nothing."""
     by = [commit_words(c, run) for c in o.represented_by[:3]]
     more = len(o.represented_by) - len(by)
     return "by " + ", ".join(by) + (f" +{more}" if more > 0 else "") + "\n" if by else ""
@@ -116,7 +111,6 @@ _NO_PR = {
 
 
 def pr_plan_table(run: Run) -> Table:
-    """One row a patch: its verdict, its PR and what ``pr`` did or would do."""
     dry_run = run.stages.get("pr", "").startswith("dry-run")
     title = f"{run.stack}: pull requests onto {run.base_ref} ({short(run.base)})" + (
         " — plan only (dry run)" if dry_run else ""
@@ -143,19 +137,21 @@ def _no_pr_why(o: Outcome) -> str:
     return ""
 
 
+def _pr_number(pr: PRState) -> str:
+    if not pr.number:
+        return "new" if pr.state == "planned" else ""
+    return f"#{pr.number}" + (f" ({pr.state})" if pr.state and pr.state != "open" else "")
+
+
 def _pr_cells(pr: PRState) -> list[str]:
-    number = f"#{pr.number}" if pr.number else ("new" if pr.state == "planned" else "")
-    if pr.number and pr.state and pr.state != "open":
-        number += f" ({pr.state})"
     gate = "approved" if pr.approved else ", ".join((["draft"] if pr.draft else []) + pr.labels)
     actions = "\n".join(pr.actions) or (pr.action or "nothing")
     if pr.note:
         actions += f"\n({pr.note})"
-    return [number, escape(pr.base or ""), escape(gate), escape(actions), escape(readiness_text(pr))]
+    return [_pr_number(pr), escape(pr.base or ""), escape(gate), escape(actions), escape(readiness_text(pr))]
 
 
 def readiness_text(pr: PRState) -> str:
-    """An open PR's merge readiness, a line each: approval, required checks, GitHub's mergeability, next action."""
     if not pr.next_action:
         return ""
     lines = [pr.approval]
@@ -189,9 +185,7 @@ def _test_cells(o: Outcome, kind: str) -> str:
 
 
 def test_table(run: Run, left_out: Collection[str] = ()) -> Table:
-    """One row a patch: each kind's base / base + patch / old base, and what the tests said.
-
-    ``left_out``: the patches ``test --only`` did not select (not "no test files": they were not looked at)."""
+    """``left_out``: the patches ``test --only`` did not choose: "not tested", never "no test files"."""
     gpu = f", GPU {run.gpu}" if run.gpu else ""
     table = Table(
         title=Text(f"{run.stack} tests on {run.base_ref} ({short(run.base)}{gpu})"),
@@ -218,8 +212,7 @@ def _untested_words(o: Outcome, left_out: Collection[str]) -> str:
 
 
 def test_failures(run: Run) -> str:
-    """The kept output (the tail) of the runs whose failure is a problem: with the patch, or a
-    timeout or error anywhere (failing without the patch is the evidence; the Run keeps it too)."""
+    """Failing without the patch is the evidence, not a problem: that output is left to the Run."""
     parts = []
     for o in run.outcomes:
         for t in o.tests:
@@ -234,8 +227,7 @@ def test_failures(run: Run) -> str:
 
 
 def report_table(run: Run, *, verbose: bool = False) -> Table:
-    """One row a patch, in merge order, fitting the terminal (or ``COLUMNS`` piped): one short
-    evidence line. ``verbose``: the whole evidence in words and the provenance, as Markdown has them."""
+    """One short evidence line a patch; ``verbose``: all of it in words, and the provenance."""
     if verbose:
         return _verbose_table(run)
     table = Table(title=Text(header_line(run)), title_justify="left")
@@ -254,7 +246,6 @@ def report_table(run: Run, *, verbose: bool = False) -> Table:
 
 
 def _pr_short(pr: PRState | None) -> str:
-    """ "#12 draft", "new PR planned", "#9 closed"."""
     if pr is None:
         return ""
     if pr.number is None:

@@ -1,8 +1,5 @@
-"""A Run's facts in a maintainer's words, for every output alike.
-
-One set of words feeds the terminal, the Markdown and the bot's messages, so
-what the maintainer reads and what the bot acts on are the same facts.
-"""
+"""A Run's facts in a maintainer's words, one set for every output: what the maintainer reads and
+what the bot acts on are the same facts."""
 
 from __future__ import annotations
 
@@ -29,14 +26,12 @@ def short(sha: str | None) -> str:
 
 
 def patch_label(name: str, subject: str) -> str:
-    """A patch by number and subject ("0002 Fix the buffer"), never its file name, which folds
-    mid-word; a commit (``check --commits``) by its id and subject."""
+    """ "0002 Fix the buffer": never the file name, which folds mid-word; a commit by id and subject."""
     m = _NUMBERED.match(name)
     return f"{m.group(1) if m else name} {subject}".strip()
 
 
 def commit_words(sha: str, run: Run) -> str:
-    """639aeff0c1 “subject”, the subject as the Run recorded it."""
     subject = run.subjects.get(sha, "")
     if len(subject) > 50:
         subject = subject[:49] + "…"
@@ -48,7 +43,6 @@ def conflict_words(paths: list[str]) -> str:
 
 
 def verdict_counts(run: Run) -> dict[str, int]:
-    """Patches per verdict, in a fixed order, zero counts left out."""
     counts = {v.value: 0 for v in VERDICT_ORDER}
     counts[NOT_JUDGED] = 0
     for o in run.outcomes:
@@ -57,7 +51,6 @@ def verdict_counts(run: Run) -> dict[str, int]:
 
 
 def header_line(run: Run) -> str:
-    """ "gg-clean: 3 patches onto origin/dev at 1a2b3c4d5e — 1 unique, 1 represented, 1 conflict"."""
     n = len(run.outcomes)
     counts = ", ".join(f"{k} {v}" if k == NOT_JUDGED else f"{v} {k}" for k, v in verdict_counts(run).items())
     return f"{run.stack or 'commits'}: {n} patch{'es' if n != 1 else ''} onto {run.base_ref} at {short(run.base)}" + (
@@ -70,7 +63,6 @@ def stage_words(run: Run) -> str:
 
 
 def provenance_words(o: Outcome) -> list[str]:
-    """Where the patch came from and what of it was left out, one fact an item."""
     prov = o.provenance
     words = []
     if prov and prov.original_pr:
@@ -109,7 +101,6 @@ def _open_words(o: Outcome, pr: PRState) -> list[str]:
 
 
 def readiness_words(pr: PRState) -> str:
-    """ "checks: gpu-tests failure; GitHub: clean; next: check `gpu-tests` failing"."""
     if not pr.next_action:
         return ""
     checks = ", ".join(f"{name} {state}" for name, state in pr.checks)
