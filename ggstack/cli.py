@@ -469,13 +469,13 @@ def list_(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
 
 def _list_dropped(stacks: list[Stack], as_json: bool) -> None:
     from ggstack import drop as dropping
-    from ggstack import report
+    from ggstack.report.changes import dropped_table
 
     records = {s.name: dropping.read_record(s) for s in stacks}
     if as_json:
         print_json({name: [e.to_json() for e in entries] for name, entries in records.items()})
         return
-    console().print(report.dropped_table(records))
+    console().print(dropped_table(records))
 
 
 @main.command()
@@ -546,8 +546,8 @@ def drop(
       ggstack drop my-fork --onto origin/main
     """
     from ggstack import drop as dropping
-    from ggstack import report
     from ggstack.check.stack import check_stack
+    from ggstack.report.changes import drop_table
 
     with obj.editing(stack, "drop"):
         s = obj.stack(stack)
@@ -568,7 +568,7 @@ def drop(
     if as_json:
         print_json(result.to_json())
         return
-    console().print(report.drop_table(result))
+    console().print(drop_table(result))
     for name, why in result.looks:
         click.echo(f"kept {name}: represented, but human look ({why}); --include-human-look drops it too")
     for line in result.branches_kept:
@@ -600,7 +600,7 @@ def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool,
       ggstack rebase my-fork --onto origin/main --partial
     """
     from ggstack import rebase as rebasing
-    from ggstack import report
+    from ggstack.report.changes import rebase_table
 
     with obj.editing(stack, "rebase"):
         s = obj.stack(stack)
@@ -608,7 +608,7 @@ def rebase(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool,
     if as_json:
         print_json(result.to_json())
     else:
-        console().print(report.rebase_table(result, dry_run=dry_run))
+        console().print(rebase_table(result, dry_run=dry_run))
         stop, n = result.stopped, result.before_stop
         if stop is not None:
             kept = "nothing was written"
@@ -966,10 +966,10 @@ def apply(obj: Ctx, stack: str, onto: str | None, branch_prefix: str | None, for
     if as_json:
         print_json(run.to_json())
     else:
-        from ggstack import report  # rich's tables: not for --json
+        from ggstack.report.text import apply_table, branches_line  # rich's tables: not for --json
 
-        console().print(report.apply_table(run))
-        where = report.branches_line(run)
+        console().print(apply_table(run))
+        where = branches_line(run)
         if where:
             click.echo(where)
     sys.exit(exits.exit_code(run))
@@ -1080,9 +1080,9 @@ def check(
     if as_json:
         print_json(run.to_json())
     else:
-        from ggstack import report  # rich: not imported for --json
+        from ggstack.report.text import check_table  # rich: not imported for --json
 
-        console().print(report.check_table(run))
+        console().print(check_table(run))
     sys.exit(exits.exit_code(run))
 
 
@@ -1241,12 +1241,12 @@ def test_(
 
 
 def _print_tested(s: Stack, run: Run, only: tuple[str, ...]) -> None:
-    from ggstack import report
+    from ggstack.report.text import test_failures, test_table
 
     out = console()
     chosen = {s.find(key).name for key in only}
-    out.print(report.test_table(run, [p.name for p in s.patches if only and p.name not in chosen]))
-    failures = report.test_failures(run)
+    out.print(test_table(run, [p.name for p in s.patches if only and p.name not in chosen]))
+    failures = test_failures(run)
     if failures:
         out.print(failures, markup=False, highlight=False, soft_wrap=True)
     if run.stages.get("test", "").startswith("ok: "):
@@ -1355,9 +1355,11 @@ def pr(
       ggstack pr my-fork --onto origin/main              # with GITHUB_TOKEN: push, open, update, in merge order
       ggstack pr my-fork --onto origin/main --close-redundant
     """
-    from ggstack import handoff, report
+    from ggstack import handoff
     from ggstack import pr as pr_stage
     from ggstack.check.stack import check_stack
+    from ggstack.report.bodies import pr_documents
+    from ggstack.report.text import pr_plan_table
 
     s = obj.stack(stack)
     if bundle and not run_path:
@@ -1379,9 +1381,9 @@ def pr(
     if as_json:
         print_json(run.to_json())
     else:
-        console().print(report.pr_plan_table(run))
+        console().print(pr_plan_table(run))
         if dry_run:
-            click.echo(report.pr_documents(run, pr_stage.bodies(run, s)))
+            click.echo(pr_documents(run, pr_stage.bodies(run, s)))
     sys.exit(exits.exit_code(run))
 
 
@@ -1422,9 +1424,9 @@ def land(obj: Ctx, stack: str, onto: str | None, dry_run: bool, as_json: bool) -
     if as_json:
         print_json(result.to_json())
     else:
-        from ggstack import report
+        from ggstack.report.changes import landing_text
 
-        click.echo(report.landing_text(result))
+        click.echo(landing_text(result))
     sys.exit(result.exit_code)
 
 
@@ -1535,8 +1537,9 @@ def sync(
       ggstack sync my-fork --onto origin/main --dry-run
       ggstack sync my-fork --onto origin/main --no-forge --run-json out/run.json --bundle out/commits.bundle
     """
-    from ggstack import handoff, report
+    from ggstack import handoff
     from ggstack import sync as sync_stage
+    from ggstack.report.text import report_table
 
     s = obj.stack(stack)
     if no_forge and (rebase_series or close_redundant):
@@ -1568,7 +1571,7 @@ def sync(
     if as_json:
         print_json(run.to_json())
     else:
-        console().print(report.report_table(run))
+        console().print(report_table(run))
     for error in run.errors:
         err_console.print(f"[bold red]ggstack:[/] {escape(error)}", highlight=False)
     if actions:
@@ -1625,18 +1628,20 @@ def report_(run_file: str, fmt: str, as_json: bool, verbose: bool) -> None:
       ggstack report run.json --verbose
       ggstack report run.json --format markdown > summary.md     # for a PR comment or CI's step summary
     """
-    from ggstack import report
+    from ggstack.report.json import run_json
+    from ggstack.report.summary import markdown
+    from ggstack.report.text import report_table
 
     run = _load_run(run_file)
     if as_json and fmt not in ("table", "json"):
         raise UserError(f"--json and --format {fmt} do not go together")
     if as_json or fmt == "json":
-        click.echo(report.run_json(run), nl=False)
+        click.echo(run_json(run), nl=False)
     elif fmt == "markdown":
-        click.echo(report.markdown(run), nl=False)
+        click.echo(markdown(run), nl=False)
     else:
         out = console()
-        out.print(report.report_table(run, verbose=verbose))
+        out.print(report_table(run, verbose=verbose))
         for o in run.outcomes:
             if o.verdict and o.verdict.value == "partial" and o.remaining_diff:
                 out.print(f"\n{o.name}: remaining diff", markup=False, soft_wrap=True)
@@ -1710,7 +1715,8 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
 
     from ggstack import demo as demo_
     from ggstack import pr as pr_stage
-    from ggstack import report
+    from ggstack.report.bodies import pr_documents
+    from ggstack.report.text import pr_plan_table, report_table
     from ggstack.series import store
 
     if export_dir:
@@ -1727,10 +1733,10 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
         if as_json:
             print_json(run.to_json())
         else:
-            out.print(report.report_table(run))
-            out.print(report.pr_plan_table(run))
+            out.print(report_table(run))
+            out.print(pr_plan_table(run))
             gg_clean = store.load(os.path.join(workdir, "patches"), demo_.STACK)
-            documents = report.pr_documents(run, pr_stage.bodies(run, gg_clean))
+            documents = pr_documents(run, pr_stage.bodies(run, gg_clean))
             if documents:
                 out.print(documents, markup=False, highlight=False, soft_wrap=True)
             if directory or keep:

@@ -14,11 +14,12 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from ggstack import git, report, state
+from ggstack import git, state
 from ggstack.branches import branch_refs, remove_branches
 from ggstack.errors import UserError
 from ggstack.forge import Forge
 from ggstack.model import Outcome, Patch, Recommendation, Run, Stack, Verdict
+from ggstack.report.evidence import verdict_words
 from ggstack.series import order, store
 
 DROPPED = "dropped.toml"
@@ -180,7 +181,7 @@ def entry_of(patch: Patch, o: Outcome, run: Run, branch: str, now: str, file: st
         represented_subjects=tuple(run.subjects.get(c, "") for c in o.represented_by),
         base=run.base,
         base_ref=run.base_ref,
-        reason=report.verdict_words(o),
+        reason=verdict_words(o),
         dropped_at=now,
         original_pr=patch.provenance.original_pr or "",
         cherry_picked_from=patch.provenance.cherry_picked_from or "",
@@ -282,7 +283,7 @@ def _chosen(
     victims, looks = [], []
     for p, o in represented(stack, run):
         if o.recommendation is Recommendation.HUMAN_LOOK and not include_human_look:
-            looks.append((p.name, report.verdict_words(o)))
+            looks.append((p.name, verdict_words(o)))
         else:
             victims.append((p, o))
     own = would_lose(victims)

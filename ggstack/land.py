@@ -22,13 +22,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ggstack import git, replay, report
+from ggstack import git, replay
 from ggstack import pr as pr_stage
 from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError, UserError
 from ggstack.forge import Comment, Forge, MergeFacts, MergeResult, NativeStack, RemotePR
+from ggstack.forge.marker import is_closing_comment, read_marker
 from ggstack.model import Outcome, Run, Stack, Verdict
 from ggstack.readiness import Readiness, readiness
+from ggstack.report.bodies import closing_comment
+from ggstack.report.words import short
 from ggstack.secrets import TOKEN_VARS
 
 METHODS = ("merge", "squash", "rebase")  # GitHub's default order: a merge commit where allowed
@@ -63,7 +66,7 @@ def read(forge: Forge, repo: git.Repository, stack: Stack, run: Run, base: str, 
         pull = matched.pulls.get(o.name)
         if pull is None:
             closed = forge.closed_pull(owner, matched.branches[o.name])
-            if closed is not None and report.read_marker(closed.body) in (None, o.stack_patch_id):
+            if closed is not None and read_marker(closed.body) in (None, o.stack_patch_id):
                 snap.closed[o.name] = closed
             continue
         if o.verdict is Verdict.REPRESENTED:
@@ -192,7 +195,7 @@ def _entry(stack: Stack, snap: Snapshot, o: Outcome, base: str, method: str) -> 
         return _represented(snap, o, pull, e, base)
     if o.verdict is not Verdict.UNIQUE:
         verdict = o.verdict.value if o.verdict else "not judged"
-        why = f"{verdict} on {base} at {report.short(snap.base_sha)}: not landed (`ggstack check` says why)"
+        why = f"{verdict} on {base} at {short(snap.base_sha)}: not landed (`ggstack check` says why)"
         return _stop(e, why)
     if pull is None:
         closed = snap.closed.get(o.name)
@@ -208,7 +211,7 @@ def _stop(e: Entry, why: str) -> Entry:
 
 
 def _represented(snap: Snapshot, o: Outcome, pull: RemotePR | None, e: Entry, base: str) -> Entry:
-    via = ", ".join(report.short(c) for c in o.represented_by) or base
+    via = ", ".join(short(c) for c in o.represented_by) or base
     if pull is None:
         closed = snap.closed.get(o.name)
         if closed is not None and closed.merged:
@@ -219,7 +222,7 @@ def _represented(snap: Snapshot, o: Outcome, pull: RemotePR | None, e: Entry, ba
     e.action = "close"
     e.why = f"{base} took it meanwhile ({via}): #{pull.number} is closed with the evidence, not merged"
     comments = snap.comments.get(pull.number, [])
-    if not any(report.is_closing_comment(c.body, o.stack_patch_id) for c in comments):
+    if not any(is_closing_comment(c.body, o.stack_patch_id) for c in comments):
         e.steps.append(Step("comment", f"comment on #{pull.number}: represented by {via}, with the evidence"))
     e.steps.append(Step("close", f"close #{pull.number}"))
     return e
@@ -239,7 +242,7 @@ def _land(stack: Stack, snap: Snapshot, o: Outcome, pull: RemotePR, e: Entry, ba
     e.readiness = ready
     head = snap.heads.get(pull.number)
     if not head or head != snap.replayed.get(o.name):
-        why = f"#{pull.number}'s head {report.short(facts.head_sha)} is not {o.name} as stored: run `ggstack pr` first"
+        why = f"#{pull.number}'s head {short(facts.head_sha)} is not {o.name} as stored: run `ggstack pr` first"
         return _stop(e, why)
     if ready.blocker is not None:
         return _stop(e, ready.blocker)
@@ -252,7 +255,7 @@ def _land(stack: Stack, snap: Snapshot, o: Outcome, pull: RemotePR, e: Entry, ba
                 e.steps.append(Step("unlabel", f"remove label {label} from #{pull.number}", {"label": label}))
     if facts.base_ref != base:
         e.steps.append(Step("retarget", f"retarget #{pull.number} onto {base} (from {facts.base_ref})"))
-    words = f"merge #{pull.number} into {base} ({method}) at {report.short(facts.head_sha)}"
+    words = f"merge #{pull.number} into {base} ({method}) at {short(facts.head_sha)}"
     e.steps.append(Step("merge", words, {"sha": facts.head_sha}))
     return e
 
@@ -440,7 +443,7 @@ def fresh_check(repo: git.Repository, stack: Stack, base: str, base_sha: str) ->
         repo.fetch_objects(stack.config.target.remote, [f"refs/heads/{base}"])  # objects only: no ref is written
         if not repo.has_objects([base_sha])[base_sha]:
             raise InfraError(
-                f"{base} is at {report.short(base_sha)} on the forge, but {stack.config.target.remote!r} did not "
+                f"{base} is at {short(base_sha)} on the forge, but {stack.config.target.remote!r} did not "
                 f"give that commit: is target.remote the same repository as target.repo?"
             )
     run = check_stack(repo, stack, base_sha, run=replay.apply(repo, stack, base_sha, write=False))
@@ -464,7 +467,7 @@ def _act(
     elif step.kind == "unlabel":
         forge.remove_label(pull, step.fields["label"])
     elif step.kind == "comment":
-        forge.comment(pull, report.closing_comment(run, next(o for o in run.outcomes if o.name == entry.name)))
+        forge.comment(pull, closing_comment(run, next(o for o in run.outcomes if o.name == entry.name)))
     elif step.kind == "close":
         forge.edit_pull(pull, state="closed")
         result.closed.append(pull.number)
@@ -494,7 +497,7 @@ def _merged(
     label = step.words
     if answer.status == "merged":
         result.merged += numbers
-        return f"{label}: merged" + (f" as {report.short(answer.sha)}" if answer.sha else ""), None
+        return f"{label}: merged" + (f" as {short(answer.sha)}" if answer.sha else ""), None
     if answer.status == "enqueued":
         result.queued = f"{what} is in the merge queue of {result.base}: rerun `ggstack land` once it merged"
         return f"{label}: added to the merge queue", None

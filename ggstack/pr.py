@@ -22,14 +22,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ggstack import git, replay, report
+from ggstack import git, replay
 from ggstack.branches import branch_namespace, branch_refs
 from ggstack.cache import Map
 from ggstack.errors import InfraError, UserError
 from ggstack.forge import Comment, CommitFacts, Forge, MergeFacts, NativeStack, RemotePR, Review
+from ggstack.forge.marker import is_closing_comment, read_marker
+from ggstack.forge.order import MergeOrder, merge_order
 from ggstack.model import Applied, Outcome, Patch, Progress, PRState, Run, Stack, Verdict
 from ggstack.picks import Pick, materialize
 from ggstack.readiness import MAINTAINERS, Readiness, readiness
+from ggstack.report.bodies import Diffstat, closing_comment, pr_body, writes_body
+from ggstack.report.escape import md_code
+from ggstack.report.words import short
 from ggstack.secrets import TOKEN_VARS
 
 NEEDED = (Verdict.UNIQUE, Verdict.PARTIAL)  # the only verdicts that get a PR
@@ -274,7 +279,7 @@ def _read_remote_commits(forge: Forge, snap: Snapshot, stack: Stack, needed: lis
 
 def _read_closed(forge: Forge, snap: Snapshot, o: Outcome, head_owner: str) -> None:
     closed = forge.closed_pull(head_owner, snap.branches[o.name])
-    if closed is None or report.read_marker(closed.body) not in (None, o.stack_patch_id):
+    if closed is None or read_marker(closed.body) not in (None, o.stack_patch_id):
         return
     snap.closed[o.name] = closed
     if not closed.merged:
@@ -301,7 +306,7 @@ def match(run: Run, stack: Stack, pulls: Sequence[RemotePR]) -> Matched:
         if marked is not None and marked.head_ref != default and not (own and marked.head_ref.startswith(own)):
             matched.foreign[o.name] = marked
             marked = None
-        pull = marked or next((p for p in ours if report.read_marker(p.body) is None and p.head_ref == default), None)
+        pull = marked or next((p for p in ours if read_marker(p.body) is None and p.head_ref == default), None)
         # An existing PR keeps its head branch (PRs cannot change head), e.g. after a rename.
         matched.branches[o.name] = pull.head_ref if pull else default
         if pull is not None:
@@ -318,7 +323,7 @@ def _by_marker(stack: Stack, ours: Sequence[RemotePR]) -> dict[str, RemotePR]:
     ids = {p.provenance.stack_patch_id for p in stack.patches}
     by_marker: dict[str, RemotePR] = {}
     for p in ours:  # oldest first: a later duplicate never wins
-        marker = report.read_marker(p.body)
+        marker = read_marker(p.body)
         if marker in ids and marker not in by_marker:
             by_marker[marker] = p
     return by_marker
@@ -340,7 +345,7 @@ def closed_note(o: Outcome, snap: Snapshot) -> str | None:
     if closed.merged:
         return f"its PR #{closed.number} was merged (into {closed.base_ref}); no new PR"
     if any(
-        report.is_closing_comment(c.body, o.stack_patch_id) and c.author == closed.author
+        is_closing_comment(c.body, o.stack_patch_id) and c.author == closed.author
         for c in snap.comments.get(closed.number, [])
     ):
         return None
@@ -357,7 +362,7 @@ class Chosen:
     """The commit a needed patch's branch should hold, on the previous needed one."""
 
     commit: str | None  # None: it does not apply there; no PR action
-    diffstat: report.Diffstat = field(default_factory=list)
+    diffstat: Diffstat = field(default_factory=list)
     note: str = ""
 
 
@@ -408,7 +413,7 @@ def settle(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict
     return chosen
 
 
-def _diffstats(repo: git.Repository, pairs: list[tuple[str, str]]) -> list[report.Diffstat]:
+def _diffstats(repo: git.Repository, pairs: list[tuple[str, str]]) -> list[Diffstat]:
     """What each (previous, commit) changes; the ones the last run read come from its cache.
 
     Two commit ids name one diffstat for good, so a rerun on the same base
@@ -427,7 +432,7 @@ def _diffstats(repo: git.Repository, pairs: list[tuple[str, str]]) -> list[repor
     return [known[k] for k in keys]
 
 
-def _cached_diffstat(text: str | None) -> report.Diffstat | None:
+def _cached_diffstat(text: str | None) -> Diffstat | None:
     """A diffstat from the cache; None where there is none or it is not one (a corrupt file costs time only)."""
     try:
         rows = json.loads(text) if text else None
@@ -486,7 +491,7 @@ class Slot:
     state: PRState | None = None
     steps: list[Step] = field(default_factory=list)
     summary: str = ""
-    diffstat: report.Diffstat = field(default_factory=list)
+    diffstat: Diffstat = field(default_factory=list)
     note: str = ""
     # Rendered only where it is needed: to compare with the open PR's, to open
     # or update it. An offline plan of n PRs renders none of its n bodies of n lines.
@@ -661,7 +666,7 @@ def _gate_words(stack: Stack) -> str | None:
     policy = stack.config.pr
     if not policy.approval_gate:
         return None
-    words = (["draft"] if policy.draft else []) + [f"label {report.md_code(label)}" for label in policy.labels]
+    words = (["draft"] if policy.draft else []) + [f"label {md_code(label)}" for label in policy.labels]
     return ", ".join(words) or "approval"
 
 
@@ -678,7 +683,7 @@ def _plan_needed(run: Run, stack: Stack, plan: Plan) -> None:
             s.steps.append(
                 Step(
                     "push",
-                    f"push {s.branch} {report.short(s.remote_sha) or '(new)'} → {report.short(s.commit)} (--force-with-lease)",
+                    f"push {s.branch} {short(s.remote_sha) or '(new)'} → {short(s.commit)} (--force-with-lease)",
                 )
             )
         s.steps += _open_steps(s, stack, plan, n, len(needed), base) if s.pull is None else _gate_steps(s, stack, plan)
@@ -738,15 +743,15 @@ def _gate_steps(s: Slot, stack: Stack, plan: Plan) -> list[Step]:
     return steps
 
 
-def _order(plan: Plan) -> report.MergeOrder:
+def _order(plan: Plan) -> MergeOrder:
     """The merge-order list every body shows, with the PR numbers known now."""
-    return report.merge_order([x.outcome for x in plan.needed])
+    return merge_order([x.outcome for x in plan.needed])
 
 
-def body_of(run: Run, plan: Plan, s: Slot, order: report.MergeOrder | None = None) -> str:
+def body_of(run: Run, plan: Plan, s: Slot, order: MergeOrder | None = None) -> str:
     """The body of a needed slot's PR (``order``: the plan's merge order, built once for many bodies)."""
     order = order or _order(plan)
-    return report.pr_body(
+    return pr_body(
         run,
         s.outcome,
         summary=s.summary,
@@ -788,7 +793,7 @@ def _plan_others(run: Run, plan: Plan, snap: Snapshot, close_redundant: bool) ->
             approved_by=list(s.approved_by),
         )
         if o.verdict is Verdict.REPRESENTED:
-            s.state.comment = report.closing_comment(run, o)
+            s.state.comment = closing_comment(run, o)
             s.steps += _close_steps(s, snap, close_redundant)
         elif o.verdict in (Verdict.CONFLICT, Verdict.BROKEN):
             s.state.note = f"{o.verdict.value}: needs rework; PR left as it is"
@@ -801,12 +806,12 @@ def _plan_others(run: Run, plan: Plan, snap: Snapshot, close_redundant: bool) ->
 def _close_steps(s: Slot, snap: Snapshot, close_redundant: bool) -> list[Step]:
     assert s.pull is not None
     o = s.outcome
-    via = ", ".join(report.short(c) for c in o.represented_by) or "the base"
+    via = ", ".join(short(c) for c in o.represented_by) or "the base"
     if not close_redundant:
         return [Step("would-close", f"would close: represented by {via} (pass --close-redundant)")]
     # Whatever base it was checked on: one closing comment a PR, also across a moving base.
     steps = []
-    if not any(report.is_closing_comment(c.body, o.stack_patch_id) for c in snap.comments.get(s.pull.number, [])):
+    if not any(is_closing_comment(c.body, o.stack_patch_id) for c in snap.comments.get(s.pull.number, [])):
         steps.append(Step("comment", f"comment: represented by {via}, with the evidence"))
     return [*steps, Step("close", f"close #{s.pull.number}")]
 
@@ -822,10 +827,10 @@ def bodies(run: Run, stack: Stack) -> dict[str, str]:
     planned = sorted((o for o in run.outcomes if o.name in states), key=lambda o: states[o.name].position or 0)
     if not planned:
         return {}
-    order, gate, onto = report.merge_order(planned), _gate_words(stack), states[planned[0].name].base
+    order, gate, onto = merge_order(planned), _gate_words(stack), states[planned[0].name].base
     patches = {p.name: p for p in stack.patches}
     return {
-        o.name: report.pr_body(
+        o.name: pr_body(
             run,
             o,
             summary=summary_of(patches[o.name]),
@@ -835,7 +840,7 @@ def bodies(run: Run, stack: Stack) -> dict[str, str]:
             onto=onto,
         )
         for o in planned
-        if o.name in patches and report.writes_body(states[o.name])
+        if o.name in patches and writes_body(states[o.name])
     }
 
 
@@ -961,7 +966,7 @@ def _open(run: Run, stack: Stack, plan: Plan, s: Slot, forge: Forge) -> None:
         s.pull.labels += missing
 
 
-def _update(run: Run, plan: Plan, s: Slot, forge: Forge, order: report.MergeOrder) -> None:
+def _update(run: Run, plan: Plan, s: Slot, forge: Forge, order: MergeOrder) -> None:
     assert s.state is not None and s.pull is not None
     s.body = body_of(run, plan, s, order)
     fields = _changed_fields(s)

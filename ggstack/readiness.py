@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ggstack import report
 from ggstack.forge import MergeFacts, Review
 from ggstack.model import LandPolicy
+from ggstack.report.escape import md_code
 
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
 MAINTAINERS = ("OWNER", "MEMBER", "COLLABORATOR")  # where the token may not read a permission
@@ -91,10 +91,10 @@ def _blocker(facts: MergeFacts, approval: str, approved: bool, checks: list[tupl
         return approval
     failing = [name for name, state in checks if state == "failure"]
     if failing:
-        return f"check{'s' if len(failing) > 1 else ''} {', '.join(report.md_code(n) for n in failing)} failing"
+        return f"check{'s' if len(failing) > 1 else ''} {', '.join(md_code(n) for n in failing)} failing"
     waiting = [name for name, state in checks if state in ("pending", "expected")]
     if waiting:
-        return f"waiting for check{'s' if len(waiting) > 1 else ''} {', '.join(report.md_code(n) for n in waiting)}"
+        return f"waiting for check{'s' if len(waiting) > 1 else ''} {', '.join(md_code(n) for n in waiting)}"
     if facts.mergeable is False or facts.mergeable_state == "dirty":
         return f"conflicts with {facts.base_ref or base}: rerun `ggstack pr` (or resolve the patch)"
     if facts.mergeable is None:

@@ -16,10 +16,12 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ggstack import git, rebase, report
+from ggstack import git, rebase
 from ggstack.errors import InfraError, UserError
 from ggstack.forge import Forge
 from ggstack.model import Run, Stack
+from ggstack.report.escape import md_text
+from ggstack.report.words import short
 
 STAGE = "rebase-series"
 MARKER = "<!-- ggstack:rebase-series={} -->"
@@ -70,7 +72,7 @@ def _propose(
 ) -> str:
     branch, tip = _series_tip(repo, stack, series_branch)
     tree, n = _proposed_tree(repo, stack, result, tip)
-    title = f"ggstack: rebase the series {stack.name} onto {result.base_ref} ({report.short(result.base)})"
+    title = f"ggstack: rebase the series {stack.name} onto {result.base_ref} ({short(result.base)})"
     head = head_branch(stack)
     if dry_run:
         return f"dry-run: would propose {n} rewritten patch(es) as a PR from {head} onto {branch}"
@@ -131,16 +133,16 @@ def _push(repo: git.Repository, stack: Stack, forge: Forge, tree: str, tip: str,
 def _summary(result: rebase.Result) -> str:
     lines = []
     for e in result.entries:
-        lines.append(f"- {e.name}: {e.status} (base-commit {report.short(e.old_base)} -> {report.short(e.new_base)})")
+        lines.append(f"- {e.name}: {e.status} (base-commit {short(e.old_base)} -> {short(e.new_base)})")
     return "\n".join(lines)
 
 
 def _body(stack: Stack, result: rebase.Result, branch: str) -> str:
     return (
         f"The stored series `{stack.name}` rewritten onto `{result.base_ref}` "
-        f"({report.short(result.base)}) by `ggstack sync --rebase-series`: each patch's diff and "
+        f"({short(result.base)}) by `ggstack sync --rebase-series`: each patch's diff and "
         f"`base-commit` now relative to its replayed parent; messages, trailers and Stack-Patch-Ids unchanged. "
         f"Re-applying it gives the trees `ggstack apply` gives today.\n\n"
-        f"{report.md_text(_summary(result))}\n\n"
+        f"{md_text(_summary(result))}\n\n"
         f"Merging it into `{branch}` moves the stored series; nothing else changes.\n\n" + MARKER.format(stack.name)
     )

@@ -20,11 +20,15 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol, TextIO
 
-from ggstack import exits, git, replay, report, secrets, state, testing
+from ggstack import exits, git, replay, secrets, state, testing
 from ggstack import pr as pr_stage
 from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Progress, Run, Stack, Verdict
+from ggstack.report.evidence import evidence_words
+from ggstack.report.json import run_json
+from ggstack.report.summary import markdown
+from ggstack.report.words import recommendation_words
 from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
 
 STAGES = ("fetch", "apply", "check", "test", "pr", "land", "rebase-series")
@@ -301,7 +305,7 @@ def skeleton(stack: Stack, base_ref: str, base: str) -> Run:
 
 def save_run(repo: git.Repository, run: Run, path: str | None = None) -> str:
     """Write the Run to ``path`` and as the stack's last run under the git dir; returns where."""
-    data = secrets.scrub(report.run_json(run)).encode()  # uploaded by the workflow: no secret in it
+    data = secrets.scrub(run_json(run)).encode()  # uploaded by the workflow: no secret in it
     last = os.path.join(repo.state_dir("runs"), _file_safe(run.stack or "commits") + ".json")
     state.write_atomic(last, data)
     if path:
@@ -348,7 +352,7 @@ def workflow_annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
         path = os.path.relpath(os.path.join(stack.path, o.name), workspace)
         verdict = o.verdict.value if o.verdict else "conflict"
         title = f"ggstack: {o.name} is {verdict}"
-        message = f"{report.evidence_words(o)} — recommendation: {report.recommendation_words(o)}"
+        message = f"{evidence_words(o)} — recommendation: {recommendation_words(o)}"
         if exits.redundant_open(o):
             message += f"; PR #{o.pr.number if o.pr else None} is still open (pass --close-redundant)"
         lines.append(f"::{level} file={_property(path)},title={_property(title)}::{_data(message)}")
@@ -367,7 +371,7 @@ def publish_to_actions(run: Run, stack: Stack, env: Mapping[str, str], out: Text
     if summary:
         try:
             with open(summary, "a", encoding="utf-8", errors="replace") as f:
-                f.write(secrets.scrub(report.markdown(run)) + "\n")
+                f.write(secrets.scrub(markdown(run)) + "\n")
         except OSError as e:  # the runner gave a path it cannot take: the machine's fault, not the input's
             raise InfraError(f"GITHUB_STEP_SUMMARY={summary}: cannot append the report: {e.strerror}") from None
 

@@ -157,7 +157,7 @@ def test_squash_into_a_larger_base_commit_names_it(world: GitRepo) -> None:
     assert not ev["patch-id"][0].data["match"]
     assert ev["blame"][0].detail == f"100% of added lines come from {squash[:10]}"
     assert rule(o) == "content"
-    assert "patch-id differs" in __import__("ggstack.report", fromlist=["x"]).verdict_words(o)
+    assert "patch-id differs" in __import__("ggstack.report.evidence", fromlist=["x"]).verdict_words(o)
 
 
 def test_shares_between_two_base_commits(world: GitRepo) -> None:

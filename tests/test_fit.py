@@ -22,8 +22,11 @@ from rich.table import Table
 from rich.text import Text
 from test_report import _on_a_terminal, every_verdict_run
 
-from ggstack import git, importing, report
+from ggstack import git, importing
 from ggstack.model import Run, Verdict
+from ggstack.report import text  # its test_table by the module: pytest would collect the name
+from ggstack.report.json import run_json
+from ggstack.report.text import VERDICT_STYLES, check_table, pr_plan_table, report_table
 from ggstack.series import store
 
 SLUG = "owner/repo"
@@ -69,10 +72,10 @@ def assert_fits(drawn: str, table: Table, width: int) -> None:
 
 
 TABLES = {
-    "check": report.check_table,
-    "report": report.report_table,
-    "sync": report.report_table,  # sync prints the report's table of its Run
-    "pr plan": report.pr_plan_table,
+    "check": check_table,
+    "report": report_table,
+    "sync": report_table,  # sync prints the report's table of its Run
+    "pr plan": pr_plan_table,
 }
 
 
@@ -90,13 +93,13 @@ def test_at_a_terminal_a_table_fits_the_width_and_loses_nothing(make_run, name: 
 def test_report_piped_is_plain_lines_at_columns_default_100(tmp_path: Path, columns: str | None) -> None:
     run = long_run()
     path = tmp_path / "run.json"
-    path.write_text(report.run_json(run))
+    path.write_text(run_json(run))
     env = {"COLUMNS": columns} if columns else {"COLUMNS": ""}
     proc = run_ggstack("report", str(path), cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     width = int(columns or 100)
     table_part = proc.stdout.split("\n\n")[0]
-    assert_fits(table_part, report.report_table(run), width)
+    assert_fits(table_part, report_table(run), width)
     assert "\x1b[" not in proc.stdout
     # A patch is its number and subject, not its file name folded mid-word.
     assert "0001 [GG] fix(dcp)" in table_part and ".patch" not in table_part
@@ -106,10 +109,10 @@ def test_report_piped_is_plain_lines_at_columns_default_100(tmp_path: Path, colu
 def test_report_at_an_80_and_120_column_terminal_keeps_its_pr_column(tmp_path: Path, columns: int) -> None:
     run = long_run()
     path = tmp_path / "run.json"
-    path.write_text(report.run_json(run))
+    path.write_text(run_json(run))
     shown = _on_a_terminal(["report", str(path)], {"COLUMNS": str(columns), "NO_COLOR": "1"})
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown).replace("\r", "")
-    assert_fits(shown, report.report_table(run), columns)
+    assert_fits(shown, report_table(run), columns)
     assert "#5 draft" in "".join(shown.split()).replace("│", "") or "#5" in shown
 
 
@@ -155,29 +158,29 @@ def test_check_and_sync_piped_fit_columns_with_every_word(tmp_path: Path, column
     rc, as_json, err = fork.gg("check", "s", "--onto", "main", "--json", columns=columns)
     run = Run.from_json(json.loads(as_json))
     assert [o.verdict for o in run.outcomes] == [Verdict.REPRESENTED, Verdict.PARTIAL, Verdict.UNIQUE]
-    assert_fits(out, report.check_table(run), width)
+    assert_fits(out, check_table(run), width)
     assert "0001 [GG] fix(dcp)" in out
     rc, out, err = fork.gg("sync", "s", "--onto", "main", "--dry-run", columns=columns)
     assert rc in (0, 1), err
     saved = Run.from_json(json.loads((fork.repo.path / ".git" / "ggstack" / "runs" / "s.json").read_text()))
-    assert_fits(out, report.report_table(saved), width)
+    assert_fits(out, report_table(saved), width)
     # The stages said how far they were on stderr, piped too: a line each, with its count.
     assert re.search(r"^ggstack: check: 3 patches", err, re.M) or "check: ok" in err, err
 
 
 def test_one_colour_map_for_the_verdicts_in_every_table() -> None:
     """check's table had its own colours (represented yellow), the report's another (cyan)."""
-    import inspect
+    import ggstack.report
 
-    source = inspect.getsource(report)
+    source = "".join(p.read_text() for p in sorted(Path(ggstack.report.__path__[0]).glob("*.py")))
     styles = re.findall(r'"(?:bold )?(?:green|cyan|yellow|magenta|red)"', source)
-    assert len(styles) == len(report.VERDICT_STYLES), styles  # each written once: in VERDICT_STYLES
+    assert len(styles) == len(VERDICT_STYLES), styles  # each written once: in VERDICT_STYLES
     run = every_verdict_run()
-    for make in (report.check_table, report.report_table, report.pr_plan_table, report.test_table):
+    for make in (check_table, report_table, pr_plan_table, text.test_table):
         table = make(run)
         column = next(c for c in table.columns if "verdict" in str(c.header))
         for o, cell in zip(run.outcomes, column._cells):
             spans = [str(s.style) for s in cell.spans] if isinstance(cell, Text) else []
             style = cell.style if isinstance(cell, Text) else ""
             if o.verdict is not None:
-                assert report.VERDICT_STYLES[o.verdict] in [*spans, str(style)], (make.__name__, o.verdict)
+                assert VERDICT_STYLES[o.verdict] in [*spans, str(style)], (make.__name__, o.verdict)

@@ -178,12 +178,12 @@ def test_every_command_takes_json() -> None:
 def test_report_json_is_its_format_json(tmp_path: Path) -> None:
     from test_report import every_verdict_run
 
-    from ggstack import report
+    from ggstack.report.json import run_json
 
     path = tmp_path / "run.json"
-    path.write_text(report.run_json(every_verdict_run()))
+    path.write_text(run_json(every_verdict_run()))
     by_flag = run_ggstack("report", str(path), "--json", cwd=tmp_path)
     by_format = run_ggstack("report", str(path), "--format", "json", cwd=tmp_path)
-    assert by_flag.returncode == 0 and by_flag.stdout == by_format.stdout == report.run_json(every_verdict_run())
+    assert by_flag.returncode == 0 and by_flag.stdout == by_format.stdout == run_json(every_verdict_run())
     both = run_ggstack("report", str(path), "--json", "--format", "markdown", cwd=tmp_path)
     assert both.returncode == 2 and "do not go together" in both.stderr

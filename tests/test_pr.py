@@ -22,10 +22,12 @@ import pytest
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, replay, report
+from ggstack import git, importing, replay
 from ggstack import pr as pr_stage
 from ggstack.check.stack import check_stack
+from ggstack.forge.marker import closed_marker, pr_marker
 from ggstack.model import Run, Verdict
+from ggstack.report.bodies import PR_GATE
 from ggstack.series import store
 
 TOKEN = "ghp_T0kenThatMustNeverBeSeen4242"
@@ -202,8 +204,8 @@ def test_first_run_opens_two_stacked_gated_prs_and_none_for_the_represented_patc
     assert re.search(r"a\.txt\s+\| \+1 -1", body) and re.search(r"tests/test_a\.py\s+\| \+2 -0", body)
     assert "PR 1 of 2" in body and f"Next: #{pb['number']}" in body
     assert "PR 2 of 2" in pb["body"] and f"Previous: #{pa['number']}" in pb["body"]
-    assert report.PR_GATE in body and report.PR_GATE in pb["body"]
-    assert report.pr_marker(out_a.stack_patch_id) in body
+    assert PR_GATE in body and PR_GATE in pb["body"]
+    assert pr_marker(out_a.stack_patch_id) in body
     # The Run says the same.
     assert run.stages["pr"] == "ok"
     assert run.outcomes[0].verdict is Verdict.REPRESENTED and run.outcomes[0].pr is None
@@ -235,7 +237,7 @@ def test_dry_run_prints_plan_and_bodies_and_changes_nothing(seeded: World) -> No
     assert w.pulls(None) == [] and w.remote_heads() == {}
     assert w.fork.refs() == local_before  # not even ggstack's own branches
     assert "plan only" in proc.stdout and "open PR 1 of 2" in proc.stdout
-    assert "PR body" in proc.stdout and report.PR_GATE in proc.stdout
+    assert "PR body" in proc.stdout and PR_GATE in proc.stdout
     assert "no PR: represented" in proc.stdout
 
 
@@ -347,7 +349,7 @@ def test_a_pr_closed_by_a_maintainer_is_not_replaced_but_one_closed_as_redundant
     assert "closed by someone else" in run.outcomes[1].pr.note
     # ggstack closed it as redundant and the patch is needed again: a new PR is fine.
     gh.get_repo(SLUG).get_pull(p2["number"]).create_issue_comment(
-        report.closed_marker(run.outcomes[1].stack_patch_id, "0" * 40)
+        closed_marker(run.outcomes[1].stack_patch_id, "0" * 40)
     )
     w.ok()
     assert [p["title"][:6] for p in w.pulls()] == ["fix(a)", "fix(b)"] and len(w.pulls(None)) == 3
@@ -412,9 +414,9 @@ def test_approval_lifts_the_gate_of_that_pr_and_leaves_the_other(seeded: World) 
     run = w.run_json()
     p1, p2 = w.pulls()
     assert p1["draft"] is False and p1["labels"] == []
-    assert "Approved by @maintainer" in p1["body"] and report.PR_GATE not in p1["body"]
+    assert "Approved by @maintainer" in p1["body"] and PR_GATE not in p1["body"]
     assert p2["draft"] is True and [label["name"] for label in p2["labels"]] == ["do-not-merge"]
-    assert report.PR_GATE in p2["body"]
+    assert PR_GATE in p2["body"]
     assert run.outcomes[1].pr.approved and not run.outcomes[2].pr.approved
     assert all(p["state"] == "open" and not p["merged"] for p in w.pulls(None))  # never merged
     w.forge.reset_counts()
@@ -656,7 +658,7 @@ def test_a_marker_in_a_commit_message_cannot_claim_another_patchs_pr(world: Worl
     id_a, id_b = "I" + "a" * 40, "I" + "b" * 40
     w.fork.git("checkout", "-q", "-b", "hostile", "main")
     a = w.fork.commit(
-        f"fix(a): a\n\nThis PR is b's, says the message:\n{report.pr_marker(id_b)}\n\nStack-Patch-Id: {id_a}",
+        f"fix(a): a\n\nThis PR is b's, says the message:\n{pr_marker(id_b)}\n\nStack-Patch-Id: {id_a}",
         {"a.txt": _text("a", 3)},
     )
     b = w.fork.commit(f"fix(b): b\n\nThe b part.\n\nStack-Patch-Id: {id_b}", {"b.txt": _text("b", 5)})
@@ -665,7 +667,7 @@ def test_a_marker_in_a_commit_message_cannot_claim_another_patchs_pr(world: Worl
     w.ok()
     pa, pb = w.pull("fix(a)"), w.pull("fix(b)")
     assert len(w.pulls(None)) == 2
-    assert report.pr_marker(id_b) not in pa["body"] and pa["body"].rstrip().endswith(report.pr_marker(id_a))
+    assert pr_marker(id_b) not in pa["body"] and pa["body"].rstrip().endswith(pr_marker(id_a))
     w.forge.reset_counts()
     run = w.run_json()  # the rerun finds each PR by its own marker: nothing to do
     assert w.forge.write_calls() == 0, w.forge.requests
@@ -685,7 +687,7 @@ def test_a_pr_from_another_head_repository_is_not_adopted_by_its_marker(seeded: 
     gh = Github(auth=Auth.Token(TOKEN), base_url=w.forge.url)
     gh.get_repo(SLUG).create_pull(
         title="hijack",
-        body=f"mine now\n{report.pr_marker(stack.patches[1].provenance.stack_patch_id)}\n",
+        body=f"mine now\n{pr_marker(stack.patches[1].provenance.stack_patch_id)}\n",
         base="main",
         head="stranger:mine",
     )
@@ -707,7 +709,7 @@ def test_raw_html_from_commit_messages_is_text_in_pr_bodies(world: World) -> Non
         body = pull["body"]
         html = _html_of(body)
         assert set(html) - OURS == {body.rstrip().splitlines()[-1]}, html  # only ggstack's own marker line
-        assert report.PR_GATE in body  # not swallowed by an unclosed comment or fence
+        assert PR_GATE in body  # not swallowed by an unclosed comment or fence
     body_a = w.pull("fix(a)")["body"]
     from markdown_it import MarkdownIt
 
@@ -752,7 +754,7 @@ def test_dry_run_without_a_token_plans_offline_says_so_and_exits_by_the_verdicts
     assert [line for line in proc.stderr.splitlines() if "offline" in line] == [
         f"ggstack: no GITHUB_TOKEN or GH_TOKEN: {pr_stage.OFFLINE}"
     ]
-    assert "open PR 1 of 2" in proc.stdout and "PR body" in proc.stdout and report.PR_GATE in proc.stdout
+    assert "open PR 1 of 2" in proc.stdout and "PR body" in proc.stdout and PR_GATE in proc.stdout
     assert w.forge.requests == []  # nothing was asked of the forge
     assert w.gg(env=env).returncode == 2  # a real run still needs the token
 

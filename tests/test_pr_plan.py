@@ -12,10 +12,12 @@ import dataclasses
 
 import pytest
 
-from ggstack import pr, report
+from ggstack import pr
 from ggstack.errors import UserError
 from ggstack.forge import Comment, CommitFacts, RemotePR
+from ggstack.forge.marker import closed_marker, pr_marker
 from ggstack.model import Outcome, Patch, Provenance, Run, Stack, StackConfig, TargetConfig, Verdict
+from ggstack.report.bodies import PR_GATE, closing_comment
 
 BASE = "b" * 40
 BOT = "ggstack-bot"
@@ -58,7 +60,7 @@ def pull(n: int, i: int, *, base: str = "main", owner: str = "upstream", body: s
         url=f"https://forge/pull/{n}",
         draft=kw.pop("draft", True),
         title=f"fix {i}",
-        body=body if body is not None else f"body\n{report.pr_marker(f'I{i:040d}')}\n",
+        body=body if body is not None else f"body\n{pr_marker(f'I{i:040d}')}\n",
         head_owner=owner,
         head_ref=BRANCHES[i - 1],
         base_ref=base,
@@ -94,8 +96,8 @@ def test_nothing_on_the_forge_opens_stacked_gated_prs_for_the_needed_patches_onl
     assert first.state.base == "main" and third.state.base == BRANCHES[0]  # stacked on the previous needed one
     assert first.state.draft and first.state.labels == ["do-not-merge"]
     body = pr.body_of(run, plan, third)
-    assert "PR 2 of 2" in body and report.PR_GATE in body
-    assert body.rstrip().endswith(report.pr_marker(STACK.patches[2].provenance.stack_patch_id))
+    assert "PR 2 of 2" in body and PR_GATE in body
+    assert body.rstrip().endswith(pr_marker(STACK.patches[2].provenance.stack_patch_id))
 
 
 def test_the_first_pr_goes_onto_the_branch_the_stack_was_replayed_onto() -> None:
@@ -142,7 +144,7 @@ def test_every_body_lists_the_merge_order_with_the_numbers_known_and_itself_as_t
 
 def test_a_marker_counts_only_on_the_last_line_and_only_with_a_head_in_the_stacks_repository() -> None:
     run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
-    claims_2 = pull(5, 1, body=f"{report.pr_marker('I' + '2'.rjust(40, '0'))}\nmore text after it\n")
+    claims_2 = pull(5, 1, body=f"{pr_marker('I' + '2'.rjust(40, '0'))}\nmore text after it\n")
     stranger = pull(6, 2, owner="stranger")
     found, branches, _ = pr.match(run, STACK, [claims_2, stranger])
     assert found == {"0001-p1.patch": claims_2}  # matched by its head branch, as a PR without a marker
@@ -153,7 +155,7 @@ def test_a_marker_is_adopted_on_any_branch_under_the_stacks_namespace_and_is_for
     """A PR keeps its head after a rename (``gg/s/…``: the branches apply may remove as its own);
     the same marker on another stack's branch is that stack's PR, which ``pr`` refuses to take over."""
     run = run_of(Verdict.UNIQUE, Verdict.UNIQUE, Verdict.UNIQUE)
-    marker = [report.pr_marker(p.provenance.stack_patch_id) for p in STACK.patches]
+    marker = [pr_marker(p.provenance.stack_patch_id) for p in STACK.patches]
     renamed = dataclasses.replace(pull(7, 1, body=f"old\n\n{marker[0]}"), head_ref="gg/s/05-an-older-subject")
     elsewhere = dataclasses.replace(pull(8, 2, body=f"t's\n\n{marker[1]}"), head_ref="gg/t/02-p2")
     found, branches, foreign = pr.match(run, STACK, [renamed, elsewhere])
@@ -178,7 +180,7 @@ def test_a_redundant_pr_is_closed_only_when_asked_with_one_closing_comment() -> 
     snap.pulls, snap.branches, _ = pr.match(run, STACK, [pull(1, 1)])
     assert kinds(plan_of(run, snap))[0] == ["would-close"]
     assert kinds(plan_of(run, snap, close_redundant=True))[0] == ["comment", "close"]
-    posted = report.closing_comment(run, run.outcomes[0])
+    posted = closing_comment(run, run.outcomes[0])
     snap.comments = {1: [Comment(BOT, posted)]}
     assert kinds(plan_of(run, snap, close_redundant=True))[0] == ["close"]
 
@@ -192,7 +194,7 @@ def test_a_pr_someone_closed_is_not_replaced_but_one_ggstack_closed_as_redundant
     assert kinds(plan)[1] == [] and "closed by someone else" in plan.slots[1].state.note
     assert plan.slots[2].state.base == BRANCHES[0]  # the chain skips it
     # A closing comment quoted by someone else is not ggstack's; its own is.
-    marker = report.closed_marker(STACK.patches[1].provenance.stack_patch_id, BASE)
+    marker = closed_marker(STACK.patches[1].provenance.stack_patch_id, BASE)
     snap.comments = {4: [Comment("someone", f"quoting:\n{marker}")]}
     assert kinds(plan_of(run, snap))[1] == []
     snap.comments = {4: [Comment(BOT, f"closing\n{marker}")]}

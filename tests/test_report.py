@@ -17,7 +17,8 @@ import pytest
 from gitrepo import run_ggstack
 from markdown_it import MarkdownIt
 
-from ggstack import exits, model, report
+from ggstack import exits, model
+from ggstack.forge.marker import closed_marker, is_closing_comment, pr_marker, read_marker
 from ggstack.model import (
     Applied,
     Conflict,
@@ -29,6 +30,14 @@ from ggstack.model import (
     Run,
     Verdict,
 )
+from ggstack.report import summary, text  # by the module: a budget to patch; a test_table pytest would collect
+from ggstack.report.bodies import closing_comment
+from ggstack.report.escape import md_code, md_text
+from ggstack.report.evidence import evidence_words
+from ggstack.report.json import run_json
+from ggstack.report.summary import markdown
+from ggstack.report.text import pr_plan_table, report_table
+from ggstack.report.words import header_line, pr_words, provenance_words
 
 BASE = "b" * 40
 SHA_639 = "639aeff" + "0" * 33
@@ -166,23 +175,22 @@ def parse(md: str) -> tuple[list, str]:
 
 
 def test_header_counts_every_verdict_and_names_the_base() -> None:
-    line = report.header_line(every_verdict_run())
+    line = header_line(every_verdict_run())
     assert line.startswith("gg-clean: 7 patches onto origin/dev/gilded-gnosis at bbbbbbbbbb — ")
     assert "1 unique, 1 partial, 1 represented, 1 conflict, 1 broken, 1 inconclusive, not judged 1" in line
 
 
 def test_evidence_in_words() -> None:
     run = every_verdict_run()
-    assert report.evidence_words(run.outcomes[1]) == (
+    assert evidence_words(run.outcomes[1]) == (
         "represented: 100% of added lines come from 639aeff; its tests pass on the base without the patch; patch-id differs"
     )
-    assert report.evidence_words(run.outcomes[3]) == "conflict: conflicts in vllm/a.py"
+    assert evidence_words(run.outcomes[3]) == "conflict: conflicts in vllm/a.py"
     assert (
-        report.evidence_words(run.outcomes[4])
-        == "broken: cpu tests on base+patch: failed (1 failed: tests/test_x.py::test_y)"
+        evidence_words(run.outcomes[4]) == "broken: cpu tests on base+patch: failed (1 failed: tests/test_x.py::test_y)"
     )
-    assert "no GPU on this machine" in report.evidence_words(run.outcomes[5])
-    assert report.provenance_words(run.outcomes[0]) == [
+    assert "no GPU on this machine" in evidence_words(run.outcomes[5])
+    assert provenance_words(run.outcomes[0]) == [
         "original PR voipmonitor/vllm#130",
         "cherry-picked from ef7cae43b2",
         "dropped: CUTLASS version pin (cmake/cutlass.cmake)",
@@ -191,9 +199,9 @@ def test_evidence_in_words() -> None:
 
 def test_pr_and_approval_state_in_words() -> None:
     run = every_verdict_run()
-    assert report.pr_words(run.outcomes[0]) == "#5 open, draft, waiting for approval"
-    assert report.pr_words(run.outcomes[2]) == "#6 open, approved by @maint"
-    assert report.pr_words(run.outcomes[1]) == "#7 open, draft"
+    assert pr_words(run.outcomes[0]) == "#5 open, draft, waiting for approval"
+    assert pr_words(run.outcomes[2]) == "#6 open, approved by @maint"
+    assert pr_words(run.outcomes[1]) == "#7 open, draft"
 
 
 def test_attention_lists_what_a_human_must_look_at() -> None:
@@ -212,7 +220,7 @@ def test_attention_lists_what_a_human_must_look_at() -> None:
 
 def test_markdown_is_github_flavoured_with_a_table_and_collapsed_details() -> None:
     run = every_verdict_run()
-    md = report.markdown(run)
+    md = markdown(run)
     tokens, html = parse(md)
     assert [t.type for t in tokens].count("table_open") == 1
     assert "<table>" in html and html.count("<tr>") == 1 + len(run.outcomes)  # the header row and one a patch
@@ -231,7 +239,7 @@ def test_markdown_is_github_flavoured_with_a_table_and_collapsed_details() -> No
 
 
 def test_details_blocks_are_balanced_and_leave_the_table_intact() -> None:
-    md = report.markdown(every_verdict_run())
+    md = markdown(every_verdict_run())
     _, html = parse(md)
     assert html.count("<details>") == html.count("</details>") == 3  # partial diff, conflict hunks, closing comment
     assert html.index("</table>") < html.index("<details>")
@@ -260,7 +268,7 @@ def test_raw_html_from_the_users_text_is_text_in_the_markdown_report() -> None:
     run.outcomes[2].remaining_diff = REMAINING + f"+{EVIL}\n"
     run.outcomes[3].conflict.hunks += f"\n{EVIL}"
     run.errors.append(EVIL)
-    md = report.markdown(run)
+    md = markdown(run)
     allowed = {
         "<br>",
         "<details>",
@@ -288,7 +296,7 @@ def test_raw_html_from_the_users_text_is_text_in_the_markdown_report() -> None:
     ],
 )
 def test_md_text_leaves_no_raw_html_and_no_open_fence(text: str) -> None:
-    safe = report.md_text(text)
+    safe = md_text(text)
     assert [h for h in _raw_html(safe + "\n\nafter") if h not in ("<code>", "</code>")] == []
     tokens = MarkdownIt("commonmark").parse(safe + "\n\nafter")
     assert tokens[-1].type == "paragraph_close"  # what follows is not swallowed by a fence
@@ -296,33 +304,33 @@ def test_md_text_leaves_no_raw_html_and_no_open_fence(text: str) -> None:
 
 def test_md_text_keeps_text_without_html_as_it_is() -> None:
     plain = "Fix the `buf` lifetime (see #130).\n\n```python\nx = a < b\n```\n\n- one\n- two"
-    assert report.md_text(plain) == plain
-    assert report.md_code("a`b") == "``a`b``" and report.md_code("`x") == "`` `x ``"
+    assert md_text(plain) == plain
+    assert md_code("a`b") == "``a`b``" and md_code("`x") == "`` `x ``"
 
 
 def test_only_the_last_line_of_a_body_is_its_marker() -> None:
     spid = "I" + "1" * 40
-    assert report.read_marker(f"text\n\n{report.pr_marker(spid)}\n") == spid
-    assert report.read_marker(f"text\r\n{report.pr_marker(spid)}\r\n") == spid  # as GitHub may store it
-    assert report.read_marker(f"{report.pr_marker(spid)}\n\nedited by a maintainer below it") is None
-    assert report.read_marker("no marker") is None and report.read_marker("") is None
-    comment = report.closing_comment(every_verdict_run(), every_verdict_run().outcomes[1])
-    assert report.is_closing_comment(comment, "spid-2") and not report.is_closing_comment(comment, "spid-1")
-    assert not report.is_closing_comment(f"quoting it:\n\n{report.closed_marker('spid-2', BASE)}\n\nno", "spid-2")
+    assert read_marker(f"text\n\n{pr_marker(spid)}\n") == spid
+    assert read_marker(f"text\r\n{pr_marker(spid)}\r\n") == spid  # as GitHub may store it
+    assert read_marker(f"{pr_marker(spid)}\n\nedited by a maintainer below it") is None
+    assert read_marker("no marker") is None and read_marker("") is None
+    comment = closing_comment(every_verdict_run(), every_verdict_run().outcomes[1])
+    assert is_closing_comment(comment, "spid-2") and not is_closing_comment(comment, "spid-1")
+    assert not is_closing_comment(f"quoting it:\n\n{closed_marker('spid-2', BASE)}\n\nno", "spid-2")
 
 
 def test_json_round_trips_to_the_same_run() -> None:
     run = every_verdict_run()
-    again = Run.from_json(json.loads(report.run_json(run)))
+    again = Run.from_json(json.loads(run_json(run)))
     assert again == run
-    assert report.run_json(again) == report.run_json(run)
+    assert run_json(again) == run_json(run)
 
 
 def test_a_run_an_older_ggstack_wrote_with_pr_bodies_loads_and_renders(tmp_path: Path) -> None:
     data = every_verdict_run().to_json()
     for p in data["patches"]:
         if p["pr"]:
-            p["pr"]["body"] = "the body an older ggstack kept\n" + report.pr_marker(p["stack_patch_id"])
+            p["pr"]["body"] = "the body an older ggstack kept\n" + pr_marker(p["stack_patch_id"])
             del p["pr"]["diffstat"]
     path = tmp_path / "old.json"
     path.write_text(json.dumps(data))
@@ -330,14 +338,14 @@ def test_a_run_an_older_ggstack_wrote_with_pr_bodies_loads_and_renders(tmp_path:
     assert proc.returncode == 0, proc.stderr
     old = Run.from_json(data)
     assert old.outcome("0001-unique-patch.patch").pr.diffstat == []  # type: ignore[union-attr]
-    assert '"body":' not in report.run_json(old) and proc.stdout == report.markdown(old)
+    assert '"body":' not in run_json(old) and proc.stdout == markdown(old)
 
 
 def test_table_shows_every_patch_in_merge_order() -> None:
     from rich.console import Console
 
     console = Console(width=250, record=True, color_system=None)
-    console.print(report.report_table(every_verdict_run()))
+    console.print(report_table(every_verdict_run()))
     text = console.export_text()
     positions = [text.index(f"{i:04d} Patch {i}") for i in range(1, 8)]
     assert positions == sorted(positions)
@@ -348,13 +356,13 @@ def test_table_shows_every_patch_in_merge_order() -> None:
 def test_report_command_renders_a_saved_run(tmp_path: Path, fmt: str) -> None:
     run = every_verdict_run()
     path = tmp_path / "run.json"
-    path.write_text(report.run_json(run))
+    path.write_text(run_json(run))
     proc = run_ggstack("report", str(path), "--format", fmt, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     if fmt == "json":
         assert Run.from_json(json.loads(proc.stdout)) == run
     elif fmt == "markdown":
-        assert proc.stdout == report.markdown(run)
+        assert proc.stdout == markdown(run)
     else:
         assert "0003-partial-patch.patch: remaining diff" in proc.stdout and "represented" in proc.stdout
 
@@ -399,7 +407,7 @@ def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
 
 def test_colour_on_a_terminal_none_with_no_color_none_when_piped(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
-    path.write_text(report.run_json(every_verdict_run()))
+    path.write_text(run_json(every_verdict_run()))
     colour = "\x1b[3"  # an SGR foreground colour, e.g. ESC[31m
     assert colour in _on_a_terminal(["report", str(path)], {})
     assert colour not in _on_a_terminal(["report", str(path)], {"NO_COLOR": "1"})
@@ -482,7 +490,7 @@ def test_a_needed_patch_that_did_not_replay_says_why_it_gets_no_pr() -> None:
         ],
         stages={"pr": "dry-run (offline: no forge was read)"},
     )
-    shown = plain(report.pr_plan_table(run), width=200)
+    shown = plain(pr_plan_table(run), width=200)
     (row,) = [line for line in shown.splitlines() if "0001 Patch 1" in line]
     assert "no PR: partial, but it does not replay onto the base (rework)" in row
     (row,) = [line for line in shown.splitlines() if "0002 Patch 2" in line]
@@ -494,7 +502,7 @@ def test_markdown_cells_show_code_spans_as_written_and_still_no_html() -> None:
     run.outcomes[0] = dataclasses.replace(
         run.outcomes[0], subject="Bump `dep` to `>=2.10.6` & `a|b`; not <b>bold</b>, `<i>` shown"
     )
-    _, html = parse(report.markdown(run))
+    _, html = parse(markdown(run))
     assert "<code>&gt;=2.10.6</code>" in html and "&amp;gt;" not in html  # not "&gt;" shown in the code
     assert "<code>a|b</code>" in html  # the pipe stays in its cell
     assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<b>" not in html and "<i>" not in html
@@ -503,7 +511,7 @@ def test_markdown_cells_show_code_spans_as_written_and_still_no_html() -> None:
 
 def test_the_test_table_says_which_patches_only_left_out_rather_than_no_test_files() -> None:
     run = every_verdict_run()
-    shown = plain(report.test_table(run, [run.outcomes[2].name]), width=250)
+    shown = plain(text.test_table(run, [run.outcomes[2].name]), width=250)
     (row,) = [line for line in shown.splitlines() if "0003 Patch 3" in line]
     assert "not tested (not chosen by --only)" in row
     assert "no test files" in shown  # the others without tests still say so
@@ -512,19 +520,26 @@ def test_the_test_table_says_which_patches_only_left_out_rather_than_no_test_fil
 def test_markdown_leaves_out_a_represented_patchs_conflict_and_cuts_long_sections() -> None:
     """pydantic's uv.lock: 287 kB of conflict hunks of a patch the base already has, in a 675 kB step summary."""
     run = every_verdict_run()
-    big = "\n".join(f"+line {i}" for i in range(report.MD_DETAILS_LINES + 50))
+    big = "\n".join(f"+line {i}" for i in range(summary.MD_DETAILS_LINES + 50))
     represented = run.outcomes[1]
     represented.conflict = Conflict(["uv.lock"], big, "CONFLICT (content)")
     run.outcomes[3].conflict = Conflict(["vllm/a.py"], big, "CONFLICT (content)")
-    md = report.markdown(run)
+    md = markdown(run)
     assert f"{represented.name}: conflict in uv.lock" not in md  # the change is in the base: nothing to read
-    assert f"+line {report.MD_DETAILS_LINES - 1}\n" in md and f"+line {report.MD_DETAILS_LINES}\n" not in md
+    assert f"+line {summary.MD_DETAILS_LINES - 1}\n" in md and f"+line {summary.MD_DETAILS_LINES}\n" not in md
     assert "_50 more lines not shown (the Run's JSON has them all)._" in md
     _, html = parse(md)
     assert html.count("<details>") == html.count("</details>") == 3
 
 
 def test_markdown_sections_past_the_budget_are_counted_not_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report, "MD_DETAILS_BUDGET", 10)
-    md = report.markdown(every_verdict_run())
+    monkeypatch.setattr(summary, "MD_DETAILS_BUDGET", 10)
+    md = markdown(every_verdict_run())
     assert "<details>" not in md and "_3 more collapsed section(s) left out" in md
+
+
+def test_the_rules_the_evidence_words_name_are_rules_of_the_verdict_table() -> None:
+    """The words add blame or a differing patch-id by the deciding rule's name: a renamed rule must not drop them."""
+    from ggstack.check import rules
+
+    assert set(rules.BY_LINES) | set(rules.BY_PICK) <= {name for name, *_ in rules.RULES}

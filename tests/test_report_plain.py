@@ -19,9 +19,11 @@ from rich.table import Table
 from rich.text import Text
 from test_report import every_verdict_run
 
-from ggstack import plaintable, report
+from ggstack import plaintable
 from ggstack.cli import _NoTrailingSpace
 from ggstack.model import Run
+from ggstack.report import text  # its test_table by the module: pytest would collect the name
+from ggstack.report.text import apply_table, check_table, pr_plan_table, report_table
 
 
 def drawn_by_rich(table: Table, width: int) -> str:
@@ -55,12 +57,12 @@ def long_run() -> Run:
 
 
 TABLES = {
-    "report": report.report_table,
-    "verbose": lambda run: report.report_table(run, verbose=True),
-    "pr plan": report.pr_plan_table,
-    "apply": report.apply_table,
-    "check": report.check_table,
-    "test": report.test_table,
+    "report": report_table,
+    "verbose": lambda run: report_table(run, verbose=True),
+    "pr plan": pr_plan_table,
+    "apply": apply_table,
+    "check": check_table,
+    "test": text.test_table,
 }
 
 

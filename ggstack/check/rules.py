@@ -640,6 +640,13 @@ def markdown_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+# What a rule's reason rests on, by the name a Run records, for the words a verdict is shown with:
+# where the lines decided, blame names who brought them; where git found the pick, a differing
+# patch-id is no news.
+BY_LINES = ("content", "partial", "adapted pick")
+BY_PICK = ("picked", "picked, then modified")
+
+
 # -- the tests, folded onto the text verdict -----------------------------------------------------
 #
 # A patch's own tests (``ggstack test``) add one fact to the text's decision: what the runs with
