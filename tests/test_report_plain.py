@@ -20,7 +20,7 @@ from rich.text import Text
 from test_report import every_verdict_run
 
 from ggstack import plaintable, report
-from ggstack.cli import _NoTrailingSpace
+from ggstack.commands.output import _NoTrailingSpace
 from ggstack.model import Run
 
 
