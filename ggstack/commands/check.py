@@ -12,6 +12,7 @@ from ggstack.commands.context import Ctx, complete_refs, complete_stacks, handle
 from ggstack.commands.output import console, err_console, print_json
 from ggstack.commands.progress import StageProgress
 from ggstack.errors import UserError
+from ggstack.model import Run
 
 
 class _JobsType(click.ParamType):
@@ -90,32 +91,10 @@ def command(
       ggstack check my-fork --onto origin/main --json > run.json
       ggstack check --onto origin/main --commits my-fork~1 my-fork    # commits, each on its own
     """
-    from ggstack.check.commits import check_commits
-    from ggstack.check.stack import check_stack
-
     if commits:
-        revs = [r for r in (stack, *more) if r]
-        if not revs:
-            raise UserError("--commits needs at least one commit")
-        if not onto:
-            raise UserError("--commits needs --onto <base ref>")
-        ranges = [r for r in revs if ".." in r]
-        if ranges:  # git cherry's habit; each commit is judged on its own, so name them
-            raise UserError(
-                f"--commits takes commits, not a range: {ranges[0]} (give its commits, e.g. "
-                f"$(git rev-list --no-merges --reverse {ranges[0]}), or import the range into a stack)"
-            )
-        run = check_commits(obj.repo, revs, onto, use_cache=not no_cache, jobs=jobs)
+        run = _judge_commits(obj, [r for r in (stack, *more) if r], onto, use_cache=not no_cache, jobs=jobs)
     else:
-        if not stack:
-            raise UserError("name a stack (see `ggstack list`), or judge commits with --commits")
-        if more:
-            raise UserError(f"unexpected arguments {' '.join(more)} (did you mean --commits?)")
-        s = obj.stack(stack)
-        with StageProgress(len(s.patches), "check") as progress:
-            run = check_stack(obj.repo, s, onto or s.config.target.base, progress=progress, use_cache=not no_cache)
-        for note in replay.say_merge_drivers(obj.repo, s, run):
-            err_console.print(f"ggstack: note: {note}", highlight=False, markup=False)
+        run = _judge_stack(obj, stack, more, onto, use_cache=not no_cache)
     if as_json:
         print_json(run.to_json())
     else:
@@ -123,3 +102,34 @@ def command(
 
         console().print(report.check_table(run))
     sys.exit(exits.exit_code(run))
+
+
+def _judge_commits(obj: Ctx, revs: list[str], onto: str | None, *, use_cache: bool, jobs: int | None) -> Run:
+    from ggstack.check.commits import check_commits
+
+    if not revs:
+        raise UserError("--commits needs at least one commit")
+    if not onto:
+        raise UserError("--commits needs --onto <base ref>")
+    ranges = [r for r in revs if ".." in r]
+    if ranges:  # git cherry's habit; each commit is judged on its own, so name them
+        raise UserError(
+            f"--commits takes commits, not a range: {ranges[0]} (give its commits, e.g. "
+            f"$(git rev-list --no-merges --reverse {ranges[0]}), or import the range into a stack)"
+        )
+    return check_commits(obj.repo, revs, onto, use_cache=use_cache, jobs=jobs)
+
+
+def _judge_stack(obj: Ctx, stack: str | None, more: tuple[str, ...], onto: str | None, *, use_cache: bool) -> Run:
+    from ggstack.check.stack import check_stack
+
+    if not stack:
+        raise UserError("name a stack (see `ggstack list`), or judge commits with --commits")
+    if more:
+        raise UserError(f"unexpected arguments {' '.join(more)} (did you mean --commits?)")
+    s = obj.stack(stack)
+    with StageProgress(len(s.patches), "check") as progress:
+        run = check_stack(obj.repo, s, onto or s.config.target.base, progress=progress, use_cache=use_cache)
+    for note in replay.say_merge_drivers(obj.repo, s, run):
+        err_console.print(f"ggstack: note: {note}", highlight=False, markup=False)
+    return run

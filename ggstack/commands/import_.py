@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ggstack.commands.context import Ctx, complete_refs, complete_stacks, handled
 from ggstack.commands.output import patch_json, print_json
 from ggstack.errors import UserError
+
+if TYPE_CHECKING:
+    from ggstack.importing import Imported
 
 
 @click.command("import")
@@ -75,14 +80,7 @@ def command(
     """
     from ggstack import importing, series
 
-    if bool(revs) == bool(from_path):
-        raise UserError("give commits (a sha or a range A..B) or --from PATH")
-    if from_path and (only or exclude or dropped or original_pr):
-        raise UserError("--only, --exclude, --dropped and --original-pr are for commits, not --from")
-    if from_path and keep_merged:
-        raise UserError("--keep-merged is for a range of commits, not --from")
-    if onto and not from_path:
-        raise UserError("--onto is for --from (commits already have their parents)")
+    _refuse_mixed_sources(revs, from_path, onto, keep_merged, (only, exclude, dropped, original_pr))
     with obj.editing(stack, "import"):
         if from_path:
             done = importing.from_series(obj.repo, obj.stack(stack), from_path, onto=onto)
@@ -98,6 +96,30 @@ def command(
                 keep_merged=keep_merged,
             )
         series.save(done.stack)
+    _say_imported(done, as_json)
+
+
+def _refuse_mixed_sources(
+    revs: tuple[str, ...],
+    from_path: str | None,
+    onto: str | None,
+    keep_merged: bool,
+    commit_options: tuple[object, ...],
+) -> None:
+    """Commits or an existing series, each with only the options that mean something for it."""
+    if bool(revs) == bool(from_path):
+        raise UserError("give commits (a sha or a range A..B) or --from PATH")
+    if from_path and any(commit_options):
+        raise UserError("--only, --exclude, --dropped and --original-pr are for commits, not --from")
+    if from_path and keep_merged:
+        raise UserError("--keep-merged is for a range of commits, not --from")
+    if onto and not from_path:
+        raise UserError("--onto is for --from (commits already have their parents)")
+
+
+def _say_imported(done: Imported, as_json: bool) -> None:
+    from ggstack import importing
+
     if as_json:
         print_json([patch_json(p) for p in done.added])
     else:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ggstack.commands.context import Ctx, complete_stacks, handled
 from ggstack.commands.output import console, escape, patch_json, print_json
 from ggstack.model import Stack
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 @click.command("list")
@@ -33,28 +38,30 @@ def command(obj: Ctx, stack: str | None, dropped: bool, as_json: bool) -> None:
     if as_json:
         print_json({s.name: [patch_json(p) for p in s.patches] for s in stacks})
         return
-    from rich.table import Table
-
     out = console()
     if not stacks:
         out.print(f"no stacks in {obj.patches_dir}")
     for s in stacks:
-        table = Table(title=f"{s.name} → {s.config.target.repo} {s.config.target.base}", title_justify="left")
-        for col in ("#", "subject", "original PR", "source", "dropped", "Stack-Patch-Id"):
-            table.add_column(col, overflow="fold")
-        for i, p in enumerate(s.patches, 1):
-            prov = p.provenance
-            table.add_row(
-                str(i),
-                escape(p.subject),
-                prov.original_pr or "",
-                f"picked from {prov.cherry_picked_from[:10]}"
-                if prov.cherry_picked_from
-                else (p.source_commit or "")[:10],
-                escape("\n".join(prov.dropped)),
-                prov.stack_patch_id[:12],
-            )
-        out.print(table)
+        out.print(_table(s))
+
+
+def _table(s: Stack) -> Table:
+    from rich.table import Table
+
+    table = Table(title=f"{s.name} → {s.config.target.repo} {s.config.target.base}", title_justify="left")
+    for col in ("#", "subject", "original PR", "source", "dropped", "Stack-Patch-Id"):
+        table.add_column(col, overflow="fold")
+    for i, p in enumerate(s.patches, 1):
+        prov = p.provenance
+        table.add_row(
+            str(i),
+            escape(p.subject),
+            prov.original_pr or "",
+            f"picked from {prov.cherry_picked_from[:10]}" if prov.cherry_picked_from else (p.source_commit or "")[:10],
+            escape("\n".join(prov.dropped)),
+            prov.stack_patch_id[:12],
+        )
+    return table
 
 
 def _list_dropped(stacks: list[Stack], as_json: bool) -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ggstack.commands.context import Ctx, complete_refs, complete_stacks, handled
 from ggstack.commands.output import console, err_console, escape, print_json
+
+if TYPE_CHECKING:
+    from ggstack.rebase import Entry
 
 
 @click.command("rebase")
@@ -43,19 +47,23 @@ def command(obj: Ctx, stack: str, onto: str | None, partial: bool, dry_run: bool
         print_json(result.to_json())
     else:
         console().print(report.rebase_table(result, dry_run=dry_run))
-        stop, n = result.stopped, result.before_stop
-        if stop is not None:
-            kept = "nothing was written"
-            if partial and n:
-                what, was = (f"the {n} patches before it", "were") if n > 1 else ("the patch before it", "was")
-                kept = f"{what} {'would be' if dry_run else was} rebased"
-            if stop.detail.startswith("conflicts in "):
-                why = f"`ggstack resolve {stack} {stop.name[:4]}` resolves the conflict"
-            else:  # it changes nothing on the base: the base has it
-                why = f"`ggstack drop {stack}` takes it out, with a record of why"
-            hint = why + ("" if partial else "; --partial rebases up to it")
-            err_console.print(
-                f"ggstack: {escape(stop.name)} stops the rebase: {escape(stop.detail)}; {kept} ({hint})",
-                highlight=False,
-            )
+        if result.stopped is not None:
+            _say_stopped(stack, result.stopped, result.before_stop, partial=partial, dry_run=dry_run)
     sys.exit(1 if result.stopped else 0)
+
+
+def _say_stopped(stack: str, stop: Entry, n: int, *, partial: bool, dry_run: bool) -> None:
+    """The patch that stopped the rebase, what was kept, and the command that gets past it."""
+    kept = "nothing was written"
+    if partial and n:
+        what, was = (f"the {n} patches before it", "were") if n > 1 else ("the patch before it", "was")
+        kept = f"{what} {'would be' if dry_run else was} rebased"
+    if stop.detail.startswith("conflicts in "):
+        why = f"`ggstack resolve {stack} {stop.name[:4]}` resolves the conflict"
+    else:  # it changes nothing on the base: the base has it
+        why = f"`ggstack drop {stack}` takes it out, with a record of why"
+    hint = why + ("" if partial else "; --partial rebases up to it")
+    err_console.print(
+        f"ggstack: {escape(stop.name)} stops the rebase: {escape(stop.detail)}; {kept} ({hint})",
+        highlight=False,
+    )

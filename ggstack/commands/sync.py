@@ -12,6 +12,7 @@ from ggstack.commands.context import Ctx, complete_refs, complete_stacks, handle
 from ggstack.commands.output import console, err_console, escape, print_json, warn
 from ggstack.commands.progress import StageProgress
 from ggstack.errors import UserError
+from ggstack.model import Run
 
 
 @click.command("sync")
@@ -121,13 +122,11 @@ def command(
       ggstack sync my-fork --onto origin/main --dry-run
       ggstack sync my-fork --onto origin/main --no-forge --run-json out/run.json --bundle out/commits.bundle
     """
-    from ggstack import handoff, report, sync
+    from ggstack import handoff, sync
 
     s = obj.stack(stack)
-    if no_forge and (rebase_series or close_redundant):
-        raise UserError(f"--no-forge does not go with {'--rebase-series' if rebase_series else '--close-redundant'}")
     if no_forge:
-        handoff.refuse_credentials(obj.repo, "sync --no-forge")
+        _refuse_what_needs_the_forge(obj, rebase_series=rebase_series, close_redundant=close_redundant)
     actions = sync.in_actions(os.environ)
     log = sys.stderr if as_json else sys.stdout  # with --json, stdout is the Run alone
     observer = sync.ActionsObserver(log) if actions else _TerminalObserver()
@@ -150,18 +149,33 @@ def command(
         path = sync.save_run(obj.repo, run, run_json)
         if bundle:
             handoff.write_bundle(obj.repo, run, bundle)
-    if as_json:
-        print_json(run.to_json())
-    else:
-        console().print(report.report_table(run))
-    for error in run.errors:
-        err_console.print(f"[bold red]ggstack:[/] {escape(error)}", highlight=False)
+    _print_run(run, as_json)
     if actions:
         sync.publish_to_actions(run, s, os.environ, log)
     err_console.print(
         f"wrote the Run to {path}" + (" (dry run: nothing else changed)" if dry_run else ""), highlight=False
     )
     sys.exit(exits.exit_code(run))
+
+
+def _refuse_what_needs_the_forge(obj: Ctx, *, rebase_series: bool, close_redundant: bool) -> None:
+    """--no-forge is the untrusted stage: nothing in it may want the token, nor reach one."""
+    from ggstack import handoff
+
+    if rebase_series or close_redundant:
+        raise UserError(f"--no-forge does not go with {'--rebase-series' if rebase_series else '--close-redundant'}")
+    handoff.refuse_credentials(obj.repo, "sync --no-forge")
+
+
+def _print_run(run: Run, as_json: bool) -> None:
+    from ggstack import report
+
+    if as_json:
+        print_json(run.to_json())
+    else:
+        console().print(report.report_table(run))
+    for error in run.errors:
+        err_console.print(f"[bold red]ggstack:[/] {escape(error)}", highlight=False)
 
 
 class _TerminalObserver:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 import click
 
-from ggstack import exits, state
+from ggstack import exits, git, state
 from ggstack.commands.context import Ctx, complete_refs, complete_stacks, handled
 from ggstack.commands.output import console, print_json, warn
 from ggstack.commands.progress import StageProgress
@@ -125,34 +126,18 @@ def command(
     from ggstack import handoff, testing
 
     _check_test_modes(results_files, matrix, shard, job_id, merge, bundle)
-    part = _parse_shard(shard) if shard else None
+    part = _parse_shard(shard)
     s = obj.stack(stack)
-    if part or job_id:
+    untrusted = bool(part or job_id)
+    if untrusted:
         handoff.refuse_credentials(obj.repo, "test --shard" if part else "test --job")
-    base = onto or s.config.target.base
-    run = testing.prepare(obj.repo, s, base)
+    run = testing.prepare(obj.repo, s, onto or s.config.target.base)
     if matrix:
-        if ci == "buildkite":
-            from ggstack import buildkite
-
-            print_json(buildkite.pipeline(obj.repo, s, run, gpu=gpu, only=only))
-        else:
-            print_json(testing.matrix(obj.repo, s, run, gpu=gpu, only=only))
+        print_json(_job_list(obj.repo, s, run, ci, gpu=gpu, only=only))
         return
-    if part or job_id:
-        with StageProgress(1, "test", min_total=1) as progress:
-            doc = testing.shard(
-                obj.repo,
-                s,
-                run,
-                part=part,
-                job_id=job_id,
-                gpu=gpu,
-                only=only,
-                progress=progress,
-                use_cache=not no_cache,
-            )
-        _write_results(doc, results_path or f"ggstack-test-{job_id or (shard or '').replace('/', '-of-')}.json")
+    if untrusted:
+        path = _results_path(results_path, job_id, shard)
+        _run_jobs(obj.repo, s, run, part, job_id, path, gpu=gpu, only=only, use_cache=not no_cache)
         return
     if merge:
         run = testing.merge(obj.repo, s, run, testing.load_results(results_files), gpu=gpu, only=only)
@@ -168,6 +153,39 @@ def command(
     else:
         _print_tested(s, run, only)
     sys.exit(exits.exit_code(run))
+
+
+def _job_list(repo: git.Repository, s: Stack, run: Run, ci: str, *, gpu: str, only: tuple[str, ...]) -> Any:
+    """--matrix: the jobs as the CI reads them, a GitHub Actions matrix or a Buildkite pipeline."""
+    from ggstack import testing
+
+    if ci == "buildkite":
+        from ggstack import buildkite
+
+        return buildkite.pipeline(repo, s, run, gpu=gpu, only=only)
+    return testing.matrix(repo, s, run, gpu=gpu, only=only)
+
+
+def _run_jobs(
+    repo: git.Repository,
+    s: Stack,
+    run: Run,
+    part: tuple[int, int] | None,
+    job_id: str | None,
+    path: str,
+    *,
+    gpu: str,
+    only: tuple[str, ...],
+    use_cache: bool,
+) -> None:
+    """--shard/--job: a CI job's share of the tests, into a results file for --merge."""
+    from ggstack import testing
+
+    with StageProgress(1, "test", min_total=1) as progress:
+        doc = testing.shard(
+            repo, s, run, part=part, job_id=job_id, gpu=gpu, only=only, progress=progress, use_cache=use_cache
+        )
+    _write_results(doc, path)
 
 
 def _print_tested(s: Stack, run: Run, only: tuple[str, ...]) -> None:
@@ -187,7 +205,7 @@ def _check_test_modes(
     results_files: tuple[str, ...], matrix: bool, shard: str | None, job_id: str | None, merge: bool, bundle: str | None
 ) -> None:
     modes = [m for m, on in (("--matrix", matrix), ("--shard", shard), ("--job", job_id), ("--merge", merge)) if on]
-    if bundle and (matrix or shard or job_id):
+    if bundle and set(modes) - {"--merge"}:
         raise UserError("--bundle goes with --merge (or a whole test run): the Run whose commits it carries")
     if len(modes) > 1:
         raise UserError(f"{' and '.join(modes)} do not go together")
@@ -195,6 +213,10 @@ def _check_test_modes(
         raise UserError(f"unexpected arguments {' '.join(results_files)} (results files go with --merge)")
     if merge and not results_files:
         raise UserError("--merge needs the results files written by --shard/--job")
+
+
+def _results_path(given: str | None, job_id: str | None, shard: str | None) -> str:
+    return given or f"ggstack-test-{job_id or (shard or '').replace('/', '-of-')}.json"
 
 
 def _write_results(doc: dict, path: str) -> None:
@@ -207,7 +229,9 @@ def _write_results(doc: dict, path: str) -> None:
     click.echo(f"wrote {path} ({len(doc['jobs'])} job(s))")
 
 
-def _parse_shard(text: str) -> tuple[int, int]:
+def _parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
     k, sep, n = text.partition("/")
     if not sep or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n):
         raise UserError(f"--shard {text!r}: expected K/N with 1 <= K <= N, e.g. 2/4")
