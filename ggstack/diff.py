@@ -164,11 +164,7 @@ def _outside_hunk(line: str) -> bool:
 
 def _skip_hunk(lines: _Lines) -> None:
     header = lines.line()
-    m = HUNK_HEADER.match(header)
-    if not m:
-        raise DiffError(f"broken hunk header {header[:60]!r}", lines.number)
-    old = int(m.group(2)) if m.group(2) is not None else 1
-    new = int(m.group(4)) if m.group(4) is not None else 1
+    old, new = _claimed_counts(header, lines.number)
     lines.next()
     while old > 0 or new > 0:
         if not lines.more():
@@ -191,6 +187,16 @@ def _skip_hunk(lines: _Lines) -> None:
         lines.next()
     while lines.more() and lines.tag() == "\\":
         lines.next()
+
+
+def _claimed_counts(header: str, number: int) -> tuple[int, int]:
+    """The pre-image and post-image line counts a hunk header claims (1 where it gives none)."""
+    m = HUNK_HEADER.match(header)
+    if not m:
+        raise DiffError(f"broken hunk header {header[:60]!r}", number)
+    old = int(m.group(2)) if m.group(2) is not None else 1
+    new = int(m.group(4)) if m.group(4) is not None else 1
+    return old, new
 
 
 def _skip_binary(lines: _Lines) -> None:
@@ -217,6 +223,24 @@ def _file_change(lines: _Lines) -> FileChange:
         meta.read(line)
         lines.next()
     names = paths("\n".join(header))
+    return FileChange(
+        old_path=None if meta.added else names[0],
+        new_path=None if meta.deleted else names[-1],
+        old_mode=None if meta.added else meta.old_mode,
+        new_mode=None if meta.deleted else meta.new_mode,
+        old_blob=None if meta.added else _blob(meta.old_blob),
+        new_blob=None if meta.deleted else _blob(meta.new_blob),
+        binary=meta.binary,
+        hunks=_hunks(lines),
+    )
+
+
+def _blob(given: str | None) -> str | None:
+    return None if not given or ZERO_RE.match(given) else given
+
+
+def _hunks(lines: _Lines) -> list[Hunk]:
+    """The hunks of one file's section, up to the next ``diff --git`` line."""
     hunks: list[Hunk] = []
     while lines.more():
         line = lines.line()
@@ -227,16 +251,7 @@ def _file_change(lines: _Lines) -> FileChange:
             hunks.append(_hunk(lines, int(m.group(1)), int(m.group(2) or 1)))
         else:
             lines.next()
-    return FileChange(
-        old_path=None if meta.added else names[0],
-        new_path=None if meta.deleted else names[-1],
-        old_mode=None if meta.added else meta.old_mode,
-        new_mode=None if meta.deleted else meta.new_mode,
-        old_blob=None if meta.added or not meta.old_blob or ZERO_RE.match(meta.old_blob) else meta.old_blob,
-        new_blob=None if meta.deleted or not meta.new_blob or ZERO_RE.match(meta.new_blob) else meta.new_blob,
-        binary=meta.binary,
-        hunks=hunks,
-    )
+    return hunks
 
 
 @dataclass
