@@ -149,19 +149,7 @@ def sync(
     base = replay.resolve_base(repo, stack, base_ref)
     run = stages.attempt("apply", lambda p: replay.apply(repo, stack, base_ref, write=not dry_run, progress=p))
     run = _check_and_test(stages, repo, stack, base_ref, run, gpu=gpu, use_cache=use_cache)
-    held_back = _no_pr_because(stages.states, run, forge=forge)
-    if held_back or run is None:
-        stages.skip("pr", held_back or "apply did not succeed")
-    else:
-        planned = run
-        secrets.release_to_environ()  # the tests are done: the forge token may enter the environment now
-        acted = stages.attempt(
-            "pr",
-            lambda p: pr.pr(
-                repo, stack, planned, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env
-            ),
-        )
-        run = acted or run
+    run = _pr_stage(stages, repo, stack, run, forge=forge, dry_run=dry_run, close_redundant=close_redundant, env=env)
     _land_stage(land, stages, lambda _: _land(repo, stack, base_ref, dry_run=dry_run, env=env))
     if rebase_series and run is not None:
         current = run
@@ -188,6 +176,31 @@ def _check_and_test(
             "test", lambda p: testing.test(repo, stack, checked, gpu=gpu, progress=p, use_cache=use_cache)
         )
     return tested or checked
+
+
+def _pr_stage(
+    stages: _Stages,
+    repo: git.Repository,
+    stack: Stack,
+    run: Run | None,
+    *,
+    forge: bool,
+    dry_run: bool,
+    close_redundant: bool,
+    env: Mapping[str, str] | None,
+) -> Run | None:
+    """pr, on a Run every earlier stage vouched for; the last Run made."""
+    held_back = _no_pr_because(stages.states, run, forge=forge)
+    if held_back or run is None:
+        stages.skip("pr", held_back or "apply did not succeed")
+        return run
+    planned = run
+    secrets.release_to_environ()  # the tests are done: the forge token may enter the environment now
+    acted = stages.attempt(
+        "pr",
+        lambda p: pr.pr(repo, stack, planned, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env),
+    )
+    return acted or run
 
 
 def _no_pr_because(stages: Mapping[str, str], run: Run | None, *, forge: bool) -> str | None:
@@ -220,17 +233,20 @@ def _land(repo: git.Repository, stack: Stack, base_ref: str, *, dry_run: bool, e
 
 
 def _landed_words(result: Landing, base: str, *, dry_run: bool) -> list[str]:
-    if dry_run:
-        ready = [f"#{e.number}" for e in result.plan if e.action == "land"]
-        words = [f"would merge {', '.join(ready)}" if ready else "nothing ready to merge"]
-    else:
-        words = [f"merged {', '.join(f'#{n}' for n in result.merged)}" if result.merged else "nothing merged"]
+    words = [_merged_words(result, dry_run=dry_run)]
     if result.closed:
         words.append(f"closed {', '.join(f'#{n}' for n in result.closed)} (already in {base})")
     for extra in (result.queued, f"stopped at {result.stopped}" if result.stopped else None):
         if extra:
             words.append(extra)
     return words
+
+
+def _merged_words(result: Landing, *, dry_run: bool) -> str:
+    if dry_run:
+        ready = [f"#{e.number}" for e in result.plan if e.action == "land"]
+        return f"would merge {', '.join(ready)}" if ready else "nothing ready to merge"
+    return f"merged {', '.join(f'#{n}' for n in result.merged)}" if result.merged else "nothing merged"
 
 
 def _fetch(stages: _Stages, repo: git.Repository, remote: str, base_ref: str) -> str:

@@ -69,7 +69,9 @@ def command(directory: str | None, base: str, gpu: str, keep: bool, export_dir: 
     out = console()
     if not as_json:
         out.print(f"Building the miniature fork and replaying gg-clean onto {demo.BASES[base]} …", highlight=False)
-    run, workdir = demo.run(directory, base, gpu=gpu, stage=lambda name, n: StageProgress(n, name, min_total=1))
+    run, workdir = demo.build_and_run(
+        directory, base, gpu=gpu, stage=lambda name, n: StageProgress(n, name, min_total=1)
+    )
     try:
         if as_json:
             print_json(run.to_json())
