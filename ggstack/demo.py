@@ -73,7 +73,6 @@ def _blobs(repo: git.Repository) -> dict[str, str]:
 
 
 def history_subject(key: str) -> str:
-    """The subject of the demo history's commit ``key``."""
     return next(c.message for c in history.HISTORY if c.key == key).split("\n", 1)[0]
 
 

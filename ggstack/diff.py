@@ -210,7 +210,6 @@ def _skip_binary(lines: _Lines) -> None:
 
 
 def _file_change(lines: _Lines) -> FileChange:
-    """One file's section, from its ``diff --git`` line to the next one (or the end)."""
     header = [lines.line()]
     lines.next()
     meta = _Meta()
@@ -240,7 +239,6 @@ def _blob(given: str | None) -> str | None:
 
 
 def _hunks(lines: _Lines) -> list[Hunk]:
-    """The hunks of one file's section, up to the next ``diff --git`` line."""
     hunks: list[Hunk] = []
     while lines.more():
         line = lines.line()
@@ -274,13 +272,18 @@ class _Meta:
         elif line.startswith("new mode "):
             self.new_mode = line.split()[-1]
         elif line.startswith("index "):
-            parts = line.split()
-            self.old_blob, _, self.new_blob = parts[1].partition("..")
-            if len(parts) > 2:
-                self.old_mode = self.old_mode or parts[2]
-                self.new_mode = self.new_mode or parts[2]
+            self.old_blob, self.new_blob, mode = _index_line(line)
+            self.old_mode = self.old_mode or mode
+            self.new_mode = self.new_mode or mode
         elif line.startswith(("GIT binary patch", "Binary files ")):
             self.binary = True
+
+
+def _index_line(line: str) -> tuple[str, str, str | None]:
+    """``index OLD..NEW [MODE]``: the blobs, and the mode where the file kept it."""
+    parts = line.split()
+    old, _, new = parts[1].partition("..")
+    return old, new, parts[2] if len(parts) > 2 else None
 
 
 def _hunk(lines: _Lines, old_start: int, old_count: int) -> Hunk:
@@ -377,7 +380,8 @@ _ESCAPES = {
 
 
 def unquote(s: str) -> str:
-    """git's C-style path quoting, undone."""
+    """git's C-style path quoting, undone; by hand, as the stdlib's ``unicode_escape`` reads an
+    octal escape as a character, not as a byte of UTF-8."""
     if not (s.startswith('"') and s.endswith('"')):
         return s
     out = bytearray()
