@@ -22,12 +22,9 @@ def run() -> None:
 
 
 def _end(code: int) -> None:
-    """Exit with ``code`` once the command is done, without the interpreter's teardown where
-    nothing is left for it to do: the output flushed, no other thread at work, nothing asked
-    to run at exit (a coverage run, a profiler). Tearing down every module and object loaded
-    costs a short command (a check of one commit) a few percent of its time, and frees nothing
-    the end of the process does not; ggstack's long-lived git processes see their input close
-    with this process, and end."""
+    """Exit without the interpreter's teardown where nothing is left for it (output flushed, no
+    other thread, nothing asked to run at exit): it costs a check of one commit a few percent of
+    its time and frees nothing; ggstack's long-lived git processes end as their input closes."""
     if threading.active_count() > 1 or sys.gettrace() or sys.getprofile() or _asked_at_exit():
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):

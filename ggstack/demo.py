@@ -1,11 +1,9 @@
-"""``ggstack demo``: the seed's story, end to end, on a miniature fork built here.
+"""``ggstack demo``: why ggstack exists, end to end, on a miniature vLLM fork built here.
 
-It builds a git repository deterministically from ``ggstack.demofork`` (fixed
-identities and dates: the same commit ids on every machine), imports the
-stack ``gg-clean`` with ``ggstack import`` as a maintainer would, and runs
-apply → check → test → PR plan (a dry run: no forge needed) on the chosen
-base. The same code regenerates the stored ``patches/gg-clean``
-(``--export``), so the stored stack and the demo can never drift apart.
+The fork is built deterministically from ``ggstack.demofork`` (fixed identities and
+dates: the same commit ids on every machine); the stack ``gg-clean`` is imported as a
+maintainer would, then apply → check → test → PR plan (a dry run) run on it. The same
+code regenerates the stored ``patches/gg-clean`` (``--export``): the two never drift apart.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ STACK = "gg-clean"
 REPO_SLUG = "voipmonitor/vllm"
 BASES = {"current": "dev/gilded-gnosis", "before": "dev/before"}
 
-STACK_TOML = config.initial_toml(
+GG_CLEAN_CONFIG = config.initial_toml(  # gg-clean's stack.toml
     REPO_SLUG,
     BASES["current"],
     cpu="{python} -m pytest -q -p no:cacheprovider -m 'not gpu' {tests}",
@@ -48,8 +46,7 @@ class Fork:
 def build_fork(path: str) -> Fork:
     """The miniature fork as a bare repository at ``path``, from pure data."""
     repo = git.Repository.init(path, bare=True)
-    names = sorted({name for c in history.HISTORY for name in c.files.values() if name})
-    blobs = dict(zip(names, repo.hash_blobs([history.snapshot(n) for n in names])))
+    blobs = _blobs(repo)
     committer = _ident(history.COMMITTER)
     trees: dict[str, str] = {}
     commits: dict[str, str] = {}
@@ -70,8 +67,13 @@ def build_fork(path: str) -> Fork:
     return Fork(repo, commits)
 
 
+def _blobs(repo: git.Repository) -> dict[str, str]:
+    """Every file snapshot the history uses, written once: its name -> its blob."""
+    names = sorted({name for c in history.HISTORY for name in c.files.values() if name})
+    return dict(zip(names, repo.hash_blobs([history.snapshot(n) for n in names])))
+
+
 def history_subject(key: str) -> str:
-    """The subject of the demo history's commit ``key``."""
     return next(c.message for c in history.HISTORY if c.key == key).split("\n", 1)[0]
 
 
@@ -87,7 +89,7 @@ def export_stack(fork: Fork, patches_dir: str) -> Stack:
     if os.path.exists(path):
         shutil.rmtree(path)
     store.init(patches_dir, STACK, REPO_SLUG, BASES["current"])
-    state.write_atomic(os.path.join(path, config.STACK_TOML), STACK_TOML.encode())
+    state.write_atomic(os.path.join(path, config.STACK_TOML), GG_CLEAN_CONFIG.encode())
     stack = store.load(patches_dir, STACK)
     for imp in history.IMPORTS:
         stack = importing.commits(
@@ -103,7 +105,7 @@ def export_stack(fork: Fork, patches_dir: str) -> Stack:
     return stack
 
 
-def run(
+def build_and_run(
     directory: str | None,
     base: str = "current",
     *,

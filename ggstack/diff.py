@@ -164,11 +164,7 @@ def _outside_hunk(line: str) -> bool:
 
 def _skip_hunk(lines: _Lines) -> None:
     header = lines.line()
-    m = HUNK_HEADER.match(header)
-    if not m:
-        raise DiffError(f"broken hunk header {header[:60]!r}", lines.number)
-    old = int(m.group(2)) if m.group(2) is not None else 1
-    new = int(m.group(4)) if m.group(4) is not None else 1
+    old, new = _claimed_counts(header, lines.number)
     lines.next()
     while old > 0 or new > 0:
         if not lines.more():
@@ -193,6 +189,16 @@ def _skip_hunk(lines: _Lines) -> None:
         lines.next()
 
 
+def _claimed_counts(header: str, number: int) -> tuple[int, int]:
+    """The pre-image and post-image line counts a hunk header claims (1 where it gives none)."""
+    m = HUNK_HEADER.match(header)
+    if not m:
+        raise DiffError(f"broken hunk header {header[:60]!r}", number)
+    old = int(m.group(2)) if m.group(2) is not None else 1
+    new = int(m.group(4)) if m.group(4) is not None else 1
+    return old, new
+
+
 def _skip_binary(lines: _Lines) -> None:
     blocks = 0
     while lines.more() and blocks < 2:
@@ -204,7 +210,6 @@ def _skip_binary(lines: _Lines) -> None:
 
 
 def _file_change(lines: _Lines) -> FileChange:
-    """One file's section, from its ``diff --git`` line to the next one (or the end)."""
     header = [lines.line()]
     lines.next()
     meta = _Meta()
@@ -217,6 +222,23 @@ def _file_change(lines: _Lines) -> FileChange:
         meta.read(line)
         lines.next()
     names = paths("\n".join(header))
+    return FileChange(
+        old_path=None if meta.added else names[0],
+        new_path=None if meta.deleted else names[-1],
+        old_mode=None if meta.added else meta.old_mode,
+        new_mode=None if meta.deleted else meta.new_mode,
+        old_blob=None if meta.added else _blob(meta.old_blob),
+        new_blob=None if meta.deleted else _blob(meta.new_blob),
+        binary=meta.binary,
+        hunks=_hunks(lines),
+    )
+
+
+def _blob(given: str | None) -> str | None:
+    return None if not given or ZERO_RE.match(given) else given
+
+
+def _hunks(lines: _Lines) -> list[Hunk]:
     hunks: list[Hunk] = []
     while lines.more():
         line = lines.line()
@@ -227,16 +249,7 @@ def _file_change(lines: _Lines) -> FileChange:
             hunks.append(_hunk(lines, int(m.group(1)), int(m.group(2) or 1)))
         else:
             lines.next()
-    return FileChange(
-        old_path=None if meta.added else names[0],
-        new_path=None if meta.deleted else names[-1],
-        old_mode=None if meta.added else meta.old_mode,
-        new_mode=None if meta.deleted else meta.new_mode,
-        old_blob=None if meta.added or not meta.old_blob or ZERO_RE.match(meta.old_blob) else meta.old_blob,
-        new_blob=None if meta.deleted or not meta.new_blob or ZERO_RE.match(meta.new_blob) else meta.new_blob,
-        binary=meta.binary,
-        hunks=hunks,
-    )
+    return hunks
 
 
 @dataclass
@@ -259,13 +272,18 @@ class _Meta:
         elif line.startswith("new mode "):
             self.new_mode = line.split()[-1]
         elif line.startswith("index "):
-            parts = line.split()
-            self.old_blob, _, self.new_blob = parts[1].partition("..")
-            if len(parts) > 2:
-                self.old_mode = self.old_mode or parts[2]
-                self.new_mode = self.new_mode or parts[2]
+            self.old_blob, self.new_blob, mode = _index_line(line)
+            self.old_mode = self.old_mode or mode
+            self.new_mode = self.new_mode or mode
         elif line.startswith(("GIT binary patch", "Binary files ")):
             self.binary = True
+
+
+def _index_line(line: str) -> tuple[str, str, str | None]:
+    """``index OLD..NEW [MODE]``: the blobs, and the mode where the file kept it."""
+    parts = line.split()
+    old, _, new = parts[1].partition("..")
+    return old, new, parts[2] if len(parts) > 2 else None
 
 
 def _hunk(lines: _Lines, old_start: int, old_count: int) -> Hunk:
@@ -362,7 +380,8 @@ _ESCAPES = {
 
 
 def unquote(s: str) -> str:
-    """git's C-style path quoting, undone."""
+    """git's C-style path quoting, undone; by hand, as the stdlib's ``unicode_escape`` reads an
+    octal escape as a character, not as a byte of UTF-8."""
     if not (s.startswith('"') and s.endswith('"')):
         return s
     out = bytearray()

@@ -1,11 +1,10 @@
-"""The one exit policy: every command's exit code, from its Run alone.
+"""The one exit policy: every command's exit code, from its Run alone, so the same Run
+never exits 0 from one command and 1 from another.
 
 0: nothing for a human; 1: a patch needs one (a conflict, broken, partial or
 inconclusive patch, signals that disagree, tests pending, a redundant PR left
-open); 2: a stage refused its input; 3: infrastructure (forge, git, a lock).
-``apply``, ``check``, ``test``, ``pr``, ``sync`` and ``demo`` all exit by it, so
-the same Run never exits 0 from one command and 1 from another. (A bad input
-raised as ``UserError`` is 2 and an ``InfraError`` 3 in ``cli``'s one handler.)
+open); 2: a stage refused its input; 3: infrastructure (forge, git, a lock). A bad
+input raised as ``UserError`` is 2 and an ``InfraError`` 3 in ``commands.context.handled``.
 """
 
 from __future__ import annotations
@@ -28,24 +27,28 @@ def exit_code(run: Run) -> int:
 
 def attention(run: Run) -> list[str]:
     """What a human has to look at, one line each; empty when the bot may stay silent.
-
-    Needed-and-healthy patches (their PR open and waiting for approval) and
-    represented patches without an open PR need nobody.
-    """
+    A patch whose PR is open and waiting for approval, or represented with no PR open, needs nobody."""
     reasons = []
     for o in run.outcomes:
-        if o.verdict in (Verdict.CONFLICT, Verdict.BROKEN, Verdict.PARTIAL, Verdict.INCONCLUSIVE):
-            reasons.append(f"{o.name}: {o.verdict.value}")
-        elif o.recommendation is Recommendation.HUMAN_LOOK:
-            reasons.append(f"{o.name}: the signals disagree (human look)")
-        elif redundant_open(o):
-            reasons.append(f"{o.name}: represented, but PR #{o.pr.number if o.pr else None} is still open")
-        elif o.verdict is None and o.applied is Applied.CONFLICT:
-            reasons.append(f"{o.name}: conflict")
+        why = _why_a_human(o)
+        if why:
+            reasons.append(f"{o.name}: {why}")
         pending = [k for e in o.evidence if e.kind == "tests" for k in e.data.get("pending", [])]
         if pending and o.verdict is not Verdict.INCONCLUSIVE:
             reasons.append(f"{o.name}: {', '.join(pending)} tests inconclusive (hold for their results)")
     return reasons
+
+
+def _why_a_human(o: Outcome) -> str | None:
+    if o.verdict in (Verdict.CONFLICT, Verdict.BROKEN, Verdict.PARTIAL, Verdict.INCONCLUSIVE):
+        return o.verdict.value
+    if o.recommendation is Recommendation.HUMAN_LOOK:
+        return "the signals disagree (human look)"
+    if redundant_open(o):
+        return f"represented, but PR #{o.pr.number if o.pr else None} is still open"
+    if o.verdict is None and o.applied is Applied.CONFLICT:
+        return "conflict"
+    return None
 
 
 def redundant_open(o: Outcome) -> bool:

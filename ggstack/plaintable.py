@@ -44,21 +44,24 @@ def drawable(table: Table, width: int) -> bool:
     )
 
 
+_PLAIN_LAYOUT = {  # the one layout render draws: a report's tables, as they are made
+    "box": box.HEAVY_HEAD,
+    "show_header": True,
+    "show_edge": True,
+    "show_footer": False,
+    "show_lines": False,
+    "leading": 0,
+    "padding": (0, 1, 0, 1),
+    "pad_edge": True,
+    "collapse_padding": False,
+    "min_width": None,
+    "title_justify": "left",
+}
+
+
 def _plain_layout(table: Table) -> bool:
-    return (
-        table.box is box.HEAVY_HEAD
-        and table.show_header
-        and table.show_edge
-        and not table.show_footer
-        and not table.show_lines
-        and not table.leading
-        and table.padding == (0, 1, 0, 1)
-        and table.pad_edge
-        and not table.collapse_padding
-        and table.min_width is None
-        and table.title_justify == "left"
-        and (not table.caption or table.caption_justify == "left")
-    )
+    laid_out = all(getattr(table, name) == value for name, value in _PLAIN_LAYOUT.items())
+    return laid_out and (not table.caption or table.caption_justify == "left")
 
 
 def _plain_column(c: Column) -> bool:
@@ -72,14 +75,11 @@ def _plain_column(c: Column) -> bool:
 
 
 def render(table: Table, width: int) -> str | None:
-    """``table`` as rich draws it on a console ``width`` columns wide, without styles or trailing spaces;
-    None when even its narrowest layout is wider than that (rich then breaks its lines: left to rich).
+    """``table`` as rich draws it ``width`` columns wide, without styles or trailing spaces; None
+    when even its narrowest layout is wider (rich then breaks its lines: left to rich).
 
-    The column widths are rich's own: a table's widths depend only on each column's widest
-    line and longest word, so rich lays out a copy holding just the rows with those (a
-    handful), and its top border gives the widths. A cell whose lines fit its column is those
-    lines; one that does not is wrapped by rich's ``Text.wrap`` (folding a word longer than
-    the column). The header row is aligned to the bottom, the other rows to the top."""
+    The column widths are rich's own (``_widths``); a cell whose lines fit its column is those
+    lines, one that does not is wrapped by rich's ``Text.wrap``."""
     console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
     cells = [[_plain(c.header), *(_plain(x) for x in c.cells)] for c in table.columns]
     widths = _widths(table, cells, console)
@@ -87,16 +87,22 @@ def render(table: Table, width: int) -> str | None:
         return None
     total = sum(widths) + len(widths) + 1
     out = _wrap(console, _plain(table.title), total) if table.title else []
+    out += _grid(console, cells, widths)
+    if table.caption:
+        out += _wrap(console, _plain(table.caption), total)
+    return "".join(line.rstrip(" ") + "\n" for line in out)
+
+
+def _grid(console: Console, cells: list[list[str]], widths: list[int]) -> list[str]:
+    """The header row aligned to the bottom, the other rows to the top, in heavy-head borders."""
     heavy = [w * "━" for w in widths]
-    out.append("┏" + "┳".join(heavy) + "┓")
+    out = ["┏" + "┳".join(heavy) + "┓"]
     out += _row(console, [col[0] for col in cells], widths, "┃", bottom=True)
     out.append("┡" + "╇".join(heavy) + "┩")
     for i in range(1, len(cells[0]) if cells else 0):
         out += _row(console, [col[i] for col in cells], widths, "│", bottom=False)
     out.append("└" + "┴".join(w * "─" for w in widths) + "┘")
-    if table.caption:
-        out += _wrap(console, _plain(table.caption), total)
-    return "".join(line.rstrip(" ") + "\n" for line in out)
+    return out
 
 
 def _plain(x: object) -> str:
@@ -107,14 +113,12 @@ def _plain(x: object) -> str:
 
 
 def _widths(table: Table, cells: list[list[str]], console: Console) -> list[int] | None:
-    """Each column's width with its padding, laid out by rich on the rows that decide it."""
-    rows = {0}  # the header
-    for col in cells:
-        rows.add(max(range(len(col)), key=lambda i: max((_len(line) for line in col[i].splitlines()), default=0)))
-        rows.add(max(range(len(col)), key=lambda i: max((_len(w) for w in col[i].split()), default=0)))
+    """Each column's width with its padding, as rich lays it out: a table's widths depend only on
+    each column's widest line and longest word, so rich lays out a copy holding just those rows
+    (a handful), and its top border gives the widths."""
     columns = [dataclasses.replace(c, header=Text(cells[i][0]), _cells=[]) for i, c in enumerate(table.columns)]
     proxy = Table(*columns, width=table.width, expand=table.expand)
-    for i in sorted(rows - {0}):
+    for i in sorted(_deciding_rows(cells) - {0}):
         proxy.add_row(*(Text(col[i]) for col in cells))
     console.print(proxy)
     top = console.file.getvalue().split("\n", 1)[0]  # type: ignore[attr-defined]
@@ -122,6 +126,14 @@ def _widths(table: Table, cells: list[list[str]], console: Console) -> list[int]
     if not (top.startswith("┏") and top.endswith("┓")) or len(top) > console.width:
         return None  # wider than the console
     return [len(part) for part in top[1:-1].split("┳")]
+
+
+def _deciding_rows(cells: list[list[str]]) -> set[int]:
+    rows = {0}  # the header
+    for col in cells:
+        rows.add(max(range(len(col)), key=lambda i: max((_len(line) for line in col[i].splitlines()), default=0)))
+        rows.add(max(range(len(col)), key=lambda i: max((_len(w) for w in col[i].split()), default=0)))
+    return rows
 
 
 def _row(console: Console, texts: list[str], widths: list[int], bar: str, *, bottom: bool) -> list[str]:

@@ -1,14 +1,9 @@
 """``ggstack sync``: the CI rebase bot's one command, and what it tells the CI.
 
-The bot runs unattended; the maintainers read what it found. So every stage
-— fetch, apply, check, test, pr — runs in one process into one Run, and a
-stage that fails is recorded there (``Run.stages``, ``Run.errors``) while the
-later ones run on what is still sound. Precision first: ``pr`` touches the
-forge only when every earlier stage vouched for the Run (a PR on a stale base
-or on verdicts never reached is the noise ggstack exists to avoid). The exit
-code is rendered from the Run (``exits.exit_code``; docs/bot.md), so a saved
-Run gives the code the bot exited with; this module also writes the GitHub
-Actions groups, annotations and step summary (the CLI only chooses where).
+Every stage (fetch, apply, check, test, pr) runs in one process into one Run; a stage
+that fails is recorded there while the later ones run on what is still sound. ``pr``
+touches the forge only when every earlier stage vouched for the Run: a PR on a stale
+base, or on verdicts never reached, is the noise ggstack exists to avoid.
 """
 
 from __future__ import annotations
@@ -18,10 +13,9 @@ import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
-from ggstack import exits, git, replay, secrets, state, testing
-from ggstack import pr as pr_stage
+from ggstack import exits, git, pr, replay, secrets, state, testing
 from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Progress, Run, Stack, Verdict
@@ -29,7 +23,9 @@ from ggstack.report.evidence import evidence_words
 from ggstack.report.json import run_json
 from ggstack.report.summary import markdown
 from ggstack.report.words import recommendation_words
-from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
+
+if TYPE_CHECKING:
+    from ggstack.land import Landing
 
 STAGES = ("fetch", "apply", "check", "test", "pr", "land", "rebase-series")
 FAILED_INFRA, FAILED_INPUT = exits.FAILED_INFRA, exits.FAILED_INPUT
@@ -50,8 +46,6 @@ class Observer(Protocol):
 
 
 class Silent:
-    """An observer that is told and says nothing."""
-
     @contextlib.contextmanager
     def stage(self, name: str, total: int) -> Iterator[Progress | None]:
         yield None
@@ -87,6 +81,49 @@ class ActionsObserver:
 # -- sync -------------------------------------------------------------------------------
 
 
+Stage = Callable[[Progress | None], "Run | str | None"]
+
+
+class _Stages:
+    """Each stage's state as the run goes ("ok", "failed (input): …", "skipped: …"), its
+    failures in words, and the observer told of each."""
+
+    def __init__(self, observer: Observer, hide: Callable[[str], str], patches: int) -> None:
+        self.observer, self.hide, self.patches = observer, hide, patches
+        self.states: dict[str, str] = {}
+        self.errors: list[str] = []
+
+    def attempt(self, name: str, fn: Stage) -> Run | None:
+        """Run a stage: its Run (whose stages say its state), a state of its own, or None for "ok"."""
+        with self.observer.stage(name, self.patches) as progress:
+            try:
+                result = fn(progress)
+            except InfraError as e:  # the message goes into the Run, the log and the summary: scrubbed
+                self.states[name], result = f"{FAILED_INFRA}: {self.hide(str(e))}", None
+            except UserError as e:
+                self.states[name], result = f"{FAILED_INPUT}: {self.hide(str(e))}", None
+            else:
+                state = result.stages.get(name) if isinstance(result, Run) else result
+                self.states[name] = state or "ok"
+            if self.states[name].startswith("failed"):
+                self.errors.append(f"{name}: {self.states[name].split(': ', 1)[1]}")
+            self.observer.finished(name, self.states[name])
+        return result if isinstance(result, Run) else None
+
+    def skip(self, name: str, why: str) -> None:
+        self.states[name] = f"{SKIPPED}: {why}"
+        self.observer.finished(name, self.states[name])
+
+    def into(self, run: Run) -> Run:
+        """``run`` with every stage's state, in the order they run, and every failure."""
+        ordered = {s: self.states[s] for s in STAGES if s in self.states}
+        return dataclasses.replace(
+            run,
+            stages={**ordered, **{k: v for k, v in run.stages.items() if k not in ordered}},
+            errors=list(dict.fromkeys([*run.errors, *self.errors])),
+        )
+
+
 def sync(
     repo: git.Repository,
     stack: Stack,
@@ -104,88 +141,70 @@ def sync(
     forge: bool = True,
     land: bool = False,
 ) -> Run:
-    """fetch → apply → check → test → pr: one Run, every stage's failure in it.
+    """fetch → apply → check → test → pr (→ land, → rebase-series): one Run, every stage's failure in it.
 
     ``forge`` off (``--no-forge``, the untrusted stage): no pr stage; the Run says who does it.
-
-    ``use_cache`` off (``--no-cache``): check and test compute everything again.
-
-    ``dry_run`` changes nothing anywhere: no branch is written, nothing is
-    pushed, the forge is only read. ``land`` (opt-in) lands what is ready
-    once every stage before succeeded (``ggstack land``: a check of its own,
-    no tests; a dry run plans it only). An unknown base is a UserError before
-    any stage after fetch runs (there is nothing to report on).
+    ``dry_run`` changes nothing anywhere: no branch is written, nothing is pushed, the forge
+    is only read. An unknown base is a UserError before any stage after fetch runs.
     """
-    obs = observer or Silent()
-    hide = secrets.Secrets.from_env(env).scrub
-    n = len(stack.patches)
-    stages: dict[str, str] = {}
-    errors: list[str] = []
-
-    def attempt(name: str, fn: Callable[[Progress | None], Run | str | None]) -> Run | None:
-        """Run a stage: its Run (whose stages say its state), a state of its own, or None for "ok"."""
-        with obs.stage(name, n) as progress:
-            try:
-                result = fn(progress)
-            except InfraError as e:  # the message goes into the Run, the log and the summary: scrubbed
-                stages[name], result = f"{FAILED_INFRA}: {hide(str(e))}", None
-            except UserError as e:
-                stages[name], result = f"{FAILED_INPUT}: {hide(str(e))}", None
-            else:
-                state = result.stages.get(name) if isinstance(result, Run) else result
-                stages[name] = state or "ok"
-            if stages[name].startswith("failed"):
-                errors.append(f"{name}: {stages[name].split(': ', 1)[1]}")
-            obs.finished(name, stages[name])
-        return result if isinstance(result, Run) else None
-
-    def skip(name: str, why: str) -> None:
-        stages[name] = f"{SKIPPED}: {why}"
-        obs.finished(name, stages[name])
-
+    stages = _Stages(observer or Silent(), secrets.Secrets.from_env(env).scrub, len(stack.patches))
     if fetch:
-        base_ref = _fetch(attempt, repo, stack.config.target.remote, base_ref)
+        base_ref = _fetch(stages, repo, stack.config.target.remote, base_ref)
     base = replay.resolve_base(repo, stack, base_ref)
-    run = attempt("apply", lambda p: replay.apply(repo, stack, base_ref, write=not dry_run, progress=p))
-    checked = attempt("check", lambda p: check_stack(repo, stack, base_ref, run=run, progress=p, use_cache=use_cache))
-    if checked is None:
-        skip("test", "needs the verdicts of check")
-    else:
-        run = judged = checked
-        with secrets.withheld():
-            tested = attempt(
-                "test", lambda p: testing.test(repo, stack, judged, gpu=gpu, progress=p, use_cache=use_cache)
-            )
-        run = tested or run
-    held_back = _no_pr_because(stages, run, forge=forge)
-    if held_back or run is None:
-        skip("pr", held_back or "apply did not succeed")
-    else:
-        planned = run
-        secrets.release_to_environ()  # the tests are done: the forge token may enter the environment now
-        acted = attempt(
-            "pr",
-            lambda p: pr_stage.pr(
-                repo, stack, planned, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env
-            ),
-        )
-        run = acted or run
-    _land_stage(land, stages, attempt, skip, lambda _: _land(repo, stack, base_ref, dry_run=dry_run, env=env))
+    run = stages.attempt("apply", lambda p: replay.apply(repo, stack, base_ref, write=not dry_run, progress=p))
+    run = _check_and_test(stages, repo, stack, base_ref, run, gpu=gpu, use_cache=use_cache)
+    run = _pr_stage(stages, repo, stack, run, forge=forge, dry_run=dry_run, close_redundant=close_redundant, env=env)
+    _land_stage(land, stages, lambda _: _land(repo, stack, base_ref, dry_run=dry_run, env=env))
     if rebase_series and run is not None:
         current = run
-        proposed = attempt(
+        proposed = stages.attempt(
             "rebase-series",
             lambda _: _propose_rebased_series(repo, stack, current, series_branch, dry_run=dry_run, env=env),
         )
         run = proposed or run
-    if run is None:
-        run = skeleton(stack, base_ref, base)
-    ordered = {s: stages[s] for s in STAGES if s in stages}
-    return dataclasses.replace(
-        run,
-        stages={**ordered, **{k: v for k, v in run.stages.items() if k not in ordered}},
-        errors=list(dict.fromkeys([*run.errors, *errors])),
+    return stages.into(run if run is not None else skeleton(stack, base_ref, base))
+
+
+def _check_and_test(
+    stages: _Stages, repo: git.Repository, stack: Stack, base_ref: str, run: Run | None, *, gpu: str, use_cache: bool
+) -> Run | None:
+    """check on apply's Run, then test on check's (no tests without verdicts); the last Run made."""
+    checked = stages.attempt(
+        "check", lambda p: check_stack(repo, stack, base_ref, run=run, progress=p, use_cache=use_cache)
     )
+    if checked is None:
+        stages.skip("test", "needs the verdicts of check")
+        return run
+    with secrets.withheld():
+        tested = stages.attempt(
+            "test", lambda p: testing.test(repo, stack, checked, gpu=gpu, progress=p, use_cache=use_cache)
+        )
+    return tested or checked
+
+
+def _pr_stage(
+    stages: _Stages,
+    repo: git.Repository,
+    stack: Stack,
+    run: Run | None,
+    *,
+    forge: bool,
+    dry_run: bool,
+    close_redundant: bool,
+    env: Mapping[str, str] | None,
+) -> Run | None:
+    """pr, on a Run every earlier stage vouched for; the last Run made."""
+    held_back = _no_pr_because(stages.states, run, forge=forge)
+    if held_back or run is None:
+        stages.skip("pr", held_back or "apply did not succeed")
+        return run
+    planned = run
+    secrets.release_to_environ()  # the tests are done: the forge token may enter the environment now
+    acted = stages.attempt(
+        "pr",
+        lambda p: pr.pr(repo, stack, planned, dry_run=dry_run, close_redundant=close_redundant, progress=p, env=env),
+    )
+    return acted or run
 
 
 def _no_pr_because(stages: Mapping[str, str], run: Run | None, *, forge: bool) -> str | None:
@@ -198,45 +217,43 @@ def _no_pr_because(stages: Mapping[str, str], run: Run | None, *, forge: bool) -
     return None
 
 
-def _land_stage(
-    land: bool,
-    stages: Mapping[str, str],
-    attempt: Attempt,
-    skip: Callable[[str, str], None],
-    fn: Callable[[Progress | None], str],
-) -> None:
+def _land_stage(land: bool, stages: _Stages, fn: Stage) -> None:
     """``--land``: only after a green run (pr neither failed, skipped nor offline)."""
     if not land:
         return
-    if stages.get("pr", "") in ("ok", "dry-run"):
-        attempt("land", fn)
+    if stages.states.get("pr", "") in ("ok", "dry-run"):
+        stages.attempt("land", fn)
     else:
-        skip("land", "the run before it was not green; nothing is merged")
+        stages.skip("land", "the run before it was not green; nothing is merged")
 
 
 def _land(repo: git.Repository, stack: Stack, base_ref: str, *, dry_run: bool, env: Mapping[str, str] | None) -> str:
     """The land stage: its state in one line ("ok: merged #1, #2; stopped at 0003: waiting for approval")."""
-    from ggstack import land as landing
+    from ggstack import land
 
-    base = pr_stage.pr_base(repo, stack, base_ref)
-    result = landing.land(repo, stack, onto=base, dry_run=dry_run, env=env)
-    if dry_run:
-        ready = [f"#{e.number}" for e in result.plan if e.action == "land"]
-        words = [f"would merge {', '.join(ready)}" if ready else "nothing ready to merge"]
-    else:
-        words = [f"merged {', '.join(f'#{n}' for n in result.merged)}" if result.merged else "nothing merged"]
+    base = pr.pr_base(repo, stack, base_ref)
+    result = land.land(repo, stack, onto=base, dry_run=dry_run, env=env)
+    return ("dry-run: " if dry_run else "ok: ") + "; ".join(_landed_words(result, base, dry_run=dry_run))
+
+
+def _landed_words(result: Landing, base: str, *, dry_run: bool) -> list[str]:
+    words = [_merged_words(result, dry_run=dry_run)]
     if result.closed:
         words.append(f"closed {', '.join(f'#{n}' for n in result.closed)} (already in {base})")
     for extra in (result.queued, f"stopped at {result.stopped}" if result.stopped else None):
         if extra:
             words.append(extra)
-    return ("dry-run: " if dry_run else "ok: ") + "; ".join(words)
+    return words
 
 
-Attempt = Callable[[str, Callable[[Progress | None], "Run | str | None"]], "Run | None"]
+def _merged_words(result: Landing, *, dry_run: bool) -> str:
+    if dry_run:
+        ready = [f"#{e.number}" for e in result.plan if e.action == "land"]
+        return f"would merge {', '.join(ready)}" if ready else "nothing ready to merge"
+    return f"merged {', '.join(f'#{n}' for n in result.merged)}" if result.merged else "nothing merged"
 
 
-def _fetch(attempt: Attempt, repo: git.Repository, remote: str, base_ref: str) -> str:
+def _fetch(stages: _Stages, repo: git.Repository, remote: str, base_ref: str) -> str:
     """The fetch stage; the base to replay onto after it (see ``fetched_base``): ``base_ref``
     itself where the fetch failed."""
     onto = base_ref
@@ -248,7 +265,7 @@ def _fetch(attempt: Attempt, repo: git.Repository, remote: str, base_ref: str) -
         onto, state = fetched_base(repo, remote, base_ref)
         return state
 
-    attempt("fetch", fetch_base)
+    stages.attempt("fetch", fetch_base)
     return onto
 
 
@@ -280,7 +297,7 @@ def _propose_rebased_series(
     """``--rebase-series``: the rebased series as a PR onto the branch the stack lives on (see ``rebase_pr``)."""
     from ggstack import rebase_pr
 
-    forge = pr_stage.open_forge(stack, env, dry_run=dry_run)  # without a token: a UserError, or offline for a dry run
+    forge = pr.open_forge(stack, env, dry_run=dry_run)  # without a token: a UserError, or offline for a dry run
     try:
         return rebase_pr.propose(repo, stack, run, series_branch=series_branch, dry_run=dry_run, forge=forge)
     finally:
@@ -325,9 +342,6 @@ def _file_safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-# -- one bot at a time ---------------------------------------------------------------
-
-
 # -- GitHub Actions ------------------------------------------------------------------
 
 
@@ -343,11 +357,8 @@ def workflow_annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
     """``::error``/``::warning`` workflow commands on the patch files that need a human."""
     lines = []
     for o in run.outcomes:
-        if o.verdict in ERROR_VERDICTS or (o.verdict is None and o.conflict):
-            level = "error"
-        elif o.verdict in WARNING_VERDICTS or exits.redundant_open(o):
-            level = "warning"
-        else:
+        level = _annotation_level(o)
+        if level is None:
             continue
         path = os.path.relpath(os.path.join(stack.path, o.name), workspace)
         verdict = o.verdict.value if o.verdict else "conflict"
@@ -359,6 +370,15 @@ def workflow_annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
     for error in run.errors:
         lines.append(f"::error title=ggstack::{_data(error)}")
     return lines
+
+
+def _annotation_level(o: Outcome) -> str | None:
+    """An error where the patch cannot go on as it is, a warning where a human should weigh it."""
+    if o.verdict in ERROR_VERDICTS or (o.verdict is None and o.conflict):
+        return "error"
+    if o.verdict in WARNING_VERDICTS or exits.redundant_open(o):
+        return "warning"
+    return None
 
 
 def publish_to_actions(run: Run, stack: Stack, env: Mapping[str, str], out: TextIO) -> None:

@@ -247,7 +247,7 @@ def test_outside_any_repository_git_says_so_and_gitpython_is_not_imported(tmp_pa
     probe = (
         "import sys\n"
         "from ggstack import git\n"
-        "from ggstack.cli import Ctx\n"
+        "from ggstack.commands.context import Ctx\n"
         "from ggstack.errors import UserError\n"
         "try:\n"
         "    git.Repository('.')\n"

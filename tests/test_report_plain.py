@@ -20,7 +20,7 @@ from rich.text import Text
 from test_report import every_verdict_run
 
 from ggstack import plaintable
-from ggstack.cli import _NoTrailingSpace
+from ggstack.commands.output import _NoTrailingSpace
 from ggstack.model import Run
 from ggstack.report import text  # its test_table by the module: pytest would collect the name
 from ggstack.report.text import apply_table, check_table, pr_plan_table, report_table

@@ -407,14 +407,14 @@ def test_after_kill_9_a_rerun_takes_over_the_stale_lock_and_converges(world: Wor
 
 def _contend(repo_path: str, barrier, results, release) -> None:
     """One contender for the lock: 'won' (with any warning) or the error it got."""
-    from ggstack import sync as sync_stage
+    from ggstack import state
     from ggstack.errors import InfraError
 
     repo = git.Repository(repo_path)
     warnings: list[str] = []
     barrier.wait()
     try:
-        with sync_stage.locked(repo, "s", warn=warnings.append):
+        with state.locked(repo, "s", warn=warnings.append):
             results.put(("won", os.getpid(), warnings))
             release.wait(60)  # hold it until every contender has tried
     except InfraError as e:
@@ -424,11 +424,11 @@ def _contend(repo_path: str, barrier, results, release) -> None:
 def test_a_stale_lock_found_by_many_at_once_is_taken_over_by_exactly_one(world: World) -> None:
     import multiprocessing
 
-    from ggstack import sync as sync_stage
+    from ggstack import state
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    path = sync_stage.lock_path(world.repo, "s")
+    path = state.lock_path(world.repo, "s")
     Path(path).write_text(
         json.dumps({"pid": dead.pid, "started": "2026-01-01T00:00:00Z", "host": __import__("socket").gethostname()})
     )

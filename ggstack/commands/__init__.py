@@ -1,0 +1,5 @@
+"""One module a command: its click function (``command``) and its terminal rendering.
+
+``ggstack.cli`` puts them in one group; ``context`` is what every command is given
+(the fork, the stored stacks, the one error handler), ``output`` where it prints.
+"""
