@@ -1191,7 +1191,9 @@ def test_(
     --shard and --job are the CI's untrusted jobs: they refuse to run where a
     credential is in reach (docs: "The bot").
     """
-    from ggstack import handoff, testing
+    from ggstack import handoff
+    from ggstack.testing import shards
+    from ggstack.testing import stage as test_stage
 
     _check_test_modes(results_files, matrix, shard, job_id, merge, bundle)
     part = _parse_shard(shard) if shard else None
@@ -1199,18 +1201,18 @@ def test_(
     if part or job_id:
         handoff.refuse_credentials(obj.repo, "test --shard" if part else "test --job")
     base = onto or s.config.target.base
-    run = testing.prepare(obj.repo, s, base)
+    run = test_stage.checked_run(obj.repo, s, base)
     if matrix:
         if ci == "buildkite":
             from ggstack import buildkite
 
             print_json(buildkite.pipeline(obj.repo, s, run, gpu=gpu, only=only))
         else:
-            print_json(testing.matrix(obj.repo, s, run, gpu=gpu, only=only))
+            print_json(shards.matrix(obj.repo, s, run, gpu=gpu, only=only))
         return
     if part or job_id:
         with StageProgress(1, "test", min_total=1) as progress:
-            doc = testing.shard(
+            doc = shards.shard(
                 obj.repo,
                 s,
                 run,
@@ -1224,10 +1226,10 @@ def test_(
         _write_results(doc, results_path or f"ggstack-test-{job_id or (shard or '').replace('/', '-of-')}.json")
         return
     if merge:
-        run = testing.merge(obj.repo, s, run, testing.load_results(results_files), gpu=gpu, only=only)
+        run = shards.merge(obj.repo, s, run, shards.load_results(results_files), gpu=gpu, only=only)
     else:
         with StageProgress(1, "test", min_total=1) as progress:
-            run = testing.test(
+            run = test_stage.test(
                 obj.repo, s, run, gpu=gpu, only=only, progress=progress, jobs=jobs, use_cache=not no_cache
             )
     if bundle:

@@ -20,12 +20,13 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol, TextIO
 
-from ggstack import exits, git, replay, report, secrets, state, testing
+from ggstack import exits, git, replay, report, secrets, state
 from ggstack import pr as pr_stage
 from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Progress, Run, Stack, Verdict
 from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
+from ggstack.testing import stage as test_stage
 
 STAGES = ("fetch", "apply", "check", "test", "pr", "land", "rebase-series")
 FAILED_INFRA, FAILED_INPUT = exits.FAILED_INFRA, exits.FAILED_INPUT
@@ -150,7 +151,7 @@ def sync(
         run = judged = checked
         with secrets.withheld():
             tested = attempt(
-                "test", lambda p: testing.test(repo, stack, judged, gpu=gpu, progress=p, use_cache=use_cache)
+                "test", lambda p: test_stage.test(repo, stack, judged, gpu=gpu, progress=p, use_cache=use_cache)
             )
         run = tested or run
     held_back = _no_pr_because(stages, run, forge=forge)

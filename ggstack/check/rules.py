@@ -655,7 +655,7 @@ def markdown_table() -> str:
 
 @dataclass(frozen=True)
 class FromTests:
-    """What one patch's tests said, every kind combined (``testing.judge``, ``testing.combine``)."""
+    """What one patch's tests said, every kind combined (``testing.evidence.judge_kind``, ``testing.evidence.combine``)."""
 
     kind: str  # broken | needed | represented | could-not-run | inconclusive | none
     detail: str

@@ -1,13 +1,10 @@
-"""What one test run says: results that are evidence, or a harness error.
+"""What one test run says: tests that ran and failed (evidence), or a harness error.
 
-A run that could not run — command or module missing, tests not collectable,
-pytest stopped on a usage or internal error, no JUnit XML, a timeout — says
-nothing about the patch; counting one as "the tests fail on the base" once
-made a patch ``needed`` because ``No module named pytest``. So every run is
-classified here, once (docs/commands/test.md, "Harness errors": the ``harness_error``
-table), and only ``failed`` is ever evidence. One exception is the commonest
-way a base lacks a patch: a test module that cannot import a name (or a
-module) the patch adds to the code under test is the code failing: ``failed``.
+A run that could not run (command or module missing, tests not collectable, a usage or
+internal error, no JUnit XML, a timeout) says nothing about the patch: counting one once made
+a patch ``needed`` because ``No module named pytest``. So each run is classified here, once
+(docs/commands/test.md, "Harness errors"). One exception: a test module that cannot import
+what the patch adds to the code under test is the code failing, so ``failed``.
 """
 
 from __future__ import annotations
@@ -39,6 +36,7 @@ SETTLE = {
     "timeout": "raise tests.timeout in stack.toml, or fix the test that hangs",
 }
 
+COULD_NOT_RUN = ("error", "timeout")  # harness errors: never evidence
 _PYTEST_EXIT = {2: "interrupted", 3: "internal-error", 4: "usage-error"}
 _NOT_FOUND = re.compile(r"^(?:/bin/)?sh: (?:\d+: )?(?:line \d+: )?(\S+?):? (?:command )?not found", re.M)
 _NO_MODULE = re.compile(r"No module named '?([A-Za-z0-9_.]+)'?")
@@ -79,20 +77,24 @@ def read_junit(path: str) -> Cases | None:
         return None
     cases = Cases()
     for case in root.iter("testcase"):
-        classname, name = case.get("classname") or "", case.get("name") or ""
-        test_id = f"{classname}::{name}" if classname else name
-        children = {child.tag: child for child in case}
-        if "failure" in children:
-            cases.failed.append(test_id)
-        elif "error" in children:
-            cases.errors.append(test_id)  # a collection or fixture error
-            err = children["error"]
-            cases.messages[test_id] = f"{err.get('message') or ''}\n{err.text or ''}"
-        elif "skipped" in children:
-            cases.skipped.append(test_id)
-        else:
-            cases.passed.append(test_id)
+        _add_case(cases, case)
     return cases
+
+
+def _add_case(cases: Cases, case: ET.Element) -> None:
+    classname, name = case.get("classname") or "", case.get("name") or ""
+    test_id = f"{classname}::{name}" if classname else name
+    children = {child.tag: child for child in case}
+    if "failure" in children:
+        cases.failed.append(test_id)
+    elif "error" in children:
+        cases.errors.append(test_id)  # a collection or fixture error
+        err = children["error"]
+        cases.messages[test_id] = f"{err.get('message') or ''}\n{err.text or ''}"
+    elif "skipped" in children:
+        cases.skipped.append(test_id)
+    else:
+        cases.passed.append(test_id)
 
 
 def classify(
@@ -119,6 +121,13 @@ def classify(
         return _error("code-not-under-test", f"the tests imported the tree's own package from elsewhere: {where}", "")
     if cases is None:
         return _without_junit(rc, output, in_src)
+    return _from_cases(rc, cases, output, worktree, code_paths, in_src)
+
+
+def _from_cases(
+    rc: int | None, cases: Cases, output: str, worktree: str, code_paths: Sequence[str], in_src: Sequence[str]
+) -> Classified:
+    """The tests' own outcomes decide, unless pytest itself says the run did not happen."""
     if rc in (3, 4):  # pytest's internal or usage error: whatever the XML says, the run did not happen
         kind, text = _PYTEST_EXIT[rc], "\n".join([*cases.messages.values(), output])
         return _conftest_error(text, in_src) if _CONFTEST in text else _error(kind, f"exit code {rc} ({kind})", text)
@@ -147,6 +156,10 @@ def _without_junit(rc: int | None, output: str, in_src: Sequence[str]) -> Classi
     module = _NO_MODULE.search(output)
     if module:
         return _missing_module(module.group(1), output, in_src)
+    return _exit_code(rc, output, in_src)
+
+
+def _exit_code(rc: int | None, output: str, in_src: Sequence[str]) -> Classified:
     if rc == 5:
         return Classified("no-tests", reason="no tests collected")
     if _CONFTEST in output:
@@ -226,11 +239,9 @@ def explain(output: str) -> str:
     return "\n".join((explaining or lines[-_MAX_EXPLAIN:])[:_MAX_EXPLAIN])
 
 
-def settle(kind: str, reason: str, command: str = "") -> str:
-    """What would let the tests decide, for a harness error of ``kind``.
-
-    ``command``: the test command as run; when it already runs ggstack's own
-    interpreter (``{python}``), "use {python}" is no advice: install into that one."""
+def how_to_settle(kind: str, reason: str, command: str = "") -> str:
+    """What would let the tests decide, for a harness error of ``kind``. Where ``command``
+    already runs ggstack's own interpreter, "use {python}" is no advice: install into that one."""
     what = reason.removeprefix("No module named ").strip() if kind == "missing-module" else ""
     if kind == "missing-module" and sys.executable in command.split():
         return f"install {what or 'it'} where the tests run ({sys.executable}, which the test command runs)"
