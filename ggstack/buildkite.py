@@ -1,15 +1,7 @@
-"""The test shards as a Buildkite pipeline (``ggstack test --matrix --ci buildkite``).
-
-A fork that follows an upstream whose GPU CI runs on Buildkite has GPU agent
-queues there, not GitHub Actions runners. So the same plan that gives the
-Actions matrix (``testing.shards.matrix``: one entry a job, ``--shard K/N``) is
-written as steps for ``buildkite-agent pipeline upload``: a step a shard, GPU
-shards on the agent queue stack.toml names (``tests.gpu_queue``), each leaving
-its results as an artifact; then one step that reads them back, merges them
-(``test --merge``, as the Actions workflow does) and leaves the Run and the
-per-patch commits as artifacts for the privileged step, which a fork keeps in
-its own ``.buildkite/pipeline.yml`` (docs/bot.md, "Buildkite"), never in what this
-emits: what a build uploads cannot be the step that holds the token.
+"""The test shards as a Buildkite pipeline (``--matrix --ci buildkite``), for a fork whose GPU
+agents are there: a step a shard (GPU ones on ``tests.gpu_queue``), each leaving its results as
+an artifact, then a merge step leaving the Run and the bundle. The privileged step stays in the
+fork's own ``.buildkite/pipeline.yml`` (docs/bot.md): what a build uploads never holds a token.
 """
 
 from __future__ import annotations
@@ -31,7 +23,6 @@ _MINUTES_OVER = 30  # a step's time limit over its test runs' (install, checkout
 def pipeline(
     repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The pipeline (as JSON, which ``pipeline upload`` reads as YAML) of ``run``'s test jobs on its base."""
     entries = shards.matrix(repo, stack, run, gpu=gpu, only=only)["include"]
     cfg = stack.config.tests
     common = ["ggstack", "test", stack.name, "--onto", run.base, *(f"--only={o}" for o in only)]
@@ -89,7 +80,6 @@ def pipeline(
 
 
 def _command(common: Sequence[str], *args: str) -> str:
-    """One shell command line; every ``$`` doubled, so Buildkite's upload leaves it to the shell.
-    The results glob is left unquoted for the shell to expand."""
+    """Every ``$`` doubled, so Buildkite's upload leaves it to the shell; the results glob unquoted."""
     words = [w if w.endswith("/*.json") else shlex.quote(w) for w in (*common, *args)]
     return " ".join(words).replace("$", "$$")

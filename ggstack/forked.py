@@ -22,9 +22,8 @@ U = TypeVar("U")
 
 
 def map_in_forks(fn: Callable[[U], T], parts: Sequence[U], in_child: Callable[[], None]) -> list[T]:
-    """``[fn(p) for p in parts]``: every part but the first in a process forked for it, the first
-    here meanwhile. ``in_child`` gives a child long-lived processes of its own (git's
-    ``cat-file --batch``) where it would share the parent's pipes."""
+    """The first part runs here meanwhile. ``in_child`` gives a child long-lived processes of its own
+    (git's ``cat-file --batch``) where it would share the parent's pipes."""
     # A fork copies the process, not its threads: with another thread at work, the parts run here.
     if len(parts) <= 1 or not hasattr(os, "fork") or threading.active_count() > 1:
         return [fn(p) for p in parts]
@@ -76,8 +75,7 @@ def _fork(fn: Callable[[U], T], part: U, in_child: Callable[[], None], lifeline:
 
 
 def _end_with_the_parent(lifeline: int) -> None:
-    """A child's watch: the parent killed (a CI job cancelled, ``timeout``), nothing is left
-    computing for nobody. The pipe's write end is the parent's alone: its end is end of file here."""
+    """The parent killed (a CI job cancelled), nothing is left computing for nobody."""
     while os.read(lifeline, 1):
         pass
     os._exit(1)
@@ -102,7 +100,6 @@ def _collect(pid: int, fd: int) -> Any:
 
 
 def _end(pid: int, fd: int, *, kill: bool) -> None:
-    """Close the child's pipe and reap it (``kill``: end it first, the caller is failing)."""
     os.close(fd)
     try:
         if kill:

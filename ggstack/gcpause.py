@@ -15,9 +15,8 @@ from collections.abc import Iterator
 
 @contextlib.contextmanager
 def paused(*, keep: bool = False) -> Iterator[None]:
-    """No cyclic collection inside the block. ``keep``: what exists when it ends lives to the
-    end of the process (start-up's modules, classes, command table), so it is frozen out of the
-    collector's sight (``gc.freeze``) rather than walked by the first collection after."""
+    """``keep``: what exists at the end lives as long as the process (start-up's modules and classes):
+    frozen out of sight (``gc.freeze``), not walked by the first collection after."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -17,9 +17,6 @@ U = TypeVar("U")
 
 
 class Pending(Generic[T]):
-    """``fn(*args)`` running on a thread of its own; ``result()`` waits for it and returns its
-    value, or raises what it raised."""
-
     def __init__(self, fn: Callable[..., T], *args: Any) -> None:
         self._value: T | None = None
         self._error: BaseException | None = None
@@ -40,7 +37,7 @@ class Pending(Generic[T]):
 
 
 def cores() -> int:
-    """The cores this process may run on (its affinity, where a job runner limits it)."""
+    """Its affinity, where a job runner limits it."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -48,8 +45,7 @@ def cores() -> int:
 
 
 def map_on_threads(fn: Callable[[U], T], items: Sequence[U], workers: int) -> list[T]:
-    """``[fn(x) for x in items]``, on at most ``workers`` threads; the first item's exception
-    (in the order of ``items``) is raised once all have run."""
+    """The first item's exception (in the order of ``items``) is raised once all have run."""
     if len(items) <= 1 or workers <= 1:
         return [fn(x) for x in items]
     out: list[Any] = [None] * len(items)

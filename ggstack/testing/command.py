@@ -1,7 +1,5 @@
-"""One run of a job's test command on one of its trees, in a checkout of its own.
-
-pytest is asked for JUnit XML and a rootdir of the checkout's own, whatever the command looks
-like; what the run leaves running is killed; then ``results.classify`` says what it means.
+"""One run of a job's test command on one of its trees, in a checkout of its own: pytest is
+made to write JUnit XML with the checkout as its rootdir, whatever the command looks like.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ def run_on_tree(
         junit, log = os.path.join(tmp, "junit.xml"), os.path.join(tmp, "output.log")
         env, imports = _env(stack, wt, tmp, junit, git_config, collect_only)
         marker = f"{os.getpid()}-{os.path.basename(wt)}"
-        env[processes.MARKER] = marker
+        env[processes.RUN_MARKER] = marker
         started = time.monotonic()
         rc, timed_out = processes.run_group(job.command, wt, env, log, timeout, wt + ".pgid")
         seconds = round(time.monotonic() - started, 2)
@@ -77,7 +75,6 @@ def run_on_tree(
 def _env(
     stack: Stack, wt: str, tmp: str, junit: str, git_config: Mapping[str, str], collect_only: bool
 ) -> tuple[dict[str, str], str | None]:
-    """The run's environment, and where the imports plugin will write (``_watch_imports``)."""
     env = environment.base_env(stack)
     env["PYTHONPATH"] = wt + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     # The XML and a rootdir of the worktree's own, whatever the command looks like.
@@ -98,7 +95,6 @@ def _read_tail(log: str) -> str:
 
 
 def _fill(result: TestResult, said: results.Classified, cases: results.Cases | None, output: str) -> None:
-    """The per-test names, and for a failing run its output's tail and what explains it."""
     if cases:
         result.passed, result.failed, result.skipped, result.errors = (
             cases.passed,
@@ -137,7 +133,7 @@ def pytest_sessionfinish(session):
 
 
 def _watch_imports(wt: str, tmp: str, env: dict[str, str]) -> str | None:
-    """Where the plugin will say where the tree's src/ packages came from (None: no src layout)."""
+    """Where the plugin will write (None: no src layout)."""
     src = os.path.join(wt, "src")
     names = sorted(
         name.removesuffix(".py")

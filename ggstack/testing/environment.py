@@ -1,9 +1,6 @@
-"""What a patch's test command sees: its command line, its environment, its git config.
-
-A patch's tests are the patch's code, and what they print lands in the Run: so their
-environment is built from an allow-list, never from ggstack's own (docs/commands/test.md, "the
-environment"), no credential reaches them in any form (``secrets``), and their git config is a
-copy of the user's without what hands out a credential.
+"""What a patch's test command sees. Its tests are the patch's code and what they print lands
+in the Run: their environment is an allow-list, never ggstack's own, and no credential reaches
+them in any form, in their git config neither.
 """
 
 from __future__ import annotations
@@ -46,19 +43,22 @@ def expand(command: str, tests: Sequence[str]) -> str:
 
 
 def base_env(stack: Stack) -> dict[str, str]:
-    """The tests' environment, by allow-list: nothing that points git at the user's repository,
-    and HOME is a scratch directory of the run's own unless stack.toml's ``tests.home = "user"``."""
+    """HOME is a scratch directory of the run's own unless stack.toml's ``tests.home = "user"``."""
     cfg = stack.config.tests
-    named = {n for n in cfg.pass_env if not n.endswith("*")} | _PASSED_ENV
-    prefixes = (*_PASSED_PREFIXES, *(n[:-1] for n in cfg.pass_env if n.endswith("*")))
-    env = {k: v for k, v in os.environ.items() if (k in named or k.startswith(prefixes)) and _may_pass(k, v)}
+    named, prefixes = _allow_list(cfg.pass_env)
+    env = {k: v for k, v in os.environ.items() if (k in named or k.startswith(prefixes)) and _no_credential(k, v)}
     if cfg.home == "user" and "HOME" in os.environ:
         env["HOME"] = os.environ["HOME"]
     env.update(dict(cfg.env))
     return env
 
 
-def _may_pass(name: str, value: str) -> bool:
+def _allow_list(pass_env: Sequence[str]) -> tuple[set[str], tuple[str, ...]]:
+    named = {n for n in pass_env if not n.endswith("*")} | _PASSED_ENV
+    return named, (*_PASSED_PREFIXES, *(n[:-1] for n in pass_env if n.endswith("*")))
+
+
+def _no_credential(name: str, value: str) -> bool:
     return not secrets.credential_name(name) and not secrets.has_userinfo(value)
 
 
@@ -81,8 +81,7 @@ def interpreter(command: str, env: dict[str, str]) -> str:
 
 
 def own_git_config() -> dict[str, str]:
-    """The user's global and system git config as a test run gets them: every setting but
-    those that hand out a credential (``secrets.credential_setting``), includes read in; by variable."""
+    """The user's global and system git config, includes read in, less what hands out a credential."""
     home = os.path.expanduser("~")
     found = {
         "GIT_CONFIG_GLOBAL": [os.environ.get("GIT_CONFIG_GLOBAL", ""), os.path.join(home, ".gitconfig")],
@@ -101,9 +100,8 @@ def _kept_setting(key: str, value: str | None) -> bool:
 
 
 def git_config_copies(tmp: str, texts: Mapping[str, str], *, home: bool) -> dict[str, str]:
-    """The run's copies of the git config (``own_git_config``): the same identity and settings,
-    but a ``git config --global`` there changes only the copy; with ``home``, a scratch HOME
-    whose ``.gitconfig`` is the global copy."""
+    """Copies of the git config for one run, so that its ``git config --global`` changes only the copy
+    (``home``: in a scratch HOME)."""
     env = {}
     if home:
         env["HOME"] = os.path.join(tmp, "home")

@@ -1,8 +1,6 @@
-"""What a patch's test runs say about it: broken, needed, represented, or nothing.
-
-Only tests that ran and failed count (docs/judgement.md, "Tests as evidence"): a run that
-could not run or was skipped decides nothing, and a test failing on the base, the old base
-and with the patch alike is the environment's failure, reported as pre-existing.
+"""What a patch's test runs say about it (docs/judgement.md, "Tests as evidence"): only tests
+that ran and failed count; one failing with and without the patch and on the old base alike is
+the environment's, reported as pre-existing.
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ class Judgement:
 
 
 def judge_kind(kind: str, runs: dict[str, TestResult], own: Collection[str] = ()) -> Judgement:
-    """What one kind's three runs say about a patch. A test the patch adds or changes (``own``)
-    is never pre-existing: its failure everywhere is the patch's to answer for."""
+    """A test the patch adds or changes (``own``) is never pre-existing: its failure is the patch's."""
     patched, base, old = runs.get("patched"), runs["base"], runs.get("old-base")
     seen = set(patched.failed) if patched is not None else set()
     pre = tuple(
@@ -45,9 +42,7 @@ def judge_kind(kind: str, runs: dict[str, TestResult], own: Collection[str] = ()
 
 
 def combine(judgements: Sequence[Judgement]) -> str:
-    """One judgement of the kinds: broken, then needed (any test failing without the patch
-    means the base lacks something), then represented, could-not-run, inconclusive. A kind that
-    could not decide does not overrule one that did; it stays in the evidence (``pending``)."""
+    """The kinds' judgements as one: one that could not decide does not overrule one that did."""
     kinds = {j.kind for j in judgements}
     for kind in ("broken", "needed", "represented", *UNDECIDED):
         if kind in kinds:
@@ -86,16 +81,8 @@ def _judge_patched(kind: str, patched: TestResult, pre: set[str]) -> Judgement |
 
 
 def _judge_base(kind: str, base: TestResult, passing: set[str] | None, pre: set[str]) -> Judgement | None:
-    """The base without the patch: failing what passes with it is "needed"."""
-    # Only tests seen failing: one that did not run on the base (``-x`` stopped it) is no evidence.
-    failing = [t for t in base.failed if t not in pre and (passing is None or t in passing)] or [
-        t for t in base.failed if t not in pre
-    ]
-    if base.status == "failed" and failing:
-        how = "and pass with it" if passing is not None else "(the patch does not apply, so they were not run with it)"
-        return Judgement(
-            "needed", tuple(failing), f"{kind} tests fail on the base without the patch {how}: {_names(failing)}"
-        )
+    if base.status == "failed" and (needed := _needed(kind, base, passing, pre)):
+        return needed
     if base.status in COULD_NOT_RUN:
         return _could_not_run(kind, base)
     if base.status in ("skipped", "not-run"):
@@ -105,8 +92,20 @@ def _judge_base(kind: str, base: TestResult, passing: set[str] | None, pre: set[
     return None
 
 
+def _needed(kind: str, base: TestResult, passing: set[str] | None, pre: set[str]) -> Judgement | None:
+    # Only tests seen failing: one that did not run on the base (``-x`` stopped it) is no evidence.
+    failing = [t for t in base.failed if t not in pre and (passing is None or t in passing)] or [
+        t for t in base.failed if t not in pre
+    ]
+    if not failing:
+        return None
+    how = "and pass with it" if passing is not None else "(the patch does not apply, so they were not run with it)"
+    return Judgement(
+        "needed", tuple(failing), f"{kind} tests fail on the base without the patch {how}: {_names(failing)}"
+    )
+
+
 def _could_not_run(kind: str, r: TestResult) -> Judgement:
-    """A harness error: the reason, where, and what would settle it."""
     why = r.reason or r.status
     return Judgement(
         "could-not-run",
@@ -128,7 +127,7 @@ def _skipped(kind: str, r: TestResult) -> Judgement:
 
 
 def _judge_control(kind: str, base: TestResult, old: TestResult | None, pre: set[str]) -> Judgement:
-    """The tests pass on the base without the patch: does the old base (the control) fail them?"""
+    """The tests pass without the patch: does the old base (the control) fail them?"""
     if old is not None and old.status == "failed" and not set(old.failed) - pre:
         return Judgement("none", (), f"{kind} tests: only pre-existing failures on the old base: no behaviour evidence")
     if old is None or old.status != "failed":
@@ -137,6 +136,10 @@ def _judge_control(kind: str, base: TestResult, old: TestResult | None, pre: set
             (),
             f"{kind} tests pass on the base without the patch, but {_no_control(old)}: no behaviour evidence",
         )
+    return _represented(kind, base, old, pre)
+
+
+def _represented(kind: str, base: TestResult, old: TestResult, pre: set[str]) -> Judgement:
     shown = [t for t in base.passed if t in old.failed] or [t for t in old.failed if t not in pre]
     return Judgement(
         "represented",
@@ -146,7 +149,6 @@ def _judge_control(kind: str, base: TestResult, old: TestResult | None, pre: set
 
 
 def _no_control(old: TestResult | None) -> str:
-    """Why the old base tells nothing: it passes too, or it did not run."""
     if old is not None and old.status == "passed":
         return "the control: pass on the old base too, so they cannot tell the change apart"
     return f"the control on the old base did not run ({_why(old) if old else 'not run'})"

@@ -1,8 +1,5 @@
-"""Whether this machine has a GPU the tests can use (``--gpu auto|require|off``).
-
-GPU tests on a machine without one are skipped, so they decide nothing: a patch is then held,
-never called needed or represented on a CPU runner's word. nvidia-smi answers first; without it,
-torch in the tests' own environment does, where a GPU driver is there to ask.
+"""Whether the tests have a GPU (``--gpu``). GPU tests without one are skipped, so the patch is
+held, never judged on a CPU runner's word. nvidia-smi answers first, else torch where a driver is.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ def check_gpu_mode(gpu: str) -> None:
 
 
 def detect_gpu(stack: Stack) -> tuple[bool, str]:
-    """(present, how it was found out): nvidia-smi, else torch.cuda in the tests' environment."""
+    """(present, how it was found out)."""
     env = environment.base_env(stack)
     listed, said = _nvidia_smi(env)
     if listed:
@@ -45,7 +42,6 @@ def detect_gpu(stack: Stack) -> tuple[bool, str]:
 
 
 def _nvidia_smi(env: dict[str, str]) -> tuple[str, str]:
-    """(the first GPU it lists, or ""; what it said when it listed none)."""
     smi = shutil.which("nvidia-smi", path=env.get("PATH"))
     if not smi:
         return "", "nvidia-smi: not found"
@@ -60,7 +56,6 @@ def _nvidia_smi(env: dict[str, str]) -> tuple[str, str]:
 
 
 def _torch(python: str, env: dict[str, str]) -> tuple[bool, str]:
-    """Whether torch sees a GPU, and what it said."""
     try:
         proc = processes.ask([python, "-c", _TORCH_PROBE], env, timeout=300)
     except (OSError, subprocess.TimeoutExpired):

@@ -1,9 +1,6 @@
-"""Which of a patch's tests run, and on which three trees (``ggstack test``, its matrix and shards).
-
-Each patch that changes a test file gets a job a kind (cpu, gpu): its test files on the base
-without the patch, on the base with it, and on its old base (the control), each tree made in
-memory. The local run, the CI matrix and its shards all start from ``plan_jobs``, so a sharded
-run tests what a local one would.
+"""Which tests of a patch run, on which trees: a job a kind (cpu, gpu), run on the base without
+the patch, on the base with it, and on its old base (the control), each tree made in memory.
+The local run and CI's shards plan alike, so a sharded run tests what a local one would.
 """
 
 from __future__ import annotations
@@ -23,17 +20,15 @@ LABELS = {"base": "base + tests", "patched": "base + patch", "old-base": "old ba
 
 @dataclass(frozen=True)
 class TestTree:
-    """One of a job's three trees; ``tree`` None when it cannot be made (``reason``)."""
-
     where: str  # base | patched | old-base
-    tree: str | None
+    tree: str | None  # None where it cannot be made: ``reason`` says why
     parent: str | None  # the commit the worktree's scratch commit sits on
     reason: str = ""
 
 
 @dataclass(frozen=True)
 class Job:
-    """One patch × one test kind: a matrix entry, run as up to three runs."""
+    """A matrix entry: one patch, one kind of tests."""
 
     id: str  # "0001-fix-add-cpu"
     patch: str  # the Outcome's name
@@ -99,7 +94,6 @@ def own_tests(patch_diff: str, tests: Collection[str]) -> tuple[str, ...]:
 def plan_jobs(
     repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()
 ) -> list[Job]:
-    """The jobs of a run: each tested patch × {cpu, gpu}, in stack order."""
     check_gpu_mode(gpu)
     cfg = stack.config.tests
     wanted = {stack.find(key).name for key in only} if only else None
@@ -114,7 +108,6 @@ def plan_jobs(
 
 
 def _testable(run: Run, patches: Mapping[str, Patch], wanted: set[str] | None) -> set[str]:
-    """The patches of the Run that get jobs (when they have test files): in the stack, replayed, asked for."""
     return {
         o.name
         for o in run.outcomes
@@ -124,22 +117,22 @@ def _testable(run: Run, patches: Mapping[str, Patch], wanted: set[str] | None) -
     }
 
 
-def _replayed(o: Outcome) -> bool:
-    return o.applied is Applied.APPLIED and bool(o.commit)
+def _replayed(o: Outcome) -> str | None:
+    return o.commit if o.applied is Applied.APPLIED and o.commit else None
 
 
 def _starts(repo: git.Repository, run: Run, chosen: set[str]) -> list[tuple[Outcome, str]]:
-    """Each chosen patch with the commit its trees start from: its replayed parent, or the tip
-    apply had reached where it did not replay."""
+    """Where each chosen patch's trees start: its replayed parent, or apply's tip where it did not replay."""
     # The replayed commits' parents in one process (not a round trip a patch).
-    commits = repo.read_commits(o.commit for o in run.outcomes if o.name in chosen and _replayed(o) and o.commit)
+    commits = repo.read_commits(c for o in run.outcomes if o.name in chosen and (c := _replayed(o)))
     starts = []
     tip = run.base  # the tree each patch was replayed onto, as apply advanced it
     for o in run.outcomes:
+        replayed = _replayed(o)
         if o.name in chosen:
-            starts.append((o, _parent(repo, commits, o.commit) if _replayed(o) and o.commit else tip))
-        if _replayed(o) and o.commit and o.verdict is not Verdict.REPRESENTED:
-            tip = o.commit  # check leaves represented patches out of the tip it judges on
+            starts.append((o, _parent(repo, commits, replayed) if replayed else tip))
+        if replayed and o.verdict is not Verdict.REPRESENTED:
+            tip = replayed  # check leaves represented patches out of the tip it judges on
     return starts
 
 
@@ -152,7 +145,6 @@ def _jobs(
     original: replay.Pick | None,
     kinds: Sequence[tuple[str, str]],
 ) -> list[Job]:
-    """One patch's jobs: one a kind that has a command, when the patch has test files."""
     trees, tests = _trees(repo, stack, patch, o, start, original)
     if not tests:
         return []
@@ -177,7 +169,6 @@ def _parent(repo: git.Repository, commits: Mapping[str, git.CommitInfo], commit:
 def _trees(
     repo: git.Repository, stack: Stack, patch: Patch, o: Outcome, start: str, original: replay.Pick | None
 ) -> tuple[tuple[TestTree, ...], tuple[str, ...]]:
-    """The three trees of one patch, and its test files (added or changed, not deleted)."""
     replayed = o.commit if o.applied is Applied.APPLIED else None
     patched = replayed or (start if o.applied is Applied.EMPTY else None)
     source = replayed or (original.commit if original else None) or patched
@@ -190,7 +181,6 @@ def _trees(
 
 
 def _test_entries(repo: git.Repository, stack: Stack, patch: Patch, source: str | None) -> dict[str, tuple[str, str]]:
-    """The patch's test files as ``source`` has them (a deleted one is not there)."""
     candidates = [p for p in patch.paths if is_test_path(p, stack.config.tests.paths)]
     if source is None or not candidates:
         return {}
@@ -207,7 +197,6 @@ def _patched_tree(repo: git.Repository, patched: str | None, start: str) -> Test
 def _old_base_tree(
     repo: git.Repository, patch: Patch, original: replay.Pick | None, tests: tuple[str, ...]
 ) -> TestTree:
-    """The control: the patch's original parent with its test files."""
     if original and original.commit and original.parent:
         old_entries = repo.ls_tree(repo.resolve(original.commit, "tree"), list(tests))
         return TestTree("old-base", _overlay(repo, original.parent, old_entries), original.parent)
@@ -221,11 +210,9 @@ def _old_base_tree(
 def _base_tree(
     repo: git.Repository, start: str, tests: dict[str, tuple[str, str]], original: replay.Pick | None
 ) -> str:
-    """The base with the patch's test files. From a replayed commit they are the merge already;
-    from the patch's own commit (its replay conflicted) they are its old parent's files: the
-    patch's test changes are then merged onto the base's files as a cherry-pick would (at its
-    parent), so the base run sees the base's tests plus the patch's — and where they conflict,
-    the base's own file. Its stale whole file would fail tests the base has since changed."""
+    """From the patch's own commit (its replay conflicted), the test files are merged onto the base
+    as a cherry-pick would, the base's file kept where they conflict: a stale whole file would fail
+    tests the base has since changed."""
     if original is None or not original.commit or not original.parent:
         return _overlay(repo, start, tests)
     only_tests = repo.edit_tree(repo.resolve(original.parent, "tree"), dict(tests))
@@ -240,5 +227,4 @@ def _base_tree(
 
 
 def _overlay(repo: git.Repository, commit: str, entries: dict[str, tuple[str, str]]) -> str:
-    """``commit``'s tree with ``entries`` (the test files) written over it."""
     return repo.edit_tree(repo.resolve(commit, "tree"), dict(entries))

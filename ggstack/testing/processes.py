@@ -1,9 +1,6 @@
-"""The processes a test run starts, and the end of everything they leave running.
-
-A patch's test command runs in a session of its own, killed whole on a timeout and after it
-exits; what escaped its group (``setsid sleep 302 &``) is found by a marker in its environment
-and killed too, and so is what a ggstack that died left behind. The one place under
-``testing`` that starts a process.
+"""The test command in a session of its own, killed whole on a timeout and after it exits, and
+whatever escaped its group (``setsid sleep 302 &``), found by a marker in its environment.
+The one module under ``testing`` that starts a process.
 """
 
 from __future__ import annotations
@@ -14,20 +11,18 @@ import signal
 import subprocess
 from collections.abc import Callable
 
-MARKER = "GGSTACK_TEST_RUN"  # in the environment of every process a test run starts: "<ggstack pid>-<tree dir>"
+RUN_MARKER = "GGSTACK_TEST_RUN"  # in the environment of every process a test run starts: "<ggstack pid>-<tree dir>"
 _KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a timed-out group
 
 
 def ask(argv: list[str], env: dict[str, str], *, timeout: float) -> subprocess.CompletedProcess[str]:
-    """A probe's answer, its output as text (nvidia-smi, torch, the installed distributions)."""
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def run_group(
     command: str, cwd: str, env: dict[str, str], log_path: str, timeout: float, pgid_path: str
 ) -> tuple[int | None, bool]:
-    """``command`` in a session of its own: (exit code, timed out). Whatever it
-    started is killed with it, on a timeout and after a normal exit alike."""
+    """(exit code, timed out)."""
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             ["/bin/sh", "-c", command],
@@ -67,8 +62,7 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 
 def sweep(owned: Callable[[str], bool]) -> list[str]:
-    """Kill every process whose environment carries a test-run marker that ``owned`` claims,
-    even outside its process group; what was killed, as "pid command"."""
+    """What was killed, as "pid command"."""
     killed: list[str] = []
     for _ in range(3):  # a process may fork while the first pass runs
         found = [pid for pid in _proc_entries() if _marked(pid, owned)]
@@ -89,14 +83,13 @@ def _marked(pid: str, owned: Callable[[str], bool]) -> bool:
             environ = f.read()
     except OSError:
         return False
-    prefix = MARKER.encode() + b"="
+    prefix = RUN_MARKER.encode() + b"="
     marks = [item[len(prefix) :].decode("utf-8", "replace") for item in environ.split(b"\0") if item.startswith(prefix)]
     return any(owned(m) for m in marks)
 
 
 def kill_leftover_group(path: str) -> None:
-    """Kill the process group recorded beside worktree ``path``, but only if it still works
-    there (a pid can be reused; a process whose cwd is in our worktree is ours)."""
+    """Only where the group still works in ``path``: a pid can be reused."""
     try:
         with open(path + ".pgid") as f:
             pgid = int(f.read().strip())

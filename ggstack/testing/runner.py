@@ -1,9 +1,6 @@
-"""Every run of a set of jobs, each read from the result cache where it can be.
-
-The cache key holds what can change a result short of the network: the tree, the command, the
-interpreter it runs and a digest of the distributions that interpreter sees (so installing
-pytest or a new torch reruns), the tests' environment and, for GPU tests, whether there is a
-GPU. GPU tests on a machine without one are only collected, to tell "skipped" from "none".
+"""Every run of a set of jobs, each from the result cache where its key allows: the tree, the
+command, its interpreter and the distributions that one sees (installing pytest or a new torch
+reruns), the tests' environment, and for GPU tests whether there is a GPU.
 """
 
 from __future__ import annotations
@@ -42,12 +39,11 @@ def execute(
     parallel: int = 1,
     use_cache: bool = True,
 ) -> tuple[dict[str, list[TestResult]], str | None]:
-    """Every run of ``jobs`` (cache first, unless ``use_cache`` is off); (results by job id, what GPU there was).
-    ``parallel`` CPU runs at once; GPU runs one at a time, as they share the one device."""
+    """(results by job id, the Run's ``gpu``). GPU runs one at a time: they share the one device."""
     check_gpu_mode(gpu)
     worktrees.prune_leftovers(repo)
     present, why, gpu_state = _gpu_here(stack, jobs, gpu)
-    runner = Runner(repo, stack, present, use_cache)
+    runner = CachingRunner(repo, stack, present, use_cache)
     steps = _Steps(sum(len(j.trees) for j in jobs), progress)
     results: dict[str, list[TestResult]] = {}
     deferred: list[tuple[Job, int, TestTree]] = []  # CPU runs for the pool
@@ -72,7 +68,6 @@ def execute(
 
 
 def _gpu_here(stack: Stack, jobs: Sequence[Job], mode: str) -> tuple[bool, str, str | None]:
-    """(a GPU present, how that was found out, the Run's ``gpu``); asked only where it matters."""
     if not (mode == "require" or (mode == "auto" and any(j.kind == "gpu" for j in jobs))):
         return False, "", "off" if mode == "off" else None
     present, why = detect_gpu(stack)
@@ -82,7 +77,7 @@ def _gpu_here(stack: Stack, jobs: Sequence[Job], mode: str) -> tuple[bool, str, 
 
 
 def _run_side_by_side(
-    runner: Runner,
+    runner: CachingRunner,
     runs: Sequence[tuple[Job, int, TestTree]],
     parallel: int,
     results: dict[str, list[TestResult]],
@@ -114,7 +109,7 @@ def not_run(job: Job, tt: TestTree, reason: str, *, status: str = "not-run") -> 
 
 
 def _restored(job: Job, tt: TestTree, stored: dict[str, Any] | None) -> TestResult | None:
-    """A result read from the cache; None where there is none or it is not one (it is run again)."""
+    """None where the stored entry is not a result: it is run again."""
     if stored is None or not isinstance(stored.get("status"), str) or not stored.keys() <= _KEPT:
         return None
     if not all(_fits(getattr(_SHAPE, k), v) for k, v in stored.items()):
@@ -123,25 +118,20 @@ def _restored(job: Job, tt: TestTree, stored: dict[str, Any] | None) -> TestResu
 
 
 def _fits(want: object, v: object) -> bool:
-    """``v`` has the type of a TestResult field whose default is ``want``."""
     if isinstance(want, list):
         return isinstance(v, list) and all(isinstance(x, str) for x in v)
     return isinstance(v, type(want)) or (isinstance(want, float) and type(v) is int)
 
 
-class Runner:
-    """Runs one tree's tests, or reads them from the cache, for one ``execute``; the
-    distributions are read once per interpreter."""
-
+class CachingRunner:
     def __init__(self, repo: git.Repository, stack: Stack, gpu_present: bool, use_cache: bool) -> None:
         self.repo, self.stack, self.gpu_present = repo, stack, gpu_present
         self.results = cache.Entries(repo, "tests", version=CACHE_VERSION, read=use_cache)
-        self._digests: dict[str, str] = {}
+        self._digests: dict[str, str] = {}  # by interpreter: read once an execute
         self._lock = threading.Lock()
         self._git_config: dict[str, str] | None = None
 
     def git_config(self) -> dict[str, str]:
-        """The test runs' git config (``own_git_config``), read once for the whole ``execute``."""
         with self._lock:
             if self._git_config is None:
                 self._git_config = environment.own_git_config()
@@ -162,8 +152,8 @@ class Runner:
         return result
 
     def without_gpu(self, job: Job, why: str) -> list[TestResult]:
-        """GPU tests without a GPU: skipped (so inconclusive) where the patch has any, found by
-        collecting them; "no-tests" where it has none, so that it is not held for want of a GPU."""
+        """Collected, not run: "skipped" (inconclusive) where the patch has GPU tests, "no-tests"
+        where it has none, so that it is not held for want of a GPU."""
         tt = _probed_tree(job)
         if tt is None:
             return [not_run(job, t, t.reason) for t in job.trees]
@@ -200,7 +190,6 @@ class Runner:
 
 
 def _probed_tree(job: Job) -> TestTree | None:
-    """The tree GPU tests are collected on: the patched one, else any that was made."""
     return next((t for t in job.trees if t.where == "patched" and t.tree), None) or next(
         (t for t in job.trees if t.tree), None
     )
@@ -214,7 +203,6 @@ _DISTRIBUTIONS_PROBE = (
 
 
 def distributions_digest(python: str, env: dict[str, str]) -> str:
-    """A digest of the distributions ``python`` can import (importlib.metadata), and its version."""
     try:
         proc = processes.ask([python, "-c", _DISTRIBUTIONS_PROBE], env, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:

@@ -1,8 +1,5 @@
-"""The test jobs spread over CI machines, and their results merged back into one Run.
-
-``--matrix`` lists the jobs for GitHub Actions (Buildkite: ``buildkite.py``), ``--shard``
-runs some of them and writes a results document, ``--merge`` folds the documents into the Run
-as a local ``test`` would have, refusing results run on other trees than this base gives.
+"""The test jobs spread over CI machines (``--matrix``, ``--shard``) and merged back into one Run
+(``--merge``) as a local ``test`` would have made it, refusing results run on other trees.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ RESULTS_FORMAT = "ggstack-test-results"
 def matrix(
     repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The job list for GitHub Actions ``strategy.matrix: ${{ fromJSON(...) }}``."""
+    """For GitHub Actions' ``strategy.matrix: ${{ fromJSON(...) }}``."""
     jobs = plan_jobs(repo, stack, run, gpu=gpu, only=only)
     n = len(jobs)
     return {
@@ -55,7 +52,6 @@ def shard(
     progress: Progress | None = None,
     use_cache: bool = True,
 ) -> dict[str, Any]:
-    """Run one matrix entry (``job_id``) or every N-th (``part`` = (K, N)); the results document."""
     chosen = _chosen(plan_jobs(repo, stack, run, gpu=gpu, only=only), part, job_id)
     results, gpu_state = execute(repo, stack, chosen, gpu=gpu, progress=progress, use_cache=use_cache)
     return {
@@ -79,13 +75,19 @@ def shard(
 
 def _chosen(jobs: list[Job], part: tuple[int, int] | None, job_id: str | None) -> list[Job]:
     if job_id is not None:
-        chosen = [j for j in jobs if j.id == job_id]
-        if not chosen:
-            known = ", ".join(j.id for j in jobs) or "none"
-            raise UserError(f"no test job {job_id!r} for this stack and base (jobs: {known}; see --matrix)")
-        return chosen
-    if part is None:
-        return jobs
+        return _the_job(jobs, job_id)
+    return jobs if part is None else _every_nth(jobs, part)
+
+
+def _the_job(jobs: list[Job], job_id: str) -> list[Job]:
+    chosen = [j for j in jobs if j.id == job_id]
+    if not chosen:
+        known = ", ".join(j.id for j in jobs) or "none"
+        raise UserError(f"no test job {job_id!r} for this stack and base (jobs: {known}; see --matrix)")
+    return chosen
+
+
+def _every_nth(jobs: list[Job], part: tuple[int, int]) -> list[Job]:
     k, n = part
     if not 1 <= k <= n:
         raise UserError(f"--shard {k}/{n}: K must be between 1 and N")
@@ -132,7 +134,6 @@ def merge(
     gpu: str = "auto",
     only: Sequence[str] = (),
 ) -> Run:
-    """Fold shards' results documents into ``run``, as ``test`` would have."""
     jobs = plan_jobs(repo, stack, run, gpu=gpu, only=only)
     by_id = {j.id: j for j in jobs}
     results: dict[str, list[TestResult]] = {}
@@ -172,7 +173,6 @@ def _entry_results(path: str, job: Job, entry: dict[str, Any]) -> list[TestResul
 
 
 def _merged_gpu(gpu: str, seen: Sequence[str | None]) -> str | None:
-    """The Run's ``gpu``: present only where every GPU shard had one."""
     if gpu == "off":
         return "off"
     if seen:

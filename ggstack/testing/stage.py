@@ -1,8 +1,5 @@
-"""The ``test`` stage: every job of a Run here, folded into the Run.
-
-Text can be fooled (a squash that rewrote the code, a refactor that kept the behaviour); a
-patch's own tests cannot. ``sync`` and the ``test`` command both run this; CI splits the same
-jobs over machines (``shards``).
+"""The ``test`` stage. Text can be fooled (a squash that rewrote the code, a refactor that kept the
+behaviour); a patch's own tests cannot.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ from ggstack.testing.verdict import fold_tests
 
 
 def checked_run(repo: git.Repository, stack: Stack, base_ref: str) -> Run:
-    """The Run ``test`` builds on: ``apply`` (no refs written), then ``check``."""
     from ggstack.check.stack import check_stack
 
     return check_stack(repo, stack, base_ref, run=replay.apply(repo, stack, base_ref, write=False))
@@ -34,8 +30,7 @@ def test(
     jobs: int = 1,
     use_cache: bool = True,
 ) -> Run:
-    """Every job here, folded into a copy of ``run``: ``jobs`` CPU test commands at once;
-    ``use_cache`` off reruns everything (and stores the new results)."""
+    """``jobs``: CPU test commands at once; ``use_cache`` off reruns everything."""
     planned = plan_jobs(repo, stack, run, gpu=gpu, only=only)
     results, gpu_state = execute(repo, stack, planned, gpu=gpu, progress=progress, parallel=jobs, use_cache=use_cache)
     tested = fold_tests(repo, run, planned, results, gpu_state, require_tests=stack.config.pr.require_tests)

@@ -1,7 +1,5 @@
-"""A patch's test results folded onto its text verdict (``check/rules.py``'s ``fold``).
-
-The local run and a merge of CI's shards end here alike, so they give the same Run. Folding
-twice is folding once: an earlier fold's tests are taken off first.
+"""A patch's test results folded onto its text verdict (``rules.fold``), for the local run and a
+merge of CI's shards alike. Folding twice is folding once.
 """
 
 from __future__ import annotations
@@ -24,9 +22,8 @@ def fold_tests(
     *,
     require_tests: bool = True,
 ) -> Run:
-    """A copy of ``run`` with each tested patch's results and the verdict they give.
-    ``require_tests`` (stack.toml ``pr.require_tests``): a patch the text calls needed whose
-    tests could not decide is held (``inconclusive``) rather than given a PR."""
+    """``require_tests`` (``pr.require_tests``): a patch the text calls needed whose tests could not
+    decide is held rather than given a PR."""
     run = run.copy()
     by_patch: dict[str, list[Job]] = {}
     for job in jobs:
@@ -45,7 +42,6 @@ def fold_tests(
 
 
 def _restore(o: Outcome) -> TextVerdict | None:
-    """The text verdict the tests fold onto; ``o`` is left without an earlier fold's tests."""
     folded = [e for e in o.evidence if e.kind == "tests"]
     if o.text is None and o.verdict is not None:
         o.text = _text_before(o, o.verdict, folded)
@@ -55,8 +51,7 @@ def _restore(o: Outcome) -> TextVerdict | None:
 
 
 def _text_before(o: Outcome, verdict: Verdict, folded: Sequence[Evidence]) -> TextVerdict | None:
-    """The text verdict of a Run that does not keep it: an older ggstack's, folded, kept it in
-    the tests' evidence; one never folded has it as its verdict."""
+    """A Run of an older ggstack kept it in the tests' evidence."""
     before = folded[0].data.get("before") if folded else None  # a Run of an older ggstack
     if isinstance(before, dict) and before.get("verdict"):
         text = TextVerdict(Verdict(before["verdict"]), Recommendation(before["recommendation"]), "")
@@ -72,7 +67,6 @@ def _text_before(o: Outcome, verdict: Verdict, folded: Sequence[Evidence]) -> Te
 def _apply(
     repo: git.Repository, o: Outcome, text: TextVerdict | None, judged: Sequence[tuple[Job, Judgement]], required: bool
 ) -> None:
-    """Fold one patch's judgements onto its text verdict (``rules.fold``)."""
     judgements = [j for _, j in judged]
     kind = combine(judgements)
     detail = "; ".join(j.detail for j in sorted(judgements, key=lambda j: j.kind != kind))  # the deciding kind first
@@ -105,29 +99,30 @@ def _tests_data(d: rules.Folded, judged: Sequence[tuple[Job, Judgement]], kind: 
         "tests": sorted({t for j in judgements if j.kind == kind for t in j.tests}),
         "runs": {jb.kind: jd.kind for jb, jd in judged},
         "agrees_with_text": d.agrees,
-        "settle": "; ".join(dict.fromkeys(j.settle for j in judgements if j.kind in UNDECIDED and j.settle)),
+        "settle": _settle(judgements),
         "pre_existing": sorted({t for j in judgements for t in j.pre_existing}),
     }
 
 
 def _pending(judged: Sequence[tuple[Job, Judgement]], kind: str) -> list[str]:
-    """The kinds that could not decide, where another kind did."""
     if kind in UNDECIDED:
         return []
     return sorted(jb.kind for jb, jd in judged if jd.kind in UNDECIDED)
 
 
+def _settle(judgements: Sequence[Judgement]) -> str:
+    return "; ".join(dict.fromkeys(j.settle for j in judgements if j.kind in UNDECIDED and j.settle))
+
+
 def _brought(o: Outcome) -> list[str]:
-    """The base commits blame found bringing the patch's lines, where the text evidence named
-    none as representing it: a base that redid a change its own way (a reverted pick done
-    again by a consolidating commit) is represented by that commit once its tests say so."""
+    """Where the text named no commit: a base that redid a change its own way (a reverted pick done
+    again by a consolidating commit) is represented by the commits blame found once its tests agree."""
     found = (e.commits for e in o.evidence if e.kind is Signal.BLAME and e.says is Says.PRESENT)
     return list(dict.fromkeys(c for commits in found for c in commits))
 
 
 def _candidates(repo: git.Repository, job: Job, limit: int = 5) -> list[str]:
-    """The commits between the old base and the base that touch the patch's
-    non-test files: where the behaviour most likely came from."""
+    """Where the behaviour most likely came from: commits since the old base touching the patch's code."""
     trees = {t.where: t for t in job.trees}
     old, base = trees["old-base"].parent, trees["base"].parent
     if not old or not base or not job.code_paths:

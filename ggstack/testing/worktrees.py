@@ -1,8 +1,6 @@
-"""The checkouts a test run happens in: a repository of its own under the git dir, one a run.
-
-A test reaches nothing of the user's (its git config, refs and stash are its checkout's own),
-and each checkout is named after the ggstack process that made it, so a later run can tell a
-dead run's leftovers from a live one's and clear them.
+"""The checkouts a test run happens in: a repository of its own under the git dir, so a test
+reaches nothing of the user's; named after the ggstack process that made it, so a later run can
+tell a dead run's leftovers from a live one's.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ GIT_LOCK = threading.Lock()  # one Repository (its object queue, its cat-file pr
 
 @contextlib.contextmanager
 def checkout(repo: git.Repository, tt: TestTree) -> Iterator[str]:
-    """A temporary checkout of ``tt.tree``, removed when the block ends."""
     with GIT_LOCK:
         root = repo.state_dir("worktrees")
         _stop_pytest_config_search(root)
@@ -41,9 +38,7 @@ def checkout(repo: git.Repository, tt: TestTree) -> Iterator[str]:
 
 
 def _stop_pytest_config_search(root: str) -> None:
-    """pytest looks for its config upwards from the tests; without this file a
-    worktree that has none would pick up the user's checkout's (the git dir
-    is inside it), conftest.py files included."""
+    """Else a checkout without a pytest config would take the user's (the git dir is inside it)."""
     path = os.path.join(root, "pytest.ini")
     if not os.path.exists(path):
         state.write_atomic(
@@ -52,7 +47,6 @@ def _stop_pytest_config_search(root: str) -> None:
 
 
 def prune_leftovers(repo: git.Repository) -> list[str]:
-    """Remove the worktrees (and kill the test processes) of ggstack runs that died."""
     root = repo.state_dir("worktrees")
     removed = []
     for name in sorted(os.listdir(root)):
@@ -71,7 +65,6 @@ def prune_leftovers(repo: git.Repository) -> list[str]:
 
 
 def _owner_dead(name: str) -> bool:
-    """A worktree's name or a process's marker starts with the pid of the ggstack that made it."""
     owner = name.split("-", 1)[0]
     return owner.isdigit() and not state.alive(int(owner))
 
