@@ -1,15 +1,7 @@
-"""The test shards as a Buildkite pipeline (``ggstack test --matrix --ci buildkite``).
-
-A fork that follows an upstream whose GPU CI runs on Buildkite has GPU agent
-queues there, not GitHub Actions runners. So the same plan that gives the
-Actions matrix (``testing.matrix``: one entry a job, ``--shard K/N``) is
-written as steps for ``buildkite-agent pipeline upload``: a step a shard, GPU
-shards on the agent queue stack.toml names (``tests.gpu_queue``), each leaving
-its results as an artifact; then one step that reads them back, merges them
-(``test --merge``, as the Actions workflow does) and leaves the Run and the
-per-patch commits as artifacts for the privileged step, which a fork keeps in
-its own ``.buildkite/pipeline.yml`` (docs/bot.md, "Buildkite"), never in what this
-emits: what a build uploads cannot be the step that holds the token.
+"""The test shards as a Buildkite pipeline (``--matrix --ci buildkite``), for a fork whose GPU
+agents are there: a step a shard (GPU ones on ``tests.gpu_queue``), each leaving its results as
+an artifact, then a merge step leaving the Run and the bundle. The privileged step stays in the
+fork's own ``.buildkite/pipeline.yml`` (docs/bot.md): what a build uploads never holds a token.
 """
 
 from __future__ import annotations
@@ -18,8 +10,9 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from ggstack import git, testing
+from ggstack import git
 from ggstack.model import Run, Stack
+from ggstack.testing import shards
 
 RESULTS_DIR = "ggstack-results"  # where each shard step leaves its results document
 RUN_DIR = "ggstack-run"  # where the merge step leaves the Run and the bundle for the privileged step
@@ -30,12 +23,11 @@ _MINUTES_OVER = 30  # a step's time limit over its test runs' (install, checkout
 def pipeline(
     repo: git.Repository, stack: Stack, run: Run, *, gpu: str = "auto", only: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The pipeline (as JSON, which ``pipeline upload`` reads as YAML) of ``run``'s test jobs on its base."""
-    entries = testing.matrix(repo, stack, run, gpu=gpu, only=only)["include"]
+    entries = shards.matrix(repo, stack, run, gpu=gpu, only=only)["include"]
     cfg = stack.config.tests
     common = ["ggstack", "test", stack.name, "--onto", run.base, *(f"--only={o}" for o in only)]
     timeout = (3 * cfg.timeout) // 60 + _MINUTES_OVER
-    shards = []
+    shard_steps = []
     for e in entries:
         k = e["shard"].split("/")[0]
         results = f"{RESULTS_DIR}/{k}.json"
@@ -50,7 +42,7 @@ def pipeline(
         queue = cfg.gpu_queue if e["kind"] == "gpu" else cfg.cpu_queue
         if queue:
             step["agents"] = {"queue": queue}
-        shards.append(step)
+        shard_steps.append(step)
     merge = {
         "label": ":twisted_rightwards_arrows: ggstack merge",
         "key": MERGE_KEY,
@@ -75,18 +67,19 @@ def pipeline(
     }
     if cfg.cpu_queue:
         merge["agents"] = {"queue": cfg.cpu_queue}
-    if shards:
-        merge["depends_on"] = [s["key"] for s in shards]
+    if shard_steps:
+        merge["depends_on"] = [s["key"] for s in shard_steps]
         merge["allow_dependency_failure"] = True
     steps: list[dict[str, Any]] = []
-    if shards:
-        steps.append({"group": f":test_tube: ggstack tests of {stack.name}", "key": "ggstack-tests", "steps": shards})
+    if shard_steps:
+        steps.append(
+            {"group": f":test_tube: ggstack tests of {stack.name}", "key": "ggstack-tests", "steps": shard_steps}
+        )
     steps.append(merge)
     return {"steps": steps}
 
 
 def _command(common: Sequence[str], *args: str) -> str:
-    """One shell command line; every ``$`` doubled, so Buildkite's upload leaves it to the shell.
-    The results glob is left unquoted for the shell to expand."""
+    """Every ``$`` doubled, so Buildkite's upload leaves it to the shell; the results glob unquoted."""
     words = [w if w.endswith("/*.json") else shlex.quote(w) for w in (*common, *args)]
     return " ".join(words).replace("$", "$$")

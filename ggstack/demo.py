@@ -120,9 +120,10 @@ def build_and_run(
     directory everything lives in (``fork.git``, ``remote.git`` standing in for the forge's
     git remote, ``patches/``).
     """
-    from ggstack import pr, replay, testing
+    from ggstack import pr, replay
     from ggstack.check.stack import check_stack
     from ggstack.forge.none import NoForge
+    from ggstack.testing import stage as test_stage
 
     workdir = os.path.abspath(directory or tempfile.mkdtemp(prefix="ggstack-demo-"))
     try:
@@ -146,7 +147,7 @@ def build_and_run(
         result = check_stack(fork.repo, stack, base_ref, run=result, progress=said)
     with within("test") as said:
         # The demo's tests are known to run side by side (file rendezvous, no fixed ports).
-        result = testing.test(fork.repo, stack, result, gpu=gpu, progress=said, jobs=min(4, cores()))
+        result = test_stage.test(fork.repo, stack, result, gpu=gpu, progress=said, jobs=min(4, cores()))
     with within("pr") as said:
         result = pr.pr(fork.repo, stack, result, dry_run=True, client=NoForge())
     return result, workdir

@@ -1,16 +1,10 @@
 """Work split over processes forked from this one, for the cores that threads cannot use.
 
-A check of hundreds of commits is mostly Python (aligning and searching lines) with git
-processes to wait for in between: on threads, the interpreter's lock lets one core do the
-Python. Forked, each part starts with everything read so far (modules, the commits, the
-base) at no cost, and only its value travels back, pickled, through a pipe. A part that
-fails raises here what it raised there: the message a user reads (``UserError``,
-``InfraError``), or for a bug an error carrying the part's traceback.
-
-A fork copies the process, not its threads, and shares its open pipes: nothing is forked
-while another thread is at work (the parts then run here, one after another), and
-``in_child`` gives a child long-lived processes of its own where it would otherwise share
-the parent's (git's ``cat-file --batch``). A child ends when the parent does, killed or not.
+A check of hundreds of commits is mostly Python: on threads, the interpreter's lock lets one
+core do it. Forked, each part starts with everything read so far at no cost, and only its
+value (or its failure, as the same ``UserError``/``InfraError``) comes back, pickled. Not
+``ProcessPoolExecutor``: it pickles the function to its workers, and a part's function holds
+the Repository's live git processes, which only a fork carries over.
 """
 
 from __future__ import annotations
@@ -27,9 +21,10 @@ T = TypeVar("T")
 U = TypeVar("U")
 
 
-def side_by_side(fn: Callable[[U], T], parts: Sequence[U], in_child: Callable[[], None]) -> list[T]:
-    """``[fn(p) for p in parts]``: every part but the first in a process forked for it, the first
-    here meanwhile; the values in the order of ``parts``."""
+def map_in_forks(fn: Callable[[U], T], parts: Sequence[U], in_child: Callable[[], None]) -> list[T]:
+    """The first part runs here meanwhile. ``in_child`` gives a child long-lived processes of its own
+    (git's ``cat-file --batch``) where it would share the parent's pipes."""
+    # A fork copies the process, not its threads: with another thread at work, the parts run here.
     if len(parts) <= 1 or not hasattr(os, "fork") or threading.active_count() > 1:
         return [fn(p) for p in parts]
     children: list[tuple[int, int]] = []  # (pid, the read end of its pipe)
@@ -80,8 +75,7 @@ def _fork(fn: Callable[[U], T], part: U, in_child: Callable[[], None], lifeline:
 
 
 def _end_with_the_parent(lifeline: int) -> None:
-    """A child's watch: the parent killed (a CI job cancelled, ``timeout``), nothing is left
-    computing for nobody. The pipe's write end is the parent's alone: its end is end of file here."""
+    """The parent killed (a CI job cancelled), nothing is left computing for nobody."""
     while os.read(lifeline, 1):
         pass
     os._exit(1)
@@ -106,7 +100,6 @@ def _collect(pid: int, fd: int) -> Any:
 
 
 def _end(pid: int, fd: int, *, kill: bool) -> None:
-    """Close the child's pipe and reap it (``kill``: end it first, the caller is failing)."""
     os.close(fd)
     try:
         if kill:

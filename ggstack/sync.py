@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from ggstack import exits, git, pr, replay, secrets, state, testing
+from ggstack import exits, git, pr, replay, secrets, state
 from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError, UserError
 from ggstack.model import Outcome, Progress, Run, Stack, Verdict
@@ -23,6 +23,7 @@ from ggstack.report.evidence import evidence_words
 from ggstack.report.json import run_json
 from ggstack.report.summary import markdown
 from ggstack.report.words import recommendation_words
+from ggstack.testing import stage as test_stage
 
 if TYPE_CHECKING:
     from ggstack.land import Landing
@@ -177,7 +178,7 @@ def _check_and_test(
         return run
     with secrets.withheld():
         tested = stages.attempt(
-            "test", lambda p: testing.test(repo, stack, checked, gpu=gpu, progress=p, use_cache=use_cache)
+            "test", lambda p: test_stage.test(repo, stack, checked, gpu=gpu, progress=p, use_cache=use_cache)
         )
     return tested or checked
 

@@ -27,9 +27,10 @@ import pytest
 from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import git, importing, testing
+from ggstack import git, importing
 from ggstack.model import Run
 from ggstack.series import store
+from ggstack.testing import environment
 
 # One token a test process: the probes scan every process on the machine, and a test beside this one
 # (another pytest worker) holds its own token legitimately in its pr stage.
@@ -428,12 +429,12 @@ def test_test_runs_get_an_allow_listed_environment_and_config_without_credential
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("MY_PROXY", f"http://user:{TOKEN}@proxy.example.com:3128")
     stack = store.load(str(world.patches), "s")
-    env = testing._base_env(stack)
+    env = environment.base_env(stack)
     assert "PATH" in env and "PROBE_KEY" in env  # the allow-list, and tests.env
     for k, v in env.items():
         assert not any(f in v for f in FORMS), k
     assert "HF_HOME" not in env and "HOME" not in env and "SSH_AUTH_SOCK" not in env
-    config = testing.own_git_config()["GIT_CONFIG_GLOBAL"]
+    config = environment.own_git_config()["GIT_CONFIG_GLOBAL"]
     assert "The User" in config and "status --short" in config
     assert "helper" not in config and "extraheader" not in config and TOKEN not in config
 

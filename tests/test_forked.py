@@ -25,7 +25,7 @@ def _pid(_: int) -> int:
 
 
 def test_parts_run_in_processes_of_their_own_and_come_back_in_order() -> None:
-    got = forked.side_by_side(lambda n: (n * n, os.getpid()), [1, 2, 3], lambda: None)
+    got = forked.map_in_forks(lambda n: (n * n, os.getpid()), [1, 2, 3], lambda: None)
     assert [v for v, _ in got] == [1, 4, 9]
     pids = [p for _, p in got]
     assert pids[0] == os.getpid() and len(set(pids)) == 3
@@ -33,7 +33,7 @@ def test_parts_run_in_processes_of_their_own_and_come_back_in_order() -> None:
 
 def test_in_child_runs_in_the_children_only() -> None:
     marks: list[str] = []
-    got = forked.side_by_side(lambda _: list(marks), [0, 1], lambda: marks.append("child"))
+    got = forked.map_in_forks(lambda _: list(marks), [0, 1], lambda: marks.append("child"))
     assert got == [[], ["child"]] and marks == []
 
 
@@ -48,7 +48,7 @@ def test_a_failing_part_raises_here_what_it_raised_there(error: Exception, kind:
         return n
 
     with pytest.raises(kind, match=re.escape(str(error))):
-        forked.side_by_side(fn, [0, 1], lambda: None)
+        forked.map_in_forks(fn, [0, 1], lambda: None)
 
 
 def test_a_bug_in_a_part_comes_back_with_its_traceback() -> None:
@@ -56,7 +56,7 @@ def test_a_bug_in_a_part_comes_back_with_its_traceback() -> None:
         return [0][n]
 
     with pytest.raises(RuntimeError, match=r"(?s)in a forked part.*broken_part.*IndexError"):
-        forked.side_by_side(broken_part, [0, 1], lambda: None)
+        forked.map_in_forks(broken_part, [0, 1], lambda: None)
 
 
 def test_a_part_that_dies_without_an_answer_is_an_infrastructure_failure() -> None:
@@ -66,7 +66,7 @@ def test_a_part_that_dies_without_an_answer_is_an_infrastructure_failure() -> No
         return n
 
     with pytest.raises(InfraError, match=r"ended without an answer \(exit status 3\)"):
-        forked.side_by_side(dies, [0, 1], lambda: None)
+        forked.map_in_forks(dies, [0, 1], lambda: None)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads a process's state in /proc")
@@ -80,7 +80,7 @@ def test_a_part_ends_when_the_process_that_forked_it_is_killed(tmp_path) -> None
         "    if n:\n"
         "        open(sys.argv[1], 'w').write(str(os.getpid()))\n"
         "    time.sleep(60)\n"
-        "forked.side_by_side(part, [0, 1], lambda: None)\n"
+        "forked.map_in_forks(part, [0, 1], lambda: None)\n"
     )
     pidfile = tmp_path / "child.pid"
     parent = subprocess.Popen([sys.executable, str(script), str(pidfile)])
@@ -113,7 +113,7 @@ def test_nothing_is_forked_while_another_thread_is_at_work() -> None:
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert set(forked.side_by_side(_pid, [0, 1, 2], lambda: None)) == {os.getpid()}
+        assert set(forked.map_in_forks(_pid, [0, 1, 2], lambda: None)) == {os.getpid()}
     finally:
         stop.set()
         other.join()
@@ -215,7 +215,7 @@ def test_a_part_merges_through_a_merge_tree_of_its_own_after_the_parent_merged(
         merged = repo.merge_trees(ours, commits[n])
         return merged.tree, merged.clean
 
-    got = forked.side_by_side(merge, [1, 2, 3], repo.after_fork)
+    got = forked.map_in_forks(merge, [1, 2, 3], repo.after_fork)
     assert got[0] == (before.tree, before.clean)
     assert got[1:] == [(repo.merge_trees(ours, commits[n]).tree, True) for n in (2, 3)]
     merges = [e["argv"] for e in _events(trace) if e.get("event") == "start" and "merge-tree" in e.get("argv", [])]

@@ -110,7 +110,7 @@ def test_a_base_that_went_back_is_judged_again(upstream: GitRepo) -> None:
 
 def test_each_stage_leaves_the_run_it_is_given_as_it_was(upstream: GitRepo) -> None:
     """One rule for who may change a Run: a stage returns a new one (sync keeps apply's, check's, test's)."""
-    from ggstack import testing
+    from ggstack.testing import stage as test_stage
 
     repo, stack = _two_patches(upstream)
     applied = replay.apply(repo, stack, "main", write=False)
@@ -119,5 +119,5 @@ def test_each_stage_leaves_the_run_it_is_given_as_it_was(upstream: GitRepo) -> N
     assert applied.to_json() == before
     assert [o.verdict for o in checked.outcomes] == [Verdict.UNIQUE, Verdict.REPRESENTED]
     judged = checked.to_json()
-    tested = testing.test(repo, stack, checked)
+    tested = test_stage.test(repo, stack, checked)
     assert checked.to_json() == judged and tested.stages["test"].startswith("ok: nothing ran")  # no test files

@@ -2,15 +2,15 @@
 
 A suite run with ``-x`` (or one whose run stopped early) leaves tests that
 did not run: they are neither passed nor failed, and the evidence sentence
-must not list them as failing. ``testing.judge`` reads results only (no git).
+must not list them as failing. ``evidence.judge_kind`` reads results only (no git).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ggstack import testing
 from ggstack.model import TestResult as Result
+from ggstack.testing import environment, evidence, plan, runner
 
 TESTS = [f"t.test_{i}" for i in range(5)]
 
@@ -26,7 +26,7 @@ def test_the_control_names_only_the_tests_that_failed_on_the_old_base() -> None:
         "patched": result("patched", "not-run", [], []),
         "old-base": result("old-base", "failed", [], ["t.test_0"]),
     }
-    j = testing.judge("cpu", runs)
+    j = evidence.judge_kind("cpu", runs)
     assert j.kind == "represented" and j.tests == ("t.test_0",)
     assert "test_1" not in j.detail
 
@@ -37,7 +37,7 @@ def test_needed_names_only_the_tests_that_failed_on_the_base() -> None:
         "patched": result("patched", "passed", TESTS, []),
         "old-base": result("old-base", "failed", [], ["t.test_2"]),
     }
-    j = testing.judge("cpu", runs)
+    j = evidence.judge_kind("cpu", runs)
     assert j.kind == "needed" and j.tests == ("t.test_2",)
     assert "test_3" not in j.detail
 
@@ -62,11 +62,13 @@ def test_a_stack_whose_patches_have_no_test_file_says_nothing_ran_and_why(tmp_pa
 def test_a_missing_module_under_pythons_own_interpreter_is_not_told_to_use_python() -> None:
     import sys
 
-    from ggstack import testresult
+    from ggstack.testing import results
 
-    own = testresult.settle("missing-module", "No module named pydantic_core", f"{sys.executable} -m pytest -q t.py")
+    own = results.how_to_settle(
+        "missing-module", "No module named pydantic_core", f"{sys.executable} -m pytest -q t.py"
+    )
     assert "use {python}" not in own and sys.executable in own and "pydantic_core" in own
-    other = testresult.settle("missing-module", "No module named pydantic_core", "python -m pytest -q t.py")
+    other = results.how_to_settle("missing-module", "No module named pydantic_core", "python -m pytest -q t.py")
     assert "use {python} in the test command" in other
 
 
@@ -80,16 +82,16 @@ def test_the_cache_key_sees_the_packages_of_the_venv_the_command_runs_in(tmp_pat
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
-    python = testing.interpreter("python -m pytest -q {tests}", env)
+    python = environment.interpreter("python -m pytest -q {tests}", env)
     assert python == str(venv / "bin" / "python")
-    before = testing.distributions_digest(python, env)
+    before = runner.distributions_digest(python, env)
     (site,) = (venv / "lib").glob("python*/site-packages")
     info = site / "pytest_fake_plugin-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-fake-plugin\nVersion: 1.0\n")
-    after = testing.distributions_digest(python, env)
+    after = runner.distributions_digest(python, env)
     assert before != after and not after.startswith("not readable")
-    assert testing.distributions_digest(os.path.realpath(python), env) != after  # the base interpreter's own
+    assert runner.distributions_digest(os.path.realpath(python), env) != after  # the base interpreter's own
 
 
 def test_a_failure_with_and_without_the_patch_and_on_the_old_base_is_pre_existing_not_broken() -> None:
@@ -102,7 +104,7 @@ def test_a_failure_with_and_without_the_patch_and_on_the_old_base_is_pre_existin
         "patched": result("patched", "failed", ["t.test_0", "t.test_new"], [env]),
         "old-base": result("old-base", "failed", ["t.test_0"], [env, "t.test_new"]),
     }
-    j = testing.judge("cpu", runs)
+    j = evidence.judge_kind("cpu", runs)
     assert j.kind == "needed" and j.tests == ("t.test_new",)
     assert j.pre_existing == (env,) and "pre-existing" in j.detail
 
@@ -114,7 +116,7 @@ def test_a_new_failure_with_the_patch_is_still_broken_beside_a_pre_existing_one(
         "patched": result("patched", "failed", [], [env, "t.test_0"]),
         "old-base": result("old-base", "failed", ["t.test_0"], [env]),
     }
-    j = testing.judge("cpu", runs)
+    j = evidence.judge_kind("cpu", runs)
     assert j.kind == "broken" and j.tests == ("t.test_0",)
 
 
@@ -126,10 +128,10 @@ def test_a_test_the_patch_adds_failing_everywhere_is_broken_not_pre_existing() -
         "patched": result("patched", "failed", [], ["tests.test_c::test_c"]),
         "old-base": result("old-base", "failed", [], ["tests.test_c::test_c"]),
     }
-    assert testing.judge("cpu", runs).kind != "broken"
-    assert testing.judge("cpu", runs, own=("test_c",)).kind == "broken"
+    assert evidence.judge_kind("cpu", runs).kind != "broken"
+    assert evidence.judge_kind("cpu", runs, own=("test_c",)).kind == "broken"
     diff = (
         "diff --git a/tests/test_c.py b/tests/test_c.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/test_c.py\n"
         "@@ -0,0 +1,2 @@\n+def test_c():\n+    assert False\n"
     )
-    assert testing.own_tests(diff, ["tests/test_c.py"]) == ("test_c",)
+    assert plan.own_tests(diff, ["tests/test_c.py"]) == ("test_c",)

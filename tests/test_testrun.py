@@ -22,9 +22,12 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, run_ggstack
 
-from ggstack import exits, git, importing, testing
+from ggstack import exits, git, importing
 from ggstack.model import Run
 from ggstack.series import store
+from ggstack.testing import environment, plan
+from ggstack.testing import stage as test_stage
+from ggstack.testing.verdict import fold_tests
 
 SLUG = "owner/repo"
 
@@ -555,11 +558,11 @@ def test_a_rerun_on_an_unchanged_base_runs_nothing(world: World, tmp_path: Path)
     world.stack("fix", [world.fix], env={"RUNLOG": str(runlog)})
     stack = store.load(str(world.patches), "fix")
 
-    first = testing.test(world.repo, stack, testing.prepare(world.repo, stack, "base-needed"))
+    first = test_stage.test(world.repo, stack, test_stage.checked_run(world.repo, stack, "base-needed"))
     assert runlog.read_text().count("ran") == 3
     assert not any(t.cached for t in first.outcomes[0].tests)
 
-    second = testing.test(world.repo, stack, testing.prepare(world.repo, stack, "base-needed"))
+    second = test_stage.test(world.repo, stack, test_stage.checked_run(world.repo, stack, "base-needed"))
     assert runlog.read_text().count("ran") == 3  # nothing was executed
     assert all(t.cached for t in second.outcomes[0].tests)
     assert second.outcomes[0].verdict == first.outcomes[0].verdict
@@ -568,12 +571,12 @@ def test_a_rerun_on_an_unchanged_base_runs_nothing(world: World, tmp_path: Path)
     ]
 
     # Folding twice is folding once: the text verdict is restored first.
-    again = testing.test(world.repo, stack, second)
+    again = test_stage.test(world.repo, stack, second)
     assert [e.kind for e in again.outcomes[0].evidence].count("tests") == 1
     assert again.outcomes[0].verdict == second.outcomes[0].verdict
 
     # A new base is a new tree: that one runs.
-    testing.test(world.repo, stack, testing.prepare(world.repo, stack, "base-equivalent"))
+    test_stage.test(world.repo, stack, test_stage.checked_run(world.repo, stack, "base-equivalent"))
     assert runlog.read_text().count("ran") == 5  # base + tests and base + patch; the old base is unchanged
 
 
@@ -582,17 +585,17 @@ def test_installing_a_distribution_reruns_the_tests_and_no_cache_reruns_them_all
     site.mkdir()
     world.stack("fix", [world.fix], env={"RUNLOG": str(runlog), "PYTHONPATH": str(site)})
     stack = store.load(str(world.patches), "fix")
-    run = testing.prepare(world.repo, stack, "base-needed")
+    run = test_stage.checked_run(world.repo, stack, "base-needed")
 
-    testing.test(world.repo, stack, run)
-    testing.test(world.repo, stack, run)
+    test_stage.test(world.repo, stack, run)
+    test_stage.test(world.repo, stack, run)
     assert runlog.read_text().count("ran") == 3  # the second run read the cache
 
     # A distribution appears where the tests' interpreter looks (what `pip install` leaves behind).
     dist = site / "ggstack_probe_dist-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ggstack-probe-dist\nVersion: 1.0\n")
-    again = testing.test(world.repo, stack, run)
+    again = test_stage.test(world.repo, stack, run)
     assert runlog.read_text().count("ran") == 6
     assert not any(t.cached for t in again.outcomes[0].tests)
 
@@ -666,11 +669,11 @@ def test_jobs_run_cpu_commands_side_by_side_with_the_same_result(world: World) -
 
 def test_which_files_are_tests() -> None:
     patterns = ("tests/**/test_*.py",)
-    assert testing.is_test_path("tests/test_calc.py", patterns)
-    assert testing.is_test_path("tests/distributed/deep/test_dcp_a2a.py", patterns)
-    assert not testing.is_test_path("tests/helpers.py", patterns)
-    assert not testing.is_test_path("vllm/tests_util/test_x.py", patterns)
-    assert testing.expand("pytest {tests}", ["tests/a b.py", "tests/c.py"]) == "pytest 'tests/a b.py' tests/c.py"
+    assert plan.is_test_path("tests/test_calc.py", patterns)
+    assert plan.is_test_path("tests/distributed/deep/test_dcp_a2a.py", patterns)
+    assert not plan.is_test_path("tests/helpers.py", patterns)
+    assert not plan.is_test_path("vllm/tests_util/test_x.py", patterns)
+    assert environment.expand("pytest {tests}", ["tests/a b.py", "tests/c.py"]) == "pytest 'tests/a b.py' tests/c.py"
 
 
 def _results(kind: str, base: str, patched: str, old: str, test: str = "t::test") -> list:
@@ -730,9 +733,9 @@ def test_fold_rules(
         "conflict": Recommendation.REWORK,
     }[text]
     run = Run("s", "main", world.old, outcomes=[o])
-    trees = tuple(testing.TestTree(w, "0" * 40, world.old) for w in testing.WHERE)
-    job = testing.Job("0001-x-cpu", o.name, "cpu", "pytest", ("tests/test_x.py",), trees, ())
-    folded = testing.fold(world.repo, run, [job], {job.id: _results("cpu", *runs)}, None)
+    trees = tuple(plan.TestTree(w, "0" * 40, world.old) for w in plan.WHERE)
+    job = plan.Job("0001-x-cpu", o.name, "cpu", "pytest", ("tests/test_x.py",), trees, ())
+    folded = fold_tests(world.repo, run, [job], {job.id: _results("cpu", *runs)}, None)
     out = folded.outcomes[0]
     assert (out.verdict.value, out.recommendation.value) == (verdict, recommendation)
     (ev,) = [e for e in out.evidence if e.kind == "tests"]
@@ -747,7 +750,7 @@ def test_fold_rules(
         if verdict != "inconclusive":
             assert ev.detail.startswith(f"{text} (text evidence; ")
     # pr.require_tests = false: a needed patch whose tests could not decide keeps its text verdict
-    loose = testing.fold(world.repo, run, [job], {job.id: _results("cpu", *runs)}, None, require_tests=False)
+    loose = fold_tests(world.repo, run, [job], {job.id: _results("cpu", *runs)}, None, require_tests=False)
     if judgement in ("could-not-run", "inconclusive"):
         assert (loose.outcomes[0].verdict.value, loose.outcomes[0].recommendation.value) == (
             text,

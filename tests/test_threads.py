@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from ggstack.threads import Pending, side_by_side
+from ggstack.threads import Pending, map_on_threads
 
 
 def test_pending_returns_the_value_and_raises_the_error() -> None:
@@ -25,9 +25,9 @@ def test_side_by_side_keeps_the_order_and_runs_on_threads() -> None:
             barrier.wait()
         return x * x
 
-    assert side_by_side(one, list(range(8)), 3) == [x * x for x in range(8)]
+    assert map_on_threads(one, list(range(8)), 3) == [x * x for x in range(8)]
     assert len(names) == 3
-    assert side_by_side(one, [], 4) == []
+    assert map_on_threads(one, [], 4) == []
 
 
 def test_side_by_side_raises_the_first_error_in_item_order() -> None:
@@ -37,4 +37,4 @@ def test_side_by_side_raises_the_first_error_in_item_order() -> None:
         return x
 
     with pytest.raises(ValueError, match=r"^2$"):
-        side_by_side(one, list(range(7)), 3)
+        map_on_threads(one, list(range(7)), 3)

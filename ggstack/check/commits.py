@@ -59,7 +59,7 @@ def _judge_lines(repo: git.Repository, base: str, infos: list[git.CommitInfo], r
     asked = None if merge_base else repo.start_merge_base(base, infos[0].sha)  # answered meanwhile
     parts = _parts(lines, jobs)
     shared = _shared_ranges(repo, base, lines, parts)
-    judged = forked.side_by_side(functools.partial(_judge_pieces, repo, base, shared), parts, repo.after_fork)
+    judged = forked.map_in_forks(functools.partial(_judge_pieces, repo, base, shared), parts, repo.after_fork)
     for _, part in sorted(p for ps in judged for p in ps):  # the lines' order, as one process has it
         _add(run, part)
     run.merge_base = merge_base or (asked() if asked else None)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ggstack import git
 from ggstack.cache import Map
-from ggstack.threads import Pending, cores, side_by_side
+from ggstack.threads import Pending, cores, map_on_threads
 
 _PATHSPEC_LIMIT = 32
 _PIPELINES = 4  # at most this many diff-tree | patch-id pipelines side by side
@@ -394,7 +394,7 @@ def _patch_ids(
     if len(chunks) + bool(known) <= 1:
         return repo.patch_ids_of_diffs(known) if known else repo.patch_ids_of_commits(rest)
     hashed = Pending(repo.patch_ids_of_diffs, known)
-    found = side_by_side(repo.patch_ids_of_commits, chunks, len(chunks))
+    found = map_on_threads(repo.patch_ids_of_commits, chunks, len(chunks))
     return {commit: pid for part in [*found, hashed.result()] for commit, pid in part.items()}
 
 

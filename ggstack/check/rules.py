@@ -657,7 +657,7 @@ BY_PICK = ("picked", "picked, then modified")
 
 @dataclass(frozen=True)
 class FromTests:
-    """What one patch's tests said, every kind combined (``testing.judge``, ``testing.combine``)."""
+    """What one patch's tests said, every kind combined (``testing.evidence.judge_kind``, ``testing.evidence.combine``)."""
 
     kind: str  # broken | needed | represented | could-not-run | inconclusive | none
     detail: str

@@ -123,7 +123,9 @@ def command(
     --shard and --job are the CI's untrusted jobs: they refuse to run where a
     credential is in reach (docs: "The bot").
     """
-    from ggstack import handoff, testing
+    from ggstack import handoff
+    from ggstack.testing import shards
+    from ggstack.testing import stage as test_stage
 
     _check_test_modes(results_files, matrix, shard, job_id, merge, bundle)
     part = _parse_shard(shard)
@@ -131,7 +133,7 @@ def command(
     untrusted = bool(part or job_id)
     if untrusted:
         handoff.refuse_credentials(obj.repo, "test --shard" if part else "test --job")
-    run = testing.prepare(obj.repo, s, onto or s.config.target.base)
+    run = test_stage.checked_run(obj.repo, s, onto or s.config.target.base)
     if matrix:
         print_json(_job_list(obj.repo, s, run, ci, gpu=gpu, only=only))
         return
@@ -140,10 +142,10 @@ def command(
         _run_jobs(obj.repo, s, run, part, job_id, path, gpu=gpu, only=only, use_cache=not no_cache)
         return
     if merge:
-        run = testing.merge(obj.repo, s, run, testing.load_results(results_files), gpu=gpu, only=only)
+        run = shards.merge(obj.repo, s, run, shards.load_results(results_files), gpu=gpu, only=only)
     else:
         with StageProgress(1, "test", min_total=1) as progress:
-            run = testing.test(
+            run = test_stage.test(
                 obj.repo, s, run, gpu=gpu, only=only, progress=progress, jobs=jobs, use_cache=not no_cache
             )
     if bundle:
@@ -157,13 +159,13 @@ def command(
 
 def _job_list(repo: git.Repository, s: Stack, run: Run, ci: str, *, gpu: str, only: tuple[str, ...]) -> Any:
     """--matrix: the jobs as the CI reads them, a GitHub Actions matrix or a Buildkite pipeline."""
-    from ggstack import testing
+    from ggstack.testing import shards
 
     if ci == "buildkite":
         from ggstack import buildkite
 
         return buildkite.pipeline(repo, s, run, gpu=gpu, only=only)
-    return testing.matrix(repo, s, run, gpu=gpu, only=only)
+    return shards.matrix(repo, s, run, gpu=gpu, only=only)
 
 
 def _run_jobs(
@@ -179,10 +181,10 @@ def _run_jobs(
     use_cache: bool,
 ) -> None:
     """--shard/--job: a CI job's share of the tests, into a results file for --merge."""
-    from ggstack import testing
+    from ggstack.testing import shards
 
     with StageProgress(1, "test", min_total=1) as progress:
-        doc = testing.shard(
+        doc = shards.shard(
             repo, s, run, part=part, job_id=job_id, gpu=gpu, only=only, progress=progress, use_cache=use_cache
         )
     _write_results(doc, path)

@@ -12,7 +12,7 @@ from typing import IO, TypeVar, cast
 
 from ggstack.git.objects import SCRATCH_IDENT, Objects
 from ggstack.git.runner import GitFailed, Persistent
-from ggstack.threads import side_by_side
+from ggstack.threads import map_on_threads
 
 _SPLIT_PAIRS = 64  # from this many blob pairs on, two diff-tree processes share them
 _SPLIT_MERGES = 16  # from this many merges on, two merge-tree processes share them
@@ -179,7 +179,7 @@ class Diffs(Objects):
         """
         if len(pairs) < _SPLIT_MERGES:
             return self._merge_batch(pairs)
-        even, odd = side_by_side(self._merge_batch, [pairs[0::2], pairs[1::2]], 2)
+        even, odd = map_on_threads(self._merge_batch, [pairs[0::2], pairs[1::2]], 2)
         return _interleaved(even, odd)
 
     def _merge_batch(self, pairs: Sequence[tuple[str, str]]) -> list[MergeResult]:
@@ -263,7 +263,7 @@ class Diffs(Objects):
         indexed = list(enumerate(pairs))
         if len(indexed) < _SPLIT_PAIRS:
             return self._diff_indexed_pairs(indexed)
-        halves = side_by_side(self._diff_indexed_pairs, [indexed[0::2], indexed[1::2]], 2)
+        halves = map_on_threads(self._diff_indexed_pairs, [indexed[0::2], indexed[1::2]], 2)
         return {**halves[0], **halves[1]}
 
     def _diff_indexed_pairs(self, indexed: Sequence[tuple[int, tuple[str, str]]]) -> dict[int, bytes]:

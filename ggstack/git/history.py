@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Sequence
 
 from ggstack.git.objects import CommitInfo, Objects
-from ggstack.threads import side_by_side
+from ggstack.threads import map_on_threads
 
 
 class History(Objects):
@@ -36,7 +36,7 @@ class History(Objects):
         def one(m: CommitInfo) -> list[str]:
             return self.rev_list(*m.parents[1:], "^" + m.parents[0])
 
-        return {m.sha: branch for m, branch in zip(merges, side_by_side(one, merges, 4), strict=True)}
+        return {m.sha: branch for m, branch in zip(merges, map_on_threads(one, merges, 4), strict=True)}
 
     def first_parents(self, shas: Sequence[str], exclude: str) -> dict[str, list[str]]:
         feed = "".join(s + "\n" for s in shas) + f"^{exclude}\n"

@@ -1,13 +1,7 @@
-"""What one test run says: results that are evidence, or a harness error.
-
-A run that could not run — command or module missing, tests not collectable,
-pytest stopped on a usage or internal error, no JUnit XML, a timeout — says
-nothing about the patch; counting one as "the tests fail on the base" once
-made a patch ``needed`` because ``No module named pytest``. So every run is
-classified here, once (docs/commands/test.md, "Harness errors": the ``harness_error``
-table), and only ``failed`` is ever evidence. One exception is the commonest
-way a base lacks a patch: a test module that cannot import a name (or a
-module) the patch adds to the code under test is the code failing: ``failed``.
+"""What one test run says: tests that ran and failed (evidence), or a harness error (command or
+module missing, not collectable, no JUnit XML, a timeout…), which says nothing about the patch:
+counting one once made a patch ``needed`` because ``No module named pytest``. One exception: a
+test that cannot import what the patch adds to the code under test is the code failing.
 """
 
 from __future__ import annotations
@@ -39,6 +33,7 @@ SETTLE = {
     "timeout": "raise tests.timeout in stack.toml, or fix the test that hangs",
 }
 
+COULD_NOT_RUN = ("error", "timeout")  # harness errors: never evidence
 _PYTEST_EXIT = {2: "interrupted", 3: "internal-error", 4: "usage-error"}
 _NOT_FOUND = re.compile(r"^(?:/bin/)?sh: (?:\d+: )?(?:line \d+: )?(\S+?):? (?:command )?not found", re.M)
 _NO_MODULE = re.compile(r"No module named '?([A-Za-z0-9_.]+)'?")
@@ -53,8 +48,6 @@ _RAISED = re.compile(r"^E\s+(\S.*)$", re.M)  # pytest's "E   SystemError: …" l
 
 @dataclass
 class Cases:
-    """Per-test outcomes from JUnit XML, and the messages of the errored ones."""
-
     passed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -72,27 +65,30 @@ class Classified:
 
 
 def read_junit(path: str) -> Cases | None:
-    """Per-test outcomes from a JUnit XML file; None when there is none."""
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError):
         return None
     cases = Cases()
     for case in root.iter("testcase"):
-        classname, name = case.get("classname") or "", case.get("name") or ""
-        test_id = f"{classname}::{name}" if classname else name
-        children = {child.tag: child for child in case}
-        if "failure" in children:
-            cases.failed.append(test_id)
-        elif "error" in children:
-            cases.errors.append(test_id)  # a collection or fixture error
-            err = children["error"]
-            cases.messages[test_id] = f"{err.get('message') or ''}\n{err.text or ''}"
-        elif "skipped" in children:
-            cases.skipped.append(test_id)
-        else:
-            cases.passed.append(test_id)
+        _add_case(cases, case)
     return cases
+
+
+def _add_case(cases: Cases, case: ET.Element) -> None:
+    classname, name = case.get("classname") or "", case.get("name") or ""
+    test_id = f"{classname}::{name}" if classname else name
+    children = {child.tag: child for child in case}
+    if "failure" in children:
+        cases.failed.append(test_id)
+    elif "error" in children:
+        cases.errors.append(test_id)  # a collection or fixture error
+        err = children["error"]
+        cases.messages[test_id] = f"{err.get('message') or ''}\n{err.text or ''}"
+    elif "skipped" in children:
+        cases.skipped.append(test_id)
+    else:
+        cases.passed.append(test_id)
 
 
 def classify(
@@ -107,9 +103,8 @@ def classify(
     in_src: Sequence[str] = (),
     outside: Sequence[tuple[str, str]] = (),
 ) -> Classified:
-    """The status of one run; a harness error names its kind and its first explaining lines.
-    ``outside``: the tree's own packages the tests imported from elsewhere (an installed copy):
-    whatever they said, they did not test this tree."""
+    """``outside``: the tree's own packages the tests imported from an installed copy: whatever
+    they said, they did not test this tree."""
     if timed_out:
         return Classified(
             "timeout", "timeout", f"timed out after {timeout:g} s (tests.timeout); its process group was killed"
@@ -119,6 +114,12 @@ def classify(
         return _error("code-not-under-test", f"the tests imported the tree's own package from elsewhere: {where}", "")
     if cases is None:
         return _without_junit(rc, output, in_src)
+    return _from_cases(rc, cases, output, worktree, code_paths, in_src)
+
+
+def _from_cases(
+    rc: int | None, cases: Cases, output: str, worktree: str, code_paths: Sequence[str], in_src: Sequence[str]
+) -> Classified:
     if rc in (3, 4):  # pytest's internal or usage error: whatever the XML says, the run did not happen
         kind, text = _PYTEST_EXIT[rc], "\n".join([*cases.messages.values(), output])
         return _conftest_error(text, in_src) if _CONFTEST in text else _error(kind, f"exit code {rc} ({kind})", text)
@@ -137,7 +138,6 @@ def classify(
 
 
 def _without_junit(rc: int | None, output: str, in_src: Sequence[str]) -> Classified:
-    """Not pytest, or it died before writing: the exit code and the output are all there is."""
     if rc == 0:
         return Classified("passed")
     missing = _NOT_FOUND.search(output)
@@ -147,6 +147,10 @@ def _without_junit(rc: int | None, output: str, in_src: Sequence[str]) -> Classi
     module = _NO_MODULE.search(output)
     if module:
         return _missing_module(module.group(1), output, in_src)
+    return _exit_code(rc, output, in_src)
+
+
+def _exit_code(rc: int | None, output: str, in_src: Sequence[str]) -> Classified:
     if rc == 5:
         return Classified("no-tests", reason="no tests collected")
     if _CONFTEST in output:
@@ -158,7 +162,6 @@ def _without_junit(rc: int | None, output: str, in_src: Sequence[str]) -> Classi
 
 
 def _errors(cases: Cases, worktree: str, code_paths: Sequence[str], in_src: Sequence[str]) -> Classified:
-    """Errored tests: the code lacking what the patch adds (failed), or the harness (error)."""
     lacking = tuple(t for t in cases.errors if _imports_the_patch(cases.messages.get(t, ""), worktree, code_paths))
     if lacking and len(lacking) == len(cases.errors):
         first = cases.messages[lacking[0]]
@@ -176,8 +179,8 @@ def _errors(cases: Cases, worktree: str, code_paths: Sequence[str], in_src: Sequ
 
 
 def _conftest_error(output: str, in_src: Sequence[str]) -> Classified:
-    """pytest's exit 4 when a ``conftest.py`` cannot be imported: not the command's
-    options (a usage error) but what the conftest imports — say what it raised."""
+    """pytest's exit 4 for a ``conftest.py`` that cannot be imported: not the command's options,
+    but what the conftest imports."""
     module = _NO_MODULE.search(output)
     if module:
         return _missing_module(module.group(1), output, in_src)
@@ -188,11 +191,8 @@ def _conftest_error(output: str, in_src: Sequence[str]) -> Classified:
 
 
 def _missing_module(name: str, output: str, in_src: Sequence[str]) -> Classified:
-    """Not installed — or the tree's own package in a src layout (``in_src``:
-    the names in the tree's src/), which the tests find only with src/ on
-    their path (the worktree's top is on it). A submodule of that package
-    missing means the package was found: the module is one the tree does not
-    hold, made when the project is built."""
+    """``in_src``: the names in the tree's src/, found only with src/ on the tests' path. A submodule
+    of one missing is a module the tree does not hold, made when the project is built."""
     top, dot, _ = name.partition(".")
     if top in in_src and dot:
         return _error("module-not-built", f"No module named {name}: the tree's {top} has no such module", output)
@@ -202,7 +202,6 @@ def _missing_module(name: str, output: str, in_src: Sequence[str]) -> Classified
 
 
 def _imports_the_patch(message: str, worktree: str, code_paths: Sequence[str]) -> bool:
-    """The test failed importing a name from the tree's own code, or a module the patch adds."""
     name = _CANNOT_IMPORT.search(message)
     if name and worktree:
         where = os.path.realpath(name.group(3)) if name.group(3) else ""
@@ -220,17 +219,13 @@ def _error(kind: str, reason: str, output: str) -> Classified:
 
 
 def explain(output: str) -> str:
-    """The first lines of ``output`` that say what went wrong (else its last lines)."""
     lines = [line.rstrip() for line in output.splitlines() if line.strip()]
     explaining = [line for line in lines if _EXPLAINING.search(line)]
     return "\n".join((explaining or lines[-_MAX_EXPLAIN:])[:_MAX_EXPLAIN])
 
 
-def settle(kind: str, reason: str, command: str = "") -> str:
-    """What would let the tests decide, for a harness error of ``kind``.
-
-    ``command``: the test command as run; when it already runs ggstack's own
-    interpreter (``{python}``), "use {python}" is no advice: install into that one."""
+def how_to_settle(kind: str, reason: str, command: str = "") -> str:
+    """Where ``command`` already runs ggstack's own interpreter, "use {python}" is no advice."""
     what = reason.removeprefix("No module named ").strip() if kind == "missing-module" else ""
     if kind == "missing-module" and sys.executable in command.split():
         return f"install {what or 'it'} where the tests run ({sys.executable}, which the test command runs)"
