@@ -1357,6 +1357,7 @@ def pr(
     from ggstack import handoff, report
     from ggstack import pr as pr_stage
     from ggstack.check.stack import check_stack
+    from ggstack.pr import text as pr_text
 
     s = obj.stack(stack)
     if bundle and not run_path:
@@ -1380,7 +1381,7 @@ def pr(
     else:
         console().print(report.pr_plan_table(run))
         if dry_run:
-            click.echo(report.pr_documents(run, pr_stage.bodies(run, s)))
+            click.echo(report.pr_documents(run, pr_text.bodies(run, s)))
     sys.exit(exits.exit_code(run))
 
 
@@ -1708,8 +1709,8 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
     import tempfile
 
     from ggstack import demo as demo_
-    from ggstack import pr as pr_stage
     from ggstack import report, series
+    from ggstack.pr import text as pr_text
 
     if export_dir:
         with tempfile.TemporaryDirectory(prefix="ggstack-export-") as tmp:
@@ -1728,7 +1729,7 @@ def demo(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str
             out.print(report.report_table(run))
             out.print(report.pr_plan_table(run))
             gg_clean = series.load(os.path.join(workdir, "patches"), demo_.STACK)
-            documents = report.pr_documents(run, pr_stage.bodies(run, gg_clean))
+            documents = report.pr_documents(run, pr_text.bodies(run, gg_clean))
             if documents:
                 out.print(documents, markup=False, highlight=False, soft_wrap=True)
             if directory or keep:

@@ -1,17 +1,11 @@
 """``ggstack land``: merge the stack's approved PRs in merge order, each checked again at the last moment.
 
-The seed's failure was a change the base already had, proposed again; the
-last place it can still slip in is the merge itself — PR 1 merged by hand, PR 2
-retargeted, and the base took PR 3's change meanwhile. So ``land`` works in
-small rounds, the shape of ``pr``: *read* the forge (each open PR's reviews,
-checks and mergeability, the base's tip), *check* the stack against that tip
-(text only, no patch code runs: land may run where the token is), *plan* as a
-pure function of the two (``make_plan``: who may approve, what must pass,
-what to close instead of merging), and *act* on the plan's first write only,
-then read again. A rerun after a kill or a forge failure starts from what the
-forge says now: nothing is merged twice. Where the repository has GitHub's
-stacked pull requests, the ready PRs land in one atomic merge of the forge's
-own, polled until it answers.
+The base may take a patch's change while its PR waits, so ``land`` works in
+rounds shaped like ``pr``'s: read the forge, ``check`` against the base's tip
+(text only: no patch code runs where the token is), plan purely
+(``plan_landing``), do the plan's first write, read again. A rerun starts from
+what the forge says now: nothing is merged twice. Native stacks land in one
+asynchronous merge of the forge's, polled.
 """
 
 from __future__ import annotations
@@ -23,11 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ggstack import git, replay, report
-from ggstack import pr as pr_stage
 from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError, UserError
-from ggstack.forge import Comment, Forge, MergeFacts, MergeResult, NativeStack, RemotePR
+from ggstack.forge import Comment, Forge, MergeAnswer, MergeFacts, NativeStack, RemotePR, open_forge
 from ggstack.model import Outcome, Run, Stack, Verdict
+from ggstack.pr.plan import ForgeStep
+from ggstack.pr.read import head_owner, latest_closed, match, native_stacks, read_permissions
 from ggstack.readiness import Readiness, readiness
 from ggstack.secrets import TOKEN_VARS
 
@@ -38,8 +33,8 @@ METHODS = ("merge", "squash", "rebase")  # GitHub's default order: a merge commi
 
 
 @dataclass
-class Snapshot:
-    """What the forge has that the plan needs, read in one go before anything is decided."""
+class LandSnapshot:
+    """What the forge has that the landing plan needs, read in one go before anything is decided."""
 
     base_sha: str
     pulls: dict[str, RemotePR] = field(default_factory=dict)  # patch -> its open PR
@@ -54,64 +49,59 @@ class Snapshot:
     methods: tuple[str, ...] = ("merge", "squash", "rebase")
 
 
-def read(forge: Forge, repo: git.Repository, stack: Stack, run: Run, base: str, base_sha: str) -> Snapshot:
+def read_landing(forge: Forge, repo: git.Repository, stack: Stack, run: Run, base: str, base_sha: str) -> LandSnapshot:
     """Each open PR of the stack as the forge has it now; the closed ones of patches without one."""
-    matched = pr_stage.match(run, stack, forge.open_pulls())
-    snap = Snapshot(base_sha=base_sha, pulls=matched.pulls, methods=forge.merge_methods())
-    owner = (stack.config.target.fork or stack.config.target.repo).split("/")[0]
+    matched = match(run, stack, forge.open_pulls())
+    snap = LandSnapshot(base_sha=base_sha, pulls=matched.pulls, methods=forge.merge_methods())
+    owner = head_owner(stack)
     for o in run.outcomes:
         pull = matched.pulls.get(o.name)
         if pull is None:
-            closed = forge.closed_pull(owner, matched.branches[o.name])
-            if closed is not None and report.read_marker(closed.body) in (None, o.stack_patch_id):
+            closed = latest_closed(forge, owner, matched.branches[o.name], o)
+            if closed is not None:
                 snap.closed[o.name] = closed
-            continue
-        if o.verdict is Verdict.REPRESENTED:
+        elif o.verdict is Verdict.REPRESENTED:
             snap.comments[pull.number] = forge.comments(pull)
         elif o.verdict is Verdict.UNIQUE:
             snap.facts[pull.number] = forge.merge_facts(pull)
-    if not stack.config.land.approvers:
-        for f in snap.facts.values():
-            for r in f.reviews:
-                snap.permissions.setdefault(r.author.lower(), forge.permission(r.author))
+    snap.permissions = read_permissions(forge, stack.config.land, snap.facts.values())
     snap.required = forge.required_checks(base)
-    snap.stacks = pr_stage.native_stacks(forge, stack)
+    snap.stacks = native_stacks(forge, stack)
     _read_heads(repo, stack, run, snap)
     return snap
 
 
-def _read_heads(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> None:
-    """The patch-id of each needed open PR's head and of its patch replayed now: the PR must carry
-    the patch as stored, not an older version of it nor someone else's commit (``pr`` updates it)."""
-    heads = {
-        o.name: snap.facts[snap.pulls[o.name].number].head_sha
-        for o in run.outcomes
-        if o.name in snap.pulls and o.verdict is Verdict.UNIQUE and o.commit
-    }
+def _read_heads(repo: git.Repository, stack: Stack, run: Run, snap: LandSnapshot) -> None:
+    """The patch-id of each open PR's head and of its patch replayed now: the PR must carry the patch
+    as stored, not an older version of it nor someone else's commit (``pr`` updates it)."""
+    heads = _open_heads(run, snap)
     if not heads:
         return
-    present = repo.has_objects(heads.values())
-    missing = [f"refs/heads/{snap.pulls[name].head_ref}" for name, sha in heads.items() if not present[sha]]
-    if missing:
-        repo.fetch_objects(stack.config.target.remote, missing)  # objects only: no ref is written
+    _fetch_missing(repo, stack.config.target.remote, snap, heads)
     replayed = {o.name: o.commit for o in run.outcomes if o.name in heads and o.commit}
     ids = repo.patch_ids_of_commits([(sha, None) for sha in [*heads.values(), *replayed.values()]])
     snap.heads = {snap.pulls[name].number: ids.get(sha, "") for name, sha in heads.items()}
     snap.replayed = {name: ids.get(sha, "") for name, sha in replayed.items()}
 
 
+def _fetch_missing(repo: git.Repository, remote: str, snap: LandSnapshot, heads: dict[str, str]) -> None:
+    present = repo.has_objects(heads.values())
+    missing = [f"refs/heads/{snap.pulls[name].head_ref}" for name, sha in heads.items() if not present[sha]]
+    if missing:
+        repo.fetch_objects(remote, missing)  # objects only: no ref is written
+
+
+def _open_heads(run: Run, snap: LandSnapshot) -> dict[str, str]:
+    """Patch -> the head commit of its open PR, for each unique patch replayed now."""
+    unique = [o for o in run.outcomes if o.name in snap.pulls and o.verdict is Verdict.UNIQUE and o.commit]
+    return {o.name: snap.facts[snap.pulls[o.name].number].head_sha for o in unique}
+
+
 # -- the plan: pure --------------------------------------------------------------------------
 
 
 @dataclass
-class Step:
-    kind: str  # ready | unlabel | comment | close | unstack | retarget | merge | merge-stack
-    words: str
-    fields: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Entry:
+class LandEntry:
     """One patch in merge order: what ``land`` does with it, or why it stops there."""
 
     name: str
@@ -119,12 +109,12 @@ class Entry:
     url: str | None
     action: str  # land | close | done | stop
     why: str
-    steps: list[Step] = field(default_factory=list)
+    steps: list[ForgeStep] = field(default_factory=list)  # ready | unlabel | comment | close | unstack | …
     readiness: Readiness | None = None
 
     @property
     def label(self) -> str:
-        """ "0003" of 0003-fix-foo.patch: how a maintainer names the patch."""
+        """ "0003" of 0003-fix-foo.patch."""
         return self.name.split("-", 1)[0]
 
     def line(self) -> str:
@@ -152,18 +142,18 @@ class Entry:
 
 
 @dataclass
-class Plan:
+class LandPlan:
     base: str
     base_sha: str
     method: str
-    entries: list[Entry]
+    entries: list[LandEntry]
     native: NativeStack | None = None  # the stack the ready PRs land through, atomically
 
     @property
-    def stop(self) -> Entry | None:
+    def stop(self) -> LandEntry | None:
         return next((e for e in self.entries if e.action == "stop"), None)
 
-    def next_step(self) -> tuple[Entry, Step] | None:
+    def next_step(self) -> tuple[LandEntry, ForgeStep] | None:
         """The first write of the plan; None when there is none before the stop."""
         for e in self.entries:
             if e.action == "stop":
@@ -173,9 +163,9 @@ class Plan:
         return None
 
 
-def make_plan(run: Run, stack: Stack, snap: Snapshot, *, base: str, method: str) -> Plan:
+def plan_landing(run: Run, stack: Stack, snap: LandSnapshot, *, base: str, method: str) -> LandPlan:
     """In merge order, each patch's action until the first that may not land; nothing is read or written."""
-    plan = Plan(base, snap.base_sha, method, [])
+    plan = LandPlan(base, snap.base_sha, method, [])
     for o in run.outcomes:
         entry = _entry(stack, snap, o, base, method)
         plan.entries.append(entry)
@@ -185,9 +175,9 @@ def make_plan(run: Run, stack: Stack, snap: Snapshot, *, base: str, method: str)
     return plan
 
 
-def _entry(stack: Stack, snap: Snapshot, o: Outcome, base: str, method: str) -> Entry:
+def _entry(stack: Stack, snap: LandSnapshot, o: Outcome, base: str, method: str) -> LandEntry:
     pull = snap.pulls.get(o.name)
-    e = Entry(o.name, pull.number if pull else None, pull.url if pull else None, "done", "")
+    e = LandEntry(o.name, pull.number if pull else None, pull.url if pull else None, "done", "")
     if o.verdict is Verdict.REPRESENTED:
         return _represented(snap, o, pull, e, base)
     if o.verdict is not Verdict.UNIQUE:
@@ -202,12 +192,12 @@ def _entry(stack: Stack, snap: Snapshot, o: Outcome, base: str, method: str) -> 
     return _land(stack, snap, o, pull, e, base, method)
 
 
-def _stop(e: Entry, why: str) -> Entry:
+def _stop(e: LandEntry, why: str) -> LandEntry:
     e.action, e.why, e.steps = "stop", why, []
     return e
 
 
-def _represented(snap: Snapshot, o: Outcome, pull: RemotePR | None, e: Entry, base: str) -> Entry:
+def _represented(snap: LandSnapshot, o: Outcome, pull: RemotePR | None, e: LandEntry, base: str) -> LandEntry:
     via = ", ".join(report.short(c) for c in o.represented_by) or base
     if pull is None:
         closed = snap.closed.get(o.name)
@@ -220,8 +210,8 @@ def _represented(snap: Snapshot, o: Outcome, pull: RemotePR | None, e: Entry, ba
     e.why = f"{base} took it meanwhile ({via}): #{pull.number} is closed with the evidence, not merged"
     comments = snap.comments.get(pull.number, [])
     if not any(report.is_closing_comment(c.body, o.stack_patch_id) for c in comments):
-        e.steps.append(Step("comment", f"comment on #{pull.number}: represented by {via}, with the evidence"))
-    e.steps.append(Step("close", f"close #{pull.number}"))
+        e.steps.append(ForgeStep("comment", f"comment on #{pull.number}: represented by {via}, with the evidence"))
+    e.steps.append(ForgeStep("close", f"close #{pull.number}"))
     return e
 
 
@@ -233,7 +223,9 @@ def _no_open_pr(closed: RemotePR | None, base: str) -> str:
     return f"its PR #{closed.number} is closed (reopen it, or run `ggstack pr`)"
 
 
-def _land(stack: Stack, snap: Snapshot, o: Outcome, pull: RemotePR, e: Entry, base: str, method: str) -> Entry:
+def _land(
+    stack: Stack, snap: LandSnapshot, o: Outcome, pull: RemotePR, e: LandEntry, base: str, method: str
+) -> LandEntry:
     facts = snap.facts[pull.number]
     ready = readiness(facts, stack.config.land, snap.permissions, snap.required, base)
     e.readiness = ready
@@ -245,44 +237,53 @@ def _land(stack: Stack, snap: Snapshot, o: Outcome, pull: RemotePR, e: Entry, ba
         return _stop(e, ready.blocker)
     e.action, e.why = "land", f"{ready.approval}; land #{pull.number}"
     if facts.draft:
-        e.steps.append(Step("ready", f"mark #{pull.number} ready for review (approved)"))
+        e.steps.append(ForgeStep("ready", f"mark #{pull.number} ready for review (approved)"))
     if stack.config.pr.approval_gate:
         for label in stack.config.pr.labels:
             if any(label.lower() == x.lower() for x in facts.labels):
-                e.steps.append(Step("unlabel", f"remove label {label} from #{pull.number}", {"label": label}))
+                e.steps.append(ForgeStep("unlabel", f"remove label {label} from #{pull.number}", {"label": label}))
     if facts.base_ref != base:
-        e.steps.append(Step("retarget", f"retarget #{pull.number} onto {base} (from {facts.base_ref})"))
+        e.steps.append(ForgeStep("retarget", f"retarget #{pull.number} onto {base} (from {facts.base_ref})"))
     words = f"merge #{pull.number} into {base} ({method}) at {report.short(facts.head_sha)}"
-    e.steps.append(Step("merge", words, {"sha": facts.head_sha}))
+    e.steps.append(ForgeStep("merge", words, {"sha": facts.head_sha}))
     return e
 
 
-def _plan_native(plan: Plan, snap: Snapshot) -> None:
+def _plan_native(plan: LandPlan, snap: LandSnapshot) -> None:
     """Where the PRs are a native stack: the ready ones below the first to close land in one merge of
     the forge's (the top one's), after their gates are lifted; a PR to close inside it dissolves the
     stack first (what is above it then lands classically)."""
     if snap.stacks is None:
         return
-    holding = {n: st for st in snap.stacks for n in st.pulls if n not in st.merged}
+    holding = _holding(snap.stacks)
     moving = [e for e in plan.entries if e.action in ("land", "close")]
     cut = next((i for i, e in enumerate(moving) if e.action == "close"), len(moving))
     found = _native_prefix(plan, moving[:cut], holding)
     if found is None:
         _unstack_for_a_close(moving[cut : cut + 1], holding)
-        return
-    st, prefix = found
+    else:
+        _merge_as_one(plan, *found)
+
+
+def _holding(stacks: list[NativeStack]) -> dict[int, NativeStack]:
+    """Each open PR in a native stack -> that stack."""
+    return {n: st for st in stacks for n in st.pulls if n not in st.merged}
+
+
+def _merge_as_one(plan: LandPlan, st: NativeStack, prefix: list[LandEntry]) -> None:
+    """The PRs of ``prefix`` merged by one merge of the top one's, after their gates are lifted."""
     top = prefix[-1]
     sha = next(s.fields["sha"] for s in top.steps if s.kind == "merge")
     for e in prefix:
         e.steps = [s for s in e.steps if s.kind in ("ready", "unlabel")]
     words = f"merge native stack {st.number} up to #{top.number} into {plan.base} ({plan.method}), all at once"
-    top.steps.append(Step("merge-stack", words, {"sha": sha, "stack": str(st.number)}))
+    top.steps.append(ForgeStep("merge-stack", words, {"sha": sha, "stack": str(st.number)}))
     plan.native = st
 
 
 def _native_prefix(
-    plan: Plan, lands: list[Entry], holding: Mapping[int, NativeStack]
-) -> tuple[NativeStack, list[Entry]] | None:
+    plan: LandPlan, lands: list[LandEntry], holding: Mapping[int, NativeStack]
+) -> tuple[NativeStack, list[LandEntry]] | None:
     """The native stack of the first PR to land, and the PRs to land that are its bottom, in its order."""
     first = lands[0].number if lands else None
     if first is None or first not in holding:
@@ -301,13 +302,13 @@ def _native_prefix(
     return st, prefix
 
 
-def _unstack_for_a_close(closing: list[Entry], holding: Mapping[int, NativeStack]) -> None:
+def _unstack_for_a_close(closing: list[LandEntry], holding: Mapping[int, NativeStack]) -> None:
     """A PR the base took, inside a native stack: the stack is dissolved before it is closed."""
     for e in closing:
         if e.number is not None and e.number in holding:
             st = holding[e.number]
             words = f"unstack stack {st.number} (#{e.number} is closed, not merged)"
-            e.steps.insert(0, Step("unstack", words, {"stack": str(st.number)}))
+            e.steps.insert(0, ForgeStep("unstack", words, {"stack": str(st.number)}))
 
 
 # -- acting ----------------------------------------------------------------------------------
@@ -326,7 +327,7 @@ class Landing:
     done: list[str] = field(default_factory=list)  # each write, in order
     merged: list[int] = field(default_factory=list)
     closed: list[int] = field(default_factory=list)
-    plan: list[Entry] = field(default_factory=list)  # the last plan read (a dry run's whole answer)
+    plan: list[LandEntry] = field(default_factory=list)  # the last plan read (a dry run's whole answer)
     stopped: str | None = None  # the first PR that may not land, in one line
     queued: str | None = None  # the forge put the stack in its merge queue
 
@@ -402,24 +403,30 @@ def land(
             plan, run, snap = _round(repo, stack, forge, base, result, checked)
             nxt = plan.next_step()
             if dry_run or nxt is None:
-                if plan.stop is not None:
-                    result.stopped = plan.stop.line()
+                result.stopped = plan.stop.line() if plan.stop is not None else None
                 return result
             words, stop = _act(forge, run, snap, plan, *nxt, result, timing)
-            result.done.append(f"{nxt[0].label}: {words}")
-            if say:
-                say(result.done[-1])
-            if stop is not None or result.queued:
-                result.stopped = f"{nxt[0].label}: {stop}" if stop else None
+            if _done(result, nxt[0], words, stop, say):
                 return result
         raise InfraError("land: the forge kept changing under every step; nothing more was done (rerun it)")
     finally:
         forge.close()
 
 
+def _done(result: Landing, entry: LandEntry, words: str, stop: str | None, say: Callable[[str], None] | None) -> bool:
+    """One write recorded (and said); True where land stops after it: refused, or in the merge queue."""
+    result.done.append(f"{entry.label}: {words}")
+    if say:
+        say(result.done[-1])
+    if stop is not None or result.queued:
+        result.stopped = f"{entry.label}: {stop}" if stop else None
+        return True
+    return False
+
+
 def _round(
     repo: git.Repository, stack: Stack, forge: Forge, base: str, result: Landing, checked: dict[str, Run]
-) -> tuple[Plan, Run, Snapshot]:
+) -> tuple[LandPlan, Run, LandSnapshot]:
     """One read of the forge and a check against the base's tip as it is now (once a tip), and the plan."""
     base_sha = forge.branch_sha(base)
     if base_sha is None:
@@ -427,8 +434,8 @@ def _round(
     if base_sha not in checked:
         checked[base_sha] = fresh_check(repo, stack, base, base_sha)
     run = checked[base_sha]
-    snap = read(forge, repo, stack, run, base, base_sha)
-    plan = make_plan(run, stack, snap, base=base, method=result.method)
+    snap = read_landing(forge, repo, stack, run, base, base_sha)
+    plan = plan_landing(run, stack, snap, base=base, method=result.method)
     result.base_sha, result.plan = base_sha, plan.entries
     result.native = result.native or plan.native is not None
     return plan, run, snap
@@ -450,45 +457,51 @@ def fresh_check(repo: git.Repository, stack: Stack, base: str, base_sha: str) ->
 def _act(
     forge: Forge,
     run: Run,
-    snap: Snapshot,
-    plan: Plan,
-    entry: Entry,
-    step: Step,
+    snap: LandSnapshot,
+    plan: LandPlan,
+    entry: LandEntry,
+    step: ForgeStep,
     result: Landing,
     timing: Timing,
 ) -> tuple[str, str | None]:
     """Carry out one step; its words, and the stop line when the forge refused it."""
     pull = snap.pulls[entry.name]
+    if step.kind == "merge":
+        return _merged(result, [pull.number], step, forge.merge(pull, method=plan.method, sha=step.fields["sha"]))
+    if step.kind == "merge-stack":
+        first = forge.merge_async(pull, method=plan.method, sha=step.fields["sha"])
+        numbers = _stack_numbers(plan, pull.number)
+        return _merged(result, numbers, step, _poll(forge, pull, first, timing), stack=step.fields["stack"])
+    _before_merge(forge, run, plan, entry.name, pull, step)
+    if step.kind == "close":
+        result.closed.append(pull.number)
+    return step.words, None
+
+
+def _before_merge(forge: Forge, run: Run, plan: LandPlan, name: str, pull: RemotePR, step: ForgeStep) -> None:
+    """A step that readies a PR to merge (its gate, its base, its native stack), or closes it."""
     if step.kind == "ready":
         forge.mark_ready(pull)
     elif step.kind == "unlabel":
         forge.remove_label(pull, step.fields["label"])
     elif step.kind == "comment":
-        forge.comment(pull, report.closing_comment(run, next(o for o in run.outcomes if o.name == entry.name)))
+        forge.comment(pull, report.closing_comment(run, next(o for o in run.outcomes if o.name == name)))
     elif step.kind == "close":
         forge.edit_pull(pull, state="closed")
-        result.closed.append(pull.number)
     elif step.kind == "retarget":
         forge.edit_pull(pull, base=plan.base)
     elif step.kind == "unstack":
         forge.unstack(int(step.fields["stack"]))
-    elif step.kind == "merge":
-        return _merged(result, [pull.number], step, forge.merge(pull, method=plan.method, sha=step.fields["sha"]))
-    elif step.kind == "merge-stack":
-        first = forge.merge_async(pull, method=plan.method, sha=step.fields["sha"])
-        numbers = _stack_numbers(plan, pull.number)
-        return _merged(result, numbers, step, _poll(forge, pull, first, timing), stack=step.fields["stack"])
-    return step.words, None
 
 
-def _stack_numbers(plan: Plan, top: int) -> list[int]:
+def _stack_numbers(plan: LandPlan, top: int) -> list[int]:
     assert plan.native is not None
     below = [n for n in plan.native.pulls if n not in plan.native.merged]
     return below[: below.index(top) + 1]
 
 
 def _merged(
-    result: Landing, numbers: list[int], step: Step, answer: MergeResult, stack: str = ""
+    result: Landing, numbers: list[int], step: ForgeStep, answer: MergeAnswer, stack: str = ""
 ) -> tuple[str, str | None]:
     what = f"stack {stack} up to #{numbers[-1]}" if stack else f"#{numbers[-1]}"
     label = step.words
@@ -503,7 +516,7 @@ def _merged(
     return f"{label}: refused", refusal
 
 
-def _poll(forge: Forge, pull: RemotePR, answer: MergeResult, timing: Timing) -> MergeResult:
+def _poll(forge: Forge, pull: RemotePR, answer: MergeAnswer, timing: Timing) -> MergeAnswer:
     """The asynchronous merge's answer once it is no longer pending (bounded by ``timing.wait``)."""
     deadline = time.monotonic() + timing.wait
     while answer.status == "pending":
@@ -550,4 +563,4 @@ def _open_forge(stack: Stack, env: Mapping[str, str]) -> Forge:
             f"`land` needs GITHUB_TOKEN (or GH_TOKEN): one that may read {stack.config.target.repo} for --dry-run, "
             f"one that may merge its PRs otherwise"
         )
-    return pr_stage.open_forge(stack, env, dry_run=False)
+    return open_forge(stack, env, dry_run=False)

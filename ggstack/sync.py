@@ -24,6 +24,7 @@ from ggstack import exits, git, replay, report, secrets, state, testing
 from ggstack import pr as pr_stage
 from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError, UserError
+from ggstack.forge import open_forge
 from ggstack.model import Outcome, Progress, Run, Stack, Verdict
 from ggstack.state import LockInfo, lock_path, locked, read_lock  # noqa: F401  (the stack's lock lives there)
 
@@ -276,7 +277,7 @@ def _propose_rebased_series(
     """``--rebase-series``: the rebased series as a PR onto the branch the stack lives on (see ``rebase_pr``)."""
     from ggstack import rebase_pr
 
-    forge = pr_stage.open_forge(stack, env, dry_run=dry_run)  # without a token: a UserError, or offline for a dry run
+    forge = open_forge(stack, env, dry_run=dry_run)  # without a token: a UserError, or offline for a dry run
     try:
         return rebase_pr.propose(repo, stack, run, series_branch=series_branch, dry_run=dry_run, forge=forge)
     finally:

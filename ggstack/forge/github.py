@@ -1,12 +1,9 @@
 """GitHub (and GitHub Enterprise) as ggstack's forge, through PyGithub.
 
-A create or comment whose answer was lost (5xx, timeout) is looked up again
-before it is re-sent, so there are no duplicates; the token is only handed to
-PyGithub and every message raised here is scrubbed of it. Retries are
-ggstack's, not urllib3's (PyGithub gets ``retry=None``): a re-sent POST must
-first check whether the lost one landed, and every wait comes out of one
-bounded budget per run (``RetryPolicy``: its knobs are environment variables,
-docs/commands/pr.md, so the tests can shrink the time scale).
+Retries are ggstack's, not urllib3's (PyGithub gets ``retry=None``): a write
+whose answer was lost is looked up before it is re-sent (no duplicate PRs or
+comments), and every wait comes out of one bounded budget a run
+(``RetryPolicy``). The token goes to PyGithub only; every message is scrubbed.
 """
 
 from __future__ import annotations
@@ -30,18 +27,29 @@ from ggstack.errors import InfraError, UserError
 from ggstack.forge import (
     Comment,
     CommitFacts,
+    MergeAnswer,
     MergeFacts,
-    MergeResult,
     NativeStack,
     RemotePR,
     Review,
+    maintainer_approvals,
     same_last_line,
 )
 from ggstack.secrets import TOKEN_VARS, Secrets, shown_url
 
 DEFAULT_API_URL = "https://api.github.com"
-MAINTAINERS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})  # whose approval lifts the gate
 T = TypeVar("T")
+# What a call may fail with: retried (_wait_after), or not GitHub's API (TypeError…: no retry helps).
+_FAILURES = (
+    GithubException,
+    requests.RequestException,
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    IndexError,
+    RecursionError,
+)
 
 
 # -- the time scale of retries --------------------------------------------------------
@@ -49,11 +57,9 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How long ggstack keeps trying the forge, all of it bounded: back-off, ``Retry-After`` and
-    rate-limit resets all come out of ``budget``. From GGSTACK_RETRY_BASE_SECONDS,
-    GGSTACK_RETRY_ATTEMPTS, GGSTACK_RETRY_BUDGET_SECONDS, GGSTACK_RATE_LIMIT_MAX_WAIT,
-    GGSTACK_FORGE_TIMEOUT and GGSTACK_WRITE_INTERVAL_SECONDS (PyGithub's
-    ``seconds_between_writes``: writes one at a time, spaced as GitHub asks)."""
+    """How long ggstack keeps trying the forge: back-off, ``Retry-After`` and rate-limit resets all
+    come out of ``budget``. Set by the GGSTACK_RETRY_*, GGSTACK_RATE_LIMIT_MAX_WAIT, GGSTACK_FORGE_TIMEOUT
+    and GGSTACK_WRITE_INTERVAL_SECONDS variables (docs/commands/pr.md), so tests shrink the time scale."""
 
     base: float = 1.0  # back-off: base * 2**attempt seconds
     attempts: int = 5  # tries per call
@@ -155,25 +161,14 @@ class GitHub:
         recheck: Callable[[], T | None] | None = None,
         not_found: str | None = None,
     ) -> T:
-        """``fn()``, retried on 5xx, timeouts and rate limits within the budget.
-
-        ``recheck`` is asked, before a failed write is re-sent, whether it
-        landed after all (a lost answer); its non-None answer is the result.
-        """
+        """``fn()``, retried on 5xx, timeouts and rate limits within the budget. Before a failed write
+        is re-sent, ``recheck`` says whether it landed after all (a lost answer): its non-None answer is kept."""
         attempt = 0
         while True:
             try:
                 result = fn()
-            except GithubException as e:
-                wait, why = self._retryable(e, what, attempt, not_found)
-            except requests.RequestException as e:
-                wait, why = self._backoff(attempt), f"{type(e).__name__}: {e}"
-            except ValueError as e:  # JSONDecodeError: no JSON at all (a proxy's page, a cut answer): retried
-                wait, why = self._backoff(attempt), f"its answer is not JSON ({e})"
-            except (TypeError, KeyError, AttributeError, IndexError, RecursionError) as e:
-                # JSON, but not the shape GitHub's API answers with (or nested past the parser): no
-                # retry makes it one.
-                raise InfraError(self.scrub(_malformed(what, self.shown_url, e))) from None
+            except _FAILURES as e:
+                wait, why = self._wait_after(e, what, attempt, not_found)
             else:
                 if write:
                     self._wrote()
@@ -184,14 +179,22 @@ class GitHub:
                     self.scrub(f"{what}: the forge at {self.shown_url} still fails after {attempt} tries ({why})")
                 ) from None
             self._sleep(wait, what, why)
-            if recheck is not None:
-                found = recheck()
-                if found is not None:
-                    return found
+            found = recheck() if recheck is not None else None
+            if found is not None:
+                return found
+
+    def _wait_after(self, e: Exception, what: str, attempt: int, not_found: str | None) -> tuple[float, str]:
+        """How long to wait before trying again after ``e``, and why; raises where no retry helps."""
+        if isinstance(e, GithubException):
+            return self._retryable(e, what, attempt, not_found)
+        if isinstance(e, requests.RequestException):
+            return self._backoff(attempt), f"{type(e).__name__}: {e}"
+        if isinstance(e, ValueError):  # JSONDecodeError: no JSON at all (a proxy's page, a cut answer)
+            return self._backoff(attempt), f"its answer is not JSON ({e})"
+        # JSON, but not the shape GitHub's API answers with (or nested past the parser): no retry makes it one.
+        raise InfraError(self.scrub(_malformed(what, self.shown_url, e))) from None
 
     def _retryable(self, e: GithubException, what: str, attempt: int, not_found: str | None) -> tuple[float, str]:
-        """How long to wait before retrying ``e``; raises when it is not worth retrying."""
-        headers = {k.lower(): v for k, v in (e.headers or {}).items()}
         message = _message(e)
         status = e.status
         if status == 401:
@@ -202,34 +205,7 @@ class GitHub:
                 )
             )
         if status in (403, 429):
-            if "retry-after" in headers:
-                seconds = _seconds(headers["retry-after"])
-                if seconds > self.policy.max_wait:
-                    raise InfraError(
-                        self.scrub(
-                            f"{what}: the forge asks to wait {seconds:.0f} s (Retry-After), more than the {self.policy.max_wait:.0f} s ggstack waits; try again later"
-                        )
-                    )
-                return seconds, f"{status} Retry-After {seconds:.0f} s"
-            if headers.get("x-ratelimit-remaining") == "0":
-                reset = int(headers.get("x-ratelimit-reset", "0") or 0)
-                wait = max(reset - time.time(), 0) + 1  # the reset happens some time within that second
-                at = datetime.datetime.fromtimestamp(reset, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-                if wait > self.policy.max_wait:
-                    raise InfraError(
-                        self.scrub(
-                            f"{what}: GitHub API rate limit exhausted; it resets at {at} (in {wait:.0f} s); try again then"
-                        )
-                    )
-                return wait, f"rate limit exhausted until {at}"
-            if "secondary rate limit" in message.lower():
-                # GitHub: "wait at least one minute"; scaled with the back-off base.
-                return max(60 * self.policy.base, self._backoff(attempt)), "secondary rate limit"
-            raise UserError(
-                self.scrub(
-                    f"{what}: the forge refused ({status} {message}); does the token in {self.token_var} have write access to {self.slug}?"
-                )
-            )
+            return self._throttled(e, what, attempt, message)
         if status == 404:
             raise UserError(self.scrub(not_found or f"{what}: not found on the forge (404 {message})"))
         if status == 422:
@@ -237,6 +213,41 @@ class GitHub:
         if status >= 500:
             return self._backoff(attempt), f"{status} {message}"
         raise InfraError(self.scrub(f"{what}: unexpected answer from the forge ({status} {message})"))
+
+    def _throttled(self, e: GithubException, what: str, attempt: int, message: str) -> tuple[float, str]:
+        """A 403 or 429: the wait the forge asks for, within ``max_wait``; else the token may not do this."""
+        headers = {k.lower(): v for k, v in (e.headers or {}).items()}
+        if "retry-after" in headers:
+            seconds = _seconds(headers["retry-after"])
+            if seconds > self.policy.max_wait:
+                raise InfraError(
+                    self.scrub(
+                        f"{what}: the forge asks to wait {seconds:.0f} s (Retry-After), more than the {self.policy.max_wait:.0f} s ggstack waits; try again later"
+                    )
+                )
+            return seconds, f"{e.status} Retry-After {seconds:.0f} s"
+        if headers.get("x-ratelimit-remaining") == "0":
+            return self._until_reset(headers, what)
+        if "secondary rate limit" in message.lower():
+            # GitHub: "wait at least one minute"; scaled with the back-off base.
+            return max(60 * self.policy.base, self._backoff(attempt)), "secondary rate limit"
+        raise UserError(
+            self.scrub(
+                f"{what}: the forge refused ({e.status} {message}); does the token in {self.token_var} have write access to {self.slug}?"
+            )
+        )
+
+    def _until_reset(self, headers: Mapping[str, str], what: str) -> tuple[float, str]:
+        reset = int(headers.get("x-ratelimit-reset", "0") or 0)
+        wait = max(reset - time.time(), 0) + 1  # the reset happens some time within that second
+        at = datetime.datetime.fromtimestamp(reset, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        if wait > self.policy.max_wait:
+            raise InfraError(
+                self.scrub(
+                    f"{what}: GitHub API rate limit exhausted; it resets at {at} (in {wait:.0f} s); try again then"
+                )
+            )
+        return wait, f"rate limit exhausted until {at}"
 
     def _backoff(self, attempt: int) -> float:
         return self.policy.base * 2**attempt
@@ -282,13 +293,8 @@ class GitHub:
         return self.call(f"look up the {state} PRs of {head_ref}", lambda: [_remote(p) for p in fetch()])
 
     def approvals(self, pull: RemotePR) -> list[str]:
-        """Maintainers whose latest decisive review of the PR approves it."""
         reviews = self.call(f"read reviews of #{pull.number}", lambda: list(pull.handle.get_reviews()))
-        latest: dict[str, tuple[str, str]] = {}
-        for r in reviews:
-            if r.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") and r.user is not None:
-                latest[r.user.login] = (r.state, r.author_association or "")
-        return sorted(u for u, (state, assoc) in latest.items() if state == "APPROVED" and assoc.upper() in MAINTAINERS)
+        return maintainer_approvals([_review(r) for r in reviews if r.user is not None])
 
     def commit_facts(self, slug: str, sha: str) -> CommitFacts | None:
         """Tree, parents and message of a commit the forge has, None when it has not."""
@@ -351,11 +357,7 @@ class GitHub:
             labels=[label.name for label in full.labels],
             mergeable=full.mergeable,
             mergeable_state=full.mergeable_state or "unknown",
-            reviews=[
-                Review(r.user.login, r.state or "", r.commit_id or "", (r.author_association or "").upper())
-                for r in reviews
-                if r.user is not None
-            ],
+            reviews=[_review(r) for r in reviews if r.user is not None],
             checks=self.call(f"read the checks of {head[:10]}", lambda: self._checks(head)),
             merge_commit=full.merge_commit_sha,
         )
@@ -437,7 +439,7 @@ class GitHub:
 
         return self.call(f"list the stacks of {self.slug}", fetch)
 
-    def merge_result(self, pull: RemotePR, uuid: str) -> MergeResult:
+    def merge_result(self, pull: RemotePR, uuid: str) -> MergeAnswer:
         data = self.call(
             f"read the merge request of #{pull.number}",
             lambda: self._rest("GET", f"/pulls/{pull.number}/merge-async/{urllib.parse.quote(uuid)}"),
@@ -518,37 +520,37 @@ class GitHub:
             f"comment on #{pull.number}", lambda: pull.handle.create_issue_comment(body), write=True, recheck=landed
         )
 
-    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
+    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeAnswer:
         """The synchronous merge of ``pull`` at ``sha``: merged, or refused with GitHub's reason (405/409).
 
         A merge whose answer was lost is looked up before it is sent again: never twice."""
 
-        def merge() -> MergeResult:
+        def merge() -> MergeAnswer:
             try:
                 status = pull.handle.merge(merge_method=method, sha=sha)
             except GithubException as e:
                 if e.status in (405, 409):
-                    return MergeResult("refused", _message(e))
+                    return MergeAnswer("refused", _message(e))
                 raise
-            return MergeResult("merged", status.message or "", status.sha)
+            return MergeAnswer("merged", status.message or "", status.sha)
 
-        def landed() -> MergeResult | None:
+        def landed() -> MergeAnswer | None:
             now = self.call(f"look up #{pull.number}", lambda: self.repo.get_pull(pull.number))
             return (
-                MergeResult("merged", "merged (found after a lost answer)", now.merge_commit_sha)
+                MergeAnswer("merged", "merged (found after a lost answer)", now.merge_commit_sha)
                 if now.merged
                 else None
             )
 
         return self.call(f"merge #{pull.number} ({method})", merge, write=True, recheck=landed)
 
-    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
+    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeAnswer:
         """The asynchronous merge (GitHub's for stacked PRs): this PR and every one below it in its stack.
 
         Sending it again is safe: GitHub answers 409 with the request already there, or "merged";
         only a new request (202) counts as a write."""
 
-        def submit() -> tuple[MergeResult, bool]:
+        def submit() -> tuple[MergeAnswer, bool]:
             body = {"merge_method": method, "merge_action": "default", "sha": sha}
             try:
                 data = self._rest("PUT", f"/pulls/{pull.number}/merge-async", body=body)
@@ -642,6 +644,10 @@ def _remote(p: Any) -> RemotePR:
     )
 
 
+def _review(r: Any) -> Review:
+    return Review(r.user.login, r.state or "", r.commit_id or "", (r.author_association or "").upper())
+
+
 def _stack(data: Any) -> NativeStack:
     pulls = data.get("pull_requests") or []
     return NativeStack(
@@ -652,10 +658,10 @@ def _stack(data: Any) -> NativeStack:
     )
 
 
-def _merge_result(data: Any) -> MergeResult:
+def _merge_result(data: Any) -> MergeAnswer:
     data = data if isinstance(data, dict) else {}
     details = data.get("details") if isinstance(data.get("details"), dict) else {}
-    return MergeResult(
+    return MergeAnswer(
         str(data.get("status") or "failed"), str(details.get("message") or ""), details.get("sha"), details.get("uuid")
     )
 
@@ -679,34 +685,49 @@ def _message(e: GithubException) -> str:
 
 
 def _errors(e: GithubException) -> str:
-    """GitHub's ``errors[]`` in words: "base: invalid", or the message a custom error carries."""
+    """GitHub's ``errors[]`` in words."""
     errors = e.data.get("errors") if isinstance(e.data, dict) else None
     if not isinstance(errors, list) or not errors:
         return ""
-    words = []
-    for x in errors:
-        if not isinstance(x, dict):
-            words.append(str(x))
-            continue
-        what = " ".join(str(x[k]) for k in ("code", "message") if x.get(k) and not (k == "code" and x[k] == "custom"))
-        words.append(f"{x['field']}: {what}" if x.get("field") else what)
-    return ": " + "; ".join(w for w in words if w)
+    return ": " + "; ".join(w for w in map(_error_words, errors) if w)
+
+
+def _error_words(x: object) -> str:
+    """One of GitHub's ``errors[]``: "base: invalid", or the message a custom error carries."""
+    if not isinstance(x, dict):
+        return str(x)
+    what = " ".join(str(x[k]) for k in ("code", "message") if x.get(k) and not (k == "code" and x[k] == "custom"))
+    return f"{x['field']}: {what}" if x.get("field") else what
+
+
+_ADVICE = (  # a refused field of GitHub's ``errors[]`` -> what the user can do
+    (
+        "base",
+        "the PR base is not a branch of the target repository on the forge: push it there, or pass --onto an existing branch",
+    ),
+    (
+        "head",
+        "the PR head is not a branch the forge can see (was it pushed? with target.fork: is it a fork of target.repo?)",
+    ),
+)
 
 
 def _what_to_do(e: GithubException) -> str:
     """What the user can do about a refusal, from GitHub's ``errors[]``; else where GitHub documents it."""
     data = e.data if isinstance(e.data, dict) else {}
     errors = [x for x in data.get("errors") or [] if isinstance(x, dict)]
-    fields = {x.get("field") for x in errors}
-    text = " ".join(str(x.get("message", "")) for x in errors)
-    if "base" in fields:
-        return "; the PR base is not a branch of the target repository on the forge: push it there, or pass --onto an existing branch"
-    if "head" in fields:
-        return "; the PR head is not a branch the forge can see (was it pushed? with target.fork: is it a fork of target.repo?)"
-    if "No commits between" in text:
-        return "; the branch adds nothing to its base (is the patch already there?)"
     docs = data.get("documentation_url")
-    return f"; see {docs}" if docs else ""
+    return _advice(errors) or (f"; see {docs}" if docs else "")
+
+
+def _advice(errors: list[dict[str, Any]]) -> str:
+    fields = {x.get("field") for x in errors}
+    for field, words in _ADVICE:
+        if field in fields:
+            return f"; {words}"
+    if "No commits between" in " ".join(str(x.get("message", "")) for x in errors):
+        return "; the branch adds nothing to its base (is the patch already there?)"
+    return ""
 
 
 def _seconds(value: str) -> float:
