@@ -1,11 +1,9 @@
 """``ggstack land``: merge the stack's approved PRs in merge order, each checked again at the last moment.
 
-The base may take a patch's change while its PR waits, so ``land`` works in
-rounds shaped like ``pr``'s: read the forge, ``check`` against the base's tip
-(text only: no patch code runs where the token is), plan purely
-(``plan_landing``), do the plan's first write, read again. A rerun starts from
-what the forge says now: nothing is merged twice. Native stacks land in one
-asynchronous merge of the forge's, polled.
+The base may take a patch's change while its PR waits, so ``land`` works in rounds shaped like ``pr``'s:
+read the forge, ``check`` against the base's tip (text only: no patch code runs where the token is),
+plan purely (``plan_landing``), do the plan's first write, read again. A rerun starts from what the
+forge says now: nothing is merged twice. Native stacks land in one asynchronous merge, polled.
 """
 
 from __future__ import annotations
@@ -34,8 +32,6 @@ METHODS = ("merge", "squash", "rebase")  # GitHub's default order: a merge commi
 
 @dataclass
 class LandSnapshot:
-    """What the forge has that the landing plan needs, read in one go before anything is decided."""
-
     base_sha: str
     pulls: dict[str, RemotePR] = field(default_factory=dict)  # patch -> its open PR
     closed: dict[str, RemotePR] = field(default_factory=dict)  # patch without an open PR -> its latest closed one
@@ -50,7 +46,6 @@ class LandSnapshot:
 
 
 def read_landing(forge: Forge, repo: git.Repository, stack: Stack, run: Run, base: str, base_sha: str) -> LandSnapshot:
-    """Each open PR of the stack as the forge has it now; the closed ones of patches without one."""
     matched = match(run, stack, forge.open_pulls())
     snap = LandSnapshot(base_sha=base_sha, pulls=matched.pulls, methods=forge.merge_methods())
     owner = head_owner(stack)
@@ -92,7 +87,6 @@ def _fetch_missing(repo: git.Repository, remote: str, snap: LandSnapshot, heads:
 
 
 def _open_heads(run: Run, snap: LandSnapshot) -> dict[str, str]:
-    """Patch -> the head commit of its open PR, for each unique patch replayed now."""
     unique = [o for o in run.outcomes if o.name in snap.pulls and o.verdict is Verdict.UNIQUE and o.commit]
     return {o.name: snap.facts[snap.pulls[o.name].number].head_sha for o in unique}
 
@@ -114,8 +108,7 @@ class LandEntry:
 
     @property
     def label(self) -> str:
-        """ "0003" of 0003-fix-foo.patch."""
-        return self.name.split("-", 1)[0]
+        return self.name.split("-", 1)[0]  # "0003" of 0003-fix-foo.patch
 
     def line(self) -> str:
         return f"{self.label}: {self.why}"
@@ -266,7 +259,6 @@ def _plan_native(plan: LandPlan, snap: LandSnapshot) -> None:
 
 
 def _holding(stacks: list[NativeStack]) -> dict[int, NativeStack]:
-    """Each open PR in a native stack -> that stack."""
     return {n: st for st in stacks for n in st.pulls if n not in st.merged}
 
 
@@ -355,8 +347,7 @@ class Landing:
 
 @dataclass(frozen=True)
 class Timing:
-    """How often and how long ``land`` polls an asynchronous merge (GGSTACK_MERGE_POLL_SECONDS,
-    GGSTACK_MERGE_WAIT_SECONDS)."""
+    """How often and how long ``land`` polls an asynchronous merge (GGSTACK_MERGE_*_SECONDS)."""
 
     poll: float = 2.0
     wait: float = 600.0
@@ -386,11 +377,8 @@ def land(
     client: Forge | None = None,
     say: Callable[[str], None] | None = None,
 ) -> Landing:
-    """``ggstack land``: read, check, plan, act on one write, and again, until the plan has none left.
-
-    ``dry_run`` plans once and writes nothing (a token that may read is enough).
-    ``say`` is told each write as it is done.
-    """
+    """Read, check, plan, do one write, and again, until the plan has none left. ``dry_run`` plans once
+    and writes nothing (a token that may read is enough); ``say`` is told each write as it is done."""
     env = os.environ if env is None else env
     base = land_base(stack, onto)
     forge = client or _open_forge(stack, env)
@@ -479,7 +467,6 @@ def _act(
 
 
 def _before_merge(forge: Forge, run: Run, plan: LandPlan, name: str, pull: RemotePR, step: ForgeStep) -> None:
-    """A step that readies a PR to merge (its gate, its base, its native stack), or closes it."""
     if step.kind == "ready":
         forge.mark_ready(pull)
     elif step.kind == "unlabel":

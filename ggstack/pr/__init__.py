@@ -1,10 +1,8 @@
-"""``ggstack pr``: open, update and close the stack's pull requests, acting only on what ``check`` decided.
+"""``ggstack pr``: open, update and close the stack's PRs, acting only on what ``check`` decided.
 
-Four steps, a module each: *read* the forge and the remote once (``read``),
-choose the commit each PR branch holds (``commits``, git only), *plan* every
-step as a pure function of those (``plan``: what it avoids — noise,
-duplicates, flapping, late refusals — is docs/commands/pr.md), and *act* in
-merge order (``act``). ``--dry-run`` stops before acting; nothing is merged.
+A module a step: ``read`` the forge and the remote once, choose each PR branch's commit (``commits``,
+git only), ``plan`` every step purely (what it avoids — noise, duplicates, flapping, late refusals —
+is docs/commands/pr.md), ``act`` in merge order. ``--dry-run`` stops before acting; nothing is merged.
 """
 
 from __future__ import annotations
@@ -88,7 +86,6 @@ def pr_base(repo: git.Repository, stack: Stack, base_ref: str) -> str:
 
 
 def _is_base_tip(repo: git.Repository, stack: Stack, base_ref: str) -> bool:
-    """``base_ref`` is a sha that is target.base's tip, here or on the remote."""
     target = stack.config.target
     sha = repo.try_resolve(base_ref)
     tips = (

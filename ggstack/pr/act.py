@@ -19,8 +19,6 @@ from ggstack.pr.text import body_of, merge_order_of
 
 
 class _Ticker:
-    """Progress over the plan's steps, one kind of step of one slot at a time."""
-
     def __init__(self, plan: Plan, progress: Progress | None) -> None:
         self.total = sum(len(s.steps) for s in plan.slots)
         self.done = 0
@@ -33,7 +31,6 @@ class _Ticker:
 
 
 def act(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, progress: Progress | None) -> None:
-    """Push, open in merge order, fix bodies and bases, gates, closes; the native stack around them."""
     tick = _Ticker(plan, progress)
     _push(repo, stack, [s for s in plan.needed if any(st.kind == "push" for st in s.steps)])
     for s in plan.needed:
@@ -128,7 +125,6 @@ def _gate(s: Slot, forge: Forge) -> None:
 
 
 def _close(s: Slot, forge: Forge, tick: _Ticker) -> None:
-    """A redundant patch's PR: its closing comment, then closed."""
     assert s.pull is not None and s.state is not None
     for step in s.steps:
         if step.kind == "comment":
@@ -153,7 +149,6 @@ def _push(repo: git.Repository, stack: Stack, slots: Sequence[Slot]) -> None:
 
 
 def _push_failure(remote: str, proc: subprocess.CompletedProcess[bytes]) -> Exception:
-    """Someone pushed since ggstack looked (the user reruns ``pr``), or git could not push at all."""
     out = proc.stdout.decode("utf-8", "replace")
     err = proc.stderr.decode("utf-8", "replace").strip()
     rejected = [

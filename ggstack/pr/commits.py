@@ -1,11 +1,8 @@
 """``pr``'s second step: the commit each needed patch's PR branch should hold (git only, no forge).
 
-``apply`` chains every patch that applied; a patch without a PR (broken,
-held, represented yet applied) would ride along in the next PR, so the next
-one is replayed onto the previous needed commit instead. A replay on another
-machine (CI's fresh clone) makes new commits for the same change: where the
-remote head has the same tree, parent and message, it is kept, so an
-unchanged branch is not pushed again.
+A patch without a PR (broken, held) would ride along in the next PR, so the next needed patch is
+replayed onto the previous needed one. Where the remote head is the same change (tree, parent and
+message: CI's fresh clone makes new commit objects), it is kept, so an unchanged branch is not pushed.
 """
 
 from __future__ import annotations
@@ -31,7 +28,6 @@ class Chosen:
 
 
 def choose_commits(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot) -> dict[str, Chosen]:
-    """Each needed patch's commit on the previous needed one, the remote's where it is the same change."""
     alone = _Alone(repo, stack)
     previous = run.base
     chosen: dict[str, Chosen] = {}
@@ -78,7 +74,6 @@ class _Alone:
 def _remote_if_same(
     snap: Snapshot, name: str, commit: str, info: git.CommitInfo, previous: str, here: Mapping[str, bool]
 ) -> str:
-    """The remote head where it is this change (same tree, parent and message), else ``commit``."""
     remote = snap.heads.get(snap.branches[name])
     facts = snap.commits.get(remote or "")
     same = facts and (facts.tree, facts.parents) == (info.tree, (previous,)) and _same(facts.message, info.message)

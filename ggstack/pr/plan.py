@@ -69,7 +69,6 @@ class Plan:
 
     @functools.cached_property
     def needed(self) -> list[Slot]:
-        """The slots that get a PR, in merge order (a slot's commit is chosen before the plan)."""
         return [s for s in self.slots if s.needed]
 
 
@@ -84,7 +83,6 @@ def make_plan(
     close_redundant: bool,
     stacked: bool | None,
 ) -> Plan:
-    """Every step for every patch, from what was read and chosen; nothing is read or written here."""
     slots = [_slot(o, patches[o.name], snap, chosen) for o in run.outcomes]
     refuse_what_the_forge_would(stack, snap, slots, base_branch)
     plan = Plan(
@@ -145,7 +143,6 @@ def _stacked_mode(stacked: bool | None, stack: Stack, slots: list[Slot], base_br
 
 
 def _plan_needed(stack: Stack, plan: Plan) -> None:
-    """Each needed PR's state and steps; a PR's base is the previous one's branch where stacked."""
     needed = plan.needed
     previous: Slot | None = None
     for n, s in enumerate(needed, 1):
@@ -228,7 +225,6 @@ def _label_step(label: str, pull: RemotePR, approved: bool) -> ForgeStep | None:
 
 
 def changed_fields(s: Slot) -> dict[str, str]:
-    """What of an open PR differs from the plan: its title, body, base."""
     assert s.pull is not None and s.state is not None
     fields = {}
     if s.pull.title != s.state.title:
@@ -272,7 +268,6 @@ def _kept_state(s: Slot, pull: RemotePR) -> PRState:
 
 
 def _left_note(o: Outcome, note: str) -> str:
-    """Why a PR is left as it is ("": a verdict with nothing to say)."""
     if o.verdict in (Verdict.CONFLICT, Verdict.BROKEN):
         return f"{o.verdict.value}: needs rework; PR left as it is"
     if o.verdict is Verdict.INCONCLUSIVE:
@@ -317,7 +312,6 @@ def _plan_native(plan: Plan, snap: Snapshot) -> None:
 
 
 def _touching(plan: Plan, stacks: list[NativeStack]) -> list[NativeStack]:
-    """The native stacks holding one of the plan's open PRs, not merged yet."""
     ours = {s.pull.number for s in plan.slots if s.pull is not None and s.pull.state == "open"}
     return [st for st in stacks if ours & (set(st.pulls) - set(st.merged))]
 

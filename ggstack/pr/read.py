@@ -20,8 +20,6 @@ NEEDED = (Verdict.UNIQUE, Verdict.PARTIAL)  # the only verdicts that get a PR
 
 @dataclass
 class Snapshot:
-    """What the forge and the remote have that the plan needs."""
-
     branches: dict[str, str] = field(default_factory=dict)  # patch name -> its remote branch (no refs/heads/)
     pulls: dict[str, RemotePR] = field(default_factory=dict)  # patch name -> its open PR
     heads: dict[str, str] = field(default_factory=dict)  # remote branch -> sha
@@ -41,8 +39,6 @@ class Snapshot:
 
 
 class Matched(NamedTuple):
-    """The forge's open PRs matched to the stack's patches (``match``)."""
-
     pulls: dict[str, RemotePR]  # patch name -> its open PR
     branches: dict[str, str]  # patch name -> its remote branch
     foreign: dict[str, RemotePR]  # patch name -> a PR with its marker on another stack's head
@@ -61,7 +57,6 @@ def head_owner(stack: Stack) -> str:
 def read_snapshot(
     forge: Forge, repo: git.Repository, stack: Stack, run: Run, *, base_branch: str, close_redundant: bool
 ) -> Snapshot:
-    """Everything the plan needs from the forge and the remote; a forge that is offline is not asked."""
     if forge.offline:
         return Snapshot(branches=match(run, stack, []).branches, offline=True)
     pulls, branches, foreign = match(run, stack, forge.open_pulls())
@@ -91,14 +86,12 @@ def _read_closing_comments(forge: Forge, snap: Snapshot, run: Run) -> None:
 
 
 def _read_places(forge: Forge, snap: Snapshot, stack: Stack, base_branch: str) -> None:
-    """Whether the PR base branch and the heads' repository are on the forge."""
     target = stack.config.target
     snap.base_exists = forge.has_branch(target.repo, base_branch)
     snap.head_repo_exists = target.fork is None or forge.has_repository(target.fork)
 
 
 def _read_heads(repo: git.Repository, remote: str, snap: Snapshot, needed: list[Outcome]) -> None:
-    """The remote head of each needed patch's branch, its objects fetched where this clone lacks them."""
     wanted = [f"refs/heads/{snap.branches[o.name]}" for o in needed]
     heads = repo.ls_remote(remote, wanted) if wanted else {}  # no patterns would list every ref
     snap.heads = {ref.removeprefix("refs/heads/"): sha for ref, sha in heads.items()}
@@ -138,7 +131,6 @@ def uses_native(stack: Stack) -> bool | None:
 
 
 def native_stacks(forge: Forge, stack: Stack) -> list[NativeStack] | None:
-    """The forge's native stacks where ggstack uses them; None where it does not (or cannot)."""
     wanted = uses_native(stack)
     if wanted is False:
         return None
@@ -161,7 +153,6 @@ def _fetch_missing(repo: git.Repository, remote: str, heads: dict[str, str]) -> 
 
 
 def _read_remote_commits(forge: Forge, snap: Snapshot, stack: Stack, needed: list[Outcome]) -> None:
-    """The forge's facts of each remote head that is not the replayed commit, and whose patch it carries."""
     target = stack.config.target
     for o in needed:
         sha = snap.heads.get(snap.branches[o.name])
@@ -192,11 +183,9 @@ def latest_closed(forge: Forge, owner: str, branch: str, o: Outcome) -> RemotePR
 
 
 def match(run: Run, stack: Stack, pulls: Sequence[RemotePR]) -> Matched:
-    """Each patch's open PR (by its marker, else by its head branch), its remote branch,
-    and the PRs carrying one of its markers on a head branch that is not this stack's.
-
-    A PR is adopted by its marker only when its head is one of this stack's branches: another
-    stack holding the same Stack-Patch-Id (imported from this one's commits) must not take it over."""
+    """Each patch's open PR (by its marker, else by its head branch) and remote branch. A PR is adopted
+    by its marker only on one of this stack's branches: another stack holding the same Stack-Patch-Id
+    (imported from this one's commits) must not take it over (``foreign``)."""
     ours = _ours(stack, pulls)
     by_marker = _by_marker(stack, ours)
     namespace = replay.branch_namespace(stack, None)

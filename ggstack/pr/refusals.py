@@ -56,7 +56,6 @@ def _refuse_overwrite(target: TargetConfig, snap: Snapshot, s: Slot) -> None:
 
 
 def _refuse_missing_places(target: TargetConfig, snap: Snapshot, base_branch: str) -> None:
-    """The repository the heads live in, and the branch the first PR goes onto, must be on the forge."""
     if not snap.head_repo_exists:
         raise UserError(
             f"target.fork {target.fork!r} is not on the forge (or the token cannot see it): the PR heads would "

@@ -19,7 +19,6 @@ _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*: .*|\(cherry picked from comm
 
 
 def summary_of(patch: Patch) -> str:
-    """The patch message without subject and trailers."""
     paragraphs = patch.body.split("\n\n")
     if paragraphs and all(_TRAILER.match(line) for line in paragraphs[-1].strip().splitlines()):
         paragraphs = paragraphs[:-1]
@@ -28,7 +27,6 @@ def summary_of(patch: Patch) -> str:
 
 
 def gate_words(stack: Stack) -> str | None:
-    """The approval gate in words; None when the stack has none."""
     policy = stack.config.pr
     if not policy.approval_gate:
         return None
@@ -37,7 +35,6 @@ def gate_words(stack: Stack) -> str | None:
 
 
 def merge_order_of(plan: Plan) -> report.MergeOrder:
-    """The merge-order list every body shows, with the PR numbers known now."""
     return report.merge_order([x.outcome for x in plan.needed])
 
 
