@@ -14,7 +14,7 @@ from ggstack import git
 from ggstack.errors import UserError
 from ggstack.forge import Forge, open_forge
 from ggstack.model import Patch, Progress, Run, Stack
-from ggstack.pr.act import act
+from ggstack.pr.act import carry_out
 from ggstack.pr.commits import choose_commits
 from ggstack.pr.plan import Plan, Slot, make_plan
 from ggstack.pr.read import read_snapshot
@@ -48,7 +48,7 @@ def pr(
             run, stack, snap, chosen, patches, base_branch=base_branch, close_redundant=close_redundant, stacked=stacked
         )
         if not dry_run:
-            act(repo, stack, run, plan, forge, progress)
+            carry_out(repo, stack, run, plan, forge, progress)
         return record(run, plan, dry_run=dry_run, offline=forge.offline)
     finally:
         forge.close()

@@ -30,7 +30,9 @@ class _Ticker:
             self.progress(min(self.done, self.total), self.total, f"{s.outcome.name}: {kind}")
 
 
-def act(repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, progress: Progress | None) -> None:
+def carry_out(
+    repo: git.Repository, stack: Stack, run: Run, plan: Plan, forge: Forge, progress: Progress | None
+) -> None:
     tick = _Ticker(plan, progress)
     _push(repo, stack, [s for s in plan.needed if any(st.kind == "push" for st in s.steps)])
     for s in plan.needed:
