@@ -15,6 +15,7 @@ from ggstack.model import Patch, PRState, Run, Stack
 if TYPE_CHECKING:
     from ggstack.pr.plan import Plan, Slot
 
+# Read here, not by `git interpret-trailers`: a PR body is rendered without a git process.
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*: .*|\(cherry picked from commit [0-9a-f]+\))$")
 
 
