@@ -1,19 +1,9 @@
 """The bot in two stages: one runs the patches' code and holds no credential, one holds the token and runs none.
 
-A patch's tests are code nobody may have read yet, and the bot's token may push
-and write PRs. So on CI the bot is split (docs/bot.md): the *untrusted*
-stage (``sync --no-forge``, ``test --shard``/``--merge``) applies, checks and
-tests, and hands on a Run and a git bundle of the per-patch commits; the
-*privileged* stage (``pr --run RUN --bundle FILE``, and every later command
-that writes to the forge from a Run) reads them and runs no patch code. What
-the first stage hands on is only as trustworthy as the code that ran there, so
-the second believes nothing it can check itself: each commit it would push is
-the stack's own patch replayed on the Run's base (same tree, parent, message,
-author), on the branch the stack names; a Run that is not this stack's is
-refused (exit 2). What it cannot check — what the tests said — it takes from
-the Run, which moves only the choice among the stack's own commits and PRs.
-The untrusted stage, for its part, refuses to run where a credential is in
-reach (``refuse_credentials``): a job given a token is not that stage.
+The untrusted stage (``sync --no-forge``, ``test --shard``) refuses where a credential is in reach and
+hands on a Run and a bundle of its commits; the privileged one (``pr --run RUN --bundle FILE``) believes
+nothing it can check: each commit must be the stack's own patch replayed here. What the tests said it
+takes from the Run, which moves only the choice among the stack's own commits (docs/bot.md).
 """
 
 from __future__ import annotations
@@ -34,8 +24,7 @@ _BASE_NAME = BUNDLE_REFS + "base"
 
 
 def write_bundle(repo: git.Repository, run: Run, path: str) -> str:
-    """The Run's per-patch commits as a git bundle at ``path``, for ``pr --run RUN --bundle``;
-    it stands on the Run's base, which the privileged stage's checkout has. Returns ``path``."""
+    """The Run's commits as a git bundle on the Run's base (which the privileged stage's checkout has)."""
     tips = {_BASE_NAME: run.base}
     for o in run.outcomes:
         if o.applied is Applied.APPLIED and o.commit:
@@ -51,10 +40,8 @@ def write_bundle(repo: git.Repository, run: Run, path: str) -> str:
 
 
 def refuse_credentials(repo: git.Repository, command: str, env: Mapping[str, str] | None = None) -> None:
-    """The stage that runs a patch's code must hold no credential: a UserError naming each
-    one in reach (by name, never its value) — in the environment this process was given
-    (its parent's too: a test can read that one in /proc), in a git config git would read
-    here, in a credential file under HOME. Nothing has run yet."""
+    """A UserError naming (never showing) each credential in reach of the stage that runs patch code:
+    in the environment (its parent's too: a test can read that one in /proc), a git config, a file under HOME."""
     env = os.environ if env is None else env
     found = [f"the environment: {name}" for name in secrets.reachable_credentials(env)]
     found += [f"git config {origin}: {key}" for origin, key in repo.credential_settings()]
@@ -72,8 +59,7 @@ def refuse_credentials(repo: git.Repository, command: str, env: Mapping[str, str
 
 
 def receive(repo: git.Repository, stack: Stack, run: Run, *, bundle: str | None, run_path: str) -> Run:
-    """The Run the privileged stage acts on: the commits of ``bundle`` read in (objects only),
-    and every commit the Run names checked against the stack (``verify``)."""
+    """The Run, its bundle's commits read in (objects only) and each commit checked (``verify``)."""
     if bundle is not None:
         try:
             named = repo.unbundle(os.path.abspath(bundle))  # git runs in the repository, not here
@@ -90,13 +76,25 @@ def receive(repo: git.Repository, stack: Stack, run: Run, *, bundle: str | None,
 
 
 def verify(repo: git.Repository, stack: Stack, run: Run, *, run_path: str) -> None:
-    """Refuse (UserError, exit 2) a Run that is not this stack's on its base, or whose commits
-    are not the stack's own patches replayed there, one on the other: the replay is done here
-    again (git plumbing only: no patch code runs) and each commit compared with it."""
+    """Refuse (exit 2) a Run that is not this stack's on its base, or whose commits are not the stack's
+    own patches replayed there: the replay is done again here (plumbing only, no patch code runs)."""
 
     def refuse(why: str) -> UserError:
         return UserError(f"the Run does not match stack {stack.name!r}: {why}; nothing was written", path=run_path)
 
+    _refuse_another_stack(repo, stack, run, refuse)
+    own = replay.apply(repo, stack, run.base, write=False)
+    refs = branch_refs(stack)
+    previous = run.base
+    for o, mine, ref in zip(run.outcomes, own.outcomes, refs, strict=True):
+        _refuse_another_replay(o, mine, ref, refuse)
+        if o.applied is Applied.APPLIED:
+            assert o.commit is not None and mine.commit is not None
+            _same_commit(repo, o, mine.commit, previous, refuse)
+            previous = o.commit
+
+
+def _refuse_another_stack(repo: git.Repository, stack: Stack, run: Run, refuse: Callable[[str], UserError]) -> None:
     if run.stack != stack.name:
         raise refuse(f"it is the Run of stack {run.stack!r}")
     names = [(o.name, o.stack_patch_id) for o in run.outcomes]
@@ -105,21 +103,15 @@ def verify(repo: git.Repository, stack: Stack, run: Run, *, run_path: str) -> No
         raise refuse("its patches are not the stack's, in the stack's order (was the series changed since?)")
     if repo.read_commit(run.base) is None or repo.try_resolve(run.base) != run.base:
         raise refuse(f"its base {run.base[:12]} is not a commit here (fetch it)")
-    own = replay.apply(repo, stack, run.base, write=False)
-    refs = branch_refs(stack)
-    previous = run.base
-    for o, mine, ref in zip(run.outcomes, own.outcomes, refs, strict=True):
-        if o.branch not in (None, ref):
-            raise refuse(f"{o.name}: its branch is {o.branch!r}, the stack's is {ref!r}")
-        if o.applied is not mine.applied:
-            raise refuse(f"{o.name}: the Run says {_said(o)}, replayed here it is {_said(mine)}")
-        if o.applied is not Applied.APPLIED:
-            if o.commit is not None:
-                raise refuse(f"{o.name}: {_said(o)}, yet it names commit {o.commit[:12]}")
-            continue
-        assert o.commit is not None and mine.commit is not None
-        _same_commit(repo, o, mine.commit, previous, refuse)
-        previous = o.commit
+
+
+def _refuse_another_replay(o: Outcome, mine: Outcome, ref: str, refuse: Callable[[str], UserError]) -> None:
+    if o.branch not in (None, ref):
+        raise refuse(f"{o.name}: its branch is {o.branch!r}, the stack's is {ref!r}")
+    if o.applied is not mine.applied:
+        raise refuse(f"{o.name}: the Run says {_said(o)}, replayed here it is {_said(mine)}")
+    if o.applied is not Applied.APPLIED and o.commit is not None:
+        raise refuse(f"{o.name}: {_said(o)}, yet it names commit {o.commit[:12]}")
 
 
 def _said(o: Outcome) -> str:
@@ -141,12 +133,16 @@ def _same_commit(
         ("message", theirs.message, ours.message),
         ("author", _author(theirs), _author(ours)),
     ]
-    for what, got, expected in checks:
-        if got != expected:
-            raise refuse(f"{o.name}: its commit {theirs.sha[:12]} has another {what} than the patch replayed here")
+    differs = next((what for what, got, expected in checks if got != expected), None)
+    if differs is not None:
+        raise refuse(f"{o.name}: its commit {theirs.sha[:12]} has another {differs} than the patch replayed here")
+    _refuse_tests_elsewhere(o, ours.tree, refuse)
+
+
+def _refuse_tests_elsewhere(o: Outcome, tree: str, refuse: Callable[[str], UserError]) -> None:
     for t in o.tests:
-        if t.where == "patched" and t.tree and t.tree != ours.tree:
-            raise refuse(f"{o.name}: its {t.kind} tests ran on tree {t.tree[:12]}, not the patch's {ours.tree[:12]}")
+        if t.where == "patched" and t.tree and t.tree != tree:
+            raise refuse(f"{o.name}: its {t.kind} tests ran on tree {t.tree[:12]}, not the patch's {tree[:12]}")
 
 
 def _author(c: git.CommitInfo) -> tuple[str, str, str]:

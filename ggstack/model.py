@@ -274,7 +274,7 @@ class PRState:
     # plan, the PR body and the closing comment without asking the forge again.
     # The body itself is not kept: every body lists the whole merge order (n
     # bodies of n lines), and it is a rendering of the Run and the stack
-    # (``pr.bodies``); what it is made of that neither holds is kept instead.
+    # (``pr.text.bodies``); what it is made of that neither holds is kept instead.
     title: str | None = None
     labels: list[str] = field(default_factory=list)
     approved_by: list[str] = field(default_factory=list)

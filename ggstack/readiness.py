@@ -1,10 +1,9 @@
 """Merge readiness of one open PR: may it land now, and if not, what holds it.
 
 ``land`` decides with it and ``pr`` records it in the Run, so ``report`` and
-``pr --dry-run`` show the same words ``land`` stops with ("waiting for
-approval", "check `gpu-tests` failing"). Pure: the forge's facts (reviews,
-checks, mergeability), the permissions of the reviewers and ``stack.toml``'s
-``[land]`` policy in, a ``Readiness`` out.
+``pr --dry-run`` show the words ``land`` stops with ("waiting for approval",
+"check `gpu-tests` failing"). Pure: the forge's facts, the reviewers'
+permissions and stack.toml's ``[land]`` policy in, a ``Readiness`` out.
 """
 
 from __future__ import annotations
@@ -12,19 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ggstack.forge import MergeFacts, Review
+from ggstack.forge import MAINTAINERS, MergeFacts, Review
 from ggstack.model import LandPolicy
 from ggstack.report.escape import md_code
 
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
-MAINTAINERS = ("OWNER", "MEMBER", "COLLABORATOR")  # where the token may not read a permission
 READY = "ready to land"
 
 
 @dataclass
 class Readiness:
-    """Whether one open PR may land now, in the words ``report`` and ``land`` print."""
-
     approval: str
     approved_by: list[str]
     checks: list[tuple[str, str]]  # required check -> success | failure | pending | expected
@@ -45,29 +41,40 @@ def readiness(
 ) -> Readiness:
     """The approval (by someone ``policy`` allows, of the head as it is now), the required checks
     and GitHub's mergeability of one open PR, and the first thing that keeps it from landing."""
-    allowed = _allowed(policy, permissions)
-    latest: dict[str, Review] = {}
-    for r in facts.reviews:  # oldest first: the latest decisive review of each reviewer counts
-        if r.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
-            latest[r.author.lower()] = r
-    counted = [r for r in latest.values() if allowed(r)]
-    approved = [r.author for r in counted if r.state == "APPROVED" and r.commit == facts.head_sha]
-    stale = [r.author for r in counted if r.state == "APPROVED" and r.commit != facts.head_sha]
-    changes = [r.author for r in counted if r.state == "CHANGES_REQUESTED"]
+    counted = _latest_decisive(facts.reviews, _allowed(policy, permissions))
+    approved, stale, changes = _sorted_out(counted, facts.head_sha)
     names = dict.fromkeys([*required, *policy.checks])
     checks = [(name, facts.checks.get(name, "expected")) for name in names]
-    if changes:
-        approval = f"changes requested by {_logins(changes)}"
-    elif approved:
-        approval = f"approved by {_logins(approved)}"
-    elif stale:
-        approval = f"waiting for approval (the approval by {_logins(stale)} is of an older push)"
-    else:
-        approval = "waiting for approval"
+    approval = _approval(approved, stale, changes)
     cleared = bool(approved) and not changes
     return Readiness(
         approval, approved, checks, facts.mergeable_state, _blocker(facts, approval, cleared, checks, base)
     )
+
+
+def _latest_decisive(reviews: Sequence[Review], allowed: Callable[[Review], bool]) -> list[Review]:
+    latest: dict[str, Review] = {}
+    for r in reviews:  # oldest first
+        if r.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
+            latest[r.author.lower()] = r
+    return [r for r in latest.values() if allowed(r)]
+
+
+def _sorted_out(reviews: list[Review], head: str) -> tuple[list[str], list[str], list[str]]:
+    approved = [r.author for r in reviews if r.state == "APPROVED" and r.commit == head]
+    stale = [r.author for r in reviews if r.state == "APPROVED" and r.commit != head]
+    changes = [r.author for r in reviews if r.state == "CHANGES_REQUESTED"]
+    return approved, stale, changes
+
+
+def _approval(approved: list[str], stale: list[str], changes: list[str]) -> str:
+    if changes:
+        return f"changes requested by {_logins(changes)}"
+    if approved:
+        return f"approved by {_logins(approved)}"
+    if stale:
+        return f"waiting for approval (the approval by {_logins(stale)} is of an older push)"
+    return "waiting for approval"
 
 
 def _allowed(policy: LandPolicy, permissions: Mapping[str, str]) -> Callable[[Review], bool]:
@@ -77,6 +84,7 @@ def _allowed(policy: LandPolicy, permissions: Mapping[str, str]) -> Callable[[Re
         if named:
             return r.author.lower() in named
         permission = permissions.get(r.author.lower(), "none")
+        # A maintainer's association stands in where the token may not read a permission.
         return permission in WRITE_PERMISSIONS or (permission == "unknown" and r.association in MAINTAINERS)
 
     return allowed
@@ -89,12 +97,24 @@ def _logins(logins: Sequence[str]) -> str:
 def _blocker(facts: MergeFacts, approval: str, approved: bool, checks: list[tuple[str, str]], base: str) -> str | None:
     if not approved:
         return approval
+    return _checks_blocker(checks) or _merge_blocker(facts, base)
+
+
+def _checks_blocker(checks: list[tuple[str, str]]) -> str | None:
     failing = [name for name, state in checks if state == "failure"]
     if failing:
-        return f"check{'s' if len(failing) > 1 else ''} {', '.join(md_code(n) for n in failing)} failing"
+        return f"{_checks_named(failing)} failing"
     waiting = [name for name, state in checks if state in ("pending", "expected")]
     if waiting:
-        return f"waiting for check{'s' if len(waiting) > 1 else ''} {', '.join(md_code(n) for n in waiting)}"
+        return f"waiting for {_checks_named(waiting)}"
+    return None
+
+
+def _checks_named(names: list[str]) -> str:
+    return f"check{'s' if len(names) > 1 else ''} {', '.join(md_code(n) for n in names)}"
+
+
+def _merge_blocker(facts: MergeFacts, base: str) -> str | None:
     if facts.mergeable is False or facts.mergeable_state == "dirty":
         return f"conflicts with {facts.base_ref or base}: rerun `ggstack pr` (or resolve the patch)"
     if facts.mergeable is None:

@@ -1,14 +1,8 @@
 """``sync --rebase-series``: the bot proposes the rebased series as a PR, it does not commit it.
 
-The stored series is the maintainers' text, reviewed like code; a bot that
-rewrote ``patches/<stack>/`` in place would push unreviewed changes to it.
-So the bot computes the rebase (``rebase.plan``: the same replay, nothing
-written to the checkout), makes one commit on the branch the stack lives on
-with only the rewritten patch files changed (its tree built from the
-branch's, through a temporary index: the checkout, its index and HEAD are
-not touched), pushes it to ``ggstack/rebase-series/<stack>`` with a lease,
-and opens or updates one PR onto that branch. A rerun that finds the same
-change on the forge pushes nothing and edits nothing.
+The stored series is the maintainers' text, reviewed like code. So the bot makes one commit of the
+rewritten patch files on the stack's branch (never touching the checkout, index or HEAD), pushes it
+with a lease and opens or updates one PR; a rerun that finds the same change pushes and edits nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import os
 
 from ggstack import git, rebase
 from ggstack.errors import InfraError, UserError
-from ggstack.forge import Forge
+from ggstack.forge import Forge, RemotePR
 from ggstack.model import Run, Stack
 from ggstack.report.escape import md_text
 from ggstack.report.words import short
@@ -85,11 +79,15 @@ def _propose(
             title=title, body=body, base=branch, head_owner=owner, head_ref=head, head=head, draft=False
         )
         return f"ok: opened PR #{pull.number} ({n} patch(es) rewritten) {pull.url}"
+    action = "updated" if _update(forge, pull, title, body) or pushed else "unchanged"
+    return f"ok: PR #{pull.number} {action} ({n} patch(es) rewritten) {pull.url}"
+
+
+def _update(forge: Forge, pull: RemotePR, title: str, body: str) -> bool:
     fields = {k: v for k, v in (("title", title), ("body", body)) if getattr(pull, k).replace("\r\n", "\n") != v}
     if fields:
         forge.edit_pull(pull, **fields)
-    action = "updated" if pushed or fields else "unchanged"
-    return f"ok: PR #{pull.number} {action} ({n} patch(es) rewritten) {pull.url}"
+    return bool(fields)
 
 
 def _series_tip(repo: git.Repository, stack: Stack, series_branch: str | None) -> tuple[str, str]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from ggstack import exits, git, pr, replay, secrets, state
 from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError, UserError
+from ggstack.forge import open_forge
 from ggstack.model import Outcome, Progress, Run, Stack, Verdict
 from ggstack.report.evidence import evidence_words
 from ggstack.report.json import run_json
@@ -298,7 +299,7 @@ def _propose_rebased_series(
     """``--rebase-series``: the rebased series as a PR onto the branch the stack lives on (see ``rebase_pr``)."""
     from ggstack import rebase_pr
 
-    forge = pr.open_forge(stack, env, dry_run=dry_run)  # without a token: a UserError, or offline for a dry run
+    forge = open_forge(stack, env, dry_run=dry_run)  # without a token: a UserError, or offline for a dry run
     try:
         return rebase_pr.propose(repo, stack, run, series_branch=series_branch, dry_run=dry_run, forge=forge)
     finally:

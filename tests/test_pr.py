@@ -27,6 +27,7 @@ from ggstack import pr as pr_stage
 from ggstack.check.stack import check_stack
 from ggstack.forge.marker import closed_marker, pr_marker
 from ggstack.model import Run, Verdict
+from ggstack.pr import text as pr_text
 from ggstack.report.bodies import PR_GATE
 from ggstack.series import store
 
@@ -212,7 +213,7 @@ def test_first_run_opens_two_stacked_gated_prs_and_none_for_the_represented_patc
     assert out_a.pr.number == pa["number"] and out_a.pr.position == 1 and out_a.pr.total == 2
     assert out_b.pr.base == pa["head"]["ref"]
     # A Run keeps no bodies; rendered from it and the stack, they are what the forge has.
-    bodies = pr_stage.bodies(run, store.load(str(w.patches), "s"))
+    bodies = pr_text.bodies(run, store.load(str(w.patches), "s"))
     assert (bodies[out_a.name], bodies[out_b.name]) == (pa["body"], pb["body"])
 
 
@@ -246,7 +247,7 @@ def test_the_run_keeps_no_pr_bodies_and_renders_the_ones_the_dry_run_prints(seed
     data = json.loads(w.ok("--dry-run", "--json").stdout)
     planned = [p["pr"] for p in data["patches"] if p["pr"] and p["pr"]["position"]]
     assert len(planned) == 2 and all("body" not in p and p["diffstat"] for p in planned)
-    bodies = pr_stage.bodies(Run.from_json(data), store.load(str(w.patches), "s"))
+    bodies = pr_text.bodies(Run.from_json(data), store.load(str(w.patches), "s"))
     printed = w.ok("--dry-run").stdout
     assert len(bodies) == 2 and all(f"===== {name}: PR body =====\n{b}" in printed for name, b in bodies.items())
 

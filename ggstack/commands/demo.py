@@ -58,7 +58,8 @@ def command(directory: str | None, base: str, gpu: str, keep: bool, export_dir: 
     import shutil
     import tempfile
 
-    from ggstack import demo, pr
+    from ggstack import demo
+    from ggstack.pr.text import bodies
     from ggstack.report.bodies import pr_documents
     from ggstack.report.text import pr_plan_table, report_table
     from ggstack.series.store import load
@@ -82,7 +83,7 @@ def command(directory: str | None, base: str, gpu: str, keep: bool, export_dir: 
             out.print(report_table(run))
             out.print(pr_plan_table(run))
             gg_clean = load(os.path.join(workdir, "patches"), demo.STACK)
-            documents = pr_documents(run, pr.bodies(run, gg_clean))
+            documents = pr_documents(run, bodies(run, gg_clean))
             if documents:
                 out.print(documents, markup=False, highlight=False, soft_wrap=True)
             if directory or keep:

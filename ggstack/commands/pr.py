@@ -86,6 +86,7 @@ def command(
     """
     from ggstack import handoff, pr
     from ggstack.check.stack import check_stack
+    from ggstack.pr.text import bodies
     from ggstack.report.bodies import pr_documents
     from ggstack.report.text import pr_plan_table
 
@@ -111,5 +112,5 @@ def command(
     else:
         console().print(pr_plan_table(run))
         if dry_run:
-            click.echo(pr_documents(run, pr.bodies(run, s)))
+            click.echo(pr_documents(run, bodies(run, s)))
     sys.exit(exits.exit_code(run))

@@ -1,20 +1,24 @@
 """The forge: where the stack's pull requests live, as ggstack needs it.
 
-``pr`` and ``land`` read the forge once (a snapshot), plan without it and act
-through it last, so a forge is the few calls of ``Forge`` below. GitHub and
-GitHub Enterprise are ``github.GitHub`` (PyGithub); ``none.NoForge`` is a forge
-on which nothing exists, for planning offline. Another forge (GitLab) is one
-more class with these calls. A forge may have native stacks (GitHub's stacked
-pull requests): ``native_stacks`` answers None where it has none.
+``pr`` and ``land`` read the forge once, plan without it and act through it
+last, so a forge is the few calls of ``Forge`` below: GitHub is
+``github.GitHub``, ``none.NoForge`` a forge on which nothing exists (planning
+offline). Another forge (GitLab) is one more class, chosen in ``open_forge``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ggstack.secrets import TOKEN_VARS as TOKEN_VARS  # re-exported
+from ggstack.secrets import TOKEN_VARS
+
+if TYPE_CHECKING:
+    from ggstack.model import Stack
+
+MAINTAINERS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})  # the associations whose approval lifts the gate
 
 
 @dataclass
@@ -88,8 +92,8 @@ class NativeStack:
 
 
 @dataclass(frozen=True)
-class MergeResult:
-    """The answer to a merge: merged (``sha``), pending (poll ``uuid``), enqueued, or refused/failed (``message``)."""
+class MergeAnswer:
+    """The forge's answer to a merge: merged (``sha``), pending (poll ``uuid``), enqueued, or refused/failed."""
 
     status: str  # merged | pending | enqueued | failed | refused
     message: str = ""
@@ -98,8 +102,8 @@ class MergeResult:
 
 
 class Forge(Protocol):
-    """What ``pr`` asks of a forge. Reads answer None/False/[] for what is not there; writes are retried
-    by the forge itself within its bounds, and a write whose answer was lost is not sent twice."""
+    """What ``pr`` and ``land`` ask of a forge. Reads answer None/False/[] for what is not there; a forge
+    retries its writes itself, and never sends twice a write whose answer was lost."""
 
     offline: bool  # True: nothing was read (a forge on which nothing exists), and nothing may be written
     writes: int  # write calls made so far
@@ -120,7 +124,7 @@ class Forge(Protocol):
     def permission(self, login: str) -> str: ...  # admin | maintain | write | triage | read | none
     def merge_methods(self) -> tuple[str, ...]: ...  # what the repository allows, of merge, squash, rebase
     def native_stacks(self) -> list[NativeStack] | None: ...  # None: the repository has no stacked PRs
-    def merge_result(self, pull: RemotePR, uuid: str) -> MergeResult: ...
+    def merge_result(self, pull: RemotePR, uuid: str) -> MergeAnswer: ...
 
     # -- writes --
     def create_pull(
@@ -131,8 +135,8 @@ class Forge(Protocol):
     def remove_label(self, pull: RemotePR, label: str) -> None: ...
     def mark_ready(self, pull: RemotePR) -> None: ...
     def comment(self, pull: RemotePR, body: str) -> None: ...
-    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult: ...  # merged or refused
-    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult: ...
+    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeAnswer: ...  # merged or refused
+    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeAnswer: ...
     def create_stack(self, numbers: Sequence[int]) -> NativeStack: ...
     def add_to_stack(self, stack: int, numbers: Sequence[int]) -> NativeStack: ...
     def unstack(self, stack: int) -> None: ...
@@ -145,3 +149,24 @@ def same_last_line(a: str, b: str) -> bool:
         return text.replace("\r\n", "\n").rstrip().rpartition("\n")[2].strip()
 
     return last(a) == last(b)
+
+
+def maintainer_approvals(reviews: Sequence[Review]) -> list[str]:
+    """The maintainers whose latest decisive review approves: what lifts ``pr``'s approval gate."""
+    latest: dict[str, Review] = {}
+    for r in reviews:
+        if r.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
+            latest[r.author] = r
+    return sorted(a for a, r in latest.items() if r.state == "APPROVED" and r.association in MAINTAINERS)
+
+
+def open_forge(stack: Stack, env: Mapping[str, str] | None, *, dry_run: bool) -> Forge:
+    """The stack's target forge (GitHub); for a dry run without a token, the forge on which nothing exists."""
+    env = os.environ if env is None else env
+    if dry_run and not any(env.get(var, "").strip() for var in TOKEN_VARS):
+        from ggstack.forge.none import NoForge
+
+        return NoForge()
+    from ggstack.forge.github import GitHub  # PyGithub takes a second to import: only when it is used
+
+    return GitHub(stack.config.target.repo, env=env)

@@ -1,93 +1,32 @@
-"""GitHub (and GitHub Enterprise) as ggstack's forge, through PyGithub.
-
-A create or comment whose answer was lost (5xx, timeout) is looked up again
-before it is re-sent, so there are no duplicates; the token is only handed to
-PyGithub and every message raised here is scrubbed of it. Retries are
-ggstack's, not urllib3's (PyGithub gets ``retry=None``): a re-sent POST must
-first check whether the lost one landed, and every wait comes out of one
-bounded budget per run (``RetryPolicy``: its knobs are environment variables,
-docs/commands/pr.md, so the tests can shrink the time scale).
-"""
+"""GitHub (and GitHub Enterprise) as ggstack's forge, through PyGithub; each call goes through
+``github_calls`` (retried within one budget, its failure in words). The token goes to PyGithub only."""
 
 from __future__ import annotations
 
-import datetime
 import os
-import signal
-import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any
 
-import requests
 from github import Auth, Github, GithubException
 from github.Commit import Commit
 
-from ggstack import state
-from ggstack.errors import InfraError, UserError
+from ggstack.errors import UserError
 from ggstack.forge import (
     Comment,
     CommitFacts,
+    MergeAnswer,
     MergeFacts,
-    MergeResult,
     NativeStack,
     RemotePR,
     Review,
+    maintainer_approvals,
     same_last_line,
 )
-from ggstack.secrets import TOKEN_VARS, Secrets, shown_url
+from ggstack.forge.github_calls import RetryingClient, error_message
+from ggstack.secrets import TOKEN_VARS, shown_url
 
 DEFAULT_API_URL = "https://api.github.com"
-MAINTAINERS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})  # whose approval lifts the gate
-T = TypeVar("T")
-
-
-# -- the time scale of retries --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How long ggstack keeps trying the forge, all of it bounded: back-off, ``Retry-After`` and
-    rate-limit resets all come out of ``budget``. From GGSTACK_RETRY_BASE_SECONDS,
-    GGSTACK_RETRY_ATTEMPTS, GGSTACK_RETRY_BUDGET_SECONDS, GGSTACK_RATE_LIMIT_MAX_WAIT,
-    GGSTACK_FORGE_TIMEOUT and GGSTACK_WRITE_INTERVAL_SECONDS (PyGithub's
-    ``seconds_between_writes``: writes one at a time, spaced as GitHub asks)."""
-
-    base: float = 1.0  # back-off: base * 2**attempt seconds
-    attempts: int = 5  # tries per call
-    budget: float = 300.0  # seconds of waiting one run may spend in all
-    max_wait: float = 120.0  # the longest single wait the forge may ask for
-    timeout: int = 30  # seconds per request
-    write_interval: float = 1.0  # GitHub asks for at least a second between writes
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> RetryPolicy:
-        default = cls()
-
-        def number(var: str, value: float, kind: type = float) -> Any:
-            raw = env.get(var)
-            if raw in (None, ""):
-                return value
-            try:
-                parsed = kind(raw)
-            except ValueError:
-                raise UserError(f"{var}={raw!r} is not a {kind.__name__}") from None
-            if parsed < 0:
-                raise UserError(f"{var} must not be negative")
-            if not parsed < 10**9:  # NaN, inf, or past what a timer can hold
-                raise UserError(f"{var}={raw!r} is not a usable number of seconds or tries")
-            return parsed
-
-        return cls(
-            base=number("GGSTACK_RETRY_BASE_SECONDS", default.base),
-            attempts=max(1, number("GGSTACK_RETRY_ATTEMPTS", default.attempts, int)),
-            budget=number("GGSTACK_RETRY_BUDGET_SECONDS", default.budget),
-            max_wait=number("GGSTACK_RATE_LIMIT_MAX_WAIT", default.max_wait),
-            timeout=max(1, number("GGSTACK_FORGE_TIMEOUT", default.timeout, int)),
-            write_interval=number("GGSTACK_WRITE_INTERVAL_SECONDS", default.write_interval),
-        )
 
 
 def _api_url(raw: str) -> str:
@@ -103,28 +42,20 @@ def _api_url(raw: str) -> str:
     return raw.rstrip("/")
 
 
-class GitHub:
-    """PyGithub behind ggstack's retry, error and scrubbing rules: a ``Forge``."""
-
+class GitHub(RetryingClient):
     offline = False
 
     def __init__(self, slug: str, *, env: Mapping[str, str] | None = None) -> None:
         env = os.environ if env is None else env
-        self.slug = slug
-        self.token, self.token_var = _token(env, slug)
+        self.token, token_var = _token(env, slug)
         self.api_url = _api_url(env.get("GITHUB_API_URL") or DEFAULT_API_URL)
-        self.shown_url = shown_url(self.api_url)  # what messages name: never its userinfo
-        self.secrets = Secrets.from_env(env)
-        self.policy = RetryPolicy.from_env(env)
-        self.writes = 0
-        self._waited = 0.0
+        super().__init__(slug, token_var, shown_url(self.api_url), env)
         self._permissions: dict[str, str] = {}
-        self._kill_after = state.env_count("GGSTACK_DEBUG_KILL_AFTER_WRITES", env)
         self._gh = Github(
             auth=Auth.Token(self.token),
             base_url=self.api_url,
             timeout=self.policy.timeout,
-            retry=None,  # ggstack retries itself: see the module docstring
+            retry=None,  # ggstack retries itself (github_calls): a re-sent write first looks for the lost one
             per_page=100,
             seconds_between_requests=None,
             seconds_between_writes=self.policy.write_interval or None,
@@ -141,123 +72,6 @@ class GitHub:
     def close(self) -> None:
         self._gh.close()
 
-    def scrub(self, text: str) -> str:
-        return self.secrets.scrub(text)
-
-    # -- one call, retried ---------------------------------------------------------
-
-    def call(
-        self,
-        what: str,
-        fn: Callable[[], T],
-        *,
-        write: bool = False,
-        recheck: Callable[[], T | None] | None = None,
-        not_found: str | None = None,
-    ) -> T:
-        """``fn()``, retried on 5xx, timeouts and rate limits within the budget.
-
-        ``recheck`` is asked, before a failed write is re-sent, whether it
-        landed after all (a lost answer); its non-None answer is the result.
-        """
-        attempt = 0
-        while True:
-            try:
-                result = fn()
-            except GithubException as e:
-                wait, why = self._retryable(e, what, attempt, not_found)
-            except requests.RequestException as e:
-                wait, why = self._backoff(attempt), f"{type(e).__name__}: {e}"
-            except ValueError as e:  # JSONDecodeError: no JSON at all (a proxy's page, a cut answer): retried
-                wait, why = self._backoff(attempt), f"its answer is not JSON ({e})"
-            except (TypeError, KeyError, AttributeError, IndexError, RecursionError) as e:
-                # JSON, but not the shape GitHub's API answers with (or nested past the parser): no
-                # retry makes it one.
-                raise InfraError(self.scrub(_malformed(what, self.shown_url, e))) from None
-            else:
-                if write:
-                    self._wrote()
-                return result
-            attempt += 1
-            if attempt >= self.policy.attempts:
-                raise InfraError(
-                    self.scrub(f"{what}: the forge at {self.shown_url} still fails after {attempt} tries ({why})")
-                ) from None
-            self._sleep(wait, what, why)
-            if recheck is not None:
-                found = recheck()
-                if found is not None:
-                    return found
-
-    def _retryable(self, e: GithubException, what: str, attempt: int, not_found: str | None) -> tuple[float, str]:
-        """How long to wait before retrying ``e``; raises when it is not worth retrying."""
-        headers = {k.lower(): v for k, v in (e.headers or {}).items()}
-        message = _message(e)
-        status = e.status
-        if status == 401:
-            raise UserError(
-                self.scrub(
-                    f"the forge at {self.shown_url} rejected the token in {self.token_var} (401 {message}); "
-                    f"set {self.token_var} to a valid token"
-                )
-            )
-        if status in (403, 429):
-            if "retry-after" in headers:
-                seconds = _seconds(headers["retry-after"])
-                if seconds > self.policy.max_wait:
-                    raise InfraError(
-                        self.scrub(
-                            f"{what}: the forge asks to wait {seconds:.0f} s (Retry-After), more than the {self.policy.max_wait:.0f} s ggstack waits; try again later"
-                        )
-                    )
-                return seconds, f"{status} Retry-After {seconds:.0f} s"
-            if headers.get("x-ratelimit-remaining") == "0":
-                reset = int(headers.get("x-ratelimit-reset", "0") or 0)
-                wait = max(reset - time.time(), 0) + 1  # the reset happens some time within that second
-                at = datetime.datetime.fromtimestamp(reset, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-                if wait > self.policy.max_wait:
-                    raise InfraError(
-                        self.scrub(
-                            f"{what}: GitHub API rate limit exhausted; it resets at {at} (in {wait:.0f} s); try again then"
-                        )
-                    )
-                return wait, f"rate limit exhausted until {at}"
-            if "secondary rate limit" in message.lower():
-                # GitHub: "wait at least one minute"; scaled with the back-off base.
-                return max(60 * self.policy.base, self._backoff(attempt)), "secondary rate limit"
-            raise UserError(
-                self.scrub(
-                    f"{what}: the forge refused ({status} {message}); does the token in {self.token_var} have write access to {self.slug}?"
-                )
-            )
-        if status == 404:
-            raise UserError(self.scrub(not_found or f"{what}: not found on the forge (404 {message})"))
-        if status == 422:
-            raise UserError(self.scrub(f"{what}: the forge refused it (422 {message}{_errors(e)}){_what_to_do(e)}"))
-        if status >= 500:
-            return self._backoff(attempt), f"{status} {message}"
-        raise InfraError(self.scrub(f"{what}: unexpected answer from the forge ({status} {message})"))
-
-    def _backoff(self, attempt: int) -> float:
-        return self.policy.base * 2**attempt
-
-    def _sleep(self, wait: float, what: str, why: str) -> None:
-        if self._waited + wait > self.policy.budget:
-            raise InfraError(
-                self.scrub(
-                    f"{what}: gave up: waiting {wait:.0f} s more ({why}) would exceed the retry budget of "
-                    f"{self.policy.budget:.0f} s (GGSTACK_RETRY_BUDGET_SECONDS)"
-                )
-            ) from None
-        self._waited += wait
-        time.sleep(wait)
-
-    def _wrote(self) -> None:
-        self.writes += 1
-        if self._kill_after and self.writes >= self._kill_after:
-            # A test hook: die as a crash would, between two forge writes.
-            os.kill(os.getpid(), signal.SIGKILL)
-
     # -- reads ------------------------------------------------------------------------
 
     def open_pulls(self) -> list[RemotePR]:
@@ -271,7 +85,6 @@ class GitHub:
         return pulls[0] if pulls else None
 
     def closed_pull(self, head_owner: str, head_ref: str) -> RemotePR | None:
-        """The latest closed PR from this head branch, if any."""
         pulls = self._pulls_of_head(head_owner, head_ref, "closed")
         return max(pulls, key=lambda p: p.number) if pulls else None
 
@@ -282,17 +95,10 @@ class GitHub:
         return self.call(f"look up the {state} PRs of {head_ref}", lambda: [_remote(p) for p in fetch()])
 
     def approvals(self, pull: RemotePR) -> list[str]:
-        """Maintainers whose latest decisive review of the PR approves it."""
         reviews = self.call(f"read reviews of #{pull.number}", lambda: list(pull.handle.get_reviews()))
-        latest: dict[str, tuple[str, str]] = {}
-        for r in reviews:
-            if r.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") and r.user is not None:
-                latest[r.user.login] = (r.state, r.author_association or "")
-        return sorted(u for u, (state, assoc) in latest.items() if state == "APPROVED" and assoc.upper() in MAINTAINERS)
+        return maintainer_approvals([_review(r) for r in reviews if r.user is not None])
 
     def commit_facts(self, slug: str, sha: str) -> CommitFacts | None:
-        """Tree, parents and message of a commit the forge has, None when it has not."""
-
         repo = self.repo if slug.lower() == self.slug.lower() else None
 
         def fetch() -> CommitFacts | None:
@@ -325,8 +131,6 @@ class GitHub:
     # -- reads for landing -------------------------------------------------------------
 
     def branch_sha(self, branch: str) -> str | None:
-        """The tip of ``branch`` of target.repo on the forge, None when there is no such branch."""
-
         def fetch() -> str | None:
             try:
                 return self.repo.get_branch(branch).commit.sha
@@ -351,11 +155,7 @@ class GitHub:
             labels=[label.name for label in full.labels],
             mergeable=full.mergeable,
             mergeable_state=full.mergeable_state or "unknown",
-            reviews=[
-                Review(r.user.login, r.state or "", r.commit_id or "", (r.author_association or "").upper())
-                for r in reviews
-                if r.user is not None
-            ],
+            reviews=[_review(r) for r in reviews if r.user is not None],
             checks=self.call(f"read the checks of {head[:10]}", lambda: self._checks(head)),
             merge_commit=full.merge_commit_sha,
         )
@@ -405,7 +205,7 @@ class GitHub:
                 except GithubException as e:
                     if e.status == 404:
                         return "none"
-                    if e.status == 403 and "rate limit" not in _message(e).lower():
+                    if e.status == 403 and "rate limit" not in error_message(e).lower():
                         return "unknown"
                     raise
 
@@ -437,7 +237,7 @@ class GitHub:
 
         return self.call(f"list the stacks of {self.slug}", fetch)
 
-    def merge_result(self, pull: RemotePR, uuid: str) -> MergeResult:
+    def merge_result(self, pull: RemotePR, uuid: str) -> MergeAnswer:
         data = self.call(
             f"read the merge request of #{pull.number}",
             lambda: self._rest("GET", f"/pulls/{pull.number}/merge-async/{urllib.parse.quote(uuid)}"),
@@ -518,37 +318,34 @@ class GitHub:
             f"comment on #{pull.number}", lambda: pull.handle.create_issue_comment(body), write=True, recheck=landed
         )
 
-    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
-        """The synchronous merge of ``pull`` at ``sha``: merged, or refused with GitHub's reason (405/409).
+    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeAnswer:
+        """Merged, or refused with GitHub's reason (405/409); a merge whose answer was lost is looked up
+        before it is sent again: never twice."""
 
-        A merge whose answer was lost is looked up before it is sent again: never twice."""
-
-        def merge() -> MergeResult:
+        def merge() -> MergeAnswer:
             try:
                 status = pull.handle.merge(merge_method=method, sha=sha)
             except GithubException as e:
                 if e.status in (405, 409):
-                    return MergeResult("refused", _message(e))
+                    return MergeAnswer("refused", error_message(e))
                 raise
-            return MergeResult("merged", status.message or "", status.sha)
+            return MergeAnswer("merged", status.message or "", status.sha)
 
-        def landed() -> MergeResult | None:
+        def landed() -> MergeAnswer | None:
             now = self.call(f"look up #{pull.number}", lambda: self.repo.get_pull(pull.number))
             return (
-                MergeResult("merged", "merged (found after a lost answer)", now.merge_commit_sha)
+                MergeAnswer("merged", "merged (found after a lost answer)", now.merge_commit_sha)
                 if now.merged
                 else None
             )
 
         return self.call(f"merge #{pull.number} ({method})", merge, write=True, recheck=landed)
 
-    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
-        """The asynchronous merge (GitHub's for stacked PRs): this PR and every one below it in its stack.
+    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeAnswer:
+        """This PR and every one below it in its native stack. Sending it again is safe: GitHub answers
+        409 with the request already there, or "merged"; only a new request (202) counts as a write."""
 
-        Sending it again is safe: GitHub answers 409 with the request already there, or "merged";
-        only a new request (202) counts as a write."""
-
-        def submit() -> tuple[MergeResult, bool]:
+        def submit() -> tuple[MergeAnswer, bool]:
             body = {"merge_method": method, "merge_action": "default", "sha": sha}
             try:
                 data = self._rest("PUT", f"/pulls/{pull.number}/merge-async", body=body)
@@ -642,6 +439,10 @@ def _remote(p: Any) -> RemotePR:
     )
 
 
+def _review(r: Any) -> Review:
+    return Review(r.user.login, r.state or "", r.commit_id or "", (r.author_association or "").upper())
+
+
 def _stack(data: Any) -> NativeStack:
     pulls = data.get("pull_requests") or []
     return NativeStack(
@@ -652,10 +453,10 @@ def _stack(data: Any) -> NativeStack:
     )
 
 
-def _merge_result(data: Any) -> MergeResult:
+def _merge_result(data: Any) -> MergeAnswer:
     data = data if isinstance(data, dict) else {}
     details = data.get("details") if isinstance(data.get("details"), dict) else {}
-    return MergeResult(
+    return MergeAnswer(
         str(data.get("status") or "failed"), str(details.get("message") or ""), details.get("sha"), details.get("uuid")
     )
 
@@ -669,54 +470,3 @@ def _found(read: Callable[[], object]) -> bool:
             return False
         raise
     return True
-
-
-def _message(e: GithubException) -> str:
-    data = e.data
-    if isinstance(data, dict):
-        return str(data.get("message") or data.get("errors") or "")
-    return str(data or "")
-
-
-def _errors(e: GithubException) -> str:
-    """GitHub's ``errors[]`` in words: "base: invalid", or the message a custom error carries."""
-    errors = e.data.get("errors") if isinstance(e.data, dict) else None
-    if not isinstance(errors, list) or not errors:
-        return ""
-    words = []
-    for x in errors:
-        if not isinstance(x, dict):
-            words.append(str(x))
-            continue
-        what = " ".join(str(x[k]) for k in ("code", "message") if x.get(k) and not (k == "code" and x[k] == "custom"))
-        words.append(f"{x['field']}: {what}" if x.get("field") else what)
-    return ": " + "; ".join(w for w in words if w)
-
-
-def _what_to_do(e: GithubException) -> str:
-    """What the user can do about a refusal, from GitHub's ``errors[]``; else where GitHub documents it."""
-    data = e.data if isinstance(e.data, dict) else {}
-    errors = [x for x in data.get("errors") or [] if isinstance(x, dict)]
-    fields = {x.get("field") for x in errors}
-    text = " ".join(str(x.get("message", "")) for x in errors)
-    if "base" in fields:
-        return "; the PR base is not a branch of the target repository on the forge: push it there, or pass --onto an existing branch"
-    if "head" in fields:
-        return "; the PR head is not a branch the forge can see (was it pushed? with target.fork: is it a fork of target.repo?)"
-    if "No commits between" in text:
-        return "; the branch adds nothing to its base (is the patch already there?)"
-    docs = data.get("documentation_url")
-    return f"; see {docs}" if docs else ""
-
-
-def _seconds(value: str) -> float:
-    try:
-        return max(float(value), 0.0)
-    except ValueError:  # an HTTP date: wait until then
-        return max((parsedate_to_datetime(value).timestamp() - time.time()), 0.0)
-
-
-def _malformed(what: str, url: str, e: Exception) -> str:
-    return (
-        f"{what}: the forge at {url} answered with JSON that is not what GitHub's API sends ({type(e).__name__}: {e})"
-    )

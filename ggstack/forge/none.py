@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ggstack.errors import UserError
-from ggstack.forge import Comment, CommitFacts, MergeFacts, MergeResult, NativeStack, RemotePR
+from ggstack.forge import Comment, CommitFacts, MergeAnswer, MergeFacts, NativeStack, RemotePR
 
 
 class NoForge:
@@ -59,7 +59,7 @@ class NoForge:
     def native_stacks(self) -> list[NativeStack] | None:
         return None
 
-    def merge_result(self, pull: RemotePR, uuid: str) -> MergeResult:
+    def merge_result(self, pull: RemotePR, uuid: str) -> MergeAnswer:
         raise self._refuse()
 
     def _refuse(self) -> UserError:
@@ -85,10 +85,10 @@ class NoForge:
     def comment(self, pull: RemotePR, body: str) -> None:
         raise self._refuse()
 
-    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
+    def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeAnswer:
         raise self._refuse()
 
-    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeResult:
+    def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeAnswer:
         raise self._refuse()
 
     def create_stack(self, numbers: Sequence[int]) -> NativeStack:

@@ -146,7 +146,7 @@ def writes_body(pr: PRState) -> bool:
 
 
 def pr_documents(run: Run, bodies: Mapping[str, str]) -> str:
-    """For ``pr --dry-run``; a saved Run keeps no bodies (``pr.bodies`` renders them)."""
+    """For ``pr --dry-run``; a saved Run keeps no bodies (``pr.text.bodies`` renders them)."""
     out = []
     for o in run.outcomes:
         if o.pr and o.name in bodies and writes_body(o.pr):
