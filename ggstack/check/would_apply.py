@@ -1,9 +1,5 @@
-"""Would ``git apply`` (or ``-R``) take a patch on a tree, and where must a merge conflict?
-
-Answered in process from lines already read, so that ``check --commits`` spends
-no merge process on a commit that clearly applies, is clearly there, or clearly
-conflicts.
-"""
+"""Would ``git apply`` (or ``-R``) take a patch, and where must a merge conflict? Answered from lines
+already read, so ``check --commits`` spends no merge on a commit whose answer is clear."""
 
 from __future__ import annotations
 
@@ -43,7 +39,7 @@ def _file_applies(fc: FileChange, entries: TreeEntries, files: Files) -> bool:
 
 
 def reverse_applies(change_set: list[FileChange], entries: TreeEntries, files: Files) -> bool:
-    """``git apply -R`` with no fuzz, at any offset: every hunk's post-image there, in order."""
+    """``git apply -R`` with no fuzz, at any offset."""
     return all(_file_reverse_applies(fc, entries, files) for fc in change_set)
 
 
@@ -71,8 +67,7 @@ def _in_order(lines: list[str], runs: list[list[str]]) -> bool:
 
 
 def surely_conflicts(change_set: list[FileChange], entries: TreeEntries, files: Files) -> list[str]:
-    """The files where a line the patch changes is nowhere in the tree's file: the tree changed
-    that very line too, so a 3-way merge conflicts there. [] when that takes a merge to tell."""
+    """Files where a line the patch changes is nowhere in the tree: the tree changed it too."""
     out = []
     for fc in change_set:
         entry = entries.get(fc.old_path or "")
