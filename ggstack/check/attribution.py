@@ -29,11 +29,17 @@ def attribute(
         searches += _searches(content, history, likely[k] if k < len(likely) else frozenset())
     _drive(searches, files)
     for k, content in enumerate(contents):
-        tied = set(likely[k] if k < len(likely) else ()) | {c for u in content.units for c in u.by}
         reverts = undone[k] if k < len(undone) else frozenset()
-        for u in content.units:
-            if not u.present:
-                _consumed(u, history, tied, reverts)
+        _find_consumed(content, history, likely[k] if k < len(likely) else frozenset(), reverts)
+
+
+def _find_consumed(
+    content: Containment, history: BaseRange, likely: AbstractSet[str], reverts: AbstractSet[str]
+) -> None:
+    tied = set(likely) | {c for u in content.units for c in u.by}
+    for u in content.units:
+        if not u.present:
+            _consumed(u, history, tied, reverts)
 
 
 def _searches(content: Containment, history: BaseRange, likely: AbstractSet[str]) -> list[tuple[Search, bool]]:
@@ -67,18 +73,23 @@ def _places(content: Containment, files: Files) -> Containment:
     for u in content.units:
         if u.present or u.block is None or u.path not in content.base_blobs:
             continue
-        base_blob = content.base_blobs[u.path]
-        base = files.lines(base_blob)
-        if u.window is None:  # judged without aligning (its lines are nowhere): align now
-            pre_blob = content.pre_blobs.get(u.path)
-            pre = files.lines_when_read(pre_blob)
-            pmap = files.alignment(pre_blob, base_blob)
-            u.window = window(u.block, pre, base, pmap)
-        start, end = u.window
-        there = base[start:end]
-        if any(carries(s) for s in there):
-            places.units.append(Unit(u.path, u.what, 1, True, "", block=Block(start, added=there)))
+        there = _what_is_there(content, u, u.block, files)
+        if there is not None:
+            places.units.append(there)
     return places
+
+
+def _what_is_there(content: Containment, u: Unit, block: Block, files: Files) -> Unit | None:
+    base_blob = content.base_blobs[u.path]
+    base = files.lines(base_blob)
+    if u.window is None:  # judged without aligning (its lines are nowhere): align now
+        pre_blob = content.pre_blobs.get(u.path)
+        u.window = window(block, files.lines_when_read(pre_blob), base, files.alignment(pre_blob, base_blob))
+    start, end = u.window
+    there = base[start:end]
+    return (
+        Unit(u.path, u.what, 1, True, "", block=Block(start, added=there)) if any(carries(s) for s in there) else None
+    )
 
 
 def _search(u: Unit, versions: list[tuple[str, str, str]], likely: AbstractSet[str]) -> Search | None:

@@ -201,10 +201,7 @@ def _file_units(fc: FileChange, in_base: tuple[str, str] | None, entries: TreeEn
         return [whole]
     units = [u for u in (_rename_unit(fc, entries), _mode_unit(fc, in_base)) if u is not None]
     if in_base is None:
-        units += _blocks_not_there(fc, NO_FILE)
-        if fc.binary:
-            units.append(Unit(fc.path, "binary", 1, False, "binary file is not in the base"))
-        return units
+        return units + _not_in_base(fc)
     base_data = files.blob(in_base[1])
     if base_data is None and not fc.binary:  # an object this clone lacks (a degraded mirror): not compared
         return units + _blocks_not_there(fc, UNREADABLE)
@@ -213,25 +210,36 @@ def _file_units(fc: FileChange, in_base: tuple[str, str] | None, entries: TreeEn
     return units + _block_units(fc, in_base[1], files)
 
 
+def _not_in_base(fc: FileChange) -> list[Unit]:
+    binary = [Unit(fc.path, "binary", 1, False, "binary file is not in the base")] if fc.binary else []
+    return _blocks_not_there(fc, NO_FILE) + binary
+
+
 def _whole_file_unit(fc: FileChange, in_base: tuple[str, str] | None, entries: TreeEntries) -> Unit | None:
-    if fc.new_path is None:  # deleted by the patch
-        weight = max(1, informative(removed_lines(fc)))
-        if fc.old_path not in entries:
-            return Unit(fc.path, "delete", weight, True, "file already deleted in the base")
-        same = entries[fc.old_path][1] == fc.old_blob
-        return Unit(
-            fc.path, "delete", weight, False, "file still in the base" + ("" if same else " (with other content)")
-        )
+    if fc.new_path is None:
+        return _deleted_unit(fc, entries)
     if fc.old_path is None:
-        weight = max(1, informative(added_lines(fc)))
-        if in_base and in_base[1] == fc.new_blob:
-            return Unit(
-                fc.path, "add", weight, True, "file added by the patch already exists in the base with the same content"
-            )
-        if not in_base:
-            return Unit(
-                fc.path, "add", weight, False, "file added by the patch is not in the base", blob=fc.new_blob or ""
-            )
+        return _added_unit(fc, in_base)
+    return None
+
+
+def _deleted_unit(fc: FileChange, entries: TreeEntries) -> Unit:
+    weight = max(1, informative(removed_lines(fc)))
+    if fc.old_path not in entries:
+        return Unit(fc.path, "delete", weight, True, "file already deleted in the base")
+    same = entries[fc.old_path][1] == fc.old_blob
+    return Unit(fc.path, "delete", weight, False, "file still in the base" + ("" if same else " (with other content)"))
+
+
+def _added_unit(fc: FileChange, in_base: tuple[str, str] | None) -> Unit | None:
+    """None: the base has another file there, judged block by block."""
+    weight = max(1, informative(added_lines(fc)))
+    if in_base and in_base[1] == fc.new_blob:
+        return Unit(
+            fc.path, "add", weight, True, "file added by the patch already exists in the base with the same content"
+        )
+    if not in_base:
+        return Unit(fc.path, "add", weight, False, "file added by the patch is not in the base", blob=fc.new_blob or "")
     return None
 
 

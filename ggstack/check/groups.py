@@ -38,13 +38,18 @@ def trees_of(repo: git.Repository, cands: Sequence[Candidate]) -> dict[str, str]
 def chained(cands: Sequence[Candidate], trees: dict[str, str]) -> list[list[int]]:
     """Maximal runs each on the one before; a patch whose parent this clone lacks is in none."""
     runs: list[list[int]] = []
-    for k, c in enumerate(cands):
-        tree = trees.get(c.parent) if c.commit and c.parent else None
-        if runs and k - 1 == runs[-1][-1] and tree is not None and tree == trees.get(cands[k - 1].commit):
+    for k in range(len(cands)):
+        if runs and k > 0 and _on_previous(cands, trees, k):
             runs[-1].append(k)
         else:
             runs.append([k])
     return [r for r in runs if len(r) > 1]
+
+
+def _on_previous(cands: Sequence[Candidate], trees: dict[str, str], k: int) -> bool:
+    c = cands[k]
+    tree = trees.get(c.parent) if c.commit and c.parent else None
+    return tree is not None and tree == trees.get(cands[k - 1].commit)
 
 
 def squashes(
@@ -74,9 +79,7 @@ def _same_patch_id(history: BaseRange, commits: list[str], sha: str) -> list[str
 def _same_files(history: BaseRange, cands: Sequence[Candidate], run: list[int]) -> list[tuple[int, int, list[str]]]:
     """Sub-runs whose files can be exactly some base commit's: all they touch, or fewer by files
     a later member put back (a squash does not touch a file review undid)."""
-    by_files: dict[frozenset[str], list[str]] = {}
-    for sha, files in history.commits:
-        by_files.setdefault(frozenset(p for p, _, _ in files), []).append(sha)
+    by_files = _by_files(history)
     out = []
     for a, i in enumerate(run):
         union: set[str] = set()
@@ -88,6 +91,13 @@ def _same_files(history: BaseRange, cands: Sequence[Candidate], run: list[int]) 
             if commits and j > i:
                 out.append((i, j, list(dict.fromkeys(commits))))
     return out
+
+
+def _by_files(history: BaseRange) -> dict[frozenset[str], list[str]]:
+    by_files: dict[frozenset[str], list[str]] = {}
+    for sha, files in history.commits:
+        by_files.setdefault(frozenset(p for p, _, _ in files), []).append(sha)
+    return by_files
 
 
 _PUT_BACK = 3  # files of a run tried as put back (each subset of them: 2**3 lookups at most)

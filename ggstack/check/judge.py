@@ -248,14 +248,16 @@ def _at(cand: Candidate, moved: dict[str, str]) -> list[str]:
 def _alignments(
     ctx: Context, cands: Sequence[Candidate], entries: dict[str, tuple[str, str]], moved: dict[str, str]
 ) -> list[tuple[str, str]]:
-    pairs: list[tuple[str, str]] = []
-    for fc in (fc for c in cands for fc in c.changes if not fc.binary):
-        base = _judged_against(fc, entries, moved)
-        if not fc.old_blob or ctx.files.blob(fc.old_blob) is None:
-            continue  # a pre-image this repository lacks (a clone without the fork): nothing to align
-        if base and base[1] != fc.old_blob and needs_alignment(fc, base[1], ctx.files):
-            pairs.append((fc.old_blob, base[1]))
-    return pairs
+    pairs = [_to_align(ctx.files, fc, _judged_against(fc, entries, moved)) for c in cands for fc in c.changes]
+    return [p for p in pairs if p is not None]
+
+
+def _to_align(files: Files, fc: diff.FileChange, base: tuple[str, str] | None) -> tuple[str, str] | None:
+    if fc.binary or not fc.old_blob or files.blob(fc.old_blob) is None:
+        return None  # a pre-image this repository lacks (a clone without the fork): nothing to align
+    if base and base[1] != fc.old_blob and needs_alignment(fc, base[1], files):
+        return fc.old_blob, base[1]
+    return None
 
 
 def _judged_against(
@@ -304,6 +306,12 @@ def judge(
         evidence.append(later.superseding)
     if d.verdict is Verdict.REPRESENTED:
         return _represented(d, facts, evidence)
+    return _not_represented(d, facts, evidence, later, m, own)
+
+
+def _not_represented(
+    d: Decision, facts: Facts, evidence: list[Evidence], later: _Later, m: Measured, own: bool
+) -> Judged:
     mine = facts.own if own or "own" in vars(facts) else []
     if mine:
         evidence.append(signals.own_lines(mine))
@@ -348,16 +356,19 @@ class _Later:
         content = self.m.content
         if not content.judged or all(u.present for u in content.counted):
             return []
-        # A pick whole in its own tree, in the range, touched every place the patch changes:
-        # none of its lines can be the fork's own (most release-branch picks: no search).
-        history = self.ctx.history
-        if any(x.complete and history.in_range(x.commit) for x in self.ident.matches if not x.undone_by):
+        if self._whole_pick():
             return []
         key = (self.cand.name, self.m.tree)
         if key not in self.ctx.own:
-            found = own_units([content], history, self.ctx.files)[0]
+            found = own_units([content], self.ctx.history, self.ctx.files)[0]
             self.ctx.own[key] = _not_picked(self.ctx, self.cand, self.ident, found)
         return self.ctx.own[key]
+
+    def _whole_pick(self) -> bool:
+        # A pick whole in its own tree, in the range, touched every place the patch changes:
+        # none of its lines can be the fork's own (most release-branch picks: no search).
+        live = [x for x in self.ident.matches if not x.undone_by]
+        return any(x.complete and self.ctx.history.in_range(x.commit) for x in live)
 
     def remaining(self, own: bool = False) -> remaining.Remaining:
         key = (self.cand.name, self.m.tree, own)
@@ -486,9 +497,12 @@ def record_step(outcome: Outcome, step: replay.Step | None) -> None:
 
 def name_commits(repo: git.Repository, run: Run) -> None:
     """So reports show "abc1234 “subject”" without running git."""
-    named = list(
-        dict.fromkeys(c for o in run.outcomes for c in [*o.represented_by, *(x for e in o.evidence for x in e.commits)])
-    )
-    known = [c for c in named if c not in run.subjects and len(c) >= 40]
+    known = [c for c in _named(run) if c not in run.subjects and len(c) >= 40]
     for sha, info in repo.read_commits(known).items():  # the long-lived reader: no process to start
         run.subjects[sha] = info.message.split("\n", 1)[0]
+
+
+def _named(run: Run) -> list[str]:
+    return list(
+        dict.fromkeys(c for o in run.outcomes for c in [*o.represented_by, *(x for e in o.evidence for x in e.commits)])
+    )

@@ -95,9 +95,7 @@ def _held_elsewhere(files: Files, tree: str, lost: list[_Lost], near: dict[str, 
         return []
     entries = files.entries(tree, sorted(set().union(*near.values())))
     anchors = {id(x): max((a.rstrip() for a in x.block.added), key=len) for x in lost}  # its rarest line
-    paths_of: dict[str, set[str]] = {}
-    for q, (_, blob) in entries.items():
-        paths_of.setdefault(blob, set()).add(q)
+    paths_of = _paths_by_blob(entries)
     blobs = files.holders(list(paths_of), set(anchors.values()))
     holding = {line: set().union(*(paths_of[b] for b in bs)) for line, bs in blobs.items()}
     return [
@@ -105,6 +103,13 @@ def _held_elsewhere(files: Files, tree: str, lost: list[_Lost], near: dict[str, 
         for x in lost
         if any(_holds(x, entries[q][1], files) for q in holding.get(anchors[id(x)], set()) & near[x.fc.path])
     ]
+
+
+def _paths_by_blob(entries: TreeEntries) -> dict[str, set[str]]:
+    paths_of: dict[str, set[str]] = {}
+    for q, (_, blob) in entries.items():
+        paths_of.setdefault(blob, set()).add(q)
+    return paths_of
 
 
 def _changed_with(history: BaseRange, path: str) -> set[str]:

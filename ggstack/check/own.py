@@ -76,13 +76,14 @@ def _at_its_place(u: Unit, block: Block, blob: str, pre_blob: str, files: Files)
 
 
 def describe(units: Sequence[Unit], limit: int = 5) -> list[str]:
-    out = []
-    for u in units[:limit]:
-        first = ""
-        if u.block is not None:
-            lines = [("+", s) for s in u.block.added if carries(s)] or [("-", s) for s in u.block.removed if carries(s)]
-            first = f": {lines[0][0]}{lines[0][1].strip()[:60]}" if lines else ""
-        out.append(f"{u.path} {u.what}{first}")
+    out = [f"{u.path} {u.what}{_first_line(u)}" for u in units[:limit]]
     if len(units) > limit:
         out.append(f"and {len(units) - limit} more")
     return out
+
+
+def _first_line(u: Unit) -> str:
+    if u.block is None:
+        return ""
+    lines = [("+", s) for s in u.block.added if carries(s)] or [("-", s) for s in u.block.removed if carries(s)]
+    return f": {lines[0][0]}{lines[0][1].strip()[:60]}" if lines else ""

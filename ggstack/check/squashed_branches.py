@@ -122,15 +122,22 @@ def _touched(changes: list[diff.FileChange]) -> dict[str, list[tuple[int, int]]]
     for fc in changes:
         spans = out.setdefault(fc.new_path or fc.old_path or "", [])
         for h in fc.hunks:
-            new_start = int(h.header.split("+", 1)[1].split(",")[0].split(" ")[0] or 1)
-            shift = new_start - 1 - (h.old_start - 1 if h.old_start else 0)
-            for b in h.blocks:
-                at = b.p0 + shift
-                spans.append((at, at + len(b.added)))
-                shift += len(b.added) - len(b.removed)
+            spans += _written(h)
         if not fc.hunks:
             spans.append((0, 1 << 30))  # a whole-file change (added, deleted, binary): all of it
     return out
+
+
+def _written(h: diff.Hunk) -> list[tuple[int, int]]:
+    """The [start, end) line ranges a hunk's blocks wrote in the new file."""
+    new_start = int(h.header.split("+", 1)[1].split(",")[0].split(" ")[0] or 1)
+    shift = new_start - 1 - (h.old_start - 1 if h.old_start else 0)
+    spans = []
+    for b in h.blocks:
+        at = b.p0 + shift
+        spans.append((at, at + len(b.added)))
+        shift += len(b.added) - len(b.removed)
+    return spans
 
 
 def _lists_members(history: BaseRange, squash: str, members: Sequence[Candidate]) -> bool:
@@ -252,10 +259,13 @@ def _merged_bases(parents: dict[str, list[str]], history: BaseRange) -> dict[str
     """Each branch commit's merge base with the base, without a process a commit."""
     out: dict[str, str] = {}
     for sha in reversed(list(parents)):  # rev-list lists children first: parents come first here
-        seen = [p if p not in parents else out[p] for p in parents[sha]]
-        newest = ""
-        for b in (b for b in seen if b):
-            if not newest or history.newer(b, newest):
-                newest = b
-        out[sha] = newest
+        out[sha] = _newest([p if p not in parents else out[p] for p in parents[sha]], history)
     return out
+
+
+def _newest(bases: list[str], history: BaseRange) -> str:
+    newest = ""
+    for b in (b for b in bases if b):
+        if not newest or history.newer(b, newest):
+            newest = b
+    return newest

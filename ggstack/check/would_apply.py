@@ -23,18 +23,19 @@ def _file_applies(fc: FileChange, entries: TreeEntries, files: Files) -> bool:
         return True  # the tree's file is the patch's own pre-image
     if fc.binary:
         return False
-    base = files.lines(entry[1])
+    return _once_in_order(files.lines(entry[1]), [h.old_lines for h in fc.hunks if h.old_lines])
+
+
+def _once_in_order(base: list[str], runs: list[list[str]]) -> bool:
     at = 0
-    for hunk in fc.hunks:
-        if not hunk.old_lines:
-            continue
-        found = find_run(base[at:], hunk.old_lines, strip=False)
+    for run in runs:
+        found = find_run(base[at:], run, strip=False)
         if found is None:
             return False
         # A context found twice might be the wrong place: let the merge decide.
-        if find_run(base[at + found + 1 :], hunk.old_lines, strip=False) is not None:
+        if find_run(base[at + found + 1 :], run, strip=False) is not None:
             return False
-        at += found + len(hunk.old_lines)
+        at += found + len(run)
     return True
 
 
@@ -68,15 +69,15 @@ def _in_order(lines: list[str], runs: list[list[str]]) -> bool:
 
 def surely_conflicts(change_set: list[FileChange], entries: TreeEntries, files: Files) -> list[str]:
     """Files where a line the patch changes is nowhere in the tree: the tree changed it too."""
-    out = []
-    for fc in change_set:
-        entry = entries.get(fc.old_path or "")
-        if fc.old_path is None or entry is None or not _edited_in_place(fc) or entry[1] == fc.old_blob:
-            continue
-        have = set(files.lines(entry[1]))
-        if any(s not in have and carries(s) for s in removed_lines(fc)):
-            out.append(fc.old_path)
-    return out
+    return [fc.old_path for fc in change_set if fc.old_path is not None and _surely_conflicts_in(fc, entries, files)]
+
+
+def _surely_conflicts_in(fc: FileChange, entries: TreeEntries, files: Files) -> bool:
+    entry = entries.get(fc.old_path or "")
+    if entry is None or not _edited_in_place(fc) or entry[1] == fc.old_blob:
+        return False
+    have = set(files.lines(entry[1]))
+    return any(s not in have and carries(s) for s in removed_lines(fc))
 
 
 def _edited_in_place(fc: FileChange) -> bool:
