@@ -1,8 +1,5 @@
-"""Who brought a present change into the base: what ``git blame`` answers for added lines (and
-``--reverse`` for removed ones), without a process per file. Each file's versions are bisected,
-every unit of every candidate in step, so that each round is one ``cat-file`` for all. A change
-already there before the range is ``older``: no evidence that the base took the patch.
-"""
+"""Who brought a present change into the base: ``git blame`` (``--reverse`` for removals) without a
+process per file; every unit's versions bisected in step, one ``cat-file`` a round for all."""
 
 from __future__ import annotations
 
@@ -26,18 +23,23 @@ def attribute(
     likely: Sequence[AbstractSet[str]] = (),
     undone: Sequence[AbstractSet[str]] = (),
 ) -> None:
-    """Set ``by``/``older`` on every present unit. ``likely``: commits known to carry the change (a
-    pick), asked first; ``undone``: those known to have reverted a pick of it."""
+    """``older``: there before the range, no evidence. ``likely``: picks, asked first; ``undone``: their reverts."""
     searches: list[tuple[Search, bool]] = []
     for k, content in enumerate(contents):
         searches += _searches(content, history, likely[k] if k < len(likely) else frozenset())
     _drive(searches, files)
     for k, content in enumerate(contents):
-        tied = set(likely[k] if k < len(likely) else ()) | {c for u in content.units for c in u.by}
         reverts = undone[k] if k < len(undone) else frozenset()
-        for u in content.units:
-            if not u.present:
-                _consumed(u, history, tied, reverts)
+        _find_consumed(content, history, likely[k] if k < len(likely) else frozenset(), reverts)
+
+
+def _find_consumed(
+    content: Containment, history: BaseRange, likely: AbstractSet[str], reverts: AbstractSet[str]
+) -> None:
+    tied = set(likely) | {c for u in content.units for c in u.by}
+    for u in content.units:
+        if not u.present:
+            _consumed(u, history, tied, reverts)
 
 
 def _searches(content: Containment, history: BaseRange, likely: AbstractSet[str]) -> list[tuple[Search, bool]]:
@@ -58,7 +60,6 @@ def _searches(content: Containment, history: BaseRange, likely: AbstractSet[str]
 
 
 def changed_places(contents: Sequence[Containment], history: BaseRange, files: Files) -> list[list[str]]:
-    """Who wrote what the base has at the places of the patch's missing blocks, in one search."""
     files.prepare_alignments(
         [(c.pre_blobs[p], c.base_blobs[p]) for c in contents for p in c.base_blobs if p in c.pre_blobs]
     )
@@ -72,18 +73,23 @@ def _places(content: Containment, files: Files) -> Containment:
     for u in content.units:
         if u.present or u.block is None or u.path not in content.base_blobs:
             continue
-        base_blob = content.base_blobs[u.path]
-        base = files.lines(base_blob)
-        if u.window is None:  # judged without aligning (its lines are nowhere): align now
-            pre_blob = content.pre_blobs.get(u.path)
-            pre = files.lines_when_read(pre_blob)
-            pmap = files.alignment(pre_blob, base_blob)
-            u.window = window(u.block, pre, base, pmap)
-        start, end = u.window
-        there = base[start:end]
-        if any(carries(s) for s in there):
-            places.units.append(Unit(u.path, u.what, 1, True, "", block=Block(start, added=there)))
+        there = _what_is_there(content, u, u.block, files)
+        if there is not None:
+            places.units.append(there)
     return places
+
+
+def _what_is_there(content: Containment, u: Unit, block: Block, files: Files) -> Unit | None:
+    base_blob = content.base_blobs[u.path]
+    base = files.lines(base_blob)
+    if u.window is None:  # judged without aligning (its lines are nowhere): align now
+        pre_blob = content.pre_blobs.get(u.path)
+        u.window = window(block, files.lines_when_read(pre_blob), base, files.alignment(pre_blob, base_blob))
+    start, end = u.window
+    there = base[start:end]
+    return (
+        Unit(u.path, u.what, 1, True, "", block=Block(start, added=there)) if any(carries(s) for s in there) else None
+    )
 
 
 def _search(u: Unit, versions: list[tuple[str, str, str]], likely: AbstractSet[str]) -> Search | None:
@@ -95,7 +101,6 @@ def _search(u: Unit, versions: list[tuple[str, str, str]], likely: AbstractSet[s
 
 
 def _brought(u: Unit, run: list[str], versions: list[tuple[str, str, str]], likely: AbstractSet[str]) -> Search:
-    """The oldest version in an unbroken line from the base that has ``run``."""
     if not versions or not (yield versions[0][2], run):
         u.older = True  # not in the base's own version (an earlier patch's), or the file is untouched
         return
@@ -127,7 +132,6 @@ def _picked_by(
 
 
 def _removed(u: Unit, run: list[str], versions: list[tuple[str, str, str]]) -> Search:
-    """The newest version whose parent still had ``run``: the commit that took it out."""
     if not versions or (yield versions[0][2], run) or not (yield versions[-1][1], run):
         u.older = True  # still somewhere in the file, or the base never had it: moot
         return
@@ -142,9 +146,8 @@ def _removed(u: Unit, run: list[str], versions: list[tuple[str, str, str]]) -> S
 
 
 def _consumed(u: Unit, history: BaseRange, tied: AbstractSet[str], reverts: AbstractSet[str]) -> None:
-    """A file the patch adds that a range commit added and a later one deleted again (a release
-    folding its news fragments into the changelog): there, then consumed. Unless the deletion is a
-    revert: that consumes nothing."""
+    """Added by a range commit, then deleted (news fragments folded into the changelog): consumed,
+    unless the deletion is a revert."""
     if u.what != "add" or not u.blob:
         return
     found = _added_then_deleted(history.versions(u.path))

@@ -1,10 +1,6 @@
-"""Which change blocks of a carry patch a tree already holds.
-
-A block is looked up between the lines around its place that the patch's
-pre-image and the tree still share (git's histogram diff aligns them): its added
-lines there, its removed lines gone. That finds picks whose context moved on,
-which patch-id and ``git apply -R`` miss, and refuses the same lines elsewhere.
-"""
+"""Which change blocks of a carry patch a tree already holds: each looked up at its place (between
+the lines the pre-image and the tree still share), so a pick whose context moved on is found,
+which patch-id and ``git apply -R`` miss, and the same lines elsewhere are refused."""
 
 from __future__ import annotations
 
@@ -27,7 +23,7 @@ _WORD = re.compile(r"[^\W_]")
 
 
 def carries(line: str) -> bool:
-    """A letter or digit: a blank line or a lone brace says nothing of where a change is."""
+    """A blank line or a lone brace says nothing of where a change is."""
     return _WORD.search(line) is not None
 
 
@@ -37,8 +33,7 @@ def informative(lines: list[str]) -> int:
 
 @dataclass
 class Unit:
-    """One judged piece of a patch: a change block, or a whole-file fact. It is evidence only
-    once attribution names the base commit that brought it (``by``)."""
+    """A change block or a whole-file fact; evidence only once attribution sets ``by``."""
 
     path: str
     what: str  # "hunk @@ -12,3 +12,4 @@" | "mode" | "rename" | "add" | "delete" | "binary"
@@ -74,7 +69,6 @@ class Containment:
 
     @property
     def counted(self) -> list[Unit]:
-        """The informative units (all, when none is)."""
         return [u for u in self.units if u.weight] or self.units
 
     @property
@@ -83,7 +77,6 @@ class Containment:
 
     @property
     def literally(self) -> bool:
-        """Every counted unit is in the tree as it is now (none only added, then deleted since)."""
         return self.all_present and not any(u.consumed for u in self.counted)
 
     @property
@@ -102,15 +95,13 @@ class Containment:
 
     @property
     def adding_fraction(self) -> float:
-        """``fraction`` counting only units that add lines (or whole files): a removal alone may be
-        anyone's doing."""
+        # A removal alone may be anyone's doing.
         units = self.counted
         total = sum(max(u.weight, 1) for u in units)
         return sum(max(u.weight, 1) for u in units if u.earned and adds(u)) / total if total else 0.0
 
     @property
     def commits(self) -> list[str]:
-        """Most lines first."""
         counts: Counter[str] = Counter()
         for u in self.counted:
             for c in u.by if u.present else ():
@@ -127,7 +118,6 @@ def adds(u: Unit) -> bool:
 def contain(
     change_set: list[FileChange], entries: TreeEntries, files: Files, moved: Mapping[str, str] | None = None
 ) -> Containment:
-    """``moved``: where the base moved files the patch changes in place (judged in the file there)."""
     units: list[Unit] = []
     base_paths: dict[str, str] = {}
     base_blobs: dict[str, str] = {}
@@ -162,7 +152,6 @@ def _blocks_not_there(fc: FileChange, reason: str) -> list[Unit]:
 def _in_base(
     fc: FileChange, entries: TreeEntries, moved: Mapping[str, str]
 ) -> tuple[str | None, tuple[str, str] | None]:
-    """Its own path, the one it renames, or where the base moved it."""
     in_base = entries.get(fc.new_path or "") or (entries.get(fc.old_path or "") if fc.new_path else None)
     if in_base:
         return (fc.new_path if fc.new_path in entries else fc.old_path), in_base
@@ -171,7 +160,6 @@ def _in_base(
 
 
 def contained_at(files: Files, todo: Sequence[tuple[list[FileChange], str]]) -> list[Containment]:
-    """Each change set in one commit's own tree (a pick's, a squash's), read and aligned in one batch."""
     if not todo:
         return []
     blobs = files.at_commits([(at, p) for changes, at in todo for p in paths_of(changes)])
@@ -182,8 +170,7 @@ def contained_at(files: Files, todo: Sequence[tuple[list[FileChange], str]]) -> 
 def _to_align(
     files: Files, todo: Sequence[tuple[list[FileChange], str]], blobs: dict[tuple[str, str], str]
 ) -> list[tuple[str, str]]:
-    """Only the pairs whose blocks will be placed: a pick's file that lacks every block's added
-    lines is judged without an alignment (a diff of two big files, the pre-image split for it)."""
+    # A file lacking every block's added lines is judged without an alignment (a diff of two big files).
     return [
         (fc.old_blob, blobs[(at, p)])
         for changes, at in todo
@@ -214,10 +201,7 @@ def _file_units(fc: FileChange, in_base: tuple[str, str] | None, entries: TreeEn
         return [whole]
     units = [u for u in (_rename_unit(fc, entries), _mode_unit(fc, in_base)) if u is not None]
     if in_base is None:
-        units += _blocks_not_there(fc, NO_FILE)
-        if fc.binary:
-            units.append(Unit(fc.path, "binary", 1, False, "binary file is not in the base"))
-        return units
+        return units + _not_in_base(fc)
     base_data = files.blob(in_base[1])
     if base_data is None and not fc.binary:  # an object this clone lacks (a degraded mirror): not compared
         return units + _blocks_not_there(fc, UNREADABLE)
@@ -226,25 +210,36 @@ def _file_units(fc: FileChange, in_base: tuple[str, str] | None, entries: TreeEn
     return units + _block_units(fc, in_base[1], files)
 
 
+def _not_in_base(fc: FileChange) -> list[Unit]:
+    binary = [Unit(fc.path, "binary", 1, False, "binary file is not in the base")] if fc.binary else []
+    return _blocks_not_there(fc, NO_FILE) + binary
+
+
 def _whole_file_unit(fc: FileChange, in_base: tuple[str, str] | None, entries: TreeEntries) -> Unit | None:
-    if fc.new_path is None:  # deleted by the patch
-        weight = max(1, informative(removed_lines(fc)))
-        if fc.old_path not in entries:
-            return Unit(fc.path, "delete", weight, True, "file already deleted in the base")
-        same = entries[fc.old_path][1] == fc.old_blob
-        return Unit(
-            fc.path, "delete", weight, False, "file still in the base" + ("" if same else " (with other content)")
-        )
+    if fc.new_path is None:
+        return _deleted_unit(fc, entries)
     if fc.old_path is None:
-        weight = max(1, informative(added_lines(fc)))
-        if in_base and in_base[1] == fc.new_blob:
-            return Unit(
-                fc.path, "add", weight, True, "file added by the patch already exists in the base with the same content"
-            )
-        if not in_base:
-            return Unit(
-                fc.path, "add", weight, False, "file added by the patch is not in the base", blob=fc.new_blob or ""
-            )
+        return _added_unit(fc, in_base)
+    return None
+
+
+def _deleted_unit(fc: FileChange, entries: TreeEntries) -> Unit:
+    weight = max(1, informative(removed_lines(fc)))
+    if fc.old_path not in entries:
+        return Unit(fc.path, "delete", weight, True, "file already deleted in the base")
+    same = entries[fc.old_path][1] == fc.old_blob
+    return Unit(fc.path, "delete", weight, False, "file still in the base" + ("" if same else " (with other content)"))
+
+
+def _added_unit(fc: FileChange, in_base: tuple[str, str] | None) -> Unit | None:
+    """None: the base has another file there, judged block by block."""
+    weight = max(1, informative(added_lines(fc)))
+    if in_base and in_base[1] == fc.new_blob:
+        return Unit(
+            fc.path, "add", weight, True, "file added by the patch already exists in the base with the same content"
+        )
+    if not in_base:
+        return Unit(fc.path, "add", weight, False, "file added by the patch is not in the base", blob=fc.new_blob or "")
     return None
 
 
@@ -283,8 +278,6 @@ def _binary_unit(fc: FileChange, in_base: tuple[str, str]) -> Unit:
 
 
 def needs_alignment(fc: FileChange, base_blob: str, files: Files) -> bool:
-    """Some block's added lines are all somewhere in the file, or it only removes: only then is
-    the file worth aligning with the pre-image."""
     anywhere = files.stripped(base_blob)
     return any(not b.added or all(a.rstrip() in anywhere for a in b.added) for h in fc.hunks for b in h.blocks)
 
@@ -316,7 +309,6 @@ def _block_units(fc: FileChange, base_blob: str, files: Files) -> list[Unit]:
 
 
 def window(block: Block, pre: Sequence[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:
-    """Between the nearest lines around the block that the pre-image and the base still share."""
     lo = next((pmap[i] for i in range(min(block.p0, len(pre)) - 1, -1, -1) if pmap[i] is not None), -1)
     hi = next((pmap[i] for i in range(block.p1, len(pre)) if pmap[i] is not None), len(base))
     assert lo is not None and hi is not None
@@ -324,9 +316,8 @@ def window(block: Block, pre: Sequence[str], base: list[str], pmap: list[int | N
 
 
 def place(block: Block, pre: Sequence[str], base: list[str], pmap: list[int | None]) -> tuple[int, int]:
-    """``window`` between informative lines only. A blank line is no anchor: git pairs blank lines
-    either way, and a block after a function the base rewrote sits beside that rewrite, not in an
-    untouched place, even when a blank line of each lines up."""
+    """``window`` between informative lines only: git pairs blank lines either way, so a blank
+    line lined up beside a rewritten function is no anchor."""
     lo = next(
         (pmap[i] for i in range(min(block.p0, len(pre)) - 1, -1, -1) if pmap[i] is not None and carries(pre[i])), -1
     )
@@ -361,7 +352,6 @@ def judge_block(
 def _removal_not_there(
     block: Block, pre: Sequence[str], place: list[str], pmap: list[int | None], moved: AbstractSet[str]
 ) -> str:
-    """Why the base still has what the block removes ("" where it does not)."""
     still = _still_paired(block, pre, pmap, moved)
     if still:
         return f"its removed lines are still in the base (line {(still[0] or 0) + 1})"
@@ -374,9 +364,7 @@ def _removal_not_there(
 def _still_paired(
     block: Block, pre: Sequence[str], pmap: list[int | None], moved: AbstractSet[str]
 ) -> list[int | None]:
-    """The base lines the alignment pairs with the block's removed lines. A blank line (or a lone
-    brace) paired with one the base keeps beside the block says nothing: git's diffs pair such
-    lines either way. Only lines that carry information count (all, where it removes no other)."""
+    # Only lines that carry information count (all, where it removes no other): git pairs blank lines either way.
     kept = [i for i in range(block.p0, min(block.p1, len(pre))) if pmap[i] is not None and pre[i] not in moved]
     telling = [i for i in kept if carries(pre[i])]
     return [pmap[i] for i in (telling if informative(block.removed) else kept)]
@@ -403,7 +391,6 @@ def _look_for_added(unit: Unit, block: Block, base: list[str], start: int, end: 
 
 
 def _find_added(block: Block, place: list[str]) -> tuple[int | None, bool]:
-    """Where, and whether only without trailing whitespace."""
     at = find_run(place, block.added, strip=False)
     whitespace_only = [s.rstrip() for s in block.removed] == [s.rstrip() for s in block.added]
     if at is None and not whitespace_only:
@@ -416,8 +403,6 @@ _WIDEST = 200  # lines a place may grow over repeated lines, each way
 
 
 def _widen(start: int, end: int, base: list[str], sought: AbstractSet[str]) -> tuple[int, int]:
-    """[start, end) grown over the lines around it that are not unique in the file (or carry
-    nothing), and over the lines being looked for."""
     counts = Counter(base[max(0, start - _WIDEST) : end + _WIDEST])
     weak = lambda s: counts[s] > 1 or s in sought or not carries(s)  # noqa: E731
     lo, hi = start, end

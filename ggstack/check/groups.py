@@ -1,10 +1,6 @@
-"""A run of consecutive carry patches the base has together, as one squash or inside a bigger commit.
-
-Alone, a member of such a run conflicts or looks partial, because a later member changed its
-lines; together they are represented. Runs are found from the base side, so the cost stays near
-linear in the stack: a squash changes exactly the run's files, and only chained patches (each on
-the one before, as imported from a branch) have a combined diff of their own.
-"""
+"""Runs of consecutive carry patches the base has together (one squash, or inside a bigger commit):
+alone a member conflicts or looks partial, together they are represented. Found from the base
+side (a squash changes exactly the run's files), so the cost stays near linear in the stack."""
 
 from __future__ import annotations
 
@@ -35,28 +31,30 @@ class Group:
 
 
 def trees_of(repo: git.Repository, cands: Sequence[Candidate]) -> dict[str, str]:
-    """One process for every candidate's commit and parent."""
     shas = list(dict.fromkeys(x for c in cands for x in (c.commit, c.parent)))
     return {i.sha: i.tree for i in repo.commit_infos(shas)}
 
 
 def chained(cands: Sequence[Candidate], trees: dict[str, str]) -> list[list[int]]:
-    """Maximal runs of consecutive candidates each on the one before (same tree). A patch not
-    materialised (its parent is not in this clone) has no tree and is in no run."""
+    """Maximal runs each on the one before; a patch whose parent this clone lacks is in none."""
     runs: list[list[int]] = []
-    for k, c in enumerate(cands):
-        tree = trees.get(c.parent) if c.commit and c.parent else None
-        if runs and k - 1 == runs[-1][-1] and tree is not None and tree == trees.get(cands[k - 1].commit):
+    for k in range(len(cands)):
+        if runs and k > 0 and _on_previous(cands, trees, k):
             runs[-1].append(k)
         else:
             runs.append([k])
     return [r for r in runs if len(r) > 1]
 
 
+def _on_previous(cands: Sequence[Candidate], trees: dict[str, str], k: int) -> bool:
+    c = cands[k]
+    tree = trees.get(c.parent) if c.commit and c.parent else None
+    return tree is not None and tree == trees.get(cands[k - 1].commit)
+
+
 def squashes(
     repo: git.Repository, history: BaseRange, cands: Sequence[Candidate], runs: list[list[int]], trees: dict[str, str]
 ) -> list[Group]:
-    """Runs whose combined diff has the patch-id of one base commit changing exactly their files."""
     wanted = {(i, j): commits for run in runs for i, j, commits in _same_files(history, cands, run)}
     if not wanted:
         return []
@@ -79,12 +77,9 @@ def _same_patch_id(history: BaseRange, commits: list[str], sha: str) -> list[str
 
 
 def _same_files(history: BaseRange, cands: Sequence[Candidate], run: list[int]) -> list[tuple[int, int, list[str]]]:
-    """(i, j, base commits) for the sub-runs whose files can be exactly some base commit's: all they
-    touch, or fewer by files a later member put back as they were (a review suggestion undoing part
-    of the first commit: the squash does not touch that file)."""
-    by_files: dict[frozenset[str], list[str]] = {}
-    for sha, files in history.commits:
-        by_files.setdefault(frozenset(p for p, _, _ in files), []).append(sha)
+    """Sub-runs whose files can be exactly some base commit's: all they touch, or fewer by files
+    a later member put back (a squash does not touch a file review undid)."""
+    by_files = _by_files(history)
     out = []
     for a, i in enumerate(run):
         union: set[str] = set()
@@ -98,11 +93,17 @@ def _same_files(history: BaseRange, cands: Sequence[Candidate], run: list[int]) 
     return out
 
 
+def _by_files(history: BaseRange) -> dict[frozenset[str], list[str]]:
+    by_files: dict[frozenset[str], list[str]] = {}
+    for sha, files in history.commits:
+        by_files.setdefault(frozenset(p for p, _, _ in files), []).append(sha)
+    return by_files
+
+
 _PUT_BACK = 3  # files of a run tried as put back (each subset of them: 2**3 lookups at most)
 
 
 def _without_some(union: set[str], again: set[str]) -> list[frozenset[str]]:
-    """``union``, and ``union`` without each non-empty subset of the first few of ``again``."""
     maybe = sorted(again)[:_PUT_BACK]
     out = [frozenset(union)]
     for mask in range(1, 2 ** len(maybe)):
@@ -113,7 +114,6 @@ def _without_some(union: set[str], again: set[str]) -> list[frozenset[str]]:
 
 
 def _maximal(groups: list[Group]) -> list[Group]:
-    """Longest first; a run inside one already found adds nothing."""
     kept: list[Group] = []
     for g in sorted(groups, key=lambda g: -len(g.members)):
         if not any(set(g.members) <= set(k.members) for k in kept):
@@ -129,9 +129,7 @@ def by_content(
     base_tree: str,
     files: Files,
 ) -> list[Group]:
-    """Runs whose combined change is all in the base, every informative line brought by base commits
-    (squashed together with other work). Each segment's runs are tried longest first; a run inside
-    one found is not tried."""
+    """Runs whose every informative line base commits brought (squashed with other work), longest first."""
     tries = {k: _runs_longest_first(seg)[:_TRIES] for k, seg in enumerate(segments)}
     measured = _measured(repo, history, cands, list(tries.values()), base_tree, files)
     groups: list[Group] = []
@@ -158,8 +156,7 @@ def _measured(
     base_tree: str,
     files: Files,
 ) -> dict[tuple[int, int], Containment]:
-    """In two batches (each segment's longest run, then the other runs of the segments it did not
-    settle), so that hundreds of tries cost a few processes, not some each."""
+    # Two batches (each segment's longest run, then the rest where it settled nothing): hundreds of tries, a few processes.
     measured = _contained(repo, history, cands, [t[0] for t in tries if t], base_tree, files)
     unsettled = [run for t in tries if t and not _earned(measured[t[0]]) for run in t[1:]]
     measured.update(_contained(repo, history, cands, unsettled, base_tree, files))
@@ -167,8 +164,7 @@ def _measured(
 
 
 def _rework_each_other(cands: Sequence[Candidate], i: int, j: int) -> bool:
-    """Does each member after the first change a file an earlier one changed? Two backports side by
-    side, never touching each other's files, are not one squash of the base's."""
+    """Two backports side by side, never touching each other's files, are not one squash."""
     seen = set(cands[i].paths)
     for k in range(i + 1, j + 1):
         if not seen & set(cands[k].paths):
@@ -189,7 +185,6 @@ def _contained(
     base_tree: str,
     files: Files,
 ) -> dict[tuple[int, int], Containment]:
-    """One diff-tree for all the combined diffs, the files read together, one attribution search."""
     combined = repo.diffs_of_pairs([(cands[j].commit, cands[i].parent) for i, j in runs])
     changes = [diff.parse(raw) for raw in combined]
     entries = files.entries(base_tree, list(dict.fromkeys(p for ch in changes for p in diff.paths_of(ch))))
@@ -215,9 +210,8 @@ def named(
     cands: Sequence[Candidate],
     picked: AbstractSet[int],
 ) -> list[Group]:
-    """Runs taken as the one base commit that names one of them (the PR's squash merge), whose own
-    tree holds the run's combined change, whole or nearly. ``picked``: patches git already finds (a
-    PR that merged main in was imported with main's commits between its own), neutral in a run."""
+    """Runs taken by the base commit naming one of them (the PR's squash merge), nearly whole.
+    ``picked``: patches git already finds (main's commits merged into a PR), neutral in a run."""
     found: list[Group] = []
     for member, c in enumerate(cands):
         if member in picked or not c.commit:
@@ -232,8 +226,6 @@ def named(
 def _around(
     cands: Sequence[Candidate], picked: AbstractSet[int], member: int, h: str, history: BaseRange
 ) -> list[tuple[int, int]]:
-    """Spans of two or more patches holding ``member``, between patches git does not find yet,
-    whose files are all ``h``'s, longest first."""
     own = history.files_of(h)
     lo, hi = max(0, member - _WIDEST), min(len(cands), member + _WIDEST)
     ends = [k for k in range(lo, hi) if k not in picked and cands[k].commit and set(cands[k].paths) <= own]
@@ -254,8 +246,7 @@ def _named_run(
     h: str,
     picked: AbstractSet[int],
 ) -> Group | None:
-    """The longest span, one line of the fork's history, whose combined change ``h``'s own tree
-    holds (nearly) on ``h``'s files, trimmed of end patches that were there before ``h``."""
+    """The longest span ``h``'s tree nearly holds, trimmed of end patches there before ``h``."""
     own = history.files_of(h)
     for i, j in spans:
         if not _one_line(repo, cands, i, j):
@@ -272,7 +263,6 @@ def _named_run(
 
 
 def _one_line(repo: git.Repository, cands: Sequence[Candidate], i: int, j: int) -> bool:
-    """Is each patch of the span on the one before, or on a commit of that line of history?"""
     line = {cands[i].parent, *repo.rev_list(cands[j].commit, f"^{cands[i].parent}")}
     return all(cands[k].parent in line or cands[k].sources[0] in line for k in range(i, j + 1))
 
@@ -304,7 +294,6 @@ def since_modified(history: BaseRange, commit: str, paths: list[str]) -> str:
 
 
 def _share(c: Containment) -> float:
-    """Attribution aside."""
     counted = c.counted
     total = sum(u.weight for u in counted) or len(counted)
     present = sum((u.weight or 1) for u in counted if u.present) if total else 0
@@ -312,9 +301,8 @@ def _share(c: Containment) -> float:
 
 
 def _brought(repo: git.Repository, files: Files, cands: Sequence[Candidate], span: list[int], h: str) -> list[int]:
-    """The members ``h`` took (some of their lines are in ``h``'s tree and were not in its parent's)
-    and, between two such, those the PR reworked. The ends must be ``h``'s, the last nearly whole
-    (no later member reworked it); [] else."""
+    """The members ``h`` took and, between them, those the PR reworked; [] unless both ends are
+    ``h``'s and the last nearly whole."""
     at, before = _at_and_before(repo, files, cands, span, h)
     took = {k for k, now, then in zip(span, at, before, strict=True) if _took_some(now, then)}
     if span[0] not in took or span[-1] not in took or _share(at[-1]) < NEARLY:
@@ -338,7 +326,6 @@ def _took_some(now: Containment, then: Containment | None) -> bool:
 
 
 def _reworked(cands: Sequence[Candidate], span: list[int], took: set[int], at: list[Containment]) -> set[int]:
-    """What is there was there before, the rest is not, and a later member changed its files."""
     return {
         k
         for n, k in enumerate(span)
@@ -349,7 +336,6 @@ def _reworked(cands: Sequence[Candidate], span: list[int], took: set[int], at: l
 
 
 def _disjoint(groups: list[Group]) -> list[Group]:
-    """Longest first; a run overlapping one already kept is left out."""
     kept: list[Group] = []
     for g in sorted(groups, key=lambda g: -len(g.members)):
         if not any(set(g.members) & set(k.members) for k in kept):

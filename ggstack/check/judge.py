@@ -1,9 +1,5 @@
-"""One carry patch through every signal to a verdict: the part both front ends share.
-
-``check STACK`` and ``check --commits`` differ in what a candidate is compared against (the
-base plus the earlier needed patches, or the base) and in how much they may replay; what its
-signals are, and how they become a verdict, is said here once.
-"""
+"""One carry patch through every signal to a verdict: the part ``check STACK`` and
+``check --commits`` share (they differ only in what a patch is compared against)."""
 
 from __future__ import annotations
 
@@ -36,23 +32,18 @@ class Context:
 
 
 def find_changed(ctx: Context, todo: Sequence[tuple[Candidate, Containment]]) -> None:
-    """Who changed the lines of each candidate's missing blocks (the base's own way), in one batch."""
     for (c, _), found in zip(todo, changed_places([k for _, k in todo], ctx.history, ctx.files), strict=True):
         ctx.changed[c.name] = found
 
 
 @dataclass
 class Identified:
-    """What git's identity and patch-id say of one candidate, before any line is read."""
-
     matches: list[Match] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
 
 
 @dataclass
 class Measured:
-    """What was measured of one candidate on the tree it is judged against."""
-
     content: Containment
     step: replay.Step | None = None  # the replay, where one was spent
     applies: bool = False  # no replay: git apply's check (in-process) takes it
@@ -66,8 +57,7 @@ class Measured:
 def identify(
     ctx: Context, cands: Sequence[Candidate], reversed_ids: Mapping[str, str] | None = None
 ) -> dict[str, Identified]:
-    """Identity, patch-id, reverts and later changes of every candidate, in a few batched calls
-    (``reversed_ids``: ``reversed_patch_ids`` of all of them, where it was read already)."""
+    """``reversed_ids``: ``reversed_patch_ids`` of all of them, where read already."""
     out = {cand.name: _by_git(ctx, cand) for cand in cands}
     _named_and_whole(ctx, [c for c in cands if not out[c.name].matches], out)
     matched = [c for c in cands if out[c.name].matches]
@@ -89,8 +79,7 @@ def _by_git(ctx: Context, cand: Candidate) -> Identified:
 def _picked_again(
     ctx: Context, matched: Sequence[Candidate], out: dict[str, Identified], reversed_ids: Mapping[str, str]
 ) -> None:
-    """A pick the base took out again may have been made again by hand, under the patch's PR
-    number or subject ("Backport PR #12207 on 7.x" after the bot's backport was reverted)."""
+    """A reverted pick may have been made again by hand ("Backport PR #12207" after a revert)."""
     reverted = [c for c in matched if all(m.undone_by for m in out[c.name].matches)]
     before = {c.name: len(out[c.name].matches) for c in reverted}
     undoers = {c.name: [r for m in out[c.name].matches for r in m.undone_by] for c in reverted}
@@ -109,8 +98,7 @@ def _undone_or_since(ctx: Context, cand: Candidate, ident: Identified, matches: 
 
 
 def _revertible(ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified]) -> list[Candidate]:
-    """Those a range commit could have the reversed patch-id of: only one that changes exactly its
-    files, and none of its picks (a pick has its own); for the others it is not computed."""
+    # Only a range commit changing exactly its files, not a pick, can be its revert.
     return [c for c in cands if c.commit and _reverts_possible(ctx, c, out)]
 
 
@@ -120,8 +108,7 @@ def _reverts_possible(ctx: Context, cand: Candidate, out: dict[str, Identified])
 
 
 def reversed_patch_ids(repo: git.Repository, cands: Sequence[Candidate]) -> dict[str, str]:
-    """commit -> the patch-id of its change reversed (a revert's own), kept by the commit: commits
-    checked together often share a parent (a PR's merge and its branch's first commit)."""
+    """commit -> the patch-id of its change reversed: a revert's own."""
     # "<parent> <commit>" makes diff-tree diff the commit back to its parent: the patch reversed.
     backwards = repo.diffs_of_pairs([(c.parent, c.commit) for c in cands])
     return repo.patch_ids_of_diffs({c.commit: d for c, d in zip(cands, backwards, strict=True) if d})
@@ -133,9 +120,8 @@ HINTED = "named by its PR or subject, with all its lines,"
 def _named_and_whole(
     ctx: Context, cands: Sequence[Candidate], out: dict[str, Identified], reverts: Mapping[str, list[str]] | None = None
 ) -> None:
-    """A base commit with the patch's PR number or subject ("Backport PR #12: …") is only a hint;
-    where its own tree holds every change of the patch, it is the pick (most of them: an adapted
-    pick). ``reverts``: the commits that took a candidate's picks out again."""
+    """A commit naming the patch's PR or subject is a hint; it is the pick where its own tree holds
+    most of the patch's changes (an adapted pick). ``reverts``: what took its picks out again."""
     after = reverts or {}
     todo = _hinted(ctx, cands, after)
     for (cand, h), there in zip(todo, contained_at(ctx.files, [(c.changes, at) for c, at in todo]), strict=True):
@@ -148,7 +134,6 @@ def _named_and_whole(
 
 
 def _hinted(ctx: Context, cands: Sequence[Candidate], after: Mapping[str, list[str]]) -> list[tuple[Candidate, str]]:
-    """Each candidate's first hints; for one whose picks the base took out, those newer than every revert."""
     return [
         (c, h)
         for c in cands
@@ -173,9 +158,8 @@ EXACT = ("same patch-id as", "merged as")  # the patch's own change, whole: noth
 
 
 def _unread(cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
-    """A commit that only names the patch (cherry-pick -x after a conflict, a Stack-Patch-Id)
-    may have picked part of it: not known whole until ``read_picks`` reads it. One with the
-    patch's own patch-id is whole as it is (git's identity of a change; most backports)."""
+    """A commit that only names the patch (-x after a conflict) may have picked part of it: whole
+    only once ``read_picks`` reads it. One with the patch's own patch-id is whole as it is."""
     for c in cands:
         exact = {m.commit for m in out[c.name].matches if m.how in EXACT}
         for m in out[c.name].matches:
@@ -184,8 +168,7 @@ def _unread(cands: Sequence[Candidate], out: dict[str, Identified]) -> None:
 
 
 def read_picks(ctx: Context, todo: Sequence[tuple[Candidate, Identified, Measured | None]]) -> None:
-    """Was each pick ``identify`` left unread whole? The patch's lines read in that commit's own
-    tree, in one batch; only where it decides something."""
+    """Was each pick ``identify`` left unread whole? Read in one batch, only where it decides."""
     named = [
         (c, m) for c, ident, measured in todo if _may_decide(measured) for m in ident.matches if m.complete is None
     ]
@@ -197,8 +180,7 @@ def read_picks(ctx: Context, todo: Sequence[tuple[Candidate, Identified, Measure
 
 
 def _may_decide(measured: Measured | None) -> bool:
-    """A pick whose post-image the base has is represented by it whatever the pick left out (the
-    first rule). (No measure yet, as a stack's patches before their walk: it may.)"""
+    # Where the base has the post-image, the first rule decides whatever the pick left out.
     if measured is None:
         return True
     return not signals.facts_of(measured.content, measured.step, measured.applies, measured.reverse).post_image
@@ -210,9 +192,7 @@ def _whole(history: BaseRange, there: Containment) -> bool:
 
 
 def _placed(history: BaseRange, there: Containment) -> tuple[list[Unit], list[str]]:
-    """The changes that have a place in a commit's own tree, and the files of those that have none:
-    a file that tree lacks and the base lacks too (one the base deleted, a release branch's C
-    extension) says nothing of a pick."""
+    """A file that tree lacks and the base lacks too (one it deleted) says nothing of a pick."""
 
     def nowhere(u: Unit) -> bool:
         if u.reason != NO_FILE or history.moved_to(u.path):
@@ -239,8 +219,6 @@ def measure_content(
 def _read_tree(
     ctx: Context, cands: Sequence[Candidate], tree: str
 ) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
-    """The tree's entries of the candidates' files and of those the base moved them to (and where),
-    their blobs read and aligned in one batch."""
     moved = {p: to for c in cands for p in c.paths if (to := ctx.history.moved_to(p))}
     paths = list(dict.fromkeys([*(p for c in cands for p in c.paths), *moved.values()]))
     entries = ctx.files.entries(tree, paths)
@@ -256,8 +234,7 @@ def _entries_of(
 
 
 def _picks(cands: Sequence[Candidate], idents: dict[str, Identified]) -> tuple[list[set[str]], list[set[str]]]:
-    """For each candidate, its live picks (a reverted one did bring the lines once, but not the
-    ones the base has now), and the commits that reverted a pick of it."""
+    """Its live picks (a reverted one did not bring what the base has now), and their reverts."""
     matches = [idents[c.name].matches if c.name in idents else [] for c in cands]
     return [{m.commit for m in ms if not m.undone_by} for ms in matches], [
         {r for m in ms for r in m.undone_by} for ms in matches
@@ -271,14 +248,16 @@ def _at(cand: Candidate, moved: dict[str, str]) -> list[str]:
 def _alignments(
     ctx: Context, cands: Sequence[Candidate], entries: dict[str, tuple[str, str]], moved: dict[str, str]
 ) -> list[tuple[str, str]]:
-    pairs: list[tuple[str, str]] = []
-    for fc in (fc for c in cands for fc in c.changes if not fc.binary):
-        base = _judged_against(fc, entries, moved)
-        if not fc.old_blob or ctx.files.blob(fc.old_blob) is None:
-            continue  # a pre-image this repository lacks (a clone without the fork): nothing to align
-        if base and base[1] != fc.old_blob and needs_alignment(fc, base[1], ctx.files):
-            pairs.append((fc.old_blob, base[1]))
-    return pairs
+    pairs = [_to_align(ctx.files, fc, _judged_against(fc, entries, moved)) for c in cands for fc in c.changes]
+    return [p for p in pairs if p is not None]
+
+
+def _to_align(files: Files, fc: diff.FileChange, base: tuple[str, str] | None) -> tuple[str, str] | None:
+    if fc.binary or not fc.old_blob or files.blob(fc.old_blob) is None:
+        return None  # a pre-image this repository lacks (a clone without the fork): nothing to align
+    if base and base[1] != fc.old_blob and needs_alignment(fc, base[1], files):
+        return fc.old_blob, base[1]
+    return None
 
 
 def _judged_against(
@@ -327,6 +306,12 @@ def judge(
         evidence.append(later.superseding)
     if d.verdict is Verdict.REPRESENTED:
         return _represented(d, facts, evidence)
+    return _not_represented(d, facts, evidence, later, m, own)
+
+
+def _not_represented(
+    d: Decision, facts: Facts, evidence: list[Evidence], later: _Later, m: Measured, own: bool
+) -> Judged:
     mine = facts.own if own or "own" in vars(facts) else []
     if mine:
         evidence.append(signals.own_lines(mine))
@@ -340,7 +325,6 @@ def judge(
 def _evidence(
     ident: Identified, m: Measured, group: Group | None, facts: Facts, hint: Evidence | None
 ) -> list[Evidence]:
-    """What every signal said, in the order a maintainer reads it."""
     evidence = list(ident.evidence)
     if group is not None:  # (its members and commits are among the facts already)
         evidence.append(signals.grouped(group.names, group.by, group.how))
@@ -362,8 +346,6 @@ def _represented(d: Decision, facts: Facts, evidence: list[Evidence]) -> Judged:
 
 
 class _Later:
-    """The facts ``decide`` reads only when a rule asks (see ``rules.Later``)."""
-
     def __init__(
         self, ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str, known: set[str]
     ) -> None:
@@ -374,19 +356,21 @@ class _Later:
         content = self.m.content
         if not content.judged or all(u.present for u in content.counted):
             return []
-        # A pick whole in its own tree, in the range, touched every place the patch changes:
-        # none of its lines can be the fork's own (most release-branch picks: no search).
-        history = self.ctx.history
-        if any(x.complete and history.in_range(x.commit) for x in self.ident.matches if not x.undone_by):
+        if self._whole_pick():
             return []
         key = (self.cand.name, self.m.tree)
         if key not in self.ctx.own:
-            found = own_units([content], history, self.ctx.files)[0]
+            found = own_units([content], self.ctx.history, self.ctx.files)[0]
             self.ctx.own[key] = _not_picked(self.ctx, self.cand, self.ident, found)
         return self.ctx.own[key]
 
+    def _whole_pick(self) -> bool:
+        # A pick whole in its own tree, in the range, touched every place the patch changes:
+        # none of its lines can be the fork's own (most release-branch picks: no search).
+        live = [x for x in self.ident.matches if not x.undone_by]
+        return any(x.complete and self.ctx.history.in_range(x.commit) for x in live)
+
     def remaining(self, own: bool = False) -> remaining.Remaining:
-        """``own``: of the fork's own lines only; blocks with no clean place there left out."""
         key = (self.cand.name, self.m.tree, own)
         if key not in self.ctx.remaining:
             if not self.m.tree:
@@ -413,8 +397,7 @@ class _Later:
 
 
 def _not_picked(ctx: Context, cand: Candidate, ident: Identified, units: list[Unit]) -> list[Unit]:
-    """Of ``units``, those no live pick in the range had in its own tree: a line the pick brought
-    and the base changed or took out since is the pick's, not the fork's own."""
+    """A line a live pick brought and the base changed since is the pick's, not the fork's own."""
     picks = [m.commit for m in ident.matches if not m.undone_by and ctx.history.in_range(m.commit)]
     if not units or not picks:
         return units
@@ -432,8 +415,6 @@ def _brought_by(ctx: Context, cand: Candidate, picks: list[str]) -> set[int]:
 
 
 class _Asked(_Later):
-    """Will ``decide`` ask who changed its lines? (So a front end can read that for many in one batch.)"""
-
     asked = False
 
     def superseded(self) -> list[str]:
@@ -444,8 +425,6 @@ class _Asked(_Later):
 def _facts(
     ctx: Context, cand: Candidate, ident: Identified, m: Measured, group: Group | None, related: AbstractSet[str]
 ) -> tuple[Facts, set[str], Evidence | None]:
-    """The facts the rules read, the base commits already tied to it (its picks, their reverts
-    and what those undid), and the evidence of a hint."""
     read_picks(ctx, [(cand, ident, m)])  # where the front end has not read them in a batch
     facts = signals.facts_of(m.content, m.step, m.applies, m.reverse)
     facts.matches = ident.matches
@@ -468,8 +447,7 @@ def _tied(history: BaseRange, ident: Identified) -> set[str]:
 
 
 def may_be_superseded(ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str) -> bool:
-    """Will ``judge`` ask who changed its lines? Only of a conflict that reaches that rule (so a
-    front end can read that for many in one batch)."""
+    """Will ``judge`` ask who changed its lines? (So a front end reads that for many in one batch.)"""
     if m.step is None or m.step.applied is not Applied.CONFLICT:
         return False
     facts, known, _ = _facts(ctx, cand, ident, m, None, frozenset())
@@ -490,7 +468,6 @@ def _kin(ctx: Context, cand: Candidate, author: str, known: AbstractSet[str]) ->
 
 
 def settle(outcome: Outcome, j: Judged) -> None:
-    """The rule that made the decision goes last in the evidence."""
     d = j.decision
     outcome.evidence = [*outcome.evidence, *j.evidence, signals.decided(d)]
     outcome.verdict = d.verdict
@@ -503,8 +480,6 @@ def settle(outcome: Outcome, j: Judged) -> None:
 
 
 def prepare_remaining(ctx: Context, todo: Sequence[tuple[Candidate, Measured]]) -> None:
-    """What the remaining diffs of those that may be partial need, read in one batch before they are
-    judged one by one."""
     maybe = [
         (c, m) for c, m in todo if m.tree and m.content.judged and m.content.any_earned and not m.content.all_present
     ]
@@ -521,10 +496,13 @@ def record_step(outcome: Outcome, step: replay.Step | None) -> None:
 
 
 def name_commits(repo: git.Repository, run: Run) -> None:
-    """Subjects of the base commits the verdicts name, so reports show "abc1234 “subject”" without git."""
-    named = list(
-        dict.fromkeys(c for o in run.outcomes for c in [*o.represented_by, *(x for e in o.evidence for x in e.commits)])
-    )
-    known = [c for c in named if c not in run.subjects and len(c) >= 40]
+    """So reports show "abc1234 “subject”" without running git."""
+    known = [c for c in _named(run) if c not in run.subjects and len(c) >= 40]
     for sha, info in repo.read_commits(known).items():  # the long-lived reader: no process to start
         run.subjects[sha] = info.message.split("\n", 1)[0]
+
+
+def _named(run: Run) -> list[str]:
+    return list(
+        dict.fromkeys(c for o in run.outcomes for c in [*o.represented_by, *(x for e in o.evidence for x in e.commits)])
+    )

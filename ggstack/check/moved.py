@@ -1,10 +1,7 @@
-"""Code moved between files while both stay: git's rename detection pairs whole files only.
-
-The base moved a function out of ``a.py`` into ``b.py``: a carry patch's block missing from
-``a.py`` is judged again in ``b.py``, and counts only where the history of its lines, followed
-through the move (as ``git blame -C``), names the base commit that brought it. The converse: the
-fork split a module the base never split; its blocks are judged where the base still has the code.
-"""
+"""Code moved between files while both stay (git's rename detection pairs whole files only): a
+block missing from ``a.py`` is judged again in the file the base moved the code into, and counts
+where its lines' history through the move (``git blame -C``) names who brought it; the converse
+for a module the fork split."""
 
 from __future__ import annotations
 
@@ -42,8 +39,6 @@ def look_elsewhere(
     contents: Sequence[Containment],
     tree: str,
 ) -> None:
-    """A block missing from its file in ``tree``, judged again in the file a range commit moved
-    that file's code into; found there, and brought by a base commit, it takes the missing one's place."""
     lost = _lost_in_place(history, files, tree, cands, contents)
     movers = {id(x): m for x in lost if (m := _mover(history, files, x)) is not None}
     if not movers:
@@ -78,8 +73,6 @@ _JudgedThere = dict[tuple[int, str, str], Containment]  # (containment, patch's 
 def _judge_in(
     repo: Repository, history: BaseRange, files: Files, tree: str, lost: Sequence[_Lost], places: dict[int, list[str]]
 ) -> tuple[list[tuple[_Lost, str]], _JudgedThere]:
-    """Each lost block judged again in the files ``places`` names for it (by ``id``): the (block,
-    file) pairs whose file holds the block's place, and what was judged there, not yet attributed."""
     entries = files.entries(tree, list(dict.fromkeys(q for qs in places.values() for q in qs)))
     files.prefetch([b for _, b in entries.values()])
     todo = [(x, q) for x in lost for q in places.get(id(x), []) if q in entries and _holds(x, entries[q][1], files)]
@@ -97,16 +90,12 @@ def _judged_there(files: Files, entries: TreeEntries, todo: list[tuple[_Lost, st
 
 
 def _held_elsewhere(files: Files, tree: str, lost: list[_Lost], near: dict[str, set[str]]) -> list[_Lost]:
-    """The lost blocks a file ``near`` names for theirs holds whole: only those can be judged
-    elsewhere, so the search for where their code went (a bisection each) is spent on them alone.
-    (On sqlalchemy's rel_1_4 onto main, 297 of 3,401 lost blocks.)"""
+    """Only blocks a nearby file holds whole get a bisection (sqlalchemy rel_1_4: 297 of 3,401 lost)."""
     if not lost:
         return []
     entries = files.entries(tree, sorted(set().union(*near.values())))
     anchors = {id(x): max((a.rstrip() for a in x.block.added), key=len) for x in lost}  # its rarest line
-    paths_of: dict[str, set[str]] = {}
-    for q, (_, blob) in entries.items():
-        paths_of.setdefault(blob, set()).add(q)
+    paths_of = _paths_by_blob(entries)
     blobs = files.holders(list(paths_of), set(anchors.values()))
     holding = {line: set().union(*(paths_of[b] for b in bs)) for line, bs in blobs.items()}
     return [
@@ -116,8 +105,14 @@ def _held_elsewhere(files: Files, tree: str, lost: list[_Lost], near: dict[str, 
     ]
 
 
+def _paths_by_blob(entries: TreeEntries) -> dict[str, set[str]]:
+    paths_of: dict[str, set[str]] = {}
+    for q, (_, blob) in entries.items():
+        paths_of.setdefault(blob, set()).add(q)
+    return paths_of
+
+
 def _changed_with(history: BaseRange, path: str) -> set[str]:
-    """The other files of the range commits that changed ``path`` and few enough files to have moved code."""
     out: set[str] = set()
     for sha, _, _ in history.versions(path):
         changed = history.files_changed(sha)
@@ -128,13 +123,11 @@ def _changed_with(history: BaseRange, path: str) -> set[str]:
 
 
 def _read_what_movers_wrote(history: BaseRange, files: Files, movers: Iterable[str]) -> None:
-    """Read in one request, not one each: ``_into`` asks each of them for the moved lines next."""
     changed = [history.files_changed(m) for m in dict.fromkeys(movers)]
     files.prefetch([new for fs in changed if len(fs) <= _SWEEP for _, _, new in fs])
 
 
 def _lost(cand: Candidate, content: Containment) -> list[_Lost]:
-    """One a block: each block's lines may have moved, or stayed, on their own."""
     by_path: dict[str, list[Unit]] = {}
     for u in content.units:
         by_path.setdefault(u.path, []).append(u)
@@ -157,14 +150,12 @@ def _missing(content: Containment, fc: FileChange, units: Iterable[Unit]) -> lis
 
 
 def _wanted(x: _Lost, files: Files) -> set[str]:
-    """Its added lines and the pre-image lines around it: what says where the block was."""
     around = files.line_slice(x.fc.old_blob, max(0, x.block.p0 - _CONTEXT), x.block.p1 + _CONTEXT)
     return {s.rstrip() for s in [*x.block.added, *around] if carries(s)}
 
 
 def _places(x: _Lost, files: Files) -> list[list[str]]:
-    """The pre-image around the block with its removed lines, and with its added ones (upstream may
-    have taken the change before it moved the code)."""
+    # With its added lines too: upstream may have taken the change before it moved the code.
     lo = max(0, x.block.p0 - _CONTEXT)
     span = files.line_slice(x.fc.old_blob, lo, x.block.p1 + _CONTEXT)  # a few lines of a file of any size
     before, after = span[: x.block.p0 - lo], span[x.block.p1 - lo :]
@@ -173,10 +164,8 @@ def _places(x: _Lost, files: Files) -> list[list[str]]:
 
 
 def _mover(history: BaseRange, files: Files, x: _Lost) -> str | None:
-    """The range commit that took the block's place out of its file: the newest version whose
-    parent still had the place and which has it no more, found by bisection (a few reads, not one
-    a version), first along the file's own line of history, then along the range's log (which
-    interleaves branches). None when the base's file still has the place, or nothing took it out."""
+    """The range commit that took the block's place out of its file, bisected along the file's own
+    line of history, then the range's log (which interleaves branches)."""
     places = _places(x, files)
     versions = history.versions(x.fc.path)
     if not places or not versions:
@@ -205,14 +194,12 @@ def _has_place(files: Files, places: list[list[str]]) -> Callable[[str], bool]:
 
 
 def _scan(history: BaseRange, versions: _Versions, had: Callable[[str], bool]) -> str | None:
-    """Bisection landed on a side branch's commit: the newest versions read in turn, so many and no more."""
     movers = [v for v in versions[:_SCAN] if 1 < len(history.files_changed(v[0])) <= _SWEEP]  # a move is two files
     return next((sha for sha, old, new in movers if had(old) and not had(new)), None)
 
 
 def _lineage(versions: _Versions) -> _Versions:
-    """From the newest version back, each the commit that wrote its successor's old blob: the
-    file's history as one line (it ends where a merge wrote the blob: merges are not read)."""
+    # Each the commit that wrote its successor's old blob; it ends where a merge wrote one.
     if not versions:
         return []
     wrote = {v[2]: v for v in reversed(versions)}  # the newest writer of a blob wins
@@ -245,7 +232,6 @@ def _brought_any(files: Files, old: str, new: str, lines: set[str]) -> bool:
 
 
 def _brought(files: Files, old: str, new: str, line: str) -> bool:
-    """Asked of the bytes: a commit that moved code touched files of any size, read for a few lines."""
     return files.holds(new, [line], strip=True) and (is_zero(old) or not files.holds(old, [line], strip=True))
 
 
@@ -277,9 +263,7 @@ def look_where_it_came_from(
     contents: Sequence[Containment],
     tree: str,
 ) -> None:
-    """A block in a file neither ``tree`` nor the range ever had, judged again in the file the
-    candidate's side took that file's code from (one ``git log`` for all); found there, and brought
-    by a base commit, it takes the missing one's place."""
+    """A block in a file the base never had, judged again where the fork's side took its code from."""
     lost = [(c, x) for c, content in zip(cands, contents, strict=True) for x in _lost_split(history, c, content)]
     if not lost or not history.tips:
         return
@@ -301,7 +285,6 @@ def _sources(files: Files, held: list[_Lost], adders: dict[str, FileVersions]) -
 
 
 def _adders(repo: Repository, history: BaseRange, lost: Sequence[tuple[Candidate, _Lost]]) -> dict[str, FileVersions]:
-    """For each lost block's file, the files of the commit of its candidate's side that added it."""
     wanted = list(dict.fromkeys(c.parent for c, _ in lost if c.parent))
     parents = [p for p, ok in repo.has_objects(wanted).items() if ok]
     paths = list(dict.fromkeys(x.fc.path for _, x in lost))
@@ -327,8 +310,6 @@ def _lost_split(history: BaseRange, cand: Candidate, content: Containment) -> li
 
 
 def _made_on_its_side(history: BaseRange, content: Containment, fc: FileChange) -> bool:
-    """A file changed in place that the tree lacks and the range never touched nor moved: the
-    merge base lacked it too, so the candidate's side made it."""
     return (
         fc.old_path == fc.new_path
         and fc.path not in content.base_paths
@@ -342,7 +323,6 @@ def _added_by(log: list[tuple[str, FileVersions]], path: str) -> FileVersions | 
 
 
 def _came_from(files: Files, x: _Lost, adder: FileVersions) -> list[str]:
-    """The files the adding commit changed (or deleted) whose old version had the block's place."""
     places = _places(x, files)
     return [
         q

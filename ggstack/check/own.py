@@ -1,10 +1,5 @@
-"""The fork's own lines: what of a carry patch the base lacks at a place the base never touched.
-
-A missing line at a place a range commit changed may be the base's own way of it; one at a
-place as the merge base had it (or in a file the base never had) is the fork's own, and a patch
-with one is never "represented", whatever names it (an adapted pick: the upstream fix plus the
-fork's lines). Who changed a place is asked as attribution asks who brought a line.
-"""
+"""The fork's own lines: what the base lacks at a place no range commit changed (one it changed may
+be the base's own way of it). A patch with one is never "represented", whatever names it."""
 
 from __future__ import annotations
 
@@ -18,8 +13,6 @@ from ggstack.diff import Block
 
 
 def own_units(contents: Sequence[Containment], history: BaseRange, files: Files) -> list[list[Unit]]:
-    """For each containment, its missing informative units whose place no range commit changed
-    (one attribution search for all)."""
     files.prepare_alignments(_pairs(contents))
     out: list[list[Unit]] = []
     probes: list[Containment] = []
@@ -40,8 +33,6 @@ def _pairs(contents: Sequence[Containment]) -> list[tuple[str, str]]:
 
 
 def _own_or_asked(c: Containment, history: BaseRange, files: Files) -> tuple[list[Unit], list[tuple[Unit, list[Unit]]]]:
-    """Its missing units whose place nothing changed (own, no search needed), and those whose
-    place holds lines to attribute, with those lines."""
     decided, pending = [], []
     for u in (u for u in c.counted if not u.present) if c.judged else ():
         found = _probes(c, u, history, files)
@@ -85,14 +76,14 @@ def _at_its_place(u: Unit, block: Block, blob: str, pre_blob: str, files: Files)
 
 
 def describe(units: Sequence[Unit], limit: int = 5) -> list[str]:
-    """As a maintainer reads them: file, hunk, the first line it adds or removes."""
-    out = []
-    for u in units[:limit]:
-        first = ""
-        if u.block is not None:
-            lines = [("+", s) for s in u.block.added if carries(s)] or [("-", s) for s in u.block.removed if carries(s)]
-            first = f": {lines[0][0]}{lines[0][1].strip()[:60]}" if lines else ""
-        out.append(f"{u.path} {u.what}{first}")
+    out = [f"{u.path} {u.what}{_first_line(u)}" for u in units[:limit]]
     if len(units) > limit:
         out.append(f"and {len(units) - limit} more")
     return out
+
+
+def _first_line(u: Unit) -> str:
+    if u.block is None:
+        return ""
+    lines = [("+", s) for s in u.block.added if carries(s)] or [("-", s) for s in u.block.removed if carries(s)]
+    return f": {lines[0][0]}{lines[0][1].strip()[:60]}" if lines else ""

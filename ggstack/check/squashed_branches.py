@@ -1,8 +1,5 @@
-"""A PR branch the base took as one squash after review: merges of main in it, follow-ups
-reworking earlier commits' lines. Alone, its members look partial or conflict; their net change,
-the branch tip against the base it last merged, is the squash's own. The longest such run from
-the branch's start is represented by the squash; a later commit upstream never took stays out.
-"""
+"""A PR branch the base took as one squash after review (main merged in, follow-ups reworking
+lines): its net change, the tip against the base it last merged, is the squash's own."""
 
 from __future__ import annotations
 
@@ -20,9 +17,6 @@ from ggstack.check.signals import Candidate
 
 @dataclass
 class _Line:
-    """Consecutive patches of one branch's history (merges of the base, and of side branches whose
-    commits are patches too, between them), from a commit on the base's history."""
-
     members: list[int]
     ends: list[int]  # the members every earlier member of the line is an ancestor of: where a net change ends
     bases: list[str]  # for each end: the newest base commit it has merged (its merge base with the base)
@@ -36,9 +30,8 @@ def branch_nets(
     base: str,
     base_tree: str,
 ) -> list[Group]:
-    """The longest run from a branch's start whose net change (the tip against the base it last
-    merged) is one range commit's own: the same patch-id, or every informative line of it in that
-    commit's tree or at a place it wrote its own way (review adapted it)."""
+    """The longest run from a branch's start whose net change is one range commit's own (review
+    may have adapted it); a later commit upstream never took stays out."""
     out = []
     for line in _lines(repo, history, cands, base):
         ends = line.ends
@@ -57,7 +50,6 @@ def branch_nets(
 def _exact_net(
     repo: git.Repository, history: BaseRange, cands: Sequence[Candidate], ends: list[int], nets: list[bytes]
 ) -> tuple[int, str, str] | None:
-    """A squash merge as it was: the range commit with the net change's patch-id."""
     ids = repo.patch_ids_of_diffs({cands[k].commit: d for k, d in zip(ends, nets, strict=True) if d})
     for k in reversed(ends):
         same = [c for c in history.with_patch_id(ids.get(cands[k].commit, "")) if not history.reverted(c)]
@@ -79,8 +71,7 @@ def _taken_net(
     nets: list[bytes],
     base_tree: str,
 ) -> tuple[int, str, str] | None:
-    """Review adapted the squash S: S brought at least half of the net change's informative lines,
-    and every one S's own tree lacks is at a place S wrote its own way."""
+    """Review adapted the squash: it brought half the lines, and wrote its own way where the rest are."""
     changes = [diff.parse(raw) for raw in nets]
     squash = _the_squash(history, files, changes[-1], base_tree)
     if squash is None:
@@ -100,7 +91,6 @@ def _taken_net(
 
 
 def _the_squash(history: BaseRange, files: Files, whole: list[diff.FileChange], base_tree: str) -> str | None:
-    """The range commit that brought most of the whole line's net change into the base."""
     entries = files.entries(base_tree, diff.paths_of(whole))
     content = contain(whole, {p: entries[p] for p in diff.paths_of(whole) if p in entries}, files)
     attribute([content], history, files)
@@ -120,8 +110,7 @@ def _in_squash(
 
 
 def _took(files: Files, cands: Sequence[Candidate], ends: list[int], squash: str) -> list[bool]:
-    """For each end: has the squash some change of that member itself? A run ends at a member the
-    squash took, never at a commit upstream did not."""
+    # A run ends at a member the squash took, never at a commit upstream did not.
     return [
         any(u.present and u.weight for u in there.units)
         for there in contained_at(files, [(cands[k].changes, squash) for k in ends])
@@ -129,20 +118,26 @@ def _took(files: Files, cands: Sequence[Candidate], ends: list[int], squash: str
 
 
 def _touched(changes: list[diff.FileChange]) -> dict[str, list[tuple[int, int]]]:
-    """path -> the [start, end) line ranges a commit wrote in its new file (a deletion: an empty one)."""
     out: dict[str, list[tuple[int, int]]] = {}
     for fc in changes:
         spans = out.setdefault(fc.new_path or fc.old_path or "", [])
         for h in fc.hunks:
-            new_start = int(h.header.split("+", 1)[1].split(",")[0].split(" ")[0] or 1)
-            shift = new_start - 1 - (h.old_start - 1 if h.old_start else 0)
-            for b in h.blocks:
-                at = b.p0 + shift
-                spans.append((at, at + len(b.added)))
-                shift += len(b.added) - len(b.removed)
+            spans += _written(h)
         if not fc.hunks:
             spans.append((0, 1 << 30))  # a whole-file change (added, deleted, binary): all of it
     return out
+
+
+def _written(h: diff.Hunk) -> list[tuple[int, int]]:
+    """The [start, end) line ranges a hunk's blocks wrote in the new file."""
+    new_start = int(h.header.split("+", 1)[1].split(",")[0].split(" ")[0] or 1)
+    shift = new_start - 1 - (h.old_start - 1 if h.old_start else 0)
+    spans = []
+    for b in h.blocks:
+        at = b.p0 + shift
+        spans.append((at, at + len(b.added)))
+        shift += len(b.added) - len(b.removed)
+    return spans
 
 
 def _lists_members(history: BaseRange, squash: str, members: Sequence[Candidate]) -> bool:
@@ -158,8 +153,6 @@ def _accounted(
     files: Files,
     share: float = 0.5,
 ) -> bool:
-    """Is a net change the commit's whole: ``share`` of its informative lines brought by it, and every
-    missing one at a place it wrote?"""
     if not there.judged or not there.units:
         return False
     brought, total = _brought_lines(there, before)
@@ -188,8 +181,6 @@ def _wrote_there(c: Containment, u: Unit, touched: dict[str, list[tuple[int, int
 
 
 def _lines(repo: git.Repository, history: BaseRange, cands: Sequence[Candidate], base: str) -> list[_Line]:
-    """The runs of two or more consecutive patches of one branch (by the commits they were imported
-    from), the first on the base's history."""
     origins = _origins(repo, cands)
     if sum(bool(o) for o in origins) < 2:
         return []
@@ -210,13 +201,11 @@ def _lines(repo: git.Repository, history: BaseRange, cands: Sequence[Candidate],
 
 
 def _origins(repo: git.Repository, cands: Sequence[Candidate]) -> list[str]:
-    """The commit each candidate was imported from, "" where this clone lacks it (or the fork's commits)."""
     here = repo.read_commits(c.origin for c in cands if c.origin)
     return [c.origin if c.origin in here else "" for c in cands]
 
 
 def _branch_parents(repo: git.Repository, origins: list[str], base: str) -> dict[str, list[str]]:
-    """commit -> its parents, for the branches' commits not in the base, children first."""
     parents: dict[str, list[str]] = {}
     feed = repo.out("rev-list", "--topo-order", "--parents", *dict.fromkeys(o for o in origins if o), f"^{base}")
     for line in feed.splitlines():
@@ -233,8 +222,6 @@ _SIDE = 64  # how far on a side branch's commit may sit before the member that m
 
 
 def _extent(origins: list[str], k: int, ancestry: _Ancestry) -> tuple[int, list[int]]:
-    """The last member of the line beginning at ``k``, and its ends. A side branch's commit, merged by
-    a later member, stays in."""
     j, ends = k, []
     for x in range(k + 1, len(origins)):
         if not origins[x]:
@@ -252,8 +239,6 @@ def _extent(origins: list[str], k: int, ancestry: _Ancestry) -> tuple[int, list[
 
 
 class _Ancestry:
-    """The branch-only ancestors of a commit, itself included, each read once."""
-
     def __init__(self, parents: dict[str, list[str]]) -> None:
         self._parents = parents
         self._seen: dict[str, frozenset[str]] = {}
@@ -271,14 +256,16 @@ class _Ancestry:
 
 
 def _merged_bases(parents: dict[str, list[str]], history: BaseRange) -> dict[str, str]:
-    """For each branch commit, its merge base with the base without a process a commit: of the base
-    commits among its ancestors' parents, the newest in the range."""
+    """Each branch commit's merge base with the base, without a process a commit."""
     out: dict[str, str] = {}
     for sha in reversed(list(parents)):  # rev-list lists children first: parents come first here
-        seen = [p if p not in parents else out[p] for p in parents[sha]]
-        newest = ""
-        for b in (b for b in seen if b):
-            if not newest or history.newer(b, newest):
-                newest = b
-        out[sha] = newest
+        out[sha] = _newest([p if p not in parents else out[p] for p in parents[sha]], history)
     return out
+
+
+def _newest(bases: list[str], history: BaseRange) -> str:
+    newest = ""
+    for b in (b for b in bases if b):
+        if not newest or history.newer(b, newest):
+            newest = b
+    return newest

@@ -1,9 +1,5 @@
-"""Would ``git apply`` (or ``-R``) take a patch on a tree, and where must a merge conflict?
-
-Answered in process from lines already read, so that ``check --commits`` spends
-no merge process on a commit that clearly applies, is clearly there, or clearly
-conflicts.
-"""
+"""Would ``git apply`` (or ``-R``) take a patch, and where must a merge conflict? Answered from lines
+already read, so ``check --commits`` spends no merge on a commit whose answer is clear."""
 
 from __future__ import annotations
 
@@ -27,23 +23,24 @@ def _file_applies(fc: FileChange, entries: TreeEntries, files: Files) -> bool:
         return True  # the tree's file is the patch's own pre-image
     if fc.binary:
         return False
-    base = files.lines(entry[1])
+    return _once_in_order(files.lines(entry[1]), [h.old_lines for h in fc.hunks if h.old_lines])
+
+
+def _once_in_order(base: list[str], runs: list[list[str]]) -> bool:
     at = 0
-    for hunk in fc.hunks:
-        if not hunk.old_lines:
-            continue
-        found = find_run(base[at:], hunk.old_lines, strip=False)
+    for run in runs:
+        found = find_run(base[at:], run, strip=False)
         if found is None:
             return False
         # A context found twice might be the wrong place: let the merge decide.
-        if find_run(base[at + found + 1 :], hunk.old_lines, strip=False) is not None:
+        if find_run(base[at + found + 1 :], run, strip=False) is not None:
             return False
-        at += found + len(hunk.old_lines)
+        at += found + len(run)
     return True
 
 
 def reverse_applies(change_set: list[FileChange], entries: TreeEntries, files: Files) -> bool:
-    """``git apply -R`` with no fuzz, at any offset: every hunk's post-image there, in order."""
+    """``git apply -R`` with no fuzz, at any offset."""
     return all(_file_reverse_applies(fc, entries, files) for fc in change_set)
 
 
@@ -71,17 +68,16 @@ def _in_order(lines: list[str], runs: list[list[str]]) -> bool:
 
 
 def surely_conflicts(change_set: list[FileChange], entries: TreeEntries, files: Files) -> list[str]:
-    """The files where a line the patch changes is nowhere in the tree's file: the tree changed
-    that very line too, so a 3-way merge conflicts there. [] when that takes a merge to tell."""
-    out = []
-    for fc in change_set:
-        entry = entries.get(fc.old_path or "")
-        if fc.old_path is None or entry is None or not _edited_in_place(fc) or entry[1] == fc.old_blob:
-            continue
-        have = set(files.lines(entry[1]))
-        if any(s not in have and carries(s) for s in removed_lines(fc)):
-            out.append(fc.old_path)
-    return out
+    """Files where a line the patch changes is nowhere in the tree: the tree changed it too."""
+    return [fc.old_path for fc in change_set if fc.old_path is not None and _surely_conflicts_in(fc, entries, files)]
+
+
+def _surely_conflicts_in(fc: FileChange, entries: TreeEntries, files: Files) -> bool:
+    entry = entries.get(fc.old_path or "")
+    if entry is None or not _edited_in_place(fc) or entry[1] == fc.old_blob:
+        return False
+    have = set(files.lines(entry[1]))
+    return any(s not in have and carries(s) for s in removed_lines(fc))
 
 
 def _edited_in_place(fc: FileChange) -> bool:
