@@ -327,9 +327,12 @@ def _touching(
 ) -> RangeLog:
     if whole is None and len(paths) <= _PATHSPEC_LIMIT:
         return repo.log_raw([base], exclude, paths) if paths else []
-    wanted = set(paths)
     every = whole if whole is not None else repo.log_raw([base], exclude, ())
-    return [(c, fs) for c, fs in every if any(p in wanted for p, _, _ in fs)]
+    return _touching_any(every, set(paths))
+
+
+def _touching_any(commits: RangeLog, wanted: set[str]) -> RangeLog:
+    return [(c, fs) for c, fs in commits if any(p in wanted for p, _, _ in fs)]
 
 
 _HOPS = 3  # a file moved more often than this within the range is followed no further
@@ -368,12 +371,17 @@ def _joined_in_order(commits: RangeLog, more: RangeLog, order: Mapping[str, int]
 
 
 def _deleted(commits: list[tuple[str, FileVersions]], paths: Sequence[str]) -> dict[str, str]:
-    wanted, newest = set(paths), {}
+    newest = _newest_versions(commits, set(paths))
+    return {p: sha for p, (sha, new) in newest.items() if set(new) == {"0"}}
+
+
+def _newest_versions(commits: list[tuple[str, FileVersions]], wanted: set[str]) -> dict[str, tuple[str, str]]:
+    newest: dict[str, tuple[str, str]] = {}
     for sha, files in commits:
         for path, _, new in files:
             if path in wanted and path not in newest:
                 newest[path] = (sha, new)
-    return {p: sha for p, (sha, new) in newest.items() if set(new) == {"0"}}
+    return newest
 
 
 def _patch_ids(

@@ -57,11 +57,15 @@ def identity(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence
 
 def _identified(found: list[tuple[Match, str]]) -> Evidence:
     live = [m.commit for m, _ in found if not m.undone_by]
-    commits = list(dict.fromkeys(live or [c for m, _ in found for c in m.undone_by]))
+    commits = list(dict.fromkeys(live or _reverts_of(found)))
     says = Says.PRESENT if live else Says.UNDONE
     data: dict[str, Any] = {"match": True} if live else {"match": False, "reverted_by": commits}
     detail = "; ".join(words for _, words in found)
     return Evidence(Signal.IDENTITY, detail, commits, data=data, says=says)
+
+
+def _reverts_of(found: list[tuple[Match, str]]) -> list[str]:
+    return [c for m, _ in found for c in m.undone_by]
 
 
 def _sources(history: BaseRange, cand: Candidate) -> list[tuple[Match, str]]:
@@ -135,13 +139,17 @@ def relanded(history: BaseRange, cand: Candidate, matches: list[Match]) -> Evide
     m = REVERT_OF.match(cand.subject)
     if m is None:
         return None
-    again = history.relanded(m.group(1))
+    marked = _mark_landed_again(history, history.relanded(m.group(1)), matches)
+    return _undone(marked, "but the base landed what it reverts again in")
+
+
+def _mark_landed_again(history: BaseRange, again: list[str], matches: list[Match]) -> list[Match]:
     marked = []
     for match in matches:
         if match.how not in ("merged as", "source merged as") and not match.undone_by:
             match.undone_by = [c for c in again if history.newer(c, match.commit)]
             marked += [match] if match.undone_by else []
-    return _undone(marked, "but the base landed what it reverts again in")
+    return marked
 
 
 def _undone(undone: list[Match], words: str) -> Evidence | None:
@@ -243,9 +251,11 @@ def _made_so_by(history: BaseRange, fc: FileChange, entries: dict[str, tuple[str
     if _base_differs(fc, entries.get(path)):
         return None
     versions = history.versions(path)  # (commit, old blob, new blob), newest first
-    if not versions or _blob(versions[0][2]) != fc.new_blob or _blob(versions[-1][1]) == fc.new_blob:
-        return None
-    return versions[0][0]
+    return versions[0][0] if versions and _made_in_range(versions, fc.new_blob) else None
+
+
+def _made_in_range(versions: list[tuple[str, str, str]], blob: str | None) -> bool:
+    return _blob(versions[0][2]) == blob and _blob(versions[-1][1]) != blob
 
 
 def _base_differs(fc: FileChange, have: tuple[str, str] | None) -> bool:
@@ -279,13 +289,17 @@ def content(c: Containment) -> Evidence:
 
 
 def _where_judged(c: Containment) -> str:
-    moved = [f"{p} in {to}" for p, to in c.base_paths.items() if to != p and p not in c.renamed]
-    moved += [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
+    moved = _moved_by_the_base(c)
     words = f" (judged where the base moved them: {', '.join(moved)})" if moved else ""
     if c.came_from:
         split = ", ".join(f"{p}'s code in {q}" for p, q in c.came_from.items())
         words += f" (judged where the base has what its own side moved: {split})"
     return words
+
+
+def _moved_by_the_base(c: Containment) -> list[str]:
+    moved = [f"{p} in {to}" for p, to in c.base_paths.items() if to != p and p not in c.renamed]
+    return moved + [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
 
 
 def _units(c: Containment) -> list[dict[str, Any]]:
@@ -305,11 +319,15 @@ def _units(c: Containment) -> list[dict[str, Any]]:
 
 def _content_words(c: Containment) -> tuple[str, Says]:
     counted = c.counted
-    older = sum(1 for u in counted if u.present and not u.earned)
-    tail = f" ({older} of them already there before the range: no evidence)" if older else ""
+    tail = _older_words(counted)
     if c.all_present:
         return _all_there(c) + tail, Says.PRESENT if c.all_earned else Says.NOTHING
     return _some_there(counted, tail)
+
+
+def _older_words(counted: list[Unit]) -> str:
+    older = sum(1 for u in counted if u.present and not u.earned)
+    return f" ({older} of them already there before the range: no evidence)" if older else ""
 
 
 def _some_there(counted: list[Unit], tail: str) -> tuple[str, Says]:

@@ -67,8 +67,7 @@ def _judge(
     repo: git.Repository, stack: Stack, base: str, run: Run, outcomes: list[Outcome], progress: Progress | None
 ) -> None:
     picks = materialize(repo, stack)
-    parents = [p.parent for p in picks if p.parent]
-    run.merge_base = repo.merge_base(base, parents[0]) if parents else None
+    run.merge_base = _merge_base(repo, base, picks)
     cands = [_candidate(p) for p in picks]
     whole = [c for c in cands if c.commit and c.parent]
     ctx = Context(repo, _scan(repo, base, run.merge_base, cands, whole), Files(repo))
@@ -82,6 +81,11 @@ def _judge(
     walked = _walk(ctx, run, picks, cands, outcomes, idents, squashed, reverse, related, progress)
     _later_groups(ctx, walked, cands, idents, trees, reverse, base_tree, related)
     judging.name_commits(repo, run)
+
+
+def _merge_base(repo: git.Repository, base: str, picks: Sequence[Pick]) -> str | None:
+    parents = [p.parent for p in picks if p.parent]
+    return repo.merge_base(base, parents[0]) if parents else None
 
 
 def _identify(
@@ -415,8 +419,13 @@ def _there_without_later(ctx: Context, cand: Candidate, rev: _Reversal) -> bool:
     return judging.contain(cand.changes, entries, ctx.files).all_present
 
 
+def _applies_without_later(rev: _Reversal, base_tree: str) -> bool:
+    # A reverse that applies to the base itself is the walk's evidence already.
+    return rev.applies and rev.tree != base_tree
+
+
 def _represented_later(j: _Judged, rev: _Reversal | None, base_tree: str, by_name: dict[str, Outcome]) -> list[Outcome]:
-    if j.outcome.verdict is Verdict.REPRESENTED or rev is None or not rev.applies or rev.tree == base_tree:
+    if rev is None or j.outcome.verdict is Verdict.REPRESENTED or not _applies_without_later(rev, base_tree):
         return []
     later = [by_name[n] for n in rev.later]
     return later if all(o.verdict is Verdict.REPRESENTED for o in later) else []
