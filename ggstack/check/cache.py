@@ -1,15 +1,13 @@
-"""Verdicts kept by what decides them: a rerun on the same base costs what changed.
+"""Verdicts kept by what decides them (base, candidates, ``VERDICTS_VERSION``): a rerun costs what changed.
 
-A judgement depends only on the base commit, the candidates (patch files byte for byte, or
-commits) and the rules (``VERDICTS_VERSION``, bumped when a signal or a rule changes). A base
-that moved on by commits none of which can change a verdict (``_inert`` reads those k commits,
-not the history) keeps the last base's verdicts (``carry_over``).
+A base that moved on by commits none of which can change a verdict keeps the last base's verdicts.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
 from ggstack import git
 from ggstack.cache import Entries
@@ -17,7 +15,7 @@ from ggstack.cache import key as hashed
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, REVERTS, SPID, normal_subject, pr_numbers
 from ggstack.model import Outcome, Run, Stack, outcome_from_json, outcome_json
 
-VERDICTS_VERSION = "check-30"
+VERDICTS_VERSION = "check-30"  # bump when a signal or a rule changes
 _KEEP = 64  # verdict files kept per repository, newest first
 
 
@@ -26,12 +24,15 @@ def verdicts_key(parts: Iterable[str | bytes]) -> str:
 
 
 def candidates_key(stack: Stack, repo: git.Repository | None = None) -> str:
-    """A stack's candidates alone, whatever the base; with ``repo``, also which recorded bases
-    it has: a patch judged without its base is judged again once a fetch brings it."""
-    # Through the persistent reader (no process of its own); the judgement reads these commits anyway.
-    here = repo.read_commits(p.base_commit for p in stack.patches if p.base_commit) if repo else {}
-    have = ["+" if (p.base_commit or "") in here else "-" for p in stack.patches] if repo else []
+    """A stack's candidates, and which recorded bases ``repo`` has: a fetch bringing one judges again."""
+    have = _bases_here(stack, repo) if repo else []
     return verdicts_key(["stack", stack.name, *(x for p in stack.patches for x in (p.name, p.raw)), *have])
+
+
+def _bases_here(stack: Stack, repo: git.Repository) -> list[str]:
+    # Through the persistent reader (no process of its own); the judgement reads these commits anyway.
+    here = repo.read_commits(p.base_commit for p in stack.patches if p.base_commit)
+    return ["+" if (p.base_commit or "") in here else "-" for p in stack.patches]
 
 
 def _verdicts(repo: git.Repository, read: bool = True) -> Entries:
@@ -43,37 +44,45 @@ def _last_bases(repo: git.Repository, read: bool = True) -> Entries:
 
 
 def load_verdicts(repo: git.Repository, k: str, run: Run, *, read: bool = True) -> bool:
-    """Fill ``run``'s outcomes (by name; all when it has none) from the verdicts under ``k``;
-    False, ``run`` untouched, where there are none or ``read`` is off (``--no-cache``)."""
+    """Fill ``run``'s outcomes from the verdicts under ``k``; False, ``run`` untouched, where none."""
     data = _verdicts(repo, read).get(k)
-    if data is None:
+    parsed = _parsed(data) if data is not None else None
+    if parsed is None:
         return False
-    try:
-        stored = {o.name: o for o in (outcome_from_json(d) for d in data["outcomes"])}
-        merge_base, subjects = data["merge_base"], dict(data["subjects"])
-    except (ValueError, KeyError, TypeError, AttributeError):  # not of this shape: judged again
-        return False
+    stored, merge_base, subjects = parsed
     if any(o.name not in stored for o in run.outcomes):
         return False
-    if run.outcomes:
-        for o in run.outcomes:
-            _copy(stored[o.name], o)
-    else:
-        run.outcomes = list(stored.values())
+    _fill(run, stored)
     run.merge_base = merge_base
     run.subjects.update(subjects)
     return True
 
 
+def _fill(run: Run, stored: dict[str, Outcome]) -> None:
+    # By name; all of them where ``run`` has none.
+    if not run.outcomes:
+        run.outcomes = list(stored.values())
+        return
+    for o in run.outcomes:
+        _copy(stored[o.name], o)
+
+
+def _parsed(data: Any) -> tuple[dict[str, Outcome], Any, dict[str, str]] | None:
+    try:
+        stored = {o.name: o for o in (outcome_from_json(d) for d in data["outcomes"])}
+        return stored, data["merge_base"], dict(data["subjects"])
+    except (ValueError, KeyError, TypeError, AttributeError):  # not of this shape: judged again
+        return None
+
+
 def save_verdicts(repo: git.Repository, k: str, run: Run, *, candidates: str | None = None) -> None:
-    """``candidates``: remember ``run.base`` as the last base these candidates were judged on."""
     data = {
         "merge_base": run.merge_base,
         "subjects": run.subjects,
         "outcomes": [outcome_json(o) for o in run.outcomes],  # the Run's own codec
     }
     _verdicts(repo).put(k, data)
-    if candidates:
+    if candidates:  # the last base these candidates were judged on
         _last_bases(repo).put(candidates, {"base": run.base, "key": k})
 
 
@@ -81,12 +90,15 @@ def save_verdicts(repo: git.Repository, k: str, run: Run, *, candidates: str | N
 
 
 def carry_over(repo: git.Repository, stack: Stack, candidates: str, run: Run, *, read: bool = True) -> bool:
-    """Fill ``run`` with the last base's verdicts where the base only moved past it by commits
-    that cannot change one; False, ``run`` untouched, otherwise."""
+    """The last base's verdicts, where the base only moved past it by commits that cannot change one."""
     last = _last_bases(repo, read).get(candidates)
     old_base, old_key = (last.get("base"), last.get("key")) if last else (None, None)
     if not (isinstance(old_base, str) and isinstance(old_key, str)):
         return False
+    return _carried(repo, stack, old_base, old_key, run)
+
+
+def _carried(repo: git.Repository, stack: Stack, old_base: str, old_key: str, run: Run) -> bool:
     if old_base == run.base or not repo.is_ancestor(old_base, run.base):
         return False
     loaded = Run(stack=run.stack, base_ref=run.base_ref, base=run.base)
@@ -97,8 +109,7 @@ def carry_over(repo: git.Repository, stack: Stack, candidates: str, run: Run, *,
 
 
 def _inert(repo: git.Repository, stack: Stack, old_base: str, base: str, merge_base: str | None) -> bool:
-    """None of the new commits may touch a path of the stack or delete a file beside one, name a
-    candidate (identity, a revert, the same subject or PR) or change the merge base."""
+    """No new commit touches the stack's paths or deletes beside one, names a candidate, moves the merge base."""
     if _touches(repo, stack, old_base, base):
         return False
     messages = repo.range_messages([base], [old_base])
@@ -107,9 +118,12 @@ def _inert(repo: git.Repository, stack: Stack, old_base: str, base: str, merge_b
     named = _candidate_names(stack)
     if any(_names_a_candidate(named, message) for _, _, message in messages):
         return False
-    parents = [p.base_commit for p in stack.patches if p.base_commit]
-    present = list(repo.read_commits(parents))
-    return (repo.merge_base(base, present[0]) if present else None) == merge_base
+    return _merge_base(repo, stack, base) == merge_base
+
+
+def _merge_base(repo: git.Repository, stack: Stack, base: str) -> str | None:
+    present = list(repo.read_commits([p.base_commit for p in stack.patches if p.base_commit]))
+    return repo.merge_base(base, present[0]) if present else None
 
 
 def _touches(repo: git.Repository, stack: Stack, old_base: str, base: str) -> bool:

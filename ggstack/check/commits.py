@@ -1,8 +1,7 @@
 """``ggstack check --commits``: each commit judged on its own against the base, like ``git cherry``.
 
-In phases, so that hundreds of commits cost a handful of processes: read everything in batches,
-judge the content in-process, then replay (scratch commits in one batch, the merges in one
-``merge-tree --stdin``) only the commits whose verdict still depends on what a merge would say.
+In phases, so that hundreds of commits cost a handful of processes: read in batches, judge the
+content in-process, then replay only the commits whose verdict still depends on a merge.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from ggstack import diff, forked, git, replay
 from ggstack.check import cache
 from ggstack.check import judge as judging
 from ggstack.check.files import Files
-from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, RangeRead, read_range, scan
+from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, RangeRead, merge_title, read_range, scan
 from ggstack.check.judge import Context, Identified, Measured
 from ggstack.check.rules import SOME
 from ggstack.check.signals import Candidate, paths_of_all
@@ -36,14 +35,18 @@ def check_commits(
         return run
     k = cache.verdicts_key(["commits", base, *(i.sha for i in infos)])
     if not cache.load_verdicts(repo, k, run, read=use_cache):
-        with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
-            _judge_lines(repo, base, infos, run, jobs or cores())
-        order = {i.sha: n for n, i in enumerate(infos)}
-        run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
+        _judge_in_order(repo, base, infos, run, jobs or cores())
         if cache.worth_keeping(run):
             cache.save_verdicts(repo, k, run)
     run.stages["check"] = "ok"
     return run
+
+
+def _judge_in_order(repo: git.Repository, base: str, infos: list[git.CommitInfo], run: Run, jobs: int) -> None:
+    with paused():  # see gcpause: the lines of thousands of file versions, nothing cyclic to free
+        _judge_lines(repo, base, infos, run, jobs)
+    order = {i.sha: n for n, i in enumerate(infos)}
+    run.outcomes.sort(key=lambda o: order[o.source_commit or ""])
 
 
 def _commits(repo: git.Repository, shas: list[str]) -> list[git.CommitInfo]:
@@ -75,21 +78,27 @@ Piece = tuple[tuple[int, int], list[git.CommitInfo]]  # ((line, first commit's i
 
 
 def _parts(lines: list[list[git.CommitInfo]], jobs: int) -> list[list[Piece]]:
-    """The lines dealt into at most ``jobs`` parts that take about as long, the longest first; a
-    line is cut in two while that shortens the longest part (a piece costs a read of its range)."""
+    """The lines dealt into at most ``jobs`` parts of about one length; a line is cut while that helps."""
     n = max(1, min(jobs, sum(len(line) for line in lines) // _PART))
     pieces: list[Piece] = [((k, 0), line) for k, line in enumerate(lines)]
     best = _deal(pieces, n)
     while True:
-        (k, at), big = max(pieces, key=lambda p: len(p[1]))
-        half = len(big) // 2
-        if half < _PART // 2:
+        cut = _longest_halved(pieces)
+        if cut is None:
             return best
-        cut = [p for p in pieces if p[0] != (k, at)] + [((k, at), big[:half]), ((k, at + half), big[half:])]
         dealt = _deal(cut, n)
         if _span(dealt) >= _span(best):
             return best
         pieces, best = cut, dealt
+
+
+def _longest_halved(pieces: list[Piece]) -> list[Piece] | None:
+    # None: the longest piece is too short for a half to be worth a part.
+    (k, at), big = max(pieces, key=lambda p: len(p[1]))
+    half = len(big) // 2
+    if half < _PART // 2:
+        return None
+    return [p for p in pieces if p[0] != (k, at)] + [((k, at), big[:half]), ((k, at + half), big[half:])]
 
 
 def _deal(pieces: list[Piece], n: int) -> list[list[Piece]]:
@@ -132,9 +141,8 @@ def _add(run: Run, part: Run) -> None:
 
 
 def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> tuple[list[list[git.CommitInfo]], str]:
-    """The commits by their line of history (where their first-parent line leaves the base, and the
-    newest merge below them that brought base commits in), each judged against its line's range as
-    ``git cherry BASE COMMIT`` has it; and the merge base, where the walk says it ("" else)."""
+    """The commits by their line of history, each judged against its line's range as ``git cherry``
+    has it; and the merge base, where the walk says it ("" else)."""
     if len(infos) == 1:
         return [infos], ""  # one commit is one line: nothing to walk
     lines_of = repo.first_parents([i.sha for i in infos], base)
@@ -143,12 +151,21 @@ def _lines(repo: git.Repository, base: str, infos: list[git.CommitInfo]) -> tupl
     tips = [i.sha for i in infos if i.sha in parents]
     walks = _first_parent_lines(tips, parents)
     # Only a merge on the lines can bring commits of the base in: with none, no graph is read.
-    merges = any(len(ps) > 1 for ps in lines_of.values())
-    below = _merges_below(walks, parents, _merges_of_the_base(repo, base, tips, walks, forks) if merges else set())
+    merges = _merges_of_the_base(repo, base, tips, walks, forks) if _any_merge(lines_of) else set()
+    below = _merges_below(walks, parents, merges)
+    return _by_line(infos, forks, below), _known_merge_base(infos[0].sha, lines_of, forks)
+
+
+def _any_merge(lines_of: dict[str, list[str]]) -> bool:
+    return any(len(ps) > 1 for ps in lines_of.values())
+
+
+def _by_line(infos: list[git.CommitInfo], forks: dict[str, str], below: dict[str, str]) -> list[list[git.CommitInfo]]:
+    # A line: where the first-parent line leaves the base, and the newest merge below that brought base commits.
     lines: dict[tuple[str, str], list[git.CommitInfo]] = {}
     for info in infos:
         lines.setdefault((forks[info.sha], below.get(info.sha, "")), []).append(info)
-    return list(lines.values()), _known_merge_base(infos[0].sha, lines_of, forks)
+    return list(lines.values())
 
 
 def _fork_points(infos: list[git.CommitInfo], parents: dict[str, str]) -> dict[str, str]:
@@ -159,8 +176,7 @@ def _fork_points(infos: list[git.CommitInfo], parents: dict[str, str]) -> dict[s
 
 
 def _known_merge_base(sha: str, lines_of: dict[str, list[str]], forks: dict[str, str]) -> str:
-    """``sha`` itself if the base has it; else where its line leaves the base, if no merge is on
-    the line. Else "": git's merge-base answers."""
+    """``sha`` if the base has it; else where its merge-less line leaves the base; else "" (ask git)."""
     if forks.get(sha) == "in the base":
         return sha
     at = sha
@@ -187,16 +203,19 @@ def _fork_of(sha: str, parents: dict[str, str], known: dict[str, str]) -> str:
 def _merges_of_the_base(
     repo: git.Repository, base: str, tips: list[str], walks: list[list[str]], forks: dict[str, str]
 ) -> set[str]:
-    """The merges on the lines that brought commits of the base in: the only ones below which a
-    commit's range is smaller. Two rev-lists side by side, then one walk of each line."""
+    """The merges on the lines that brought base commits in: only below them is a commit's range smaller."""
     points = sorted({f for f in forks.values() if f != "in the base" and f})
     if not tips:
         return set()
     ours = Pending(repo.graph, tips, [*points, base])  # the two walks side by side
     graph = repo.graph(tips, points)
     brought = set(graph) - set(ours.result())  # commits of the base the lines merged in
-    if not brought:
-        return set()
+    return _bringing(walks, forks, graph, brought) if brought else set()
+
+
+def _bringing(
+    walks: list[list[str]], forks: dict[str, str], graph: dict[str, list[str]], brought: set[str]
+) -> set[str]:
     out: set[str] = set()
     seen_by_fork: dict[str, set[str]] = {}
     for line in walks:
@@ -208,7 +227,7 @@ def _merges_of_the_base(
 def _brings(c: str, graph: dict[str, list[str]], brought: set[str], seen: set[str]) -> bool:
     """Does ``c`` bring in a commit of ``brought`` nothing before it on the line reached?"""
     seen.add(c)
-    todo = [p for p in graph.get(c, [])[1:] if p in graph and p not in seen]
+    todo = _unseen(graph.get(c, [])[1:], graph, seen)
     new = False
     while todo:
         x = todo.pop()
@@ -216,8 +235,12 @@ def _brings(c: str, graph: dict[str, list[str]], brought: set[str], seen: set[st
             continue
         seen.add(x)
         new = new or x in brought
-        todo += [p for p in graph.get(x, []) if p in graph and p not in seen]
+        todo += _unseen(graph.get(x, []), graph, seen)
     return new
+
+
+def _unseen(parents: list[str], graph: dict[str, list[str]], seen: set[str]) -> list[str]:
+    return [p for p in parents if p in graph and p not in seen]
 
 
 def _first_parent_lines(tips: list[str], parents: dict[str, str]) -> list[list[str]]:
@@ -335,10 +358,15 @@ def _read(
         read,  # the range's logs, where the line's parts share them
     )
     files = Files(repo)
-    entries = files.entries(base_tree, paths)
-    files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
+    entries = _base_files(files, base_tree, paths, cands)
     history = pending.result()
     return Context(repo, history, files), entries
+
+
+def _base_files(files: Files, base_tree: str, paths: list[str], cands: list[Candidate]) -> dict[str, tuple[str, str]]:
+    entries = files.entries(base_tree, paths)
+    files.prefetch([fc.old_blob for c in cands for fc in c.changes] + [b for _, b in entries.values()])
+    return entries
 
 
 def _outcome(ctx: Context, cand: Candidate, ident: Identified, m: Measured, author: str) -> Outcome:
@@ -353,13 +381,11 @@ def _outcome(ctx: Context, cand: Candidate, ident: Identified, m: Measured, auth
 
 def _candidate(info: git.CommitInfo, raw: bytes, branch: list[str]) -> Candidate:
     """A merge stands for its branch: the commits it brought in are its sources, its title is the PR's."""
-    body = [line for line in info.message.split("\n")[1:] if line.strip()]
-    title = body[0] if branch and body and info.message.startswith("Merge pull request #") else ""
     return Candidate(
         name=info.sha[:12],
         commit=info.sha,
         parent=info.parents[0],
-        title=title,
+        title=merge_title(info.message) if branch else "",
         changes=diff.parse(raw),
         sources=[info.sha, *PICKED_FROM.findall(info.message), *branch],
         spid=(SPID.findall(info.message) or [""])[0],
@@ -379,8 +405,8 @@ def _measure(
     mine = _mine(cand, entries)
     if not content.units:
         return Measured(content)
-    live = any(not m.undone_by for m in ident.matches)
-    absent = content.judged and not any(u.present for u in content.units)
+    live = _live(ident)
+    absent = _absent(content)
     if absent and applies(cand.changes, mine, ctx.files):
         return Measured(content, applies=True)
     clash = surely_conflicts(cand.changes, mine, ctx.files) if absent and not live else []
@@ -390,6 +416,14 @@ def _measure(
     return _settled(content, ident, live, reverse_applies(cand.changes, mine, ctx.files))
 
 
+def _live(ident: Identified) -> bool:
+    return any(not m.undone_by for m in ident.matches)
+
+
+def _absent(content: judging.Containment) -> bool:
+    return content.judged and not any(u.present for u in content.units)
+
+
 def _settled(content: judging.Containment, ident: Identified, live: bool, reverse: bool) -> Measured | None:
     if content.all_present and (live or reverse):
         return Measured(content, reverse=reverse)  # every line there, and git's view (or the lines' history) agrees
@@ -397,11 +431,15 @@ def _settled(content: judging.Containment, ident: Identified, live: bool, revers
         # Represented, picked (all there) or picked, then modified; a merge could only tell an
         # empty replay, which its reverse or its lines already tell where they can.
         return Measured(content, reverse=reverse, unreplayed=_EXACT_PICK)
-    if content.any_earned and not content.all_present and not live and content.adding_fraction >= SOME:
-        # partial: its remaining diff applies by construction. (Below SOME, lines an unrelated commit
-        # brought are a coincidence: no partial, so the replay must say whether it conflicts.)
+    if _partial_without_a_merge(content, live):
         return Measured(content, reverse=reverse)
     return None
+
+
+def _partial_without_a_merge(content: judging.Containment, live: bool) -> bool:
+    # Its remaining diff applies by construction. (Below SOME, lines an unrelated commit brought
+    # are a coincidence: no partial, so the replay must say whether it conflicts.)
+    return content.any_earned and not content.all_present and not live and content.adding_fraction >= SOME
 
 
 def _exact_pick_partly_there(content: judging.Containment, ident: Identified) -> bool:
@@ -441,20 +479,24 @@ def _replay_all(repo: git.Repository, base: str, base_tree: str, todo: list[Cand
     if not todo:
         return {}
     scratch = repo.hash_commits([(base_tree, [c.parent], "ggstack scratch\n") for c in todo])
-    pairs = [(ours, cand.commit) for cand, ours in zip(todo, scratch, strict=True)]
+    merges = _merge_all(repo, [(ours, cand.commit) for cand, ours in zip(todo, scratch, strict=True)])
+    # None: judged without the replay (``unmerged``)
+    return {
+        cand.commit: _step_of(merged, base_tree)
+        for cand, merged in zip(todo, merges, strict=True)
+        if merged is not None
+    }
+
+
+def _merge_all(repo: git.Repository, pairs: list[tuple[str, str]]) -> list[git.MergeResult | None]:
     try:
-        merges: list[git.MergeResult | None] = list(repo.merge_many(pairs))
+        return list(repo.merge_many(pairs))
     except git.GitFailed:  # an object this clone lacks: each merge on its own, the ones git can make
-        merges = [_merge_or_none(repo, ours, theirs) for ours, theirs in pairs]
-    steps = {}
-    for cand, merged in zip(todo, merges, strict=True):
-        if merged is None:
-            continue  # judged without the replay (``unmerged``)
-        if not merged.clean:  # the paths and git's messages; the conflict regions are apply's to show
-            conflict = Conflict(list(merged.conflicted_paths), "", merged.messages)
-            steps[cand.commit] = replay.Step(Applied.CONFLICT, merged.tree, conflict=conflict)
-        else:
-            steps[cand.commit] = replay.Step(
-                Applied.EMPTY if merged.tree == base_tree else Applied.APPLIED, merged.tree
-            )
-    return steps
+        return [_merge_or_none(repo, ours, theirs) for ours, theirs in pairs]
+
+
+def _step_of(merged: git.MergeResult, base_tree: str) -> replay.Step:
+    if not merged.clean:  # the paths and git's messages; the conflict regions are apply's to show
+        conflict = Conflict(list(merged.conflicted_paths), "", merged.messages)
+        return replay.Step(Applied.CONFLICT, merged.tree, conflict=conflict)
+    return replay.Step(Applied.EMPTY if merged.tree == base_tree else Applied.APPLIED, merged.tree)

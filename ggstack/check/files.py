@@ -1,8 +1,8 @@
 """Tree entries and blob contents for the judgement, read in batches.
 
-A check of hundreds of commits reads thousands of file versions: one ``cat-file --batch`` for
-many objects, and a cache (the same versions come back for every signal), keep it near ``git
-cherry``'s time; a search asks whether a version holds a few lines, answered on its bytes.
+A check of hundreds of commits reads thousands of file versions: one ``cat-file --batch`` for many,
+and a cache (every signal asks again), keep it near ``git cherry``'s time; a search for a few lines
+is answered on a version's bytes.
 """
 
 from __future__ import annotations
@@ -51,12 +51,15 @@ class Files:
 
     def prefetch(self, shas: Sequence[str | None]) -> None:
         # One request to the long-lived ``cat-file``: a round trip each would wait on git once per blob.
-        want = [s for s in dict.fromkeys(shas) if s and not is_zero(s) and s not in self._blobs]
+        want = self._unread(shas)
         if len(want) == 1:
             self._blobs[want[0]] = self.repo.read_object(want[0])
             return
         for sha, obj in zip(want, self.repo.cat_file_batch(want), strict=True):
             self._blobs[sha] = obj[2] if obj else None
+
+    def _unread(self, shas: Sequence[str | None]) -> list[str]:
+        return [s for s in dict.fromkeys(shas) if s and not is_zero(s) and s not in self._blobs]
 
     def blob(self, sha: str | None) -> bytes | None:
         if not sha or is_zero(sha):
@@ -66,15 +69,17 @@ class Files:
         return self._blobs[sha]
 
     def prepare_alignments(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Align many (old blob, new blob) pairs with git's own diff at once; a blob this clone lacks
-        aligns with nothing, never failing the rest."""
-        todo = [p for p in dict.fromkeys(pairs) if p[0] != p[1] and p not in self._aligned]
+        """Align many (old, new) blob pairs with git's diff at once; a blob this clone lacks aligns with nothing."""
+        todo = self._unaligned(pairs)
         self.prefetch([b for p in todo for b in p])
         todo = [p for p in todo if not self._aligned_with_nothing(p)]
         diffs = self.repo.diff_blob_pairs(todo)
         for i, pair in enumerate(todo):
             raw = diffs.get(i, b"").decode("utf-8", "surrogateescape")
             self._aligned[pair] = pmap_of(raw, self.count_lines(pair[0]))
+
+    def _unaligned(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [p for p in dict.fromkeys(pairs) if p[0] != p[1] and p not in self._aligned]
 
     def _aligned_with_nothing(self, pair: tuple[str, str]) -> bool:
         if self.blob(pair[0]) is not None and self.blob(pair[1]) is not None:
@@ -109,35 +114,35 @@ class Files:
         return self._stripped_lines[sha]
 
     def holders(self, shas: Sequence[str], wanted: set[str]) -> dict[str, set[str]]:
-        """For each of ``wanted`` (stripped lines), the blobs of ``shas`` that have it: an ASCII file
-        (most are) is split as bytes, neither decoded nor kept."""
+        """For each of ``wanted`` (stripped lines), the blobs of ``shas`` that have it."""
         encoded = {w.encode("ascii"): w for w in wanted if w.isascii()}
         out: dict[str, set[str]] = {}
         self.prefetch(shas)
         for sha in dict.fromkeys(shas):
             data = self.blob(sha)
-            if not data:
-                continue
-            if sha in self._stripped or not data.isascii():
-                found = wanted & self.stripped(sha)
-            else:
-                found = {encoded[line] for line in _ascii_stripped(data) & encoded.keys()}
-            for line in found:
+            for line in self._held(sha, data, wanted, encoded) if data else ():
                 out.setdefault(line, set()).add(sha)
         return out
 
+    def _held(self, sha: str, data: bytes, wanted: set[str], encoded: dict[bytes, str]) -> set[str]:
+        # An ASCII file (most are) is split as bytes, neither decoded nor kept.
+        if sha in self._stripped or not data.isascii():
+            return wanted & self.stripped(sha)
+        return {encoded[line] for line in _ascii_stripped(data) & encoded.keys()}
+
     def holds(self, blob: str, run: Sequence[str], *, strip: bool) -> bool:
-        """Does the blob hold the run of lines (``strip``: ignoring trailing whitespace)? Where not even
-        the run's longest line is in the bytes, the file is not split into lines."""
+        """Does the blob hold the run of lines (``strip``: ignoring trailing whitespace)?"""
         if not run or is_zero(blob):
             return False
         if strip and len(run) == 1 and self._as_set(blob):
             return run[0].rstrip() in self._stripped[blob]
         needle = self._encoded(run, strip)
         if needle is not None:
-            data = (self._blobs[blob] if blob in self._blobs else self.blob(blob)) or b""
-            return _in_bytes(data, *needle, strip)
+            return _in_bytes(self._kept_bytes(blob), *needle, strip)
         return self._holds_in_lines(blob, run, strip)
+
+    def _kept_bytes(self, blob: str) -> bytes:
+        return (self._blobs[blob] if blob in self._blobs else self.blob(blob)) or b""
 
     def _holds_in_lines(self, blob: str, run: Sequence[str], strip: bool) -> bool:
         if strip:
@@ -176,8 +181,7 @@ class Files:
         return _LinesWhenRead(self, sha)
 
     def line_slice(self, sha: str | None, start: int, stop: int) -> list[str]:
-        """``lines(sha)[start:stop]``, the first time split only as far as ``stop`` (a line end is never
-        part of a UTF-8 sequence); asked again, split whole, once."""
+        """``lines(sha)[start:stop]``, the first time split only as far as ``stop``; asked again, whole."""
         if not sha or is_zero(sha) or sha in self._lines or sha in self._sliced or min(start, stop) < 0:
             return self.lines(sha)[start:stop]
         self._sliced.add(sha)
@@ -282,15 +286,13 @@ def _ascii_stripped(data: bytes) -> set[bytes]:
 
 
 def run_in_bytes(data: bytes, run: Sequence[str], *, strip: bool) -> bool | None:
-    """``find_run`` of ``run`` in the blob's ``split_lines``, answered on its bytes: the run's
-    longest line found by ``bytes.find`` at a line start, then the lines around it compared."""
+    """``find_run`` of ``run`` in the blob's ``split_lines``, answered on its bytes."""
     needle = _needle(run, strip)
     return None if needle is None else _in_bytes(data, *needle, strip)
 
 
 def _needle(run: Sequence[str], strip: bool) -> tuple[list[bytes], int] | None:
-    """The run's lines as bytes and the index of the longest (the rarest: where a search starts);
-    None where the bytes cannot say."""
+    """The run's lines as bytes and the index of the longest (where a search starts); None: bytes cannot say."""
     try:
         want = [(s.rstrip() if strip else s).encode("utf-8", "surrogateescape") for s in run]
     except UnicodeEncodeError:
@@ -326,11 +328,14 @@ def _lines_at(data: bytes, pos: int, want: list[bytes], strip: bool) -> bool:
             return False  # no line left (what follows the last line end is none), or another one
         end = data.find(b"\n", pos + len(line))
         end = len(data) if end < 0 else end
-        rest = data[pos + len(line) : end]
-        if rest and not (strip and rest.decode("utf-8", "surrogateescape").isspace()):
+        if not _line_ends(data[pos + len(line) : end], strip):
             return False
         pos = end + 1
     return True
+
+
+def _line_ends(rest: bytes, strip: bool) -> bool:
+    return not rest or (strip and rest.decode("utf-8", "surrogateescape").isspace())
 
 
 def is_text(data: bytes | None) -> bool:
@@ -343,6 +348,10 @@ def find_run(haystack: list[str], needle: list[str], *, strip: bool) -> int | No
     if strip:
         haystack = [s.rstrip() for s in haystack]
         needle = [s.rstrip() for s in needle]
+    return _first_run(haystack, needle)
+
+
+def _first_run(haystack: list[str], needle: list[str]) -> int | None:
     first, size, last = needle[0], len(needle), len(haystack) - len(needle)
     i = 0
     while True:

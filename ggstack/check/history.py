@@ -1,9 +1,8 @@
-"""The base range, read once for every candidate: what ``check`` knows about the base.
+"""The base range (the base's own commits), read once for every candidate: what ``check`` knows.
 
-The range is the base's own commits (the base, minus what the candidates share with it): one
-``git log --raw`` for the file versions touching the candidates' paths, one ``git log`` for
-the messages, and, as ``git cherry`` does, patch-ids only of range commits that change exactly
-the files of some candidate (cached by commit: a base that moved by k commits costs k diffs).
+One ``git log --raw`` for the versions of the candidates' files, one ``git log`` for messages, and,
+as ``git cherry`` does, patch-ids only of commits changing exactly a candidate's files (cached by
+commit: a base that moved by k commits costs k diffs).
 """
 
 from __future__ import annotations
@@ -113,8 +112,7 @@ class BaseRange:
     # -- questions the signals ask --------------------------------------------------------
 
     def versions(self, path: str, moved_from: str = "") -> list[tuple[str, str, str]]:
-        """(commit, old blob, new blob) of ``path``, newest first; with ``moved_from``, through the
-        range commit that moved code from that file into ``path``, as ``blame -C`` follows it."""
+        """(commit, old blob, new blob) of ``path``, newest first; through a move, as ``blame -C``."""
         sha = self.moved_code.get((moved_from, path)) if moved_from else None
         joined = self._joined(moved_from, path, sha) if sha else None
         # indexed once: a commit of many files is not read per path
@@ -130,13 +128,12 @@ class BaseRange:
         """Take in the commits touching paths the scan did not know of (files judged elsewhere)."""
         todo = [p for p in paths if p not in self._read]
         self._read.update(todo)
-        if not todo:
+        if not todo or not self.tips:
             return
+        found = _touching(repo, self.tips[0], self.exclude, todo, self.whole)
         known = {sha for sha, _ in self.commits}
-        found = _touching(repo, self.tips[0], self.exclude, todo, self.whole) if self.tips else []
-        more = [c for c in found if c[0] not in known]
-        if more:
-            self.commits = sorted([*self.commits, *more], key=lambda c: self._order.get(c[0], 0))
+        if any(c[0] not in known for c in found):
+            self.commits = _joined_in_order(self.commits, found, self._order)
             self._index_commits()
 
     def touching(self, paths: Iterable[str]) -> list[str]:
@@ -186,8 +183,7 @@ class BaseRange:
         return self._subjects, self._prs
 
     def relanded(self, subject: str) -> list[str]:
-        """Range commits that land ``subject``'s change again: 'Reapply "S"', 'Revert "Revert "S""',
-        'Add back "S"' and the like, or S itself once more."""
+        """Range commits that land ``subject``'s change again ('Reapply "S"' and the like), or S again."""
         key = normal_subject(subject)
         if not key:
             return []
@@ -213,8 +209,7 @@ class BaseRange:
         sets: Sequence[tuple[Sequence[tuple[str, str | None]], bool]],
         diffs: Mapping[str, bytes] | None = None,
     ) -> None:
-        """Patch-ids of several sets of (commit, parent) in one pass, through the cache; a diff
-        read already (``diffs``) is only hashed."""
+        """Patch-ids of several sets of (commit, parent) in one pass, through the cache."""
         cache = Map(repo, f"patch-ids-{_CACHE_VERSION}")
         todo = _uncached(cache, sets)
         found = _patch_ids(repo, list(todo.items()), diffs or {})
@@ -245,8 +240,7 @@ def _version_by(versions: list[tuple[str, str, str]], sha: str) -> tuple[str, st
 
 
 def normal_subject(subject: str) -> str:
-    """A subject without what backports and PR merges add: "[8.3.x] ", "[PATCH 2/3] ", " (#123)",
-    and without the Markdown code quotes a PR title is often given when it is merged."""
+    """A subject without what backports and PR merges add ("[8.3.x] ", " (#123)", code quotes)."""
     s = re.sub(r"^(\s*\[[^\]]{1,40}\]\s*)+", "", subject)
     s = re.sub(r"^(Backport|backport)( of)?( PR)?\s*#?\d*:?\s*", "", s)
     s = PR_NUMBER.sub("", s).strip().rstrip(".")
@@ -255,8 +249,7 @@ def normal_subject(subject: str) -> str:
 
 
 def merge_title(message: str) -> str:
-    """A GitHub PR merge's title: the first body line of "Merge pull request #N from …" ("" else),
-    which is what a backport bot names the pick after."""
+    """A GitHub PR merge's title ("" else): what a backport bot names the pick after."""
     if not message.startswith("Merge pull request #"):
         return ""
     body = [line for line in message.split("\n")[1:] if line.strip()]
@@ -293,8 +286,7 @@ def scan(
     diffs: Mapping[str, bytes] | None = None,
     read: RangeRead | None = None,
 ) -> BaseRange:
-    """Read the range ``base ^exclude`` once for all the candidates; ``diffs`` and ``read``: what
-    was read already. The walks that do not depend on each other run side by side."""
+    """Read ``base ^exclude`` once for all the candidates; independent walks run side by side."""
     srcs = [s for s in dict.fromkeys(sources) if s]
     pending_reach = Pending(repo.not_reachable, srcs, base)
     log, whole, commits = _logs(repo, base, exclude, paths, read)
@@ -304,13 +296,17 @@ def scan(
     history = BaseRange(commits, {sha: message for sha, _, message in log}, moves=moves, tips=[base], whole=whole)
     history.exclude, history._read = list(exclude), {*paths, *(to for to, _ in moves.values())}
     history.authors = {sha: email for sha, email, _ in log}
-    wanted_sets = set(keysets)
-    same_files = [(sha, None) for sha, fs in commits if frozenset(p for p, _, _ in fs) in wanted_sets]
+    same_files = [(sha, None) for sha in _changing_a_set(commits, set(keysets))]
     history.add_patch_id_sets(repo, [(same_files, True), (list(candidates), False)], diffs)
     _read_messages(history)
     history.reachable = set(srcs) - pending_reach.result()
     history.undone = _undone_sources(repo, history.reverts, history.reachable)
     return history
+
+
+def _changing_a_set(commits: RangeLog, keysets: AbstractSet[frozenset[str]]) -> list[str]:
+    # Only these can share a candidate's patch-id: the rest need no diff.
+    return [sha for sha, fs in commits if frozenset(p for p, _, _ in fs) in keysets]
 
 
 def _logs(
@@ -331,9 +327,12 @@ def _touching(
 ) -> RangeLog:
     if whole is None and len(paths) <= _PATHSPEC_LIMIT:
         return repo.log_raw([base], exclude, paths) if paths else []
-    wanted = set(paths)
     every = whole if whole is not None else repo.log_raw([base], exclude, ())
-    return [(c, fs) for c, fs in every if any(p in wanted for p, _, _ in fs)]
+    return _touching_any(every, set(paths))
+
+
+def _touching_any(commits: RangeLog, wanted: set[str]) -> RangeLog:
+    return [(c, fs) for c, fs in commits if any(p in wanted for p, _, _ in fs)]
 
 
 _HOPS = 3  # a file moved more often than this within the range is followed no further
@@ -348,8 +347,7 @@ def _follow_moves(
     order: Mapping[str, int],
     whole: RangeLog | None = None,
 ) -> tuple[list[tuple[str, FileVersions]], dict[str, tuple[str, str]]]:
-    """The candidates' files the range moved (git's rename detection pairs their deletion with an
-    added file): path -> (new path, the commit), and the commits touching the new paths added."""
+    """The candidates' files the range moved (path -> (new path, commit)), their new paths' commits added."""
     moves: dict[str, tuple[str, str]] = {}
     todo = list(paths)
     for _ in range(_HOPS):
@@ -373,12 +371,17 @@ def _joined_in_order(commits: RangeLog, more: RangeLog, order: Mapping[str, int]
 
 
 def _deleted(commits: list[tuple[str, FileVersions]], paths: Sequence[str]) -> dict[str, str]:
-    wanted, newest = set(paths), {}
+    newest = _newest_versions(commits, set(paths))
+    return {p: sha for p, (sha, new) in newest.items() if set(new) == {"0"}}
+
+
+def _newest_versions(commits: list[tuple[str, FileVersions]], wanted: set[str]) -> dict[str, tuple[str, str]]:
+    newest: dict[str, tuple[str, str]] = {}
     for sha, files in commits:
         for path, _, new in files:
             if path in wanted and path not in newest:
                 newest[path] = (sha, new)
-    return {p: sha for p, (sha, new) in newest.items() if set(new) == {"0"}}
+    return newest
 
 
 def _patch_ids(
@@ -388,14 +391,18 @@ def _patch_ids(
     # thousands of commits is most of a cold check.
     known = {c: diffs[c] for c, _ in pairs if c in diffs}
     rest = [pair for pair in pairs if pair[0] not in known]
-    parts = max(1, min(_PIPELINES, cores(), len(rest) // _PER_PIPELINE))
-    size = max(1, -(-len(rest) // parts))
-    chunks = [rest[k : k + size] for k in range(0, len(rest), size)]
+    chunks = _per_pipeline(rest)
     if len(chunks) + bool(known) <= 1:
         return repo.patch_ids_of_diffs(known) if known else repo.patch_ids_of_commits(rest)
     hashed = Pending(repo.patch_ids_of_diffs, known)
     found = map_on_threads(repo.patch_ids_of_commits, chunks, len(chunks))
     return {commit: pid for part in [*found, hashed.result()] for commit, pid in part.items()}
+
+
+def _per_pipeline(pairs: Sequence[tuple[str, str | None]]) -> list[Sequence[tuple[str, str | None]]]:
+    parts = max(1, min(_PIPELINES, cores(), len(pairs) // _PER_PIPELINE))
+    size = max(1, -(-len(pairs) // parts))
+    return [pairs[k : k + size] for k in range(0, len(pairs), size)]
 
 
 _PICK_MARKERS = ("cherry picked from", "herry-picked-from")
@@ -420,8 +427,7 @@ def _named_in(message: str, markers: tuple[str, ...], pattern: re.Pattern[str]) 
 
 
 def _undone_sources(repo: git.Repository, reverts: dict[str, list[str]], sources: set[str]) -> dict[str, list[str]]:
-    """source -> the range commits that reverted it: directly, or by reverting the merge that
-    brought it in (a PR merge's second parent is the PR's head)."""
+    """source -> the range commits that reverted it, directly or by reverting the merge bringing it in."""
     out: dict[str, list[str]] = {}
     merges = _reverted_merges(repo, reverts, sources)
     for undone, by in reverts.items():
@@ -434,9 +440,15 @@ def _reverted_merges(
     repo: git.Repository, reverts: dict[str, list[str]], sources: set[str]
 ) -> dict[str, git.CommitInfo]:
     others = [u for u in reverts if u not in sources]
+    if not sources or not others:
+        return {}
     # A process of its own, not the persistent reader: the scan may run beside the content's reads.
-    present = [u for u, ok in repo.has_objects(others).items() if ok] if sources and others else []
-    return {i.sha: i for i in repo.commit_infos(present) if len(i.parents) > 1} if present else {}
+    present = [u for u, ok in repo.has_objects(others).items() if ok]
+    return _merges_among(repo, present) if present else {}
+
+
+def _merges_among(repo: git.Repository, shas: list[str]) -> dict[str, git.CommitInfo]:
+    return {i.sha: i for i in repo.commit_infos(shas) if len(i.parents) > 1}
 
 
 def _sources_undone(

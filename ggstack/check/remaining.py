@@ -1,9 +1,8 @@
 """The remaining diff of a partial patch: a diff against the base of only the parts it lacks.
 
-Each missing block's added lines go at its place in the base's file, so it applies by
-construction. A block whose place the base changed its own way has no diff anyone wrote: it is
-left out and named, to port by hand. Plain content edits are written in-process in git's own
-format (``check --commits`` may hold hundreds); anything else goes through git's trees.
+Each missing block's added lines go at its place in the base's file, so it applies by construction;
+a block whose place the base changed its own way is left out and named, to port by hand. Plain
+edits are written in-process (``check --commits`` may hold hundreds), the rest through git's trees.
 """
 
 from __future__ import annotations
@@ -73,15 +72,25 @@ def remaining_diff(
     missing = _missing(content, only)
     if not content.judged or not missing:
         return Remaining(None, [])
-    entries = _base_entries(files, tree, change_set, content)
-    plan = _Plan()
-    for fc in change_set:
-        if missing.get(fc.path):
-            plan.add(fc, missing[fc.path], content, entries, files)
+    plan = _plan(change_set, missing, content, _base_entries(files, tree, change_set, content), files)
     if plan.simple and plan.edits:
         return Remaining(_unified(plan.edits) or None, plan.left_out)
     edits = [e for e in plan.edits if e.before != e.after]
     return Remaining(_through_git(repo, tree, plan.changes, edits), plan.left_out)
+
+
+def _plan(
+    change_set: list[FileChange],
+    missing: dict[str, list[Unit]],
+    content: Containment,
+    entries: TreeEntries,
+    files: Files,
+) -> _Plan:
+    plan = _Plan()
+    for fc in change_set:
+        if missing.get(fc.path):
+            plan.add(fc, missing[fc.path], content, entries, files)
+    return plan
 
 
 def _base_entries(files: Files, tree: str, change_set: list[FileChange], content: Containment) -> TreeEntries:
@@ -117,8 +126,7 @@ class _Plan:
         entries: dict[str, tuple[str, str]],
         files: Files,
     ) -> None:
-        here = content.base_paths.get(fc.path)
-        if fc.old_path and fc.old_path not in entries and fc.new_path not in entries and here not in entries:
+        if _gone_from_base(fc, content.base_paths.get(fc.path), entries):
             self.lost.append(f"{fc.path} (the base has no such file any more: renamed or deleted)")
             return
         whole = _whole_file_change(fc, gone, entries)
@@ -131,6 +139,10 @@ class _Plan:
             self.changes[renamed_from] = None
         self.simple = self.simple and not renamed_from and _plain(edit, entries, files)
         self.edits.append(edit)
+
+
+def _gone_from_base(fc: FileChange, here: str | None, entries: dict[str, tuple[str, str]]) -> bool:
+    return bool(fc.old_path) and fc.old_path not in entries and fc.new_path not in entries and here not in entries
 
 
 def _through_git(
@@ -152,8 +164,12 @@ def _whole_file_change(
     if "delete" in kinds and fc.old_path:
         return {fc.old_path: None}
     if "add" in kinds or "binary" in kinds:
-        return {fc.new_path: (fc.new_mode, fc.new_blob)} if fc.new_blob and fc.new_mode and fc.new_path else {}
+        return _added_whole(fc)
     return None
+
+
+def _added_whole(fc: FileChange) -> dict[str, tuple[str, str] | None]:
+    return {fc.new_path: (fc.new_mode, fc.new_blob)} if fc.new_blob and fc.new_mode and fc.new_path else {}
 
 
 def _edit(
@@ -166,8 +182,7 @@ def _edit(
     data = files.blob(blob) or b""
     _place(fc, gone, blob, files)
     after, left_out = _unless_it_breaks(gone, base_path, lines, *_put_back(gone, lines, _moved(fc)))
-    if "mode" in {u.what for u in gone} and fc.new_mode:
-        mode = fc.new_mode
+    mode = _mode_after(fc, gone, mode)
     new = _file_bytes(after, data)
     if fc.old_path == fc.new_path:  # changed in place: where the base has the file now (it may have moved it)
         return _Edit(base_path, mode, blob, lines, after, new, left_out), None
@@ -175,14 +190,17 @@ def _edit(
     return edit, base_path if base_path != fc.new_path else None
 
 
+def _mode_after(fc: FileChange, gone: list[Unit], mode: str) -> str:
+    return fc.new_mode if "mode" in {u.what for u in gone} and fc.new_mode else mode
+
+
 def _unless_it_breaks(
     gone: list[Unit], path: str, lines: list[str], after: list[str], left_out: list[str]
 ) -> tuple[list[str], list[str]]:
-    """A splice that applies and breaks the file (a try: left empty, an else: after a return)
-    is no diff anyone wrote: every block of this file is left to port by hand."""
+    """A splice that breaks the file is no diff anyone wrote: every block of it is left to port by hand."""
     if after == lines or _still_parses(path, lines, after):
         return after, left_out
-    placed = {f"{u.path} line {(u.window or (0, 0))[0] + 1} ({u.what})" for u in gone if u.block is not None}
+    placed = {_named_block(u) for u in gone if u.block is not None}
     left_out = [*left_out, *(f"{x}: with it {path} would not parse" for x in sorted(placed - set(left_out)))]
     return list(lines), left_out
 
@@ -229,10 +247,10 @@ def _place(fc: FileChange, gone: list[Unit], blob: str, files: Files) -> None:
 
 
 def _moved(fc: FileChange) -> set[str]:
-    """Lines the patch takes out at one place and puts in at another: where the base has one, it may
-    be the copy at the new place, so a block removing it has no place anyone can be sure of."""
-    removed = {s for h in fc.hunks for b in h.blocks for s in b.removed}
-    added = {s for h in fc.hunks for b in h.blocks for s in b.added}
+    """Lines the patch moves: a block removing one has no sure place (the base's may be the new copy)."""
+    blocks = [b for h in fc.hunks for b in h.blocks]
+    removed = {s for b in blocks for s in b.removed}
+    added = {s for b in blocks for s in b.added}
     return {s for s in removed & added if carries(s)}
 
 
@@ -245,12 +263,16 @@ def _put_back(gone: list[Unit], lines: list[str], moved: set[str]) -> tuple[list
         assert u.block is not None
         place = _clean_place(u, u.block, out, moved, last)
         if place is None:
-            left_out.append(f"{u.path} line {(u.window or (0, 0))[0] + 1} ({u.what})")
+            left_out.append(_named_block(u))
             continue
         start, end = place
         out[start:end] = u.block.added
         last = start
     return out, left_out[::-1]
+
+
+def _named_block(u: Unit) -> str:
+    return f"{u.path} line {(u.window or (0, 0))[0] + 1} ({u.what})"
 
 
 def _clean_place(u: Unit, block: Block, out: list[str], moved: set[str], last: int | None) -> tuple[int, int] | None:
@@ -260,17 +282,14 @@ def _clean_place(u: Unit, block: Block, out: list[str], moved: set[str], last: i
 
 def _plain(e: _Edit, entries: dict[str, tuple[str, str]], files: Files) -> bool:
     """Can the in-process writer say it exactly (git would quote the path, or mind the file's end)?"""
-    data = files.blob(entries[e.path][1]) if e.path in entries else None
-    return (
-        e.path.isascii()
-        and e.path.isprintable()
-        and '"' not in e.path
-        and e.path in entries
-        and e.mode == entries[e.path][0]
-        and bool(data)
-        and (data or b"").endswith(b"\n")
-        and bool(e.after)
-    )
+    if not _unquoted(e.path) or e.path not in entries or e.mode != entries[e.path][0]:
+        return False
+    data = files.blob(entries[e.path][1])
+    return bool(data) and (data or b"").endswith(b"\n") and bool(e.after)
+
+
+def _unquoted(path: str) -> bool:
+    return path.isascii() and path.isprintable() and '"' not in path
 
 
 def _unified(edits: list[_Edit]) -> str:
@@ -289,8 +308,7 @@ def _unified(edits: list[_Edit]) -> str:
 
 
 def _replacement(u: Unit, base: list[str]) -> tuple[int, int] | None:
-    """In place of its removed lines, where the base still has them; a pure insertion where the base
-    has nothing of its own there. None where the base changed the place its own way."""
+    """In place of its removed lines, or an insertion where the base has nothing there; None: changed."""
     start, end = u.window or (0, 0)
     block = u.block
     if block and block.removed:

@@ -1,9 +1,8 @@
 """The verdict table: one ordered list of rules from the signals to a verdict.
 
-A false "represented" makes a maintainer close a needed fix, a false "needed" makes them redo
-work upstream has; so which signal wins is written down once, in the order it applies. git's own
-signals come first (code moves); the content decides only where git is silent or contradicted;
-a partial needs a base commit that brought the present lines in.
+A false "represented" closes a needed fix, a false "needed" redoes upstream's work: which signal
+wins is written once, in order. git's own signals first; the content decides where git is silent
+or contradicted; a partial needs a base commit that brought the present lines in.
 """
 
 from __future__ import annotations
@@ -118,10 +117,8 @@ class Facts:
 
     @property
     def earning(self) -> list[Unit]:
-        """The present units that are evidence of a partial: lines it adds (or whole-file facts),
-        and lines it only removes where a commit tied to it took them out. A removal alone,
-        done by a commit with no tie to the patch (upstream gutting a file for its own
-        reasons), says nothing about the patch."""
+        """The present units that are evidence of a partial: lines it adds, or removals by a commit tied
+        to it (upstream gutting a file for its own reasons says nothing about the patch)."""
         tied = self.tied
         return [u for u in self.content.counted if u.earned and (adds(u) or set(u.by) & tied)]
 
@@ -153,8 +150,7 @@ def _needed(f: Facts) -> Recommendation:
 
 
 def _still_needed(f: Facts) -> Recommendation:
-    """A partial: its remaining diff is the PR, unless some block has no clean place in the base
-    (no PR carries a diff nobody wrote): rework."""
+    """A partial's remaining diff is the PR, unless a block has no clean place in the base: rework."""
     return Recommendation.REWORK if f.conflicts or f.left_out else Recommendation.OPEN_PR
 
 
@@ -187,8 +183,7 @@ def _picked(f: Facts) -> Decision:
 
 
 def _picked_then_undone(f: Facts) -> bool:
-    """Its removed lines are back and its added ones gone: the base looks like before the pick.
-    (A pick whose additions were only deleted since — a release removing news fragments — is modified.)"""
+    """The base looks like before the pick (one whose additions alone were deleted since is modified)."""
     changed = any(u.block is not None and u.block.removed for u in f.content.units)
     whole = any(m.complete for m in f.live)  # a pick that had none of it cannot have been undone
     return whole and changed and not any(u.present for u in f.content.units) and f.replay is Applied.APPLIED
@@ -225,8 +220,7 @@ def _modified(f: Facts) -> Decision:
 
 
 def _adapted_pick(f: Facts) -> bool:
-    """(A member of a run the base has together — a PR's squash that names one of its
-    commits — is the series': what it lacks alone, its later members changed.)"""
+    """(A member of a run the base has together is the series': its later members changed what it lacks.)"""
     return bool(f.live) and not f.group
 
 
@@ -249,8 +243,7 @@ def _adapted_to_its_base(f: Facts) -> Decision:
 
 
 def _adapted(f: Facts) -> Decision:
-    """What the pick did not bring is the fork's own lines (the PR's remaining diff, all of it) or
-    lines the base has rewrote since the pick (the pick's, changed: nothing to carry)."""
+    """What the pick did not bring: the fork's own lines (the PR) or lines the base rewrote since (nothing)."""
     by = _commits([m.commit for m in f.live], f.content.commits)
     if f.own:
         rec = Recommendation.REWORK if f.conflicts or f.own_left_out else Recommendation.OPEN_PR
@@ -290,9 +283,7 @@ def _all_lines(f: Facts) -> bool:
 
 
 def _content(f: Facts) -> Decision:
-    every_unit = all(u.present for u in f.content.units)
-    # (Replaying one whose news fragments a release consumed re-adds them: that is no news.)
-    look = every_unit and f.replay is Applied.APPLIED and not any(u.consumed for u in f.content.units)
+    look = _would_still_change(f)
     return Decision(
         "content",
         Verdict.REPRESENTED,
@@ -302,6 +293,12 @@ def _content(f: Facts) -> Decision:
         + short_ids(f.content.commits)
         + ("; but replaying it would still change the base: look at what it would change" if look else ""),
     )
+
+
+def _would_still_change(f: Facts) -> bool:
+    # (Replaying one whose news fragments a release consumed re-adds them: that is no news.)
+    every_unit = all(u.present for u in f.content.units)
+    return every_unit and f.replay is Applied.APPLIED and not any(u.consumed for u in f.content.units)
 
 
 def _same_blobs(f: Facts) -> bool:
@@ -353,22 +350,19 @@ def _some_lines(f: Facts) -> bool:
 
 
 def _reverted_partly_back(f: Facts) -> bool:
-    """A pick the base reverted (no live one), some of whose lines other base commits brought
-    since: the base redid part of it its own way, which is no partial of this patch. (Lines the
-    pick itself still holds are a revert that left them: partial, by the pick.)"""
+    """A reverted pick some of whose lines other base commits brought since: the base redid part of it
+    its own way, no partial of this patch (lines the pick still holds are: partial, by the pick)."""
     picks = {m.commit for m in f.undone}
     return bool(picks) and not f.live and _some_lines(f) and not picks & set(_earned_by(f))
 
 
 def _look_reverted(f: Facts) -> Decision:
-    picks = short_ids([m.commit for m in f.undone])
-    reverts = short_ids(_commits(*(m.undone_by for m in f.undone)))
     return Decision(
         "reverted, partly back",
         Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE,
         Recommendation.HUMAN_LOOK,
         [],
-        f"needed again? picked as {picks}, reverted by {reverts}; since then "
+        f"needed again? {_picked_and_reverted(f)}; since then "
         f"{short_ids(_earned_by(f))} brought {round(100 * f.share)}% of its lines back its own way: "
         "look whether the base redid it",
     )
@@ -406,10 +400,7 @@ def _git_disagrees(f: Facts) -> bool:
 def _look(f: Facts) -> Decision:
     why = []
     if f.undone:  # the story that explains the disagreement, first
-        why.append(
-            f"picked as {short_ids([m.commit for m in f.undone])}, "
-            f"reverted by {short_ids(_commits(*(m.undone_by for m in f.undone)))}"
-        )
+        why.append(_picked_and_reverted(f))
     if f.reverse:
         why.append("its reverse applies (git apply -R finds its post-image), but its lines are not at their place")
     if f.hints:
@@ -424,9 +415,13 @@ def _look(f: Facts) -> Decision:
     )
 
 
+def _picked_and_reverted(f: Facts) -> str:
+    reverts = _commits(*(m.undone_by for m in f.undone))
+    return f"picked as {short_ids([m.commit for m in f.undone])}, reverted by {short_ids(reverts)}"
+
+
 def _files_gone(f: Facts) -> bool:
-    """Nothing of it is there, and every file it changes is one the base deleted (or moved away
-    where rename detection does not follow) since the merge base."""
+    """Nothing of it is there, and the base deleted (or moved away) every file it changes since the merge base."""
     counted = f.content.counted
     return bool(counted and f.gone) and not any(u.present for u in counted) and all(u.path in f.gone for u in counted)
 
@@ -465,21 +460,19 @@ def _always(f: Facts) -> bool:
 
 
 def _needed_rule(f: Facts) -> Decision:
-    why = "none of its changes is in the base"
+    why = "needed again: " + _picked_and_reverted(f) if f.undone else _why_no_evidence(f)
+    return Decision("needed", Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE, _needed(f), [], why)
+
+
+def _why_no_evidence(f: Facts) -> str:
     if f.earning:
-        why = (
+        return (
             f"only {round(100 * f.share)}% of its informative lines are in the base, brought by "
             f"{short_ids(_earned_by(f))}, otherwise unrelated to it: a coincidence, not evidence"
         )
-    elif f.content.any_earned:
-        why = "only lines it removes are gone from the base, taken out by commits with no tie to it: no evidence"
-    if f.undone:
-        undone = [m for m in f.undone]
-        why = (
-            f"needed again: picked as {short_ids([m.commit for m in undone])}, "
-            f"reverted by {short_ids(_commits(*(m.undone_by for m in undone)))}"
-        )
-    return Decision("needed", Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE, _needed(f), [], why)
+    if f.content.any_earned:
+        return "only lines it removes are gone from the base, taken out by commits with no tie to it: no evidence"
+    return "none of its changes is in the base"
 
 
 Rule = tuple[str, str, Callable[[Facts], bool], Callable[[Facts], Decision]]
@@ -614,20 +607,23 @@ def _unjudged(f: Facts) -> Decision:
     """No pre-image to compare lines against: git's own signals are all there is."""
     whole = [m for m in f.live if m.complete]
     if whole or f.replay is Applied.EMPTY or f.reverse:
-        by = _commits([m.commit for m in whole])
-        return Decision(
-            "picked" if whole else "empty replay",
-            Verdict.REPRESENTED,
-            Recommendation.DO_NOT_OPEN if whole else Recommendation.HUMAN_LOOK,
-            by,
-            "its pre-image is not in this repository, so its lines were not compared; git finds it in the base",
-        )
+        return _git_finds_it(whole)
     return Decision(
         "needed",
         Verdict.CONFLICT if f.conflicts else Verdict.UNIQUE,
         _needed(f),
         [],
         "its pre-image is not in this repository, so its lines were not compared",
+    )
+
+
+def _git_finds_it(whole: list[Match]) -> Decision:
+    return Decision(
+        "picked" if whole else "empty replay",
+        Verdict.REPRESENTED,
+        Recommendation.DO_NOT_OPEN if whole else Recommendation.HUMAN_LOOK,
+        _commits([m.commit for m in whole]),
+        "its pre-image is not in this repository, so its lines were not compared; git finds it in the base",
     )
 
 
@@ -657,7 +653,7 @@ BY_PICK = ("picked", "picked, then modified")
 
 @dataclass(frozen=True)
 class FromTests:
-    """What one patch's tests said, every kind combined (``testing.evidence.judge_kind``, ``testing.evidence.combine``)."""
+    """What one patch's tests said, every kind combined (``testing.evidence.combine``)."""
 
     kind: str  # broken | needed | represented | could-not-run | inconclusive | none
     detail: str
@@ -781,15 +777,22 @@ def _behaviour(text: TextVerdict | None, t: FromTests) -> bool:
 
 def _by_behaviour(text: TextVerdict | None, t: FromTests) -> Folded:
     agrees = (text.verdict is Verdict.REPRESENTED) if text else None
-    brought = list(text.represented_by) if text and text.represented_by else list(t.brought)
+    brought = _brought(text, t)
     commits = brought or list(t.touching)
     rec = text.recommendation if agrees and text else recommend(Verdict.REPRESENTED, t.has_pr)
     detail = "represented by behaviour: " + t.detail + _text_said(text, agrees)
     if commits and not brought:
-        detail += (
-            f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
-        )
+        detail += _touching_words(commits)
     return Folded("represented by behaviour", Verdict.REPRESENTED, rec, detail, tuple(commits), agrees)
+
+
+def _touching_words(commits: list[str]) -> str:
+    return f"; commits between the old base and the base touching its files: {', '.join(c[:10] for c in commits)}"
+
+
+def _brought(text: TextVerdict | None, t: FromTests) -> list[str]:
+    # The commits the text named; else those blame found bringing its lines.
+    return list(text.represented_by) if text and text.represented_by else list(t.brought)
 
 
 def _text_said(text: TextVerdict | None, agrees: bool | None) -> str:

@@ -47,8 +47,7 @@ def paths_of_all(cands: Iterable[Candidate]) -> list[str]:
 
 
 def identity(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence]:
-    """The source is an ancestor of the base, or a base commit names it
-    (cherry-pick -x, Stack-Patch-Id, Gerrit's Change-Id)."""
+    """The source is an ancestor of the base, or a base commit names it (-x, Stack-Patch-Id, Change-Id)."""
     found = [*_sources(history, cand), *_named(history, cand)]
     if not found:
         detail = "no identity match: its source is not in the base and no base commit names it"
@@ -58,29 +57,37 @@ def identity(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence
 
 def _identified(found: list[tuple[Match, str]]) -> Evidence:
     live = [m.commit for m, _ in found if not m.undone_by]
-    commits = list(dict.fromkeys(live or [c for m, _ in found for c in m.undone_by]))
+    commits = list(dict.fromkeys(live or _reverts_of(found)))
     says = Says.PRESENT if live else Says.UNDONE
     data: dict[str, Any] = {"match": True} if live else {"match": False, "reverted_by": commits}
     detail = "; ".join(words for _, words in found)
     return Evidence(Signal.IDENTITY, detail, commits, data=data, says=says)
 
 
+def _reverts_of(found: list[tuple[Match, str]]) -> list[str]:
+    return [c for m, _ in found for c in m.undone_by]
+
+
 def _sources(history: BaseRange, cand: Candidate) -> list[tuple[Match, str]]:
     out = []
     for src in dict.fromkeys(s for s in cand.sources if s):
         if src in history.reachable:
-            who = "the commit itself" if src == cand.commit else "its source " + src[:10]
-            undone = history.undone.get(src, [])
-            but = f", but {short_ids(undone)} reverted it" if undone else ""
-            # The commit itself is its change; a source it names (a pick's -x line, Cherry-picked-from)
-            # is a candidate only: the fork may have adapted it (read whole or not, as a named pick).
-            how = "merged as" if src == cand.commit else "source merged as"
-            out.append((Match(how, src, list(undone)), f"{who} is reachable from the base{but}"))
+            out.append(_merged(history, cand, src))
         for c in history.picked_from.get(src, []):
             out.append(
                 (Match("cherry-picked as", c), f"base commit {c[:10]} says it was cherry-picked from {src[:10]}")
             )
     return out
+
+
+def _merged(history: BaseRange, cand: Candidate, src: str) -> tuple[Match, str]:
+    who = "the commit itself" if src == cand.commit else "its source " + src[:10]
+    undone = history.undone.get(src, [])
+    but = f", but {short_ids(undone)} reverted it" if undone else ""
+    # The commit itself is its change; a source it names (a pick's -x line, Cherry-picked-from)
+    # is a candidate only: the fork may have adapted it (read whole or not, as a named pick).
+    how = "merged as" if src == cand.commit else "source merged as"
+    return Match(how, src, list(undone)), f"{who} is reachable from the base{but}"
 
 
 def _named(history: BaseRange, cand: Candidate) -> list[tuple[Match, str]]:
@@ -117,8 +124,7 @@ def patch_id(history: BaseRange, cand: Candidate) -> tuple[list[Match], Evidence
 
 
 def undo(history: BaseRange, matches: list[Match], reversed_id: str) -> Evidence | None:
-    """Mark the matches a later base commit took out: ``git revert``'s own line
-    naming the pick, or a commit whose patch-id is this patch's reversed."""
+    """Mark the matches a later base commit took out: a ``git revert`` of the pick, or its reversed patch-id."""
     by_id = history.with_patch_id(reversed_id)
     for m in matches:
         if m.how in ("merged as", "source merged as"):
@@ -129,18 +135,21 @@ def undo(history: BaseRange, matches: list[Match], reversed_id: str) -> Evidence
 
 
 def relanded(history: BaseRange, cand: Candidate, matches: list[Match]) -> Evidence | None:
-    """A revert the base took, whose reverted change the base then landed again ('Reapply "S"',
-    'Add back "S"', S once more): the base no longer has what the revert did."""
+    """A revert the base took and then landed again ('Reapply "S"'): the base no longer has what it did."""
     m = REVERT_OF.match(cand.subject)
     if m is None:
         return None
-    again = history.relanded(m.group(1))
+    marked = _mark_landed_again(history, history.relanded(m.group(1)), matches)
+    return _undone(marked, "but the base landed what it reverts again in")
+
+
+def _mark_landed_again(history: BaseRange, again: list[str], matches: list[Match]) -> list[Match]:
     marked = []
     for match in matches:
         if match.how not in ("merged as", "source merged as") and not match.undone_by:
             match.undone_by = [c for c in again if history.newer(c, match.commit)]
             marked += [match] if match.undone_by else []
-    return _undone(marked, "but the base landed what it reverts again in")
+    return marked
 
 
 def _undone(undone: list[Match], words: str) -> Evidence | None:
@@ -160,7 +169,7 @@ def modified(history: BaseRange, cand: Candidate, matches: list[Match]) -> Evide
     touching = history.touching(cand.paths)
     for m in matches:
         if not m.undone_by:
-            m.modified_by = [c for c in touching if c != m.commit and history.newer(c, m.commit)][:5]
+            m.modified_by = _changed_after(history, touching, m.commit)
     since = list(dict.fromkeys(c for m in matches for c in m.modified_by))
     if not since:
         return None
@@ -172,19 +181,17 @@ def modified(history: BaseRange, cand: Candidate, matches: list[Match]) -> Evide
     )
 
 
+def _changed_after(history: BaseRange, touching: list[str], pick: str) -> list[str]:
+    return [c for c in touching if c != pick and history.newer(c, pick)][:5]
+
+
 def replayed(step: replay.Step | None, applies: bool, unreplayed: str = "", uncomputed: str = "") -> Evidence | None:
-    """What replaying it said; ``unreplayed``: why it was not replayed, where it could have been;
-    ``uncomputed``: why it could not be (the signal was not computed: said so, never a verdict)."""
+    """What replaying it said, or why it was not (``unreplayed``) or could not be (``uncomputed``)."""
     if uncomputed:
         detail = f"the replay could not be computed ({uncomputed}): judged without it"
         return Evidence(Signal.EMPTY, detail, data={"replayed": False, "computed": False}, says=Says.NOTHING)
     if step is None:
-        if unreplayed:
-            return Evidence(Signal.EMPTY, unreplayed, data={"replayed": False}, says=Says.NOTHING)
-        if not applies:
-            return None
-        detail = "applies to the base: every hunk's lines are found there in order (git apply's check, in-process)"
-        return Evidence(Signal.EMPTY, detail, data={"empty": False, "replayed": False}, says=Says.ABSENT)
+        return _not_replayed(applies, unreplayed)
     if step.applied is Applied.EMPTY:
         return Evidence(
             Signal.EMPTY, "replaying it onto the base changes nothing", data={"empty": True}, says=Says.PRESENT
@@ -196,6 +203,15 @@ def replayed(step: replay.Step | None, applies: bool, unreplayed: str = "", unco
         detail = "replaying it conflicts in " + ", ".join(step.conflict.paths)
         return Evidence(Signal.CONFLICT, detail, data={"paths": step.conflict.paths})
     return None
+
+
+def _not_replayed(applies: bool, unreplayed: str) -> Evidence | None:
+    if unreplayed:
+        return Evidence(Signal.EMPTY, unreplayed, data={"replayed": False}, says=Says.NOTHING)
+    if not applies:
+        return None
+    detail = "applies to the base: every hunk's lines are found there in order (git apply's check, in-process)"
+    return Evidence(Signal.EMPTY, detail, data={"empty": False, "replayed": False}, says=Says.ABSENT)
 
 
 def reversed_(applies: bool | None, later: list[str] | None = None) -> Evidence | None:
@@ -213,10 +229,8 @@ def reversed_(applies: bool | None, later: list[str] | None = None) -> Evidence 
 
 
 def same_blobs(history: BaseRange, cand: Candidate, entries: dict[str, tuple[str, str]]) -> list[str]:
-    """The range commits that left every file the patch touches as the patch leaves it, blob for
-    blob: git's identity of content, whatever the history of its lines. Nothing where the patch
-    renames a file, or where one file is not so."""
-    if not cand.changes or any(fc.old_path and fc.new_path and fc.old_path != fc.new_path for fc in cand.changes):
+    """The range commits that left every file the patch touches as it leaves them, blob for blob."""
+    if not cand.changes or _renames(cand):
         return []
     by: list[str] = []
     for fc in cand.changes:
@@ -227,15 +241,21 @@ def same_blobs(history: BaseRange, cand: Candidate, entries: dict[str, tuple[str
     return list(dict.fromkeys(by))
 
 
+def _renames(cand: Candidate) -> bool:
+    return any(fc.old_path and fc.new_path and fc.old_path != fc.new_path for fc in cand.changes)
+
+
 def _made_so_by(history: BaseRange, fc: FileChange, entries: dict[str, tuple[str, str]]) -> str | None:
     """Where the base has the file as the patch leaves it and it was not so at the merge base."""
     path = fc.new_path or fc.old_path or ""
     if _base_differs(fc, entries.get(path)):
         return None
     versions = history.versions(path)  # (commit, old blob, new blob), newest first
-    if not versions or _blob(versions[0][2]) != fc.new_blob or _blob(versions[-1][1]) == fc.new_blob:
-        return None
-    return versions[0][0]
+    return versions[0][0] if versions and _made_in_range(versions, fc.new_blob) else None
+
+
+def _made_in_range(versions: list[tuple[str, str, str]], blob: str | None) -> bool:
+    return _blob(versions[0][2]) == blob and _blob(versions[-1][1]) != blob
 
 
 def _base_differs(fc: FileChange, have: tuple[str, str] | None) -> bool:
@@ -269,13 +289,17 @@ def content(c: Containment) -> Evidence:
 
 
 def _where_judged(c: Containment) -> str:
-    moved = [f"{p} in {to}" for p, to in c.base_paths.items() if to != p and p not in c.renamed]
-    moved += [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
+    moved = _moved_by_the_base(c)
     words = f" (judged where the base moved them: {', '.join(moved)})" if moved else ""
     if c.came_from:
         split = ", ".join(f"{p}'s code in {q}" for p, q in c.came_from.items())
         words += f" (judged where the base has what its own side moved: {split})"
     return words
+
+
+def _moved_by_the_base(c: Containment) -> list[str]:
+    moved = [f"{p} in {to}" for p, to in c.base_paths.items() if to != p and p not in c.renamed]
+    return moved + [f"{p}'s code in {to}" for p, to in c.elsewhere.items()]
 
 
 def _units(c: Containment) -> list[dict[str, Any]]:
@@ -295,11 +319,15 @@ def _units(c: Containment) -> list[dict[str, Any]]:
 
 def _content_words(c: Containment) -> tuple[str, Says]:
     counted = c.counted
-    older = sum(1 for u in counted if u.present and not u.earned)
-    tail = f" ({older} of them already there before the range: no evidence)" if older else ""
+    tail = _older_words(counted)
     if c.all_present:
         return _all_there(c) + tail, Says.PRESENT if c.all_earned else Says.NOTHING
     return _some_there(counted, tail)
+
+
+def _older_words(counted: list[Unit]) -> str:
+    older = sum(1 for u in counted if u.present and not u.earned)
+    return f" ({older} of them already there before the range: no evidence)" if older else ""
 
 
 def _some_there(counted: list[Unit], tail: str) -> tuple[str, Says]:
@@ -347,20 +375,22 @@ def blame(c: Containment) -> Evidence | None:
     if not total or not counts:
         return None
     shares = {sha: round(n / total, 4) for sha, n in sorted(counts.items(), key=lambda kv: -kv[1])}
-    if not older and len(shares) == 1:
-        detail = f"100% of added lines come from {next(iter(shares))[:10]}"
-    else:
-        parts = [f"{round(100 * f)}% {sha[:10]}" for sha, f in shares.items()]
-        if older:
-            parts.append(f"{round(100 * older / total)}% older than the range")
-        detail = "added lines come from " + ", ".join(parts)
     return Evidence(
         Signal.BLAME,
-        detail,
+        _blame_words(shares, older, total),
         list(shares),
         data={"shares": shares, "older_than_merge_base": round(older / total, 4)},
         says=Says.PRESENT,
     )
+
+
+def _blame_words(shares: dict[str, float], older: float, total: float) -> str:
+    if not older and len(shares) == 1:
+        return f"100% of added lines come from {next(iter(shares))[:10]}"
+    parts = [f"{round(100 * f)}% {sha[:10]}" for sha, f in shares.items()]
+    if older:
+        parts.append(f"{round(100 * older / total)}% older than the range")
+    return "added lines come from " + ", ".join(parts)
 
 
 def _brought_weights(c: Containment) -> tuple[dict[str, float], float]:
@@ -379,8 +409,7 @@ def _brought_weights(c: Containment) -> tuple[dict[str, float], float]:
 
 
 def hints(history: BaseRange, cand: Candidate, known: set[str]) -> tuple[list[str], Evidence | None]:
-    """Base commits with the same subject, or whose "(#N)" is the patch's PR: never a verdict alone
-    (``known``: the picks and reverts already named, which are no hint)."""
+    """Base commits with the same subject, or naming the patch's PR, not already ``known``: never a verdict."""
     same = _with_its_subject(history, cand, known)
     numbers = [cand.original_pr.rpartition("#")[2]] if cand.original_pr else pr_numbers(cand.subject)
     by_pr = _naming_its_pr(history, cand, numbers, known)
@@ -412,21 +441,23 @@ def _hint_words(same: list[str], by_pr: list[str], numbers: list[str]) -> str:
 def superseded(
     repo: git.Repository, cand: Candidate, author: str, changed: list[str], known: AbstractSet[str]
 ) -> tuple[list[str], Evidence | None]:
-    """Of the base commits that changed the patch's lines another way (``changed``), those by
-    its author or with its title: the patch may have been superseded."""
+    """Of the base commits that changed the patch's lines another way, those by its author or with its title."""
     changed = [c for c in changed if c not in known]
     if not changed:
         return [], None
-    title = normal_subject(cand.subject)
-    found = [
-        info.sha
-        for info in repo.commit_infos(changed)
-        if (author and info.author_email == author) or (title and normal_subject(info.message.split("\n")[0]) == title)
-    ]
+    found = _by_author_or_title(repo, changed, author, normal_subject(cand.subject))
     if not found:
         return [], None
     detail = f"superseded? {short_ids(found)}, by the same author or with the same title, changed its lines another way"
     return found, Evidence(Signal.HINT, detail, found, data={"hint": "superseded"})
+
+
+def _by_author_or_title(repo: git.Repository, shas: list[str], author: str, title: str) -> list[str]:
+    return [
+        info.sha
+        for info in repo.commit_infos(shas)
+        if (author and info.author_email == author) or (title and normal_subject(info.message.split("\n")[0]) == title)
+    ]
 
 
 def grouped(names: list[str], by: list[str], how: str) -> Evidence:

@@ -1,8 +1,7 @@
 """``ggstack check STACK``: each patch judged on the base plus the earlier patches still needed.
 
-Cumulative, as the PRs will be stacked: a needed patch is replayed onto the tip and the next is
-judged there. Squashes are found before the walk (their members stay out of the tip); runs found
-by their lines or by StGit's cumulative reverse-apply, after it.
+Cumulative, as the PRs will be stacked: a needed patch is replayed onto the tip, the next judged
+there. Squashes are found before the walk; runs found by lines or by reverse-apply, after it.
 """
 
 from __future__ import annotations
@@ -68,11 +67,10 @@ def _judge(
     repo: git.Repository, stack: Stack, base: str, run: Run, outcomes: list[Outcome], progress: Progress | None
 ) -> None:
     picks = materialize(repo, stack)
-    parents = [p.parent for p in picks if p.parent]
-    run.merge_base = repo.merge_base(base, parents[0]) if parents else None
+    run.merge_base = _merge_base(repo, base, picks)
     cands = [_candidate(p) for p in picks]
-    ctx = Context(repo, _scan(repo, base, run.merge_base, cands), Files(repo))
     whole = [c for c in cands if c.commit and c.parent]
+    ctx = Context(repo, _scan(repo, base, run.merge_base, cands, whole), Files(repo))
     trees = groups.trees_of(repo, whole)
     idents = _identify(ctx, picks, cands, whole)
     base_tree = repo.resolve(base, "tree")
@@ -85,18 +83,27 @@ def _judge(
     judging.name_commits(repo, run)
 
 
+def _merge_base(repo: git.Repository, base: str, picks: Sequence[Pick]) -> str | None:
+    parents = [p.parent for p in picks if p.parent]
+    return repo.merge_base(base, parents[0]) if parents else None
+
+
 def _identify(
     ctx: Context, picks: Sequence[Pick], cands: Sequence[Candidate], whole: Sequence[Candidate]
 ) -> dict[str, Identified]:
     # A patch whose recorded base this clone lacks (a CI checkout) has no commit, but git's own
     # signals still speak: its patch-id from the patch's diff, its provenance from its message.
     loose = [(c, p) for c, p in zip(cands, picks, strict=True) if not c.commit and c.changes]
-    for (cand, _), pid in zip(loose, ctx.repo.patch_ids_of_texts([p.diff for _, p in loose]), strict=True):
-        ctx.history.patch_ids[cand.name] = pid
+    _patch_ids_of_diffs(ctx, loose)
     idents = judging.identify(ctx, [*whole, *(c for c, _ in loose)])
     # The picks' own trees in one batch, not one a patch as the walk judges them.
     judging.read_picks(ctx, [(c, idents[c.name], None) for c in cands if c.name in idents])
     return idents
+
+
+def _patch_ids_of_diffs(ctx: Context, loose: list[tuple[Candidate, Pick]]) -> None:
+    for (cand, _), pid in zip(loose, ctx.repo.patch_ids_of_texts([p.diff for _, p in loose]), strict=True):
+        ctx.history.patch_ids[cand.name] = pid
 
 
 def _squashed(
@@ -124,8 +131,9 @@ def _exact(m: Match) -> bool:
     return not m.undone_by and m.how != judging.HINTED
 
 
-def _scan(repo: git.Repository, base: str, merge_base: str | None, cands: list[Candidate]) -> BaseRange:
-    whole = [c for c in cands if c.commit and c.parent]
+def _scan(
+    repo: git.Repository, base: str, merge_base: str | None, cands: list[Candidate], whole: list[Candidate]
+) -> BaseRange:
     return scan(
         repo,
         base,
@@ -232,8 +240,7 @@ _NEEDED = (Verdict.UNIQUE, Verdict.PARTIAL, Verdict.CONFLICT)
 def _carry(
     replayer: replay.Replayer, left_out: dict[str, str], cand: Candidate, outcome: Outcome, step: replay.Step | None
 ) -> None:
-    """A patch still needed goes into the tip the next one is judged on, or, where it does not
-    apply, its paths are marked as changed by a patch the tip lacks."""
+    """A needed patch goes into the tip; one that does not apply marks its paths as changed by it."""
     if outcome.verdict not in _NEEDED:
         return
     if step is not None and step.applied is Applied.APPLIED:
@@ -268,8 +275,7 @@ def _outcome(run: Run, patch: Patch) -> Outcome:
 
 
 def _consolidating(ctx: Context, cands: Sequence[Candidate], base_tree: str) -> set[str]:
-    """Base commits that brought lines of two or more patches: upstream took the series in one
-    commit with other work, which ties even a small share of a patch's lines to it."""
+    """Base commits that brought lines of two or more patches: upstream took the series in one commit."""
     counts: dict[str, int] = {}
     for c in judging.measure_content(ctx, cands, base_tree):
         for sha in c.commits:
@@ -310,21 +316,25 @@ def _later_groups(
 
 
 def _segments(walked: list[_Judged], cands: Sequence[Candidate], trees: dict[str, str]) -> list[list[int]]:
-
-    def eligible(j: _Judged) -> bool:
-        return j.outcome.verdict is not Verdict.UNIQUE or any(u.present for u in j.measured.content.units)
-
     out = []
     for run in groups.chained(cands, trees):
         seg: list[int] = []
         for k in [*run, -1]:
-            if k >= 0 and eligible(walked[k]):
+            if k >= 0 and _eligible(walked[k]):
                 seg.append(k)
                 continue
-            if len(seg) > 1 and any(walked[x].outcome.verdict is not Verdict.REPRESENTED for x in seg):
+            if _worth_grouping(walked, seg):
                 out.append(seg)
             seg = []
     return out
+
+
+def _eligible(j: _Judged) -> bool:
+    return j.outcome.verdict is not Verdict.UNIQUE or any(u.present for u in j.measured.content.units)
+
+
+def _worth_grouping(walked: list[_Judged], seg: list[int]) -> bool:
+    return len(seg) > 1 and any(walked[x].outcome.verdict is not Verdict.REPRESENTED for x in seg)
 
 
 @dataclass
@@ -337,16 +347,19 @@ class _Reversal:
 def _moot_reversals(
     repo: git.Repository, merge_base: str | None, base_tree: str, cands: Sequence[Candidate]
 ) -> set[str]:
-    """Patches whose reverse applies to the base whatever it holds: one deleting a file the fork
-    made, or setting a mode the base's file lacks (``git apply -R`` only warns about a mode)."""
+    """Patches whose reverse applies whatever the base holds (``git apply -R`` only warns about a mode)."""
     deleting = {c.name: _deletes(c) for c in cands}
     moding = {c.name: _modes(c) for c in cands}
-    paths = sorted({p for ps in deleting.values() for p in ps} | {p for ms in moding.values() for p, _ in ms})
+    paths = _paths_of(deleting, moding)
     if not paths:
         return set()
     there = repo.ls_tree(base_tree, paths)
     before = repo.ls_tree(repo.resolve(merge_base, "tree"), paths) if merge_base else {}
     return _deletes_its_own(deleting, there, before) | _sets_another_mode(moding, there)
+
+
+def _paths_of(deleting: dict[str, list[str]], moding: dict[str, list[tuple[str, str]]]) -> list[str]:
+    return sorted({p for ps in deleting.values() for p in ps} | {p for ms in moding.values() for p, _ in ms})
 
 
 def _deletes(cand: Candidate) -> list[str]:
@@ -370,8 +383,7 @@ def _modes(cand: Candidate) -> list[tuple[str, str]]:
 def _cumulative_reverse(
     repo: git.Repository, tree: str, picks: Sequence[Pick], moot: AbstractSet[str] = frozenset()
 ) -> dict[str, _Reversal]:
-    """StGit's ``--merged``: reverse-apply the patches onto the base, later ones first, so that a
-    patch whose lines a later one changed is caught; ``moot`` ones are not asked."""
+    """StGit's ``--merged``: reverse-apply the patches, later ones first (a later one may change its lines)."""
     result: dict[str, _Reversal] = {}
     later: list[str] = []
     backwards = [pick for pick in reversed(picks) if pick.name not in moot]
@@ -387,17 +399,13 @@ def _cumulative_reverse(
 def _through_later(
     ctx: Context, walked: list[_Judged], reverse: dict[str, _Reversal], base_tree: str
 ) -> dict[int, Group]:
-    """A patch whose own lines later patches changed is represented with them
-    when they are, and its lines are in the base with them taken out."""
+    """A patch whose lines later patches changed is represented with them, where they are."""
     by_name = {j.cand.name: j.outcome for j in walked}
     out: dict[int, Group] = {}
     for k, j in enumerate(walked):
         rev = reverse.get(j.cand.name)
         later = _represented_later(j, rev, base_tree, by_name)
-        if rev is None or not later:
-            continue
-        entries = ctx.files.entries(rev.tree, j.cand.paths)
-        if not judging.contain(j.cand.changes, entries, ctx.files).all_present:
+        if rev is None or not later or not _there_without_later(ctx, j.cand, rev):
             continue
         by = list(dict.fromkeys(c for o in later for c in o.represented_by))
         names = [j.cand.name, *rev.later[::-1]]
@@ -406,8 +414,18 @@ def _through_later(
     return out
 
 
+def _there_without_later(ctx: Context, cand: Candidate, rev: _Reversal) -> bool:
+    entries = ctx.files.entries(rev.tree, cand.paths)
+    return judging.contain(cand.changes, entries, ctx.files).all_present
+
+
+def _applies_without_later(rev: _Reversal, base_tree: str) -> bool:
+    # A reverse that applies to the base itself is the walk's evidence already.
+    return rev.applies and rev.tree != base_tree
+
+
 def _represented_later(j: _Judged, rev: _Reversal | None, base_tree: str, by_name: dict[str, Outcome]) -> list[Outcome]:
-    if j.outcome.verdict is Verdict.REPRESENTED or rev is None or not rev.applies or rev.tree == base_tree:
+    if rev is None or j.outcome.verdict is Verdict.REPRESENTED or not _applies_without_later(rev, base_tree):
         return []
     later = [by_name[n] for n in rev.later]
     return later if all(o.verdict is Verdict.REPRESENTED for o in later) else []
