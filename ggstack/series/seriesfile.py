@@ -1,5 +1,4 @@
-"""The ``series`` file, the stack's merge order as quilt reads it: a rewrite (a move, a drop)
-keeps each entry's comments and ``-p1`` with it, and changes only the lines it must."""
+"""The ``series`` file as quilt reads it: a move or drop keeps each entry's comments and ``-p1``."""
 
 from __future__ import annotations
 
@@ -13,15 +12,12 @@ SERIES = "series"
 
 
 class Line(NamedTuple):
-    """A series entry's own text: what follows its name on its line, and the lines above it."""
-
     options: str  # "-p1", "-p1 # why"
     above: tuple[str, ...]  # comment and blank lines since the entry before (none for the first)
 
 
 def series_line(text: str, series_path: str, n: int) -> str | None:
-    """The file a line names (None for a blank or comment line); only ``-p1``, the one strip level
-    ggstack stores, may follow it."""
+    """Only ``-p1``, the one strip level ggstack stores, may follow the name."""
     fields = text.split("#", 1)[0].split()
     if not fields:
         return None
@@ -35,7 +31,6 @@ def series_line(text: str, series_path: str, n: int) -> str | None:
 
 
 def entries(raw: bytes, series_path: str, files: Collection[str]) -> dict[str, Line]:
-    """File name → its line's options and the lines above it, in series order."""
     found: dict[str, Line] = {}
     pending: list[str] = []
     for n, text in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
@@ -55,8 +50,6 @@ def entries(raw: bytes, series_path: str, files: Collection[str]) -> dict[str, L
 
 
 def render_series(stack: Stack) -> bytes:
-    """The lines before the first entry and after the last kept; each patch's line with the options
-    and comments it had."""
     old = stack.series_raw.decode("utf-8", "replace").splitlines()
     entry_at = [i for i, line in enumerate(old) if line.split("#", 1)[0].strip()]
     head = old[: entry_at[0]] if entry_at else [line for line in old if line.startswith("#")]
@@ -68,7 +61,6 @@ def render_series(stack: Stack) -> bytes:
 
 
 def series_bytes(stack: Stack) -> bytes:
-    """The file as loaded where its entries did not change, else rendered again."""
     try:
         loaded = entries(stack.series_raw, SERIES, {p.name for p in stack.patches})
     except UserError:
