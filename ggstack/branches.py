@@ -219,6 +219,18 @@ def remove_branches(
     values = repo.ref_values([*refs, _record_ref(stack)])
     record = _Record.read(repo, stack, values)
     checked_out = repo.checked_out_branches() if refs else {}
+    updates, kept = _removals(refs, values, record, checked_out)
+    if not write:  # a dry run: not even the record's blob is written
+        return [ref for ref, _, _ in updates], kept
+    updates += record.update(repo, delete_empty=True)
+    repo.update_refs(updates, f"ggstack drop {stack.name}")
+    return [ref for ref, _, _ in updates if ref != record.ref], kept
+
+
+def _removals(
+    refs: Sequence[str], values: dict[str, str], record: _Record, checked_out: dict[str, str]
+) -> tuple[list[_Update], list[str]]:
+    """The deletions, and the branches kept with why; the record forgets every branch not kept."""
     updates: list[_Update] = []
     kept = []
     for ref in refs:
@@ -230,11 +242,7 @@ def remove_branches(
         if value is not None:
             updates.append((ref, None, value))
         record.now.pop(ref, None)
-    if not write:  # a dry run: not even the record's blob is written
-        return [ref for ref, _, _ in updates], kept
-    updates += record.update(repo, delete_empty=True)
-    repo.update_refs(updates, f"ggstack drop {stack.name}")
-    return [ref for ref, _, _ in updates if ref != record.ref], kept
+    return updates, kept
 
 
 def _kept_because(ref: str, value: str, last: dict[str, str], checked_out: dict[str, str]) -> str | None:

@@ -153,6 +153,12 @@ def _toml(value: object) -> str:
 
 
 def represented(stack: Stack, run: Run) -> list[tuple[Patch, Outcome]]:
+    _refuse_unjudged(stack, run)
+    by_id = {o.stack_patch_id: o for o in run.outcomes if o.verdict is Verdict.REPRESENTED}
+    return [(p, by_id[p.provenance.stack_patch_id]) for p in stack.patches if p.provenance.stack_patch_id in by_id]
+
+
+def _refuse_unjudged(stack: Stack, run: Run) -> None:
     if run.stack is not None and run.stack != stack.name:
         raise UserError(f"the Run is of stack {run.stack!r}, not {stack.name!r}")
     missing = [o.name for o in run.outcomes if o.verdict is None]
@@ -160,8 +166,6 @@ def represented(stack: Stack, run: Run) -> list[tuple[Patch, Outcome]]:
         raise UserError(
             f"no verdict for {', '.join(missing)}: drop needs the Run of `check` (or `test`), not of `apply`"
         )
-    by_id = {o.stack_patch_id: o for o in run.outcomes if o.verdict is Verdict.REPRESENTED}
-    return [(p, by_id[p.provenance.stack_patch_id]) for p in stack.patches if p.provenance.stack_patch_id in by_id]
 
 
 def entry_of(patch: Patch, o: Outcome, run: Run, branch: str, now: str, file: str = "") -> Dropped:
@@ -230,8 +234,7 @@ def drop(
     # record, and the next drop removes it.
     victims, looks = _chosen(stack, run, include_human_look, force)
     earlier, entries = _records(stack, run, victims)
-    gone = {p.name for p, _ in victims}
-    after = order.renumbered(stack, [p for p in stack.patches if p.name not in gone])
+    after = _without(stack, victims)
     result = DropResult(stack.name, run.base, run.base_ref, entries, [p.name for p in after.patches], dry_run=dry_run)
     result.looks = looks
     candidates = _branches_left(after, [*earlier, *entries])
@@ -242,6 +245,11 @@ def drop(
     # A dry run says which branches would go and which would stay, as the real one would.
     result.branches_deleted, result.branches_kept = remove_branches(repo, stack, candidates, write=not dry_run)
     return result
+
+
+def _without(stack: Stack, victims: list[tuple[Patch, Outcome]]) -> Stack:
+    gone = {p.name for p, _ in victims}
+    return order.renumbered(stack, [p for p in stack.patches if p.name not in gone])
 
 
 def _records(stack: Stack, run: Run, victims: list[tuple[Patch, Outcome]]) -> tuple[list[Dropped], list[Dropped]]:

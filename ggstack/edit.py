@@ -104,6 +104,13 @@ def _is_trailer(line: str) -> bool:
     return bool(_TRAILER.match(line)) or line.startswith("(cherry picked from commit ")
 
 
+def _trailers_start(lines: list[str]) -> int:
+    start = len(lines)
+    while start > 0 and _is_trailer(lines[start - 1]):
+        start -= 1
+    return start
+
+
 def split_trailers(message: str) -> tuple[str, list[tuple[str, str]]]:
     """The block is the run of ``Key: value`` (or cherry-picked) lines ending the last paragraph
     (git takes such a run after text for a trailer block too).
@@ -111,9 +118,7 @@ def split_trailers(message: str) -> tuple[str, list[tuple[str, str]]]:
     text = message.rstrip("\n")
     head, sep, last = text.rpartition("\n\n")
     lines = last.split("\n")
-    start = len(lines)
-    while start > 0 and _is_trailer(lines[start - 1]):
-        start -= 1
+    start = _trailers_start(lines)
     if not sep or start == len(lines):
         return text, []
     block, prose = lines[start:], lines[:start]

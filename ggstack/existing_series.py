@@ -39,19 +39,23 @@ class Incoming:
 
 
 def read(repo: git.Repository, path: str) -> list[Incoming]:
-    """A directory of ``*.patch`` files is taken in name order, as ``git am *.patch``."""
     if os.path.isdir(path):
-        if os.path.isfile(os.path.join(path, SERIES)):
-            return _quilt(repo, os.path.join(path, SERIES))
-        names = sorted(n for n in os.listdir(path) if n.endswith((".patch", ".diff")))
-        if not names:
-            raise UserError("no series file and no *.patch files in this directory", path=path)
-        return [p for n in names for p in _mbox(repo, os.path.join(path, n))]
+        return _directory(repo, path)
     if not os.path.isfile(path):
         raise UserError("no such file or directory", path=path)
     if os.path.basename(path) == SERIES:
         return _quilt(repo, path)
     return _mbox(repo, path)
+
+
+def _directory(repo: git.Repository, path: str) -> list[Incoming]:
+    """Without a series file, its ``*.patch`` files in name order, as ``git am *.patch``."""
+    if os.path.isfile(os.path.join(path, SERIES)):
+        return _quilt(repo, os.path.join(path, SERIES))
+    names = sorted(n for n in os.listdir(path) if n.endswith((".patch", ".diff")))
+    if not names:
+        raise UserError("no series file and no *.patch files in this directory", path=path)
+    return [p for n in names for p in _mbox(repo, os.path.join(path, n))]
 
 
 def _read_bytes(path: str) -> bytes:

@@ -65,10 +65,14 @@ def _select_range(
     if not keep_merged:
         taken, more = _not_the_bases(repo, target, graph, hi, taken, skipped)
         skipped += more
+    return taken, skipped, _upstream(repo, lo, hi, taken)
+
+
+def _upstream(repo: git.Repository, lo: str, hi: str, taken: Sequence[str]) -> list[str]:
     if not taken or repo.merge_base(lo, hi) == lo:
-        return taken, skipped, []
+        return []
     found = repo.already_upstream(lo, hi)  # A moved on: it may have some of them already
-    return taken, skipped, [c for c in taken if c in found]
+    return [c for c in taken if c in found]
 
 
 def _base_names(target: TargetConfig, lower: str) -> tuple[str, ...]:

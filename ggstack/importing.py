@@ -128,13 +128,17 @@ def _changing(
     repo: git.Repository, infos: Sequence[git.CommitInfo], hint: str = ""
 ) -> tuple[list[git.CommitInfo], list[list[git.TreeChange]], list[LeftOut]]:
     """Empty commits are left out, as git rebase drops them."""
-    for info in infos:
-        if not info.parents:
-            raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto{hint}")
+    _refuse_roots(infos, hint)
     changes = repo.tree_changes([(i.sha, i.parents[0]) for i in infos])
     empty = [LeftOut(i.sha, i.message.split("\n", 1)[0], EMPTY) for i, c in zip(infos, changes) if not c]
     kept = [(i, c) for i, c in zip(infos, changes) if c]
     return [i for i, _ in kept], [c for _, c in kept], empty
+
+
+def _refuse_roots(infos: Sequence[git.CommitInfo], hint: str) -> None:
+    for info in infos:
+        if not info.parents:
+            raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto{hint}")
 
 
 def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[str, ...]:
@@ -427,16 +431,18 @@ def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], 
     used = _used_ids(stack)
     reassigned = []
     for i, trailers in zip(maybe, git.parse_trailers([messages[i] for i in maybe]), strict=True):
-        for k, carried in trailers:
-            if k.lower() != key:
-                continue
+        for carried in (v for k, v in trailers if k.lower() == key):
             if carried in used:
-                line = re.compile(rf"^{re.escape(k)}\s*:\s*{re.escape(carried)}[ \t]*\n?", re.M | re.I)
-                messages[i] = line.sub("", messages[i])
+                messages[i] = _without_id(messages[i], carried)
                 reassigned.append(Reassigned(i, carried, used[carried]))
             else:
                 used[carried] = sources[i].label
     return messages, reassigned
+
+
+def _without_id(message: str, carried: str) -> str:
+    line = re.compile(rf"^{re.escape(T_STACK_PATCH_ID)}\s*:\s*{re.escape(carried)}[ \t]*\n?", re.M | re.I)
+    return line.sub("", message)
 
 
 def _used_ids(stack: Stack) -> dict[str, str]:
@@ -468,17 +474,21 @@ def _kept_paths(
     sha: str, changed: Sequence[str], only: Sequence[str], exclude: Sequence[str]
 ) -> tuple[list[str], list[str]]:
     kept = [p for p in changed if _selected(p, only, exclude)]
-    for path in kept:
-        if store.not_utf8(path):
-            raise UserError(
-                f"commit {sha[:12]} changes {path.encode('utf-8', 'surrogateescape')!r}, a file name that is not UTF-8 "
-                "(a patch file is UTF-8); leave it out with --exclude"
-            )
+    _refuse_not_utf8(sha, kept)
     if not kept:
         raise UserError(
             f"importing {sha[:12]} would leave an empty patch (--only/--exclude keep none of: {', '.join(changed) or 'no files'})"
         )
     return kept, [p for p in changed if p not in kept]
+
+
+def _refuse_not_utf8(sha: str, paths: Sequence[str]) -> None:
+    for path in paths:
+        if store.not_utf8(path):
+            raise UserError(
+                f"commit {sha[:12]} changes {path.encode('utf-8', 'surrogateescape')!r}, a file name that is not UTF-8 "
+                "(a patch file is UTF-8); leave it out with --exclude"
+            )
 
 
 def _selected(path: str, only: Sequence[str], exclude: Sequence[str]) -> bool:

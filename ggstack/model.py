@@ -369,23 +369,31 @@ def outcome_json(o: Outcome) -> dict[str, Any]:
         "subject": o.subject,
         "stack_patch_id": o.stack_patch_id,
         "source_commit": o.source_commit,
-        "provenance": _flat(o.provenance) if o.provenance else None,
-        "applied": o.applied.value if o.applied else None,
+        "provenance": _flat_or_none(o.provenance),
+        "applied": _value_or_none(o.applied),
         "commit": o.commit,
         "branch": o.branch,
-        "conflict": _flat(o.conflict) if o.conflict else None,
+        "conflict": _flat_or_none(o.conflict),
         "note": o.note,
-        "verdict": o.verdict.value if o.verdict else None,
+        "verdict": _value_or_none(o.verdict),
         "represented_by": o.represented_by,
         "represented_fraction": o.represented_fraction,
         "evidence": [e.to_json() for e in o.evidence],
         "remaining_diff": o.remaining_diff,
-        "recommendation": o.recommendation.value if o.recommendation else None,
+        "recommendation": _value_or_none(o.recommendation),
         "group": o.group,
-        "text": _flat(o.text) if o.text else None,
+        "text": _flat_or_none(o.text),
         "tests": [_flat(t) for t in o.tests],
-        "pr": _flat(o.pr) if o.pr else None,
+        "pr": _flat_or_none(o.pr),
     }
+
+
+def _value_or_none(member: enum.Enum | None) -> Any:
+    return member.value if member else None
+
+
+def _flat_or_none(value: Any) -> dict[str, Any] | None:
+    return _flat(value) if value else None
 
 
 def _flat(value: Any) -> dict[str, Any]:

@@ -111,12 +111,7 @@ class Secrets:
 
     @classmethod
     def _from(cls, env: Mapping[str, str]) -> Secrets:
-        found = [env.get(var, "").strip() for var in TOKEN_VARS]
-        for var in URL_VARS:
-            found += _url_secrets(env.get(var, ""))
-        found += _header_secrets(env)
-        found += _credential_values(env)
-        kept = {v for v in found if len(v) >= _SHORTEST or (len(v) > 1 and v.endswith("@"))}
+        kept = {v for v in _candidates(env) if len(v) >= _SHORTEST or (len(v) > 1 and v.endswith("@"))}
         forms = {form for v in kept for form in _forms(v) if len(form) >= _SHORTEST}
         return cls(tuple(sorted(forms, key=len, reverse=True)))  # longest first: a part goes with its whole
 
@@ -143,6 +138,13 @@ class Secrets:
 
 _SECRET_VARS = frozenset((*TOKEN_VARS, *URL_VARS))
 _made: dict[tuple[tuple[str, str], ...], Secrets] = {}  # one Secrets a set of values: scrub is asked often
+
+
+def _candidates(env: Mapping[str, str]) -> list[str]:
+    found = [env.get(var, "").strip() for var in TOKEN_VARS]
+    for var in URL_VARS:
+        found += _url_secrets(env.get(var, ""))
+    return found + _header_secrets(env) + _credential_values(env)
 
 
 def _forms(value: str) -> list[str]:

@@ -38,26 +38,36 @@ def entries(raw: bytes, series_path: str, files: Collection[str]) -> dict[str, L
         if entry is None:
             pending.append(text.rstrip())
             continue
-        if "/" in entry or entry.startswith("."):
-            raise UserError(f"series entry {entry!r} must be a file in the stack directory", path=series_path, line=n)
-        if entry not in files:
-            raise UserError(f"series names {entry!r}, but there is no such file", path=series_path, line=n)
-        if entry in found:
-            raise UserError(f"{entry!r} is listed twice", path=series_path, line=n)
+        problem = _entry_problem(entry, files, found)
+        if problem:
+            raise UserError(problem, path=series_path, line=n)
         found[entry] = Line(text.strip()[len(entry) :].strip(), tuple(pending) if found else ())
         pending = []
     return found
 
 
+def _entry_problem(entry: str, files: Collection[str], found: Collection[str]) -> str | None:
+    if "/" in entry or entry.startswith("."):
+        return f"series entry {entry!r} must be a file in the stack directory"
+    if entry not in files:
+        return f"series names {entry!r}, but there is no such file"
+    return f"{entry!r} is listed twice" if entry in found else None
+
+
 def render_series(stack: Stack) -> bytes:
-    old = stack.series_raw.decode("utf-8", "replace").splitlines()
-    entry_at = [i for i, line in enumerate(old) if line.split("#", 1)[0].strip()]
-    head = old[: entry_at[0]] if entry_at else [line for line in old if line.startswith("#")]
-    tail = old[entry_at[-1] + 1 :] if entry_at else []
+    head, tail = _around_entries(stack.series_raw.decode("utf-8", "replace").splitlines())
     lines = head or [f"# ggstack series for {stack.name}: one patch a line, in merge order"]
     for p in stack.patches:
         lines += [*p.series_above, f"{p.name} {p.series_options}" if p.series_options else p.name]
     return ("\n".join(lines + tail) + "\n").encode()
+
+
+def _around_entries(old: list[str]) -> tuple[list[str], list[str]]:
+    """The lines before the first entry and after the last; with no entry, the comments."""
+    entry_at = [i for i, line in enumerate(old) if line.split("#", 1)[0].strip()]
+    if not entry_at:
+        return [line for line in old if line.startswith("#")], []
+    return old[: entry_at[0]], old[entry_at[-1] + 1 :]
 
 
 def series_bytes(stack: Stack) -> bytes:
