@@ -431,13 +431,17 @@ def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], 
     used = _used_ids(stack)
     reassigned = []
     for i, trailers in zip(maybe, git.parse_trailers([messages[i] for i in maybe]), strict=True):
-        for carried in (v for k, v in trailers if k.lower() == key):
+        for carried in _carried_ids(trailers):
             if carried in used:
                 messages[i] = _without_id(messages[i], carried)
                 reassigned.append(Reassigned(i, carried, used[carried]))
             else:
                 used[carried] = sources[i].label
     return messages, reassigned
+
+
+def _carried_ids(trailers: Sequence[tuple[str, str]]) -> list[str]:
+    return [value for key, value in trailers if key.lower() == T_STACK_PATCH_ID.lower()]
 
 
 def _without_id(message: str, carried: str) -> str:
