@@ -1,9 +1,6 @@
-"""The branch each applied patch gets, and the one transaction that moves them.
-
-ggstack moves only the branches it wrote: what it last wrote to each is kept in one ref
-(``refs/ggstack/<stack>/last-apply``, a blob of ``<sha> <ref>`` lines, one ref not one a branch:
-every ref is a file write), moved in the same ``update-ref --stdin`` transaction as the branches.
-A branch someone else moved, one of the user's, or one checked out in a worktree is never moved.
+"""The branch each applied patch gets, and the one transaction that moves them. What ggstack
+last wrote is kept in one ref (``refs/ggstack/<stack>/last-apply``: every ref is a file
+write); a branch someone else moved, or checked out in a worktree, is never moved.
 """
 
 from __future__ import annotations
@@ -62,8 +59,7 @@ def _branch_name(stack: Stack, index: int, slug: str, name: str, prefix: str | N
 
 
 def branch_namespace(stack: Stack, prefix: str | None) -> str | None:
-    """Where a branch of a patch that left the series is still ggstack's to remove
-    (``refs/heads/gg/<stack>/``); None where that would be too wide."""
+    """``refs/heads/gg/<stack>/``; None where that would be too wide."""
     if prefix:
         return prefix.rstrip("/") + "/"
     template = stack.config.branch_template
@@ -80,8 +76,7 @@ def branch_namespace(stack: Stack, prefix: str | None) -> str | None:
 
 
 def _ref_part(stem: str) -> str:
-    """format-patch cuts a long subject anywhere (``…-in-CONTRIBUTING..patch``); git refuses ``..``, and a
-    part that starts with ``.`` or ends in ``.`` or ``.lock``."""
+    """format-patch cuts a long subject anywhere; git refuses ``..`` and a part ending in ``.lock``."""
     part = re.sub(r"\.{2,}", ".", stem).lstrip(".")
     while part.endswith((".", ".lock")):
         part = part.removesuffix(".lock").rstrip(".")
@@ -121,8 +116,7 @@ def _record_ref(stack: Stack) -> str:
 
 
 class BranchReads:
-    """Started before ``apply`` replays, so they are answered by the time it writes; a ref moved in between
-    fails the transaction as it would have (compare-and-swap)."""
+    """Started before ``apply`` replays; a ref moved in between fails the compare-and-swap."""
 
     def __init__(self, repo: git.Repository, stack: Stack, refs: Sequence[str], *, early: bool = True) -> None:
         self._values = repo.start_ref_values([*refs, _record_ref(stack)])
@@ -148,7 +142,6 @@ def write_branches(
     namespace: str | None = None,
     reads: BranchReads | None = None,
 ) -> list[str | None]:
-    """One transaction. ``commits``: None where the patch did not apply; the refs written."""
     reads = reads or BranchReads(repo, stack, refs, early=False)
     values = reads.values()
     record = _Record.read(repo, stack, values)
@@ -204,8 +197,6 @@ def _orphans(
     namespace: str | None,
     worktrees: Callable[[], dict[str, str]],
 ) -> list[_Update]:
-    """ggstack's branches under ``namespace`` of patches that left the series, where still as it wrote
-    them."""
     stale = [r for r in record.last if namespace and r.startswith(namespace) and r not in refs]
     if not stale:
         return []
@@ -224,10 +215,22 @@ def _orphans(
 def remove_branches(
     repo: git.Repository, stack: Stack, refs: Sequence[str], *, write: bool = True
 ) -> tuple[list[str], list[str]]:
-    """(deleted, kept with why); ``write`` off: what it would do (``drop --dry-run``)."""
+    """``write`` off: what it would do (``drop --dry-run``)."""
     values = repo.ref_values([*refs, _record_ref(stack)])
     record = _Record.read(repo, stack, values)
     checked_out = repo.checked_out_branches() if refs else {}
+    updates, kept = _removals(refs, values, record, checked_out)
+    if not write:  # a dry run: not even the record's blob is written
+        return [ref for ref, _, _ in updates], kept
+    updates += record.update(repo, delete_empty=True)
+    repo.update_refs(updates, f"ggstack drop {stack.name}")
+    return [ref for ref, _, _ in updates if ref != record.ref], kept
+
+
+def _removals(
+    refs: Sequence[str], values: dict[str, str], record: _Record, checked_out: dict[str, str]
+) -> tuple[list[_Update], list[str]]:
+    """The deletions, and the branches kept with why; the record forgets every branch not kept."""
     updates: list[_Update] = []
     kept = []
     for ref in refs:
@@ -239,11 +242,7 @@ def remove_branches(
         if value is not None:
             updates.append((ref, None, value))
         record.now.pop(ref, None)
-    if not write:  # a dry run: not even the record's blob is written
-        return [ref for ref, _, _ in updates], kept
-    updates += record.update(repo, delete_empty=True)
-    repo.update_refs(updates, f"ggstack drop {stack.name}")
-    return [ref for ref, _, _ in updates if ref != record.ref], kept
+    return updates, kept
 
 
 def _kept_because(ref: str, value: str, last: dict[str, str], checked_out: dict[str, str]) -> str | None:

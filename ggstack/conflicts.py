@@ -1,8 +1,4 @@
-"""What a pick that does not apply leaves for a maintainer to read in the report.
-
-A merge's conflict is its files' ``<<<<<<< … >>>>>>>`` regions with a little context; a
-failed ``git apply`` (no recorded parent) names the hunk git could not place.
-"""
+"""What a pick that does not apply leaves for a maintainer to read in the report."""
 
 from __future__ import annotations
 

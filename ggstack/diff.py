@@ -1,9 +1,5 @@
-"""git's unified diff (``--full-index``), read once for everyone.
-
-A stored patch is checked with it at load (every hunk's line counts, nothing
-outside a hunk) and the judgement reads the same structure: file changes,
-their hunks, and the change blocks inside the hunks (a run of removed and
-added lines between context lines), which is the unit ``check`` judges.
+"""git's unified diff (``--full-index``), read once for everyone: checked at load, and read by the
+judgement as file changes, hunks and change blocks (the unit ``check`` judges).
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 class DiffError(ValueError):
-    """A diff that git would not apply as written; ``line`` is 0-based in the text given."""
+    """``line`` is 0-based in the text given."""
 
     def __init__(self, message: str, line: int) -> None:
         super().__init__(message)
@@ -25,8 +21,6 @@ class DiffError(ValueError):
 
 @dataclass
 class Block:
-    """One run of removed/added lines inside a hunk, between context lines."""
-
     p0: int  # 0-based index in the pre-image of the first removed line (or the insertion point)
     removed: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
@@ -70,9 +64,7 @@ class FileChange:
 
 
 def parse(diff: bytes | str) -> list[FileChange]:
-    """A ``git diff --full-index`` as file changes, hunks and change blocks. Read a line at a
-    time where it is: a big diff is held as its lines' text once, not also as its sections
-    and as a list of every line."""
+    """A line at a time: a big diff is held as its lines' text once."""
     text = diff.decode("utf-8", "surrogateescape") if isinstance(diff, bytes) else diff
     lines = _Lines(text, 0)
     changes = []
@@ -85,14 +77,13 @@ def parse(diff: bytes | str) -> list[FileChange]:
 
 
 def paths_of(change_set: list[FileChange]) -> list[str]:
-    """Every path a change set touches, old and new names, in order."""
     return list(dict.fromkeys(p for fc in change_set for p in fc.paths))
 
 
 def diff_end(text: str, start: int = 0) -> int:
-    """Check every hunk header and line count of the diff at ``start`` in ``text``; return
-    where what follows it (base-commit, signature) starts, -1 where nothing does. Read in
-    place, a line at a time: a 50 MB diff is not split into a million strings read once."""
+    """Where what follows the diff (base-commit, signature) starts, -1 where nothing does. In place:
+    a 50 MB diff is not split into a million strings read once.
+    """
     lines = _Lines(text, start)
     while lines.more():
         line = lines.line()
@@ -116,8 +107,7 @@ def diff_end(text: str, start: int = 0) -> int:
 
 
 class _Lines:
-    """The lines of ``text`` from ``start`` on, as ``str.split("\\n")`` has them (the last one
-    after the last newline, empty where the text ends with one), walked without the split."""
+    """As ``str.split("\\n")`` has them, walked without the split."""
 
     def __init__(self, text: str, start: int) -> None:
         self.text, self.pos, self.number = text, start, 0
@@ -134,12 +124,11 @@ class _Lines:
         return self.text[self.pos : self._end]
 
     def body(self) -> str:
-        """The line without its first character (a hunk line's text), read in one copy."""
         end = self.text.find("\n", self.pos)
         return self.text[self.pos + 1 : end if end >= 0 else len(self.text)]
 
     def tag(self) -> str:
-        """The line's first character ("" for an empty line), without reading the line."""
+        """Without reading the line."""
         return self.text[self.pos : self.pos + 1].replace("\n", "")
 
     def next(self) -> None:
@@ -148,7 +137,7 @@ class _Lines:
         self.number += 1
 
     def diff_follows(self) -> bool:
-        """A ``diff --git`` line comes later (an empty line between two files' diffs is not the end)."""
+        """An empty line between two files' diffs is not the end."""
         if self._diff_at == -2 or (0 <= self._diff_at < self.pos):
             self._diff_at = self.text.find("\ndiff --git ", self.pos)
         return self._diff_at >= 0
@@ -190,7 +179,6 @@ def _skip_hunk(lines: _Lines) -> None:
 
 
 def _claimed_counts(header: str, number: int) -> tuple[int, int]:
-    """The pre-image and post-image line counts a hunk header claims (1 where it gives none)."""
     m = HUNK_HEADER.match(header)
     if not m:
         raise DiffError(f"broken hunk header {header[:60]!r}", number)
@@ -323,8 +311,7 @@ _NAMING_LINE = re.compile(r"^(diff --git |rename from |copy from |rename to |cop
 
 
 def paths(diff: str) -> list[str]:
-    """Every path a diff touches, old and new names, in order (only the lines that name one
-    are read: a big diff is not split into its lines)."""
+    """Only the lines that name one are read: a big diff is not split into its lines."""
     found: list[str] = []
     for m in _NAMING_LINE.finditer(diff):
         kind, rest = m.group(1), m.group(2)
@@ -380,8 +367,7 @@ _ESCAPES = {
 
 
 def unquote(s: str) -> str:
-    """git's C-style path quoting, undone; by hand, as the stdlib's ``unicode_escape`` reads an
-    octal escape as a character, not as a byte of UTF-8."""
+    """By hand: the stdlib's ``unicode_escape`` reads an octal escape as a character, not a UTF-8 byte."""
     if not (s.startswith('"') and s.endswith('"')):
         return s
     out = bytearray()

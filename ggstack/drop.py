@@ -1,8 +1,5 @@
-"""``ggstack drop``: take out of the stack what the base now carries, and keep the record of why.
-
-Deleting a represented patch by hand loses what a maintainer asks later ("where did
-our DCP fix go?"); drop writes it into ``dropped.toml`` (TOML: a reviewer reads it in
-the PR diff) in the same atomic change as the series. docs/commands/drop.md has the rules.
+"""``ggstack drop``: take out what the base now carries, and keep the record of why in
+``dropped.toml`` (a reviewer reads it in the PR diff), in the same atomic change as the series.
 """
 
 from __future__ import annotations
@@ -28,8 +25,6 @@ DROPPED_DIR = "dropped"  # the dropped patches' own files, as they were: nothing
 
 @dataclass(frozen=True)
 class Dropped:
-    """One patch taken out of the stack, and why."""
-
     name: str
     subject: str
     stack_patch_id: str
@@ -54,8 +49,6 @@ class Dropped:
 
 @dataclass
 class DropResult:
-    """What a drop did (or, dry run, would do)."""
-
     stack: str
     base: str
     base_ref: str
@@ -160,7 +153,12 @@ def _toml(value: object) -> str:
 
 
 def represented(stack: Stack, run: Run) -> list[tuple[Patch, Outcome]]:
-    """The stack's patches the Run judged represented (matched by Stack-Patch-Id), in merge order."""
+    _refuse_unjudged(stack, run)
+    by_id = {o.stack_patch_id: o for o in run.outcomes if o.verdict is Verdict.REPRESENTED}
+    return [(p, by_id[p.provenance.stack_patch_id]) for p in stack.patches if p.provenance.stack_patch_id in by_id]
+
+
+def _refuse_unjudged(stack: Stack, run: Run) -> None:
     if run.stack is not None and run.stack != stack.name:
         raise UserError(f"the Run is of stack {run.stack!r}, not {stack.name!r}")
     missing = [o.name for o in run.outcomes if o.verdict is None]
@@ -168,8 +166,6 @@ def represented(stack: Stack, run: Run) -> list[tuple[Patch, Outcome]]:
         raise UserError(
             f"no verdict for {', '.join(missing)}: drop needs the Run of `check` (or `test`), not of `apply`"
         )
-    by_id = {o.stack_patch_id: o for o in run.outcomes if o.verdict is Verdict.REPRESENTED}
-    return [(p, by_id[p.provenance.stack_patch_id]) for p in stack.patches if p.provenance.stack_patch_id in by_id]
 
 
 def entry_of(patch: Patch, o: Outcome, run: Run, branch: str, now: str, file: str = "") -> Dropped:
@@ -192,7 +188,7 @@ def entry_of(patch: Patch, o: Outcome, run: Run, branch: str, now: str, file: st
 
 
 def would_lose(victims: Sequence[tuple[Patch, Outcome]]) -> list[str]:
-    """What keeps a patch from being dropped: the fork's own lines in it, or no word on them (an older Run)."""
+    """The fork's own lines in it, or no word on them (an older Run)."""
     out = []
     for p, o in victims:
         if o.text is None:
@@ -203,12 +199,11 @@ def would_lose(victims: Sequence[tuple[Patch, Outcome]]) -> list[str]:
 
 
 def keep_file(patch: Patch, number: int) -> str:
-    """Where a dropped patch's file stays: ``dropped/``, numbered in the order patches were dropped."""
     return f"{DROPPED_DIR}/{number:04d}-{patch.slug}.patch"
 
 
 def now_utc() -> str:
-    """Now, or ``SOURCE_DATE_EPOCH`` when set (reproducible output, as other build tools honour it)."""
+    """``SOURCE_DATE_EPOCH`` when set, as other build tools honour it."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
     if epoch.isdigit():
         moment = datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
@@ -232,17 +227,14 @@ def drop(
     include_human_look: bool = False,
     force: bool = False,
 ) -> DropResult:
-    """Drop the patches ``run`` judged represented, under the caller's lock. A "human look" or a
-    patch with the fork's own lines stays (unless ``include_human_look`` / ``force``); each
-    dropped file is kept under ``dropped/``."""
+    """Under the caller's lock; a "human look" or the fork's own lines stay unless asked."""
     # The order leaves the stack as it was on any failure: all checks first; then the PRs closed
     # (pr's own plan: its comment, never twice); then the stack in one step; then only ggstack's
     # own branches (where apply put them, not checked out). A kill's leftover branch is in the
     # record, and the next drop removes it.
     victims, looks = _chosen(stack, run, include_human_look, force)
     earlier, entries = _records(stack, run, victims)
-    gone = {p.name for p, _ in victims}
-    after = order.renumbered(stack, [p for p in stack.patches if p.name not in gone])
+    after = _without(stack, victims)
     result = DropResult(stack.name, run.base, run.base_ref, entries, [p.name for p in after.patches], dry_run=dry_run)
     result.looks = looks
     candidates = _branches_left(after, [*earlier, *entries])
@@ -255,8 +247,12 @@ def drop(
     return result
 
 
+def _without(stack: Stack, victims: list[tuple[Patch, Outcome]]) -> Stack:
+    gone = {p.name for p, _ in victims}
+    return order.renumbered(stack, [p for p in stack.patches if p.name not in gone])
+
+
 def _records(stack: Stack, run: Run, victims: list[tuple[Patch, Outcome]]) -> tuple[list[Dropped], list[Dropped]]:
-    """The record as it is, and this drop's entries after it (each file numbered on from the last)."""
     refs = dict(zip((p.name for p in stack.patches), branch_refs(stack), strict=True))
     now = now_utc()
     earlier = read_record(stack)
@@ -271,7 +267,6 @@ def _save(after: Stack, gone: list[Patch], earlier: list[Dropped], entries: list
 
 
 def _branches_left(after: Stack, record: list[Dropped]) -> list[str]:
-    """The dropped patches' branches, this drop's and those an earlier one left, that no kept patch has."""
     kept_refs = set(branch_refs(after))
     return list(dict.fromkeys(e.branch for e in record if e.branch and e.branch not in kept_refs))
 
@@ -279,7 +274,6 @@ def _branches_left(after: Stack, record: list[Dropped]) -> list[str]:
 def _chosen(
     stack: Stack, run: Run, include_human_look: bool, force: bool
 ) -> tuple[list[tuple[Patch, Outcome]], list[tuple[str, str]]]:
-    """The patches to drop, and those kept for a human look; exit 2 where one has the fork's own lines."""
     victims, looks = [], []
     for p, o in represented(stack, run):
         if o.recommendation is Recommendation.HUMAN_LOOK and not include_human_look:
@@ -306,7 +300,6 @@ def _close_prs(
     env: Mapping[str, str] | None,
     client: Forge | None,
 ) -> Run:
-    """Close the dropped patches' open PRs with ``pr``'s closing comment (its plan, only these patches)."""
     from ggstack import pr as pr_stage
 
     only = replace(run, outcomes=list(outcomes))

@@ -1,8 +1,5 @@
-"""``import --from``: a fork's carry patches from before ggstack, as ``git am`` and quilt read them.
-
-A directory of format-patch files, an mbox (read by ``git mailsplit``/``git mailinfo``, so
-a file means what it means to ``git am``), or a quilt ``series`` whose patches carry DEP-3
-headers (read here); each an ``Incoming`` patch with its provenance, for ``importing``.
+"""``import --from``: a fork's carry patches from before ggstack, as ``git am`` and quilt read
+them (an mbox through ``git mailsplit``/``mailinfo``; DEP-3 headers read here).
 """
 
 from __future__ import annotations
@@ -28,8 +25,6 @@ _IDENT = re.compile(r"^\s*([^<>]*?)\s*<([^<>\s]+)>")
 
 @dataclass(frozen=True)
 class Incoming:
-    """One patch of an existing series, as its file says it."""
-
     path: str  # the file it was read from (errors name it)
     line: int  # where in that file it starts (an mbox holds many)
     author: tuple[str, str] | None  # (name, email); None: whoever imports it
@@ -44,20 +39,23 @@ class Incoming:
 
 
 def read(repo: git.Repository, path: str) -> list[Incoming]:
-    """A quilt ``series`` (or a directory with one), a directory of ``*.patch`` files (in name
-    order, as ``git am *.patch``), or an mbox."""
     if os.path.isdir(path):
-        if os.path.isfile(os.path.join(path, SERIES)):
-            return _quilt(repo, os.path.join(path, SERIES))
-        names = sorted(n for n in os.listdir(path) if n.endswith((".patch", ".diff")))
-        if not names:
-            raise UserError("no series file and no *.patch files in this directory", path=path)
-        return [p for n in names for p in _mbox(repo, os.path.join(path, n))]
+        return _directory(repo, path)
     if not os.path.isfile(path):
         raise UserError("no such file or directory", path=path)
     if os.path.basename(path) == SERIES:
         return _quilt(repo, path)
     return _mbox(repo, path)
+
+
+def _directory(repo: git.Repository, path: str) -> list[Incoming]:
+    """Without a series file, its ``*.patch`` files in name order, as ``git am *.patch``."""
+    if os.path.isfile(os.path.join(path, SERIES)):
+        return _quilt(repo, os.path.join(path, SERIES))
+    names = sorted(n for n in os.listdir(path) if n.endswith((".patch", ".diff")))
+    if not names:
+        raise UserError("no series file and no *.patch files in this directory", path=path)
+    return [p for n in names for p in _mbox(repo, os.path.join(path, n))]
 
 
 def _read_bytes(path: str) -> bytes:
@@ -111,7 +109,7 @@ def _mail_author(info: dict[str, str], mail: bytes) -> tuple[str, str]:
 
 
 def _mail_source(mail: bytes) -> str | None:
-    """The commit on the mbox ``From`` line, unless it is format-patch's all-zero placeholder."""
+    """Not format-patch's all-zero placeholder."""
     m = _MBOX_FROM.match(mail)
     sha = m.group(0).split()[1].decode() if m else ""
     return sha if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) and sha.strip("0") else None
@@ -135,7 +133,7 @@ def _quilt(repo: git.Repository, series_path: str) -> list[Incoming]:
 
 
 def _dep3(raw: bytes, path: str) -> Incoming:
-    """A patch with DEP-3 headers (or none: then its file name is its subject)."""
+    """No headers: its file name is its subject."""
     lines = _utf8(raw, path).split("\n")
     diff_at = next((i for i, line in enumerate(lines) if _DIFF_START.match(line)), None)
     if diff_at is None:
@@ -158,7 +156,6 @@ def _dep3(raw: bytes, path: str) -> Incoming:
 
 
 def _origin_sha(fields: dict[str, tuple[int, str, str]]) -> str | None:
-    """The upstream commit an Origin field names: the patch is a pick of it."""
     sha = _SHA.search(fields["origin"][1]) if "origin" in fields else None
     return sha.group(1) if sha else None
 
@@ -171,7 +168,7 @@ def _utf8(raw: bytes, path: str) -> str:
 
 
 def _dep3_pr(fields: dict[str, tuple[int, str, str]]) -> str | None:
-    """owner/repo#N of a GitHub pull URL in Origin, Forwarded, Applied-Upstream or a Bug field, in that order."""
+    """From Origin, Forwarded, Applied-Upstream or a Bug field, in that order."""
     bugs = [k for k in fields if k == "bug" or k.startswith("bug-")]
     named = " ".join(fields[k][1] for k in ("origin", "forwarded", "applied-upstream", *bugs) if k in fields)
     pr = _GITHUB_PR.search(named)
@@ -179,8 +176,6 @@ def _dep3_pr(fields: dict[str, tuple[int, str, str]]) -> str | None:
 
 
 def _dep3_message(fields: dict[str, tuple[int, str, str]], free: list[str], path: str) -> tuple[str, str]:
-    """(subject, body): Description (or Subject) and the free-form lines; the
-    file's name when the patch says nothing."""
     description = fields.get("description") or fields.get("subject")
     text = "\n".join(free).strip("\n")
     if not description:
@@ -204,9 +199,7 @@ def _kept(key: str) -> bool:
 
 
 def _dep3_fields(lines: list[str], path: str) -> tuple[dict[str, tuple[int, str, str]], list[str]]:
-    """field (lower case) -> (line, value, name as written), continuation lines
-    joined (a lone " ." is an empty line); the lines that are no field (DEP-3's
-    free-form description) apart. The header ends at a "---" line."""
+    """Continuation lines joined (a lone " ." is an empty line); the header ends at "---"."""
     fields: dict[str, tuple[int, str, str]] = {}
     free: list[str] = []
     last: str | None = None

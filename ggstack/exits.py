@@ -1,10 +1,6 @@
-"""The one exit policy: every command's exit code, from its Run alone, so the same Run
-never exits 0 from one command and 1 from another.
-
-0: nothing for a human; 1: a patch needs one (a conflict, broken, partial or
-inconclusive patch, signals that disagree, tests pending, a redundant PR left
-open); 2: a stage refused its input; 3: infrastructure (forge, git, a lock). A bad
-input raised as ``UserError`` is 2 and an ``InfraError`` 3 in ``commands.context.handled``.
+"""The one exit policy, from the Run alone: 0 nothing for a human; 1 a patch needs one;
+2 a stage refused its input; 3 infrastructure (forge, git, a lock). ``UserError`` is 2 and
+``InfraError`` 3 in ``commands.context.handled``.
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ def exit_code(run: Run) -> int:
 
 
 def attention(run: Run) -> list[str]:
-    """What a human has to look at, one line each; empty when the bot may stay silent.
-    A patch whose PR is open and waiting for approval, or represented with no PR open, needs nobody."""
+    """One line a patch; empty when the bot may stay silent (waiting for approval needs nobody)."""
     reasons = []
     for o in run.outcomes:
         why = _why_a_human(o)
@@ -52,5 +47,4 @@ def _why_a_human(o: Outcome) -> str | None:
 
 
 def redundant_open(o: Outcome) -> bool:
-    """A PR is still open for a patch the base already has."""
     return o.verdict is Verdict.REPRESENTED and o.pr is not None and o.pr.number is not None and o.pr.state == "open"

@@ -1,8 +1,5 @@
-"""Which commits of a range ``import`` takes: as ``git rebase A B`` replays it, the branch's own.
-
-Merges are left out (git rebase replays the merged commits instead), but a forge's PR merge
-stands for the PR's commits; commits the stack's base has, or that a merge named for the base
-brought in while the local base ref lacks them, are the base's, not the branch's.
+"""Which commits of a range ``import`` takes: the branch's own, as ``git rebase A B`` replays it.
+A forge's PR merge stands for the PR's commits; what the base has is the base's.
 """
 
 from __future__ import annotations
@@ -61,7 +58,6 @@ def select(repo: git.Repository, revs: Sequence[str], target: TargetConfig, *, k
 def _select_range(
     repo: git.Repository, rev: str, target: TargetConfig, *, keep_merged: bool
 ) -> tuple[list[str], list[LeftOut], list[str]]:
-    """The commits ``A..B`` takes, those it leaves out, and those whose patch-id ``A`` has."""
     a, _, b = rev.partition("..")
     lo, hi = repo.resolve(a or "HEAD"), repo.resolve(b or "HEAD")
     graph = repo.range_commits(lo, hi)
@@ -69,10 +65,14 @@ def _select_range(
     if not keep_merged:
         taken, more = _not_the_bases(repo, target, graph, hi, taken, skipped)
         skipped += more
+    return taken, skipped, _upstream(repo, lo, hi, taken)
+
+
+def _upstream(repo: git.Repository, lo: str, hi: str, taken: Sequence[str]) -> list[str]:
     if not taken or repo.merge_base(lo, hi) == lo:
-        return taken, skipped, []
+        return []
     found = repo.already_upstream(lo, hi)  # A moved on: it may have some of them already
-    return taken, skipped, [c for c in taken if c in found]
+    return [c for c in taken if c in found]
 
 
 def _base_names(target: TargetConfig, lower: str) -> tuple[str, ...]:
@@ -83,7 +83,6 @@ def _base_names(target: TargetConfig, lower: str) -> tuple[str, ...]:
 
 
 def _first_parents(inside: Mapping[str, Sequence[str]], tip: str) -> set[str]:
-    """The branch's own line: first parents from its tip."""
     spine, at = set(), tip
     while at in inside and at not in spine:
         spine.add(at)
@@ -112,9 +111,9 @@ def _not_the_bases(
     taken: Sequence[str],
     skipped: Sequence[LeftOut],
 ) -> tuple[list[str], list[LeftOut]]:
-    """Of the commits a range takes, the branch's own: not those a merge brought in that the base has, nor
-    those a merge named for the base brought in (the local base ref is behind). Its first-parent line
-    stays, on the base or not: ``check`` judges those."""
+    """Not what a merge brought in that the base has, nor what a merge named for the base brought
+    in (the local base ref is behind). Its first-parent line stays: ``check`` judges those.
+    """
     inside = {c: parents for c, parents in graph}
     spine = _first_parents(inside, tip)
     on_base = _on_the_base(repo, target, [c for c in taken if c not in spine])
@@ -141,8 +140,7 @@ PR_MERGE = re.compile(r"^Merge pull request #\d+ from ")
 def _replayed(
     repo: git.Repository, graph: Sequence[tuple[str, tuple[str, ...]]], base_names: Sequence[str] = ()
 ) -> tuple[list[str], list[LeftOut]]:
-    """The commits git rebase would take and the merges it leaves out, but a PR merge stands for the PR's
-    commits; a merge named for the base is one, wherever its other parents are."""
+    """As git rebase, but a PR merge (not one named for the base) stands for the PR's commits."""
     inside = {c: parents for c, parents in graph}
     merges = [c for c, parents in graph if len(parents) > 1]
     subjects = {i.sha: i.message.split("\n", 1)[0] for i in repo.commit_infos(merges)}

@@ -1,7 +1,5 @@
 """``ggstack import``: commits of the fork, or an existing series, become carry patches.
-
-Import decides what enters the series (which commits, which paths, which trailers) and hands
-``series`` a new ``Stack`` to save; it writes nothing. Its rules are docs/commands/import.md.
+It decides what enters the series and hands ``series`` a new Stack; it writes nothing.
 """
 
 from __future__ import annotations
@@ -43,7 +41,7 @@ from ggstack.series.patchfile import (
 
 @dataclass(frozen=True)
 class Imported:
-    """What one import did, and what it noticed on the way (said in the output, never silently)."""
+    """What it noticed on the way is said in the output, never silently."""
 
     stack: Stack
     added: tuple[Patch, ...]
@@ -55,8 +53,7 @@ class Imported:
 
 @dataclass(frozen=True)
 class Reassigned:
-    """A carried Stack-Patch-Id another patch already has, replaced by a new one: two patches with one id
-    would share (and fight over) one PR."""
+    """Two patches with one Stack-Patch-Id would share (and fight over) one PR."""
 
     index: int  # of the added patch
     carried: str
@@ -74,9 +71,9 @@ def commits(
     dropped: Sequence[str] = (),
     keep_merged: bool = False,
 ) -> Imported:
-    """The stack with the commits ``revs`` (shas or ``A..B`` ranges, taken as ``git rebase`` replays them:
-    ``import_range``) appended. Commits whose patch-id ``A`` has are kept, in ``upstream``: whether the
-    base has them is ``check``'s judgement. Read in a few batched git calls."""
+    """``revs``: shas or ``A..B`` ranges, taken as ``git rebase`` replays them. Commits whose patch-id
+    ``A`` has stay (``upstream``): whether the base has them is ``check``'s judgement.
+    """
     _check_options(original_pr, only, exclude)
     selection = select(repo, revs, stack.config.target, keep_merged=keep_merged)
     if not selection.commits:
@@ -115,7 +112,7 @@ def _nothing_left(left_out: Sequence[LeftOut]) -> str:
 
 
 def _range_hint(stack: Stack, revs: Sequence[str], selection: Selection) -> str:
-    """For a root commit met in a range, the likely mistake: a lower end that is not the base."""
+    """A root commit in a range: likely a lower end that is not the base."""
     ranges = [r for r in revs if ".." in r and "..." not in r]
     if len(ranges) != 1:
         return ""
@@ -130,19 +127,22 @@ def _range_hint(stack: Stack, revs: Sequence[str], selection: Selection) -> str:
 def _changing(
     repo: git.Repository, infos: Sequence[git.CommitInfo], hint: str = ""
 ) -> tuple[list[git.CommitInfo], list[list[git.TreeChange]], list[LeftOut]]:
-    """The commits that change something, their changes, and the empty ones left out (as git rebase drops
-    them)."""
-    for info in infos:
-        if not info.parents:
-            raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto{hint}")
+    """Empty commits are left out, as git rebase drops them."""
+    _refuse_roots(infos, hint)
     changes = repo.tree_changes([(i.sha, i.parents[0]) for i in infos])
     empty = [LeftOut(i.sha, i.message.split("\n", 1)[0], EMPTY) for i, c in zip(infos, changes) if not c]
     kept = [(i, c) for i, c in zip(infos, changes) if c]
     return [i for i, _ in kept], [c for _, c in kept], empty
 
 
+def _refuse_roots(infos: Sequence[git.CommitInfo], hint: str) -> None:
+    for info in infos:
+        if not info.parents:
+            raise UserError(f"commit {info.sha[:12]} is a root commit; there is nothing to replay it onto{hint}")
+
+
 def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[str, ...]:
-    """Of ``shas``, those the stack's base already has (a range through a branch that merged it)."""
+    """A range through a branch that merged the base."""
     target = stack.config.target
     base = repo.try_resolve(target.base) or repo.try_resolve(f"{target.remote}/{target.base}")
     if base is None or not shas:
@@ -152,9 +152,7 @@ def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[s
 
 
 def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | None = None) -> Imported:
-    """The stack with an existing series (format-patch files, an mbox, a quilt series) appended: each patch
-    applied onto the one before (``git apply`` in a temporary index) and stored as an import of that
-    commit would be."""
+    """Each patch applied onto the one before (``git apply`` in a temporary index), stored as that commit's import."""
     incoming = existing_series.read(repo, path)
     parent = _series_base(repo, stack, incoming, onto)
     tree = repo.resolve(parent, "tree")
@@ -241,7 +239,6 @@ def _author_ident(repo: git.Repository, item: existing_series.Incoming, me: str)
 
 
 def notes(done: Imported) -> list[str]:
-    """What an import noticed, in words."""
     out = _merge_notes(done) + _empty_notes(done) + _am_break_notes(done) + _reassigned_notes(done)
     out += _base_notes(done)
     return out + _kept_notes(done)
@@ -338,8 +335,7 @@ def _reassigned_notes(done: Imported) -> list[str]:
 
 
 def _am_break(message: str) -> tuple[int, str] | None:
-    """The first line (number, text) of a message body that ``git am`` takes for the start of the patch
-    (mailinfo's patchbreak), if any."""
+    """The first body line ``git am`` takes for the start of the patch (mailinfo's patchbreak)."""
     for n, line in enumerate(message.split("\n")[1:], 2):
         if line.startswith(("diff -", "Index: ")) or re.match(r"---(\s*$| \S)", line):
             return n, line
@@ -387,8 +383,7 @@ def _patches(
 def _commit_trailers(
     stack: Stack, info: git.CommitInfo, pr: str | None, kept: Sequence[str], dropped: Sequence[str]
 ) -> list[tuple[str, str]]:
-    """Only a pick gets ``Cherry-picked-from``; a fork's own commit is its source, which the mbox "From "
-    line names already."""
+    """Only a pick gets ``Cherry-picked-from``: a fork's own commit is named by the mbox "From " line."""
     trailers = [(T_ORIGINAL_PR, pr)] if pr else []
     picked = picked_from_line(info.message)
     trailers += [(T_CHERRY_PICKED, picked)] if picked else []
@@ -399,8 +394,6 @@ def _commit_trailers(
 
 @dataclass(frozen=True)
 class _Source:
-    """One patch to store: a commit whose tree and author it has, on ``parent``."""
-
     commit: str
     parent: str
     message: str
@@ -412,8 +405,7 @@ class _Source:
 def _stored(
     repo: git.Repository, stack: Stack, sources: Sequence[_Source], limit: Sequence[str] = ()
 ) -> tuple[list[Patch], list[Reassigned]]:
-    """The patch files of ``sources``: scratch copies carrying the messages with their trailers, and one
-    ``format-patch`` of all of them."""
+    """Scratch copies carrying the messages with their trailers, and one ``format-patch`` of all of them."""
     messages, reassigned = _unshared_ids(stack, sources)
     done = git.add_trailers_many([(m, s.trailers) for m, s in zip(messages, sources)], once=(T_STACK_PATCH_ID,))
     scratch = repo.copies_with_messages([(s.commit, s.parent, m) for s, (m, _) in zip(sources, done)])
@@ -430,8 +422,7 @@ def _stored(
 
 
 def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], list[Reassigned]]:
-    """The messages, less each carried Stack-Patch-Id another stack or an earlier source has (a source made
-    from a stored patch by ``git am``): import assigns that one a new id."""
+    """A carried Stack-Patch-Id another stack or an earlier source has gets a new one."""
     key = T_STACK_PATCH_ID.lower()
     maybe = [i for i, s in enumerate(sources) if key in s.message.lower()]
     messages = [s.message for s in sources]
@@ -440,21 +431,26 @@ def _unshared_ids(stack: Stack, sources: Sequence[_Source]) -> tuple[list[str], 
     used = _used_ids(stack)
     reassigned = []
     for i, trailers in zip(maybe, git.parse_trailers([messages[i] for i in maybe]), strict=True):
-        for k, carried in trailers:
-            if k.lower() != key:
-                continue
+        for carried in _carried_ids(trailers):
             if carried in used:
-                line = re.compile(rf"^{re.escape(k)}\s*:\s*{re.escape(carried)}[ \t]*\n?", re.M | re.I)
-                messages[i] = line.sub("", messages[i])
+                messages[i] = _without_id(messages[i], carried)
                 reassigned.append(Reassigned(i, carried, used[carried]))
             else:
                 used[carried] = sources[i].label
     return messages, reassigned
 
 
+def _carried_ids(trailers: Sequence[tuple[str, str]]) -> list[str]:
+    return [value for key, value in trailers if key.lower() == T_STACK_PATCH_ID.lower()]
+
+
+def _without_id(message: str, carried: str) -> str:
+    line = re.compile(rf"^{re.escape(T_STACK_PATCH_ID)}\s*:\s*{re.escape(carried)}[ \t]*\n?", re.M | re.I)
+    return line.sub("", message)
+
+
 def _used_ids(stack: Stack) -> dict[str, str]:
-    """Every Stack-Patch-Id of the other stacks, and the patch that has it (the stack's own are
-    ``_refuse_duplicates``'s: its own patch imported again is refused, not copied)."""
+    """The stack's own are ``_refuse_duplicates``'s: its own patch imported again is refused."""
     patches_dir = os.path.dirname(stack.path)
     used: dict[str, str] = {}
     for name in store.list_stacks(patches_dir):
@@ -482,17 +478,21 @@ def _kept_paths(
     sha: str, changed: Sequence[str], only: Sequence[str], exclude: Sequence[str]
 ) -> tuple[list[str], list[str]]:
     kept = [p for p in changed if _selected(p, only, exclude)]
-    for path in kept:
-        if store.not_utf8(path):
-            raise UserError(
-                f"commit {sha[:12]} changes {path.encode('utf-8', 'surrogateescape')!r}, a file name that is not UTF-8 "
-                "(a patch file is UTF-8); leave it out with --exclude"
-            )
+    _refuse_not_utf8(sha, kept)
     if not kept:
         raise UserError(
             f"importing {sha[:12]} would leave an empty patch (--only/--exclude keep none of: {', '.join(changed) or 'no files'})"
         )
     return kept, [p for p in changed if p not in kept]
+
+
+def _refuse_not_utf8(sha: str, paths: Sequence[str]) -> None:
+    for path in paths:
+        if store.not_utf8(path):
+            raise UserError(
+                f"commit {sha[:12]} changes {path.encode('utf-8', 'surrogateescape')!r}, a file name that is not UTF-8 "
+                "(a patch file is UTF-8); leave it out with --exclude"
+            )
 
 
 def _selected(path: str, only: Sequence[str], exclude: Sequence[str]) -> bool:
@@ -507,8 +507,7 @@ def _matches(path: str, pattern: str) -> bool:
 
 
 def _dropped_texts(left_out: Sequence[str], texts: Sequence[str]) -> list[str]:
-    """One ``Dropped:`` text per left-out part: the given ones (naming their paths in parentheses, or given
-    the next uncovered path), and a plain one for each path no text covers."""
+    """The given ones, and a plain one for each left-out path no text covers."""
     named = [_named_paths(t, left_out) for t in texts]
     uncovered = [p for p in left_out if not any(p in n for n in named)]
     out = []
@@ -527,8 +526,9 @@ def _named_paths(text: str, left_out: Sequence[str]) -> set[str]:
 
 
 def _pr_from_message(message: str, target: TargetConfig) -> str | None:
-    """A subject's ``(#N)`` is a squash merge's, often upstream's: ``target.repo``'s only where PRs go
-    there from a fork, else ``#N`` alone. A GitHub merge in the range was made where its PRs are merged."""
+    """A subject's ``(#N)`` is a squash merge's, often upstream's: ``target.repo``'s only where PRs
+    go there from a fork. A GitHub merge in the range was made where its PRs are merged.
+    """
     subject = message.split("\n", 1)[0]
     m = re.search(r"\(#(\d+)\)\s*$", subject)
     if m:

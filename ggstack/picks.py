@@ -1,9 +1,6 @@
-"""The stored patches as commits on the parents they record: what ``apply`` replays.
-
-The stored files are the truth. A patch imported from a commit that is here takes that
-commit's tree on trust while ``diff-tree -p`` (the slow part) checks, as the caller replays,
-that the stored diff is that commit's; a pick it does not bear out is made again with
-``git apply``. Made commits are cached by the patch file's bytes.
+"""The stored patches as commits on the parents they record: what ``apply`` replays. The files
+are the truth: an imported commit's tree is trusted while ``diff-tree -p`` (the slow part)
+checks it as the caller replays; a pick it does not bear out is made again.
 """
 
 from __future__ import annotations
@@ -24,8 +21,6 @@ ADAPTED = re.compile(r"^Adapted: ", re.M)  # the trailer `ggstack refresh` write
 
 @dataclass(frozen=True)
 class Pick:
-    """A patch as a commit on the parent it was recorded against."""
-
     patch: Patch | None  # None when picking a commit directly (check --commits)
     commit: str | None  # None: its recorded parent is missing; replayed by plain apply
     parent: str | None
@@ -52,11 +47,9 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
 
 
 class Materializer:
-    """``picks`` trusts a source commit's tree where no ``Dropped:``/``Adapted:`` trailer says the diff
-    changed; ``confirm`` waits for the check and makes again what it does not bear out.
-
-    With ``stand_in`` (apply reads a pick's tree and parent, never its message) a trusted source commit
-    on the recorded parent is the pick itself: a merge of it onto that parent has that one merge base."""
+    """Trusts a source commit's tree where no ``Dropped:``/``Adapted:`` says the diff changed.
+    ``stand_in``: a trusted source commit on the recorded parent is the pick itself.
+    """
 
     def __init__(self, repo: git.Repository, stack: Stack, *, stand_in: bool = False) -> None:
         self._repo, self._stack, self._stand_in = repo, stack, stand_in
@@ -134,8 +127,7 @@ def _named_commits(stack: Stack, cached: Sequence[str | None]) -> list[str]:
 def _to_make(
     repo: git.Repository, stack: Stack, cached: Sequence[str | None], present: set[str]
 ) -> list[tuple[Patch, str]]:
-    """Those whose recorded parent is here and cached commit is not. A recorded parent missing from a
-    shallow clone is the user's to fetch."""
+    """A recorded parent missing from a shallow clone is the user's to fetch."""
     todo: list[tuple[Patch, str]] = []
     for patch, hit in zip(stack.patches, cached):
         parent = patch.base_commit
@@ -151,7 +143,6 @@ def _to_make(
 
 
 def remember_materialized(repo: git.Repository, made: Sequence[tuple[Patch, str]]) -> None:
-    """For a command that just wrote these files from these commits, so the next apply need not make them."""
     cache = Map(repo, "materialized")
     for patch, commit in made:
         cache.put(_materialize_key(patch), commit)
@@ -188,7 +179,7 @@ _COMPARED = 1 << 20  # characters of a stored diff encoded at a time to be compa
 
 
 def _same_diff(data: memoryview, text: str) -> bool:
-    """Compared a piece at a time: a big diff is neither encoded whole nor stripped (copies)."""
+    """A piece at a time: a big diff is neither encoded whole nor stripped."""
     n, t = data.nbytes, len(text)
     while n and data[n - 1] == 10:
         n -= 1

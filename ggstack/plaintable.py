@@ -1,11 +1,6 @@
-"""A rich Table drawn as plain lines, for output that is not a terminal.
-
-rich renders a table cell by cell through its renderables: 1,000 rows were
-1.4 s of a bot's rerun that otherwise costs two. Piped output has no colour
-and no markup, so the same Table (one definition a report, for both) is drawn
-here from its cells' plain text, line for line what rich draws (``render``
-says how). A table using anything else (another box, justification or
-overflow, row lines, a cell that is not text) is left to rich: ``drawable``.
+"""A rich Table drawn as plain lines for piped output, line for line what rich draws: rich
+renders cell by cell, and 1,000 rows were 1.4 s of a bot's rerun that otherwise costs two.
+A table using anything else (another box, overflow, a non-text cell) is left to rich.
 """
 
 from __future__ import annotations
@@ -22,8 +17,6 @@ from rich.text import Text
 
 
 class PlainConsole(Console):
-    """The console of piped output: a table ``drawable`` is drawn here, anything else by rich."""
-
     def print(self, *objects: Any, **kwargs: Any) -> None:
         if len(objects) == 1 and isinstance(objects[0], Table) and drawable(objects[0], self.width) and not kwargs:
             lines = render(objects[0], self.width)
@@ -34,7 +27,6 @@ class PlainConsole(Console):
 
 
 def drawable(table: Table, width: int) -> bool:
-    """Whether ``render`` draws this table on ``width`` columns exactly as rich would (else print it with rich)."""
     return (
         bool(table.columns)
         and (table.width or 0) <= width
@@ -75,11 +67,9 @@ def _plain_column(c: Column) -> bool:
 
 
 def render(table: Table, width: int) -> str | None:
-    """``table`` as rich draws it ``width`` columns wide, without styles or trailing spaces; None
-    when even its narrowest layout is wider (rich then breaks its lines: left to rich).
-
-    The column widths are rich's own (``_widths``); a cell whose lines fit its column is those
-    lines, one that does not is wrapped by rich's ``Text.wrap``."""
+    """Without styles or trailing spaces, rich's widths and wrapping; None when even the narrowest
+    layout is wider (rich then breaks its lines).
+    """
     console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
     cells = [[_plain(c.header), *(_plain(x) for x in c.cells)] for c in table.columns]
     widths = _widths(table, cells, console)
@@ -94,7 +84,6 @@ def render(table: Table, width: int) -> str | None:
 
 
 def _grid(console: Console, cells: list[list[str]], widths: list[int]) -> list[str]:
-    """The header row aligned to the bottom, the other rows to the top, in heavy-head borders."""
     heavy = [w * "━" for w in widths]
     out = ["┏" + "┳".join(heavy) + "┓"]
     out += _row(console, [col[0] for col in cells], widths, "┃", bottom=True)
@@ -113,9 +102,7 @@ def _plain(x: object) -> str:
 
 
 def _widths(table: Table, cells: list[list[str]], console: Console) -> list[int] | None:
-    """Each column's width with its padding, as rich lays it out: a table's widths depend only on
-    each column's widest line and longest word, so rich lays out a copy holding just those rows
-    (a handful), and its top border gives the widths."""
+    """Widths depend only on each column's widest line and longest word: rich lays out just those rows."""
     columns = [dataclasses.replace(c, header=Text(cells[i][0]), _cells=[]) for i, c in enumerate(table.columns)]
     proxy = Table(*columns, width=table.width, expand=table.expand)
     for i in sorted(_deciding_rows(cells) - {0}):
@@ -149,7 +136,6 @@ def _row(console: Console, texts: list[str], widths: list[int], bar: str, *, bot
 
 
 def _wrap(console: Console, text: str, width: int) -> list[str]:
-    """The lines of ``text`` in ``width`` cells, as rich wraps a cell (rich itself where one is too long)."""
     lines = text.split("\n")
     if "\t" not in text and all(_len(line) <= width for line in lines):
         return lines

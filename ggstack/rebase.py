@@ -1,9 +1,5 @@
-"""``ggstack rebase``: move the stored series onto a new base, so its recorded parents stop ageing.
-
-Otherwise every ``apply`` merges against an older parent and meets a resolved conflict again. Each
-patch is rewritten as the change from its replayed parent to its replayed commit (``apply``'s own
-replay), so applying the rebased series there gives the trees ``apply`` gives now. What is kept and
-the all-or-nothing rule: docs/commands/rebase.md.
+"""``ggstack rebase``: move the stored series onto a new base, so its recorded parents stop
+ageing and ``apply`` stops meeting resolved conflicts again (docs/commands/rebase.md).
 """
 
 from __future__ import annotations
@@ -73,8 +69,7 @@ def rebased_ref(stack: Stack) -> str:
 
 
 def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = False) -> tuple[Result, str | None]:
-    """The rebased stack (``Result.stack_after``) and the head of the new parents' chain; writes commit
-    objects, no ref or file."""
+    """Writes commit objects, no ref or file."""
     base = replay.resolve_base(repo, stack, base_ref)
     result = Result(stack.name, base_ref, base, partial)
     if not stack.patches:
@@ -92,7 +87,6 @@ def plan(repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = F
 def _chain(
     repo: git.Repository, stack: Stack, steps: Sequence[replay.Step], base: str, entries: list[Entry]
 ) -> tuple[list[tuple[int, str, str]], str | None]:
-    """Until one does not apply; the rewritten ones (index, commit, its parent) and the last commit."""
     recorded = repo.has_objects([p.base_commit for p in stack.patches if p.base_commit])
     parent, head = base, None
     todo: list[tuple[int, str, str]] = []
@@ -126,7 +120,7 @@ def _stopped_at(stack: Stack, index: int, step: replay.Step) -> list[Entry]:
 
 
 def _entry(repo: git.Repository, patch: Patch, parent: str, recorded: dict[str, bool]) -> Entry:
-    """Unchanged where its recorded parent has the same tree: the file stays byte for byte."""
+    """Unchanged where its parent has the same tree: the file stays byte for byte."""
     old = patch.base_commit
     if old and recorded.get(old) and _tree(repo, old) == _tree(repo, parent):
         return Entry(patch.name, patch.subject, UNCHANGED, old, old)
@@ -158,8 +152,7 @@ def _rewritten(
 def rebase(
     repo: git.Repository, stack: Stack, base_ref: str, *, partial: bool = False, dry_run: bool = False
 ) -> Result:
-    """The caller holds the stack's lock. The new parents' chain is made reachable (one ref update,
-    compare-and-swap) before the stack names it."""
+    """The new parents' chain is made reachable (compare-and-swap) before the stack names it."""
     result, head = plan(repo, stack, base_ref, partial=partial)
     after = result.stack_after
     if dry_run or after is None:

@@ -1,9 +1,6 @@
-"""``ggstack apply``: replay a stack onto a base, in memory, through every conflict.
-
-Each pick is merge-ort's cherry-pick merge (``git merge-tree``, as rebase), so trees are git's byte
-for byte: the differential test against ``git rebase`` holds every shortcut to that. Processes are
-the cost: a trivial pick is an edit in memory (``trees``), the commits of a run one ``fast-import``,
-results are cached by their inputs, and the refs are written last in one transaction.
+"""``ggstack apply``: replay a stack onto a base, in memory, through every conflict. Each pick
+is merge-ort's (``git merge-tree``), so trees are git's byte for byte; processes are the cost:
+trivial picks are edits in memory, commits one ``fast-import``, results cached, refs written last.
 """
 
 from __future__ import annotations
@@ -28,8 +25,6 @@ _Author = tuple[str, str, str, str, str | None]  # name, email, date, message, g
 
 @dataclass(frozen=True)
 class Step:
-    """The result of replaying one pick onto a tip."""
-
     applied: Applied
     tree: str  # the merged tree (with conflict markers for a conflict)
     commit: str | None = None  # the new commit when applied
@@ -46,8 +41,7 @@ class _Pending:
 
 
 class Replayer:
-    """Picks one at a time onto a moving tip; the caller keeps what it wants (``advance``), so ``check``
-    can leave out patches the base has. With ``chain``, commits are written together by ``flush``."""
+    """The caller keeps what it wants (``advance``), so ``check`` can leave out patches the base has."""
 
     def __init__(self, repo: git.Repository, onto: str, *, chain: bool = False) -> None:
         self.repo = repo
@@ -66,8 +60,7 @@ class Replayer:
         self._empty: list[tuple[str, str]] = []  # (tip, pick) of the empty picks a flush is to record
 
     def prepare(self, picks: Sequence[Pick], known: Mapping[str, list[git.TreeChange]] | None = None) -> None:
-        """What every pick changes, read in one process (a trivial merge then needs no merge-tree), but for the
-        picks the result cache answers."""
+        """In one process, so a trivial merge needs no merge-tree; not for picks the cache answers."""
         self._deferred |= self._read_ahead(picks)
         todo = [p for p in picks if p.commit and p.parent and p.commit not in self._deferred]
         if todo:  # commits will be made: their committer asked meanwhile
@@ -81,9 +74,7 @@ class Replayer:
             self._changes[commit] = changes
 
     def _read_ahead(self, picks: Sequence[Pick]) -> set[str]:
-        """The picks the result cache answers from this tip, their commits read in one process (one at a time
-        was a round trip a patch on every rerun). Past a pick the caller leaves out, hits are read one at a
-        time."""
+        """Read in one process: one at a time was a round trip a patch on every rerun."""
         chain = self._cached_chain(picks)
         self._cached.update(self.repo.read_commits(hit for _, hit, _ in chain if hit != "empty"))
         answered = set()
@@ -152,8 +143,7 @@ class Replayer:
         self._results.save()
 
     def _keep_back(self, pick: Pick, edits: Edits, who: _Author) -> Step | None:
-        """Its commit written later by ``flush``; None where fast-import might not write its idents as they
-        are."""
+        """None where fast-import might not write its idents as they are."""
         idents = self._chainable(who)
         if idents is None:
             return None
@@ -161,8 +151,7 @@ class Replayer:
         return Step(Applied.APPLIED, tree, self._pend(pick, edits, idents))
 
     def _merge_kept_back(self, pick: Pick, who: _Author) -> Step | None:
-        """The kept-back trees are written for this merge: a round trip to ``mktree`` each, not a
-        ``fast-import`` a merge."""
+        """A round trip to ``mktree`` a tree, not a ``fast-import`` a merge."""
         idents = self._chainable(who)
         if idents is None:
             return None
@@ -189,7 +178,6 @@ class Replayer:
         return commit
 
     def flush(self) -> None:
-        """The kept-back commits, written as one chain (one fast-import)."""
         pending, self._pending = self._pending, []
         written = self.repo.write_chain(pending[0].parent, [p.chained for p in pending]) if pending else []
         parent = pending[0].parent if pending else ""
@@ -220,7 +208,6 @@ class Replayer:
         return Step(Applied.APPLIED, info.tree, hit)
 
     def _commit(self, pick: Pick, tree: str, who: _Author | None = None) -> str:
-        """The committer from the environment, as ``git rebase``."""
         name, email, date, message, author = who or self._author_of(pick)
         if author is None:  # git refuses it: commit-tree says why
             return self.repo.commit_tree(tree, [self.tip], message, author=(name, email, date))
@@ -244,8 +231,7 @@ class Replayer:
         return self._start_committer()()
 
     def _apply_fallback(self, pick: Pick) -> Step:
-        """No recorded parent here: ``git apply --3way`` from the index lines' blobs where they exist, else a
-        plain apply; the note says which."""
+        """No recorded parent: ``git apply --3way`` where the index lines' blobs exist, else plain."""
         tree, message = self.repo.apply_to_tree(self.tip_tree, pick.diff, three_way=True)
         note = "recorded base missing: applied with git apply --3way"
         if tree is not None and "Falling back to direct application" in message:
@@ -324,8 +310,7 @@ def apply(
 
 
 def say_merge_drivers(repo: git.Repository, stack: Stack, run: Run) -> list[str]:
-    """Where a patch changes a path the user gives to a merge driver, ggstack used git's own text merge and
-    their ``git rebase`` would run their program: the Outcome says so."""
+    """ggstack used git's text merge where the user's ``git rebase`` would run their merge driver."""
     if not repo.merge_drivers()[0]:
         return []  # the usual case: no path of any patch to ask git about
     changed = {p.name: list(p.paths) for p in stack.patches}

@@ -1,8 +1,5 @@
-"""``ggstack resolve`` / ``refresh``: settle a conflict once, in the patch itself.
-
-``resolve`` cherry-picks the patch (merge-ort, as ``apply``) onto its replayed parent in a worktree
-of ggstack's own under the git dir (never the user's checkout), ``rerere`` on; ``refresh`` writes
-the result back into the patch file, so every later ``apply`` reuses it (docs/commands/resolve.md).
+"""``ggstack resolve`` / ``refresh``: settle a conflict once, in the patch itself, in a worktree
+of ggstack's own under the git dir (never the user's checkout), ``rerere`` on.
 """
 
 from __future__ import annotations
@@ -27,8 +24,7 @@ _MARKER = re.compile(r"^(<{7}|>{7})( |$)")
 
 @dataclass(frozen=True)
 class Session:
-    """Kept as a small JSON file beside the worktree, found by the patch's Stack-Patch-Id, so renumbering
-    the series in between does not lose it."""
+    """Found by Stack-Patch-Id, so renumbering the series in between does not lose it."""
 
     stack: str
     name: str  # the patch file when the session began
@@ -51,8 +47,7 @@ def _session_path(repo: git.Repository, stack: Stack, spid: str) -> str:
 
 
 def find_session(repo: git.Repository, stack: Stack, patch: Patch) -> Session | None:
-    """One whose worktree a kill left half removed (after its refresh was saved) is no session: what is
-    left of it goes (the caller holds the stack's lock)."""
+    """A worktree a kill left half removed is no session: what is left of it goes."""
     try:
         with open(_session_path(repo, stack, patch.provenance.stack_patch_id), encoding="utf-8") as f:
             d = json.load(f)
@@ -74,8 +69,7 @@ def _session_of(repo: git.Repository, stack: Stack, patch: Patch) -> Session:
 
 
 def replayed_parent(repo: git.Repository, stack: Stack, patch: Patch, base: str, picks: list[Pick]) -> str:
-    """The base plus every earlier patch, as ``apply`` replays them. An earlier patch that conflicts is
-    resolved first: else this one's resolution would be against the wrong code."""
+    """An earlier patch that conflicts is resolved first, else this resolution is against the wrong code."""
     index = stack.patches.index(patch)
     steps = replay.replay(repo, picks[:index], base)
     for p, step in zip(stack.patches, steps):
@@ -89,7 +83,6 @@ def replayed_parent(repo: git.Repository, stack: Stack, patch: Patch, base: str,
 
 
 def resolve(repo: git.Repository, stack: Stack, key: str, base_ref: str) -> Session:
-    """A worktree with the patch picked onto its replayed parent; the existing session if there is one."""
     patch = stack.find(key)
     existing = find_session(repo, stack, patch)
     if existing is not None:
@@ -146,8 +139,7 @@ def _leftover_markers(worktree: str, paths: list[str]) -> list[str]:
 
 
 def refresh(repo: git.Repository, stack: Stack, key: str) -> tuple[Stack, Patch, Session]:
-    """The stack with the patch rewritten from the resolve worktree, not yet saved: the caller saves it
-    under the stack's lock, then calls ``finish``."""
+    """Not yet saved: the caller saves it under the stack's lock, then calls ``finish``."""
     patch = stack.find(key)
     session = _session_of(repo, stack, patch)
     worktree = repo.resolve_worktree(session.worktree)
@@ -185,5 +177,4 @@ def finish(repo: git.Repository, stack: Stack, session: Session) -> None:
 
 
 def adapted(patch: Patch) -> list[str]:
-    """The resolutions the patch carries."""
     return [line.partition(": ")[2] for line in patch.message.splitlines() if line.startswith(f"{T_ADAPTED}: ")]

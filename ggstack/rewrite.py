@@ -1,7 +1,5 @@
-"""How a command that rewrites a stored patch (edit, squash, refresh, rebase) makes it anew.
-
-The patch's commit has committer = author, so the same patch on the same parent is the same
-commit on every machine; its file is the one ``git format-patch`` writes, read back.
+"""How a rewritten patch is made anew: committer = author, so the same patch on the same
+parent is the same commit on every machine.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The secrets ggstack holds, and the one place that hides them. Every message on its way out
-goes through ``Secrets.scrub``; and since a patch's tests could read ``/proc/<pid>/environ`` of
-their ancestors, every form a CI hands a credential in is taken out of the environment at
-start-up and lent back only to what needs it (git's network commands, the forge after the tests).
+"""The secrets ggstack holds, and the one place that hides them (``Secrets.scrub``). A patch's
+tests could read ``/proc/<pid>/environ`` of their ancestors, so credentials leave the
+environment at start-up and are lent back only to git's network commands and the forge.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ _BASIC_USER = "x-access-token:"
 
 
 def shown_url(url: str) -> str:
-    """``url`` without ``user:password@``: the form ggstack may print."""
+    """``url`` without ``user:password@``."""
     return _USERINFO.sub(r"\1", url)
 
 
@@ -56,9 +55,7 @@ def _url_secrets(url: str) -> list[str]:
 
 
 def encoded(value: str) -> list[str]:
-    """``value`` in every form a program passes it on: as it is, percent-encoded, base64 alone, as
-    basic auth's password (``x-access-token:<value>``), and inside longer base64 text.
-    """
+    """``value`` as it is, percent-encoded, base64, as basic auth's password, and inside longer base64."""
     import base64
     import urllib.parse
 
@@ -101,8 +98,6 @@ def _header_secrets(env: Mapping[str, str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Secrets:
-    """The values never to be shown, in every form they travel in; ``scrub`` makes them ``***``."""
-
     values: tuple[str, ...] = ()
 
     @classmethod
@@ -116,12 +111,7 @@ class Secrets:
 
     @classmethod
     def _from(cls, env: Mapping[str, str]) -> Secrets:
-        found = [env.get(var, "").strip() for var in TOKEN_VARS]
-        for var in URL_VARS:
-            found += _url_secrets(env.get(var, ""))
-        found += _header_secrets(env)
-        found += _credential_values(env)
-        kept = {v for v in found if len(v) >= _SHORTEST or (len(v) > 1 and v.endswith("@"))}
+        kept = {v for v in _candidates(env) if len(v) >= _SHORTEST or (len(v) > 1 and v.endswith("@"))}
         forms = {form for v in kept for form in _forms(v) if len(form) >= _SHORTEST}
         return cls(tuple(sorted(forms, key=len, reverse=True)))  # longest first: a part goes with its whole
 
@@ -132,7 +122,6 @@ class Secrets:
         return _USERINFO.sub(rf"\1{HIDDEN}@", text)
 
     def scrub_all(self, value: T) -> T:
-        """``value`` with every string in it scrubbed (lists, dict values, dataclass fields)."""
         if not self.values:
             return value
         if isinstance(value, str):
@@ -151,15 +140,19 @@ _SECRET_VARS = frozenset((*TOKEN_VARS, *URL_VARS))
 _made: dict[tuple[tuple[str, str], ...], Secrets] = {}  # one Secrets a set of values: scrub is asked often
 
 
+def _candidates(env: Mapping[str, str]) -> list[str]:
+    found = [env.get(var, "").strip() for var in TOKEN_VARS]
+    for var in URL_VARS:
+        found += _url_secrets(env.get(var, ""))
+    return found + _header_secrets(env) + _credential_values(env)
+
+
 def _forms(value: str) -> list[str]:
-    """A userinfo with its "@" is shown only as it is; a secret in every form it travels in."""
     return [value] if value.endswith("@") else encoded(value)
 
 
 class Scrubbed:
-    """A text stream whose every whole line goes through ``Secrets.scrub``, so a secret split over
-    two writes is still caught.
-    """
+    """Scrubs whole lines, so a secret split over two writes is still caught."""
 
     def __init__(self, stream: IO[str], secrets: Secrets) -> None:
         self.stream, self.secrets, self._pending = stream, secrets, ""
@@ -183,7 +176,6 @@ class Scrubbed:
 
 
 def scrub_output() -> None:
-    """Put ``Scrubbed`` over ``sys.stdout`` and ``sys.stderr`` where a secret is known (once)."""
     found = Secrets.from_env()
     if not found.values:
         return
@@ -200,15 +192,14 @@ def scrub(text: str, env: Mapping[str, str] | None = None) -> str:
 
 
 def _running_as_ggstack() -> bool:
-    """This process is the ``ggstack`` program (not, say, a test calling the CLI in-process)."""
+    """Not, say, a test calling the CLI in-process."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     return (spec is not None and spec.name == "ggstack.__main__") or os.path.basename(sys.argv[0]) == "ggstack"
 
 
 def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
-    """Re-execute ggstack with its secrets passed through a pipe, not the environment:
-    ``/proc/<pid>/environ`` never changes after exec, whatever ``os.environ`` does later. Only the
-    commands that run a patch's code re-execute; ``sync`` releases them after its tests.
+    """Re-exec with the secrets in a pipe: ``/proc/<pid>/environ`` never changes after exec.
+    Only the commands that run a patch's code re-execute; ``sync`` releases them after its tests.
     """
     if os.environ.get(SECRETS_FD, "").isdigit():
         _take_handed(int(os.environ.pop(SECRETS_FD)), release=release)
@@ -232,7 +223,6 @@ def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
 
 
 def _take_handed(fd: int, *, release: bool) -> None:
-    """The secrets the process before the exec wrote into the pipe, held here."""
     with os.fdopen(fd, "rb") as pipe:
         handed = json.loads(pipe.read() or b"{}")
     held.update(handed.get("env", {}))
@@ -242,9 +232,7 @@ def _take_handed(fd: int, *, release: bool) -> None:
 
 
 def _no_cwd_on_path() -> list[str]:
-    """``-P``: a checkout's own ``json.py`` first on ``sys.path`` would shadow the standard library's;
-    not where ggstack is importable only from there (a source tree).
-    """
+    """``-P``: a checkout's own ``json.py`` would shadow the stdlib's (unless ggstack runs from a source tree)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with contextlib.suppress(OSError):
         if os.path.samefile(here, os.getcwd()):
@@ -253,14 +241,14 @@ def _no_cwd_on_path() -> list[str]:
 
 
 def release_to_environ() -> None:
-    """The held secrets into ``os.environ``: for the forge, after any test code has run."""
+    """For the forge, after any test code has run."""
     os.environ.update(held)
     _append_config(os.environ, held_config)
 
 
 @contextlib.contextmanager
 def lent() -> Iterator[None]:
-    """The held secrets in ``os.environ`` for the block only (``sync --fetch``); start no long-lived process in it."""
+    """For ``sync --fetch``; start no long-lived process in the block."""
     saved = dict(os.environ)
     release_to_environ()
     try:
@@ -272,9 +260,7 @@ def lent() -> Iterator[None]:
 
 @contextlib.contextmanager
 def withheld() -> Iterator[None]:
-    """Every credential out of this process's environment for the block: for a ``sync`` called
-    in-process, whose tests run the patches' code before ``pr`` needs the token.
-    """
+    """For a ``sync`` called in-process: its tests run the patches' code before ``pr`` needs the token."""
     saved = dict(os.environ)
     clean, _, _ = split_credentials(os.environ)
     os.environ.clear()
@@ -320,7 +306,6 @@ _CONFIG_VAR = re.compile(r"^GIT_CONFIG_(?:KEY|VALUE)_\d+$")
 
 
 def credential_name(name: str) -> bool:
-    """Does a variable of this name carry a credential (``GITHUB_TOKEN``, ``SSH_AUTH_SOCK``…)?"""
     upper = name.upper()
     if upper in CREDENTIAL_VARS or upper in TOKEN_VARS:
         return True
@@ -336,12 +321,11 @@ _USERINFO_PART = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://([^\s/?#@]+)@")
 
 
 def has_userinfo(text: str) -> bool:
-    """A URL in ``text`` whose userinfo is a credential (not a bare name like ``ssh://git@host``)."""
+    """Not a bare name like ``ssh://git@host``."""
     return any(":" in m or len(m) >= 20 for m in _USERINFO_PART.findall(text))
 
 
 def credential_setting(key: str, value: str) -> bool:
-    """Does this git setting hand out a credential (auth header, helper, key, askpass, URL with userinfo)?"""
     lower = key.lower()
     return (
         lower.rsplit(".", 1)[-1] in _CREDENTIAL_SETTINGS
@@ -352,9 +336,7 @@ def credential_setting(key: str, value: str) -> bool:
 
 
 def split_credentials(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str], list[tuple[str, str]]]:
-    """``env`` split into (the rest, credential variables, credential ``GIT_CONFIG_*`` entries),
-    the entries that stay renumbered from 0.
-    """
+    """(the rest, credential variables, credential ``GIT_CONFIG_*`` entries renumbered from 0)."""
     clean: dict[str, str] = {}
     found: dict[str, str] = {}
     for name, value in env.items():
@@ -392,7 +374,7 @@ def _append_config(env: MutableMapping[str, str], entries: Sequence[tuple[str, s
 
 
 def _parameters(value: str) -> list[tuple[str, str]]:
-    """The settings of ``GIT_CONFIG_PARAMETERS`` (``git -c``'s), unquoted as git quotes them."""
+    """``git -c``'s settings, unquoted as git quotes them."""
     pairs = re.findall(r"'((?:[^']|'\\'')*)'(?:='((?:[^']|'\\'')*)')?", value)
     return [(k.replace("'\\''", "'"), v.replace("'\\''", "'")) for k, v in pairs]
 
@@ -413,9 +395,7 @@ def _credential_values(env: Mapping[str, str]) -> list[str]:
 
 
 def reachable_credentials(env: Mapping[str, str]) -> list[str]:
-    """The credentials this process holds, by name: what the stage running patch code must not
-    hold (``IN_EVERY_JOB`` left out: every CI job has it, and it reaches no forge).
-    """
+    """What a stage running patch code must not hold (``IN_EVERY_JOB``: every CI job has it, it reaches no forge)."""
     _, found, config = split_credentials(env)
     names = [k for k in {**held, **found} if k not in IN_EVERY_JOB]
     names += [f"git setting {k} (GIT_CONFIG_*)" for k, _ in [*held_config, *config]]
@@ -423,7 +403,6 @@ def reachable_credentials(env: Mapping[str, str]) -> list[str]:
 
 
 def credential_files(env: Mapping[str, str]) -> list[str]:
-    """The credential files for git, curl or gh under HOME or named by the environment, where not empty."""
     home = env.get("HOME") or os.path.expanduser("~")
     config = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     candidates = [

@@ -1,9 +1,5 @@
-"""Changes to a stack's files that a kill cannot tear, and the one lock a stack has.
-
-A stack is many files that must agree, so a change to ``patches/<stack>/`` is a
-whole new directory switched in at once (``commit_dir``): git, quilt and the
-maintainer's editor only ever see all-old or all-new, and no journal is left to
-finish. Every command that changes a stack holds its lock (``locked``).
+"""Changes to a stack's files that a kill cannot tear, and its one lock. A change is a whole new
+directory switched in at once (``commit_dir``): git, quilt and the editor see all-old or all-new.
 """
 
 from __future__ import annotations
@@ -38,7 +34,6 @@ EDIT_LOCK_WAIT_SECONDS = 30.0
 
 
 def edit_lock_wait() -> float:
-    """``GGSTACK_LOCK_WAIT_SECONDS``, else 30: how long an edit waits for the stack's lock."""
     value = os.environ.get(LOCK_WAIT, "")
     if value == "":
         return EDIT_LOCK_WAIT_SECONDS
@@ -55,7 +50,7 @@ def edit_lock_wait() -> float:
 
 
 def env_count(name: str, env: Mapping[str, str] | None = None) -> int:
-    """A whole number from the environment (0 when unset): the debug kill hooks."""
+    """0 when unset: the debug kill hooks."""
     value = (os.environ if env is None else env).get(name, "")
     if value == "":
         return 0
@@ -65,7 +60,7 @@ def env_count(name: str, env: Mapping[str, str] | None = None) -> int:
 
 
 class _FileOps:
-    """``GGSTACK_DEBUG_KILL_AFTER_FILE_OPS=N``: SIGKILL after a change's N-th file operation (tests)."""
+    """``GGSTACK_DEBUG_KILL_AFTER_FILE_OPS=N``: SIGKILL after the N-th file operation (tests)."""
 
     def __init__(self) -> None:
         self.limit = env_count(KILL_AFTER_FILE_OPS)
@@ -81,8 +76,7 @@ class _FileOps:
 
 
 def machine_error(e: OSError, path: str | None, *, after: str = "nothing was changed") -> InfraError | None:
-    """A full or read-only filesystem, or no permission, in words (None for other errors), naming
-    ``path`` as the user knows it rather than the temporary name that failed."""
+    """Full or read-only filesystem, or no permission; naming ``path``, not the temporary name that failed."""
     where = path or (e.filename if isinstance(e.filename, str) else None) or "a file ggstack was writing"
     tail = f" ({after})" if after else ""
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -101,7 +95,7 @@ def _umask() -> int:
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Replace one file in one rename; its mode is the old file's, else what the umask gives."""
+    """Its mode is the old file's, else what the umask gives."""
     directory = os.path.dirname(path) or "."
     try:
         mode = os.stat(path).st_mode & 0o7777
@@ -129,8 +123,7 @@ def write_atomic(path: str, data: bytes) -> None:
 
 @functools.cache
 def _exchange_function() -> Callable[[str, str], bool] | None:
-    """``renameat2(RENAME_EXCHANGE)`` (Linux) or ``renamex_np(RENAME_SWAP)`` (macOS), if libc has it;
-    looked up when first needed (ctypes is not every command's import)."""
+    """Looked up when first needed (ctypes is not every command's import)."""
     import ctypes  # only a command that switches a directory needs libc
 
     try:
@@ -150,7 +143,7 @@ def _exchange_function() -> Callable[[str, str], bool] | None:
         return None
 
     def exchange(a: str, b: str) -> bool:
-        """True when swapped; False when this filesystem cannot (the caller falls back)."""
+        """False when this filesystem cannot (the caller falls back)."""
         if call(os.fsencode(a), os.fsencode(b)) == 0:
             return True
         err = ctypes.get_errno()
@@ -172,8 +165,7 @@ def _siblings(path: str, mark: str) -> list[str]:
 
 
 def readable_dir(path: str) -> str:
-    """Where a directory's current state is: ``path``, or — after a kill between the
-    two renames of a filesystem that cannot exchange — the complete new one beside it."""
+    """``path``, or after a kill between two renames (no exchange), the complete new one beside it."""
     if os.path.isdir(path):
         return path
     new, old = _siblings(path, NEW_MARK), _siblings(path, OLD_MARK)
@@ -183,7 +175,7 @@ def readable_dir(path: str) -> str:
 
 
 def _recover(path: str, ops: Callable[[], None]) -> None:
-    """Finish or undo what a killed change left beside ``path`` (the caller holds the lock)."""
+    """The caller holds the lock."""
     new, old = _siblings(path, NEW_MARK), _siblings(path, OLD_MARK)
     if not os.path.exists(path) and old:
         # Killed between the two renames: the new directory was complete before the first.
@@ -226,7 +218,7 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 
 def _build(path: str, changes: Mapping[str, bytes | None], ops: Callable[[], None]) -> str:
-    """The new directory, complete, beside ``path``: unchanged entries linked, changed ones written."""
+    """Unchanged entries linked, changed ones written."""
     parent, base = os.path.split(path)
     new = tempfile.mkdtemp(prefix=f".{base}{NEW_MARK}", dir=parent or ".")
     try:
@@ -268,7 +260,6 @@ def _fill(path: str, new: str, changes: Mapping[str, bytes | None], ops: Callabl
 
 
 def _switch(path: str, new: str, ops: Callable[[], None], *, create: bool = False) -> str | None:
-    """Put ``new`` at ``path`` in one step where the filesystem can; returns what holds the old state."""
     if create or not os.path.isdir(path):
         os.rename(new, path)  # onto nothing (or an empty directory): one rename
         ops()
@@ -287,9 +278,9 @@ def _switch(path: str, new: str, ops: Callable[[], None], *, create: bool = Fals
 
 
 def commit_dir(path: str, changes: Mapping[str, bytes | None], *, create: bool = False) -> bool:
-    """Change files of ``path`` (name → bytes, None: delete) as one step, under the caller's lock;
-    False, touching nothing, when nothing would change. ``create``: only a new directory
-    (FileExistsError otherwise). A full or read-only disk is an InfraError, the old state kept."""
+    """Name → bytes (None: delete) as one step, under the caller's lock; False when nothing would
+    change. ``create``: only a new directory. A full or read-only disk is an InfraError, the old state kept.
+    """
     # Built beside the old one (unchanged files hard-linked) and switched in with one
     # renameat2(RENAME_EXCHANGE); where the filesystem cannot, two renames, and a kill between
     # them leaves the complete new directory, which readable_dir reads and the next change moves in.
@@ -314,7 +305,6 @@ def commit_dir(path: str, changes: Mapping[str, bytes | None], *, create: bool =
 def _build_and_switch(
     path: str, changes: Mapping[str, bytes | None], ops: Callable[[], None], create: bool
 ) -> str | None:
-    """The new directory in place, or nothing changed and no half-built one left; what holds the old state."""
     new: str | None = None
     try:
         new = _build(path, changes, ops)
@@ -357,8 +347,7 @@ def _changes(full: str, data: bytes | None, dir_exists: bool) -> bool:
 
 
 def read_dir_files(path: str, attempts: int = 5) -> tuple[str, dict[str, bytes]]:
-    """Every plain file of a directory as one state: (where it was read, name → bytes).
-    Read through one handle, and again if a change switched the directory away meanwhile."""
+    """Read through one handle, and again if a change switched the directory away meanwhile."""
     for _ in range(attempts):
         where = readable_dir(path)
         try:
@@ -417,8 +406,6 @@ def _same_dir(fd: int, where: str) -> bool:
 
 @dataclass(frozen=True)
 class LockInfo:
-    """What the lock file says: who holds it, since when."""
-
     pid: int
     started: str  # ISO 8601, UTC
     host: str
@@ -455,8 +442,7 @@ def locked(
     wait: float = 0.0,
     warn: Callable[[str], None] | None = None,
 ) -> Iterator[LockInfo]:
-    """The stack's lock for the block: a live holder is waited for up to ``wait`` seconds, then
-    an InfraError naming it; a dead one's lock is taken over with a warning."""
+    """A live holder is waited for up to ``wait`` seconds; a dead one's lock is taken over with a warning."""
     # The lock file (O_EXCL: PID, start time) is made, read and taken over under a flock on a guard
     # file, which the kernel releases even on SIGKILL: two runs never both take a dead holder's lock.
     path = lock_path(repo, stack_name)
@@ -484,7 +470,6 @@ def locked(
 
 
 def _try_take(path: str, mine: LockInfo, warn: Callable[[str], None] | None) -> LockInfo | None:
-    """Take the lock; or the live holder that has it."""
     with _guard(path):
         try:
             _create(path, mine)
@@ -549,15 +534,14 @@ def _host() -> str:
 
 
 def _alive(holder: LockInfo) -> bool:
-    """Is the lock's holder still running? A lock from another host is assumed alive."""
+    """A lock from another host is assumed alive."""
     if holder.host and holder.host != _host():
         return True
     return alive(holder.pid, holder.proc_start)
 
 
 def alive(pid: int, start: str | None = None) -> bool:
-    """Is process ``pid`` running (a zombie is not)? ``start``: its start time as
-    ``/proc`` gave it when it was recorded, so that a reused PID is not taken for it."""
+    """A zombie is not; ``start`` (from ``/proc``) tells a reused PID apart."""
     if pid == os.getpid():
         return True
     try:

@@ -1,9 +1,6 @@
-"""``ggstack sync``: the CI rebase bot's one command, and what it tells the CI.
-
-Every stage (fetch, apply, check, test, pr) runs in one process into one Run; a stage
-that fails is recorded there while the later ones run on what is still sound. ``pr``
-touches the forge only when every earlier stage vouched for the Run: a PR on a stale
-base, or on verdicts never reached, is the noise ggstack exists to avoid.
+"""``ggstack sync``: the CI rebase bot's one command. Every stage runs into one Run; a failed
+stage is recorded while later ones run on what is still sound. ``pr`` touches the forge only
+when every earlier stage vouched for the Run: a PR on a stale base is the noise we avoid.
 """
 
 from __future__ import annotations
@@ -40,8 +37,6 @@ NO_FORGE = "--no-forge: the stage that holds the token does it (`ggstack pr --ru
 
 
 class Observer(Protocol):
-    """Told when each stage starts and ends; hands the stage its progress callback."""
-
     def stage(self, name: str, total: int) -> contextlib.AbstractContextManager[Progress | None]: ...
 
     def finished(self, name: str, state: str) -> None: ...
@@ -57,7 +52,7 @@ class Silent:
 
 
 class ActionsObserver:
-    """GitHub Actions log groups, one per stage, with the stage's state inside."""
+    """GitHub Actions log groups, one per stage."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
@@ -87,16 +82,13 @@ Stage = Callable[[Progress | None], "Run | str | None"]
 
 
 class _Stages:
-    """Each stage's state as the run goes ("ok", "failed (input): …", "skipped: …"), its
-    failures in words, and the observer told of each."""
-
     def __init__(self, observer: Observer, hide: Callable[[str], str], patches: int) -> None:
         self.observer, self.hide, self.patches = observer, hide, patches
         self.states: dict[str, str] = {}
         self.errors: list[str] = []
 
     def attempt(self, name: str, fn: Stage) -> Run | None:
-        """Run a stage: its Run (whose stages say its state), a state of its own, or None for "ok"."""
+        """A stage's Run, a state of its own, or None for "ok"."""
         with self.observer.stage(name, self.patches) as progress:
             try:
                 result = fn(progress)
@@ -117,7 +109,6 @@ class _Stages:
         self.observer.finished(name, self.states[name])
 
     def into(self, run: Run) -> Run:
-        """``run`` with every stage's state, in the order they run, and every failure."""
         ordered = {s: self.states[s] for s in STAGES if s in self.states}
         return dataclasses.replace(
             run,
@@ -143,11 +134,8 @@ def sync(
     forge: bool = True,
     land: bool = False,
 ) -> Run:
-    """fetch → apply → check → test → pr (→ land, → rebase-series): one Run, every stage's failure in it.
-
-    ``forge`` off (``--no-forge``, the untrusted stage): no pr stage; the Run says who does it.
-    ``dry_run`` changes nothing anywhere: no branch is written, nothing is pushed, the forge
-    is only read. An unknown base is a UserError before any stage after fetch runs.
+    """fetch → apply → check → test → pr (→ land, → rebase-series) into one Run.
+    ``forge`` off: no pr stage. ``dry_run`` writes and pushes nothing. An unknown base is a UserError.
     """
     stages = _Stages(observer or Silent(), secrets.Secrets.from_env(env).scrub, len(stack.patches))
     if fetch:
@@ -170,7 +158,7 @@ def sync(
 def _check_and_test(
     stages: _Stages, repo: git.Repository, stack: Stack, base_ref: str, run: Run | None, *, gpu: str, use_cache: bool
 ) -> Run | None:
-    """check on apply's Run, then test on check's (no tests without verdicts); the last Run made."""
+    """No tests without verdicts."""
     checked = stages.attempt(
         "check", lambda p: check_stack(repo, stack, base_ref, run=run, progress=p, use_cache=use_cache)
     )
@@ -195,7 +183,6 @@ def _pr_stage(
     close_redundant: bool,
     env: Mapping[str, str] | None,
 ) -> Run | None:
-    """pr, on a Run every earlier stage vouched for; the last Run made."""
     held_back = _no_pr_because(stages.states, run, forge=forge)
     if held_back or run is None:
         stages.skip("pr", held_back or "apply did not succeed")
@@ -210,7 +197,6 @@ def _pr_stage(
 
 
 def _no_pr_because(stages: Mapping[str, str], run: Run | None, *, forge: bool) -> str | None:
-    """Why the pr stage does not run (``--no-forge``, or an earlier stage unsound); None: it runs."""
     if not forge:
         return NO_FORGE
     unsound = [s for s in ("fetch", "apply", "check", "test") if stages.get(s, "ok").startswith(("failed", SKIPPED))]
@@ -220,7 +206,7 @@ def _no_pr_because(stages: Mapping[str, str], run: Run | None, *, forge: bool) -
 
 
 def _land_stage(land: bool, stages: _Stages, fn: Stage) -> None:
-    """``--land``: only after a green run (pr neither failed, skipped nor offline)."""
+    """Only after a green run (pr neither failed, skipped nor offline)."""
     if not land:
         return
     if stages.states.get("pr", "") in ("ok", "dry-run"):
@@ -230,7 +216,6 @@ def _land_stage(land: bool, stages: _Stages, fn: Stage) -> None:
 
 
 def _land(repo: git.Repository, stack: Stack, base_ref: str, *, dry_run: bool, env: Mapping[str, str] | None) -> str:
-    """The land stage: its state in one line ("ok: merged #1, #2; stopped at 0003: waiting for approval")."""
     from ggstack import land
 
     base = pr.pr_base(repo, stack, base_ref)
@@ -256,8 +241,7 @@ def _merged_words(result: Landing, *, dry_run: bool) -> str:
 
 
 def _fetch(stages: _Stages, repo: git.Repository, remote: str, base_ref: str) -> str:
-    """The fetch stage; the base to replay onto after it (see ``fetched_base``): ``base_ref``
-    itself where the fetch failed."""
+    """``base_ref`` itself where the fetch failed."""
     onto = base_ref
 
     def fetch_base(_: Progress | None) -> str:
@@ -272,10 +256,9 @@ def _fetch(stages: _Stages, repo: git.Repository, remote: str, base_ref: str) ->
 
 
 def fetched_base(repo: git.Repository, remote: str, base_ref: str) -> tuple[str, str]:
-    """The base to replay onto after fetching, and the fetch stage's state. A local branch
-    behind the remote-tracking one just fetched (a CI checkout's ``main`` from clone time) is
-    not what a bot that asked for ``--fetch`` means: the fetched one is, and the state says so.
-    A local branch of one's own (ahead, or diverged) stays, with a word."""
+    """A local branch behind the one just fetched (a CI checkout's ``main`` from clone time) is not what
+    ``--fetch`` means: the fetched one is. A local branch of one's own (ahead, diverged) stays.
+    """
     local = repo.try_resolve(f"refs/heads/{base_ref}")
     tracking = repo.try_resolve(f"refs/remotes/{remote}/{base_ref}")
     if local is None or tracking is None or local == tracking:
@@ -296,7 +279,6 @@ def _propose_rebased_series(
     dry_run: bool,
     env: Mapping[str, str] | None,
 ) -> Run:
-    """``--rebase-series``: the rebased series as a PR onto the branch the stack lives on (see ``rebase_pr``)."""
     from ggstack import rebase_pr
 
     forge = open_forge(stack, env, dry_run=dry_run)  # without a token: a UserError, or offline for a dry run
@@ -307,7 +289,7 @@ def _propose_rebased_series(
 
 
 def skeleton(stack: Stack, base_ref: str, base: str) -> Run:
-    """A Run with one unjudged Outcome a patch, for when no stage produced one."""
+    """For when no stage produced a Run."""
     run = Run(stack=stack.name, base_ref=base_ref, base=base, repo_slug=stack.config.target.repo)
     for p in stack.patches:
         run.outcomes.append(
@@ -323,7 +305,6 @@ def skeleton(stack: Stack, base_ref: str, base: str) -> Run:
 
 
 def save_run(repo: git.Repository, run: Run, path: str | None = None) -> str:
-    """Write the Run to ``path`` and as the stack's last run under the git dir; returns where."""
     data = secrets.scrub(run_json(run)).encode()  # uploaded by the workflow: no secret in it
     last = os.path.join(repo.state_dir("runs"), _file_safe(run.stack or "commits") + ".json")
     state.write_atomic(last, data)
@@ -356,7 +337,6 @@ WARNING_VERDICTS = (Verdict.PARTIAL, Verdict.INCONCLUSIVE)
 
 
 def workflow_annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
-    """``::error``/``::warning`` workflow commands on the patch files that need a human."""
     lines = []
     for o in run.outcomes:
         level = _annotation_level(o)
@@ -375,7 +355,6 @@ def workflow_annotations(run: Run, stack: Stack, workspace: str) -> list[str]:
 
 
 def _annotation_level(o: Outcome) -> str | None:
-    """An error where the patch cannot go on as it is, a warning where a human should weigh it."""
     if o.verdict in ERROR_VERDICTS or (o.verdict is None and o.conflict):
         return "error"
     if o.verdict in WARNING_VERDICTS or exits.redundant_open(o):
@@ -384,7 +363,6 @@ def _annotation_level(o: Outcome) -> str | None:
 
 
 def publish_to_actions(run: Run, stack: Stack, env: Mapping[str, str], out: TextIO) -> None:
-    """Annotations to the log; the Markdown report appended to ``$GITHUB_STEP_SUMMARY``."""
     workspace = env.get("GITHUB_WORKSPACE") or os.getcwd()
     for line in workflow_annotations(run, stack, workspace):
         out.write(secrets.scrub(line) + "\n")
@@ -399,10 +377,10 @@ def publish_to_actions(run: Run, stack: Stack, env: Mapping[str, str], out: Text
 
 
 def _data(text: str) -> str:
-    """Escape a workflow command's message (GitHub's toolkit ``escapeData``)."""
+    """GitHub's toolkit ``escapeData``."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _property(text: str) -> str:
-    """Escape a workflow command's property (``escapeProperty``)."""
+    """GitHub's toolkit ``escapeProperty``."""
     return _data(text).replace(":", "%3A").replace(",", "%2C")

@@ -1,8 +1,5 @@
-"""A cherry-pick merge-ort has nothing to decide, done as an edit of the tip's tree in memory.
-
-Most picks of a stack touch paths the base left alone: then the result is the tip's tree with
-the pick's paths set, and ``Trees`` edits only the trees on those paths (read through the
-persistent cat-file, written through one long-lived writer), with no index, merge or process.
+"""A cherry-pick merge-ort has nothing to decide, done as an edit of the tip's tree in memory:
+most picks touch paths the base left alone, so only the trees on those paths change.
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ class Trees:
         return self.entries(tree).get(name)
 
     def edit(self, tree: str | None, changes: Edits, *, write: bool = True) -> str:
-        """A directory left empty goes, as in git. Without ``write``, the new trees are kept here under
-        placeholder ids for git to write."""
+        """Without ``write``, new trees are kept under placeholder ids for git to write."""
         return self._edit(tree, changes, write) or self._store({}, write)
 
     def written(self, tree: str) -> str:
@@ -83,8 +79,7 @@ class Trees:
 
 
 def trivial_merge(trees: Trees, tip_tree: str, changes: Sequence[git.TreeChange]) -> Edits | None:
-    """The cherry-pick's result as edits of the tip, where merge-ort provably takes the pick's side of
-    every path; None where it might have something to decide."""
+    """None where merge-ort might have something to decide."""
     # No rename merge-ort would follow: none within the pick (it does not both add and delete).
     if {"A", "D"} <= {c.status for c in changes}:
         return None
@@ -97,8 +92,7 @@ def trivial_merge(trees: Trees, tip_tree: str, changes: Sequence[git.TreeChange]
 
 
 def _tip_as_parent(trees: Trees, tip_tree: str, change: git.TreeChange) -> bool:
-    """No change or rename on the tip's side, and an added file's directory still there (merge-ort follows
-    a directory rename only where the directory is gone)."""
+    """merge-ort follows a directory rename only where the directory is gone."""
     before = None if change.old_mode == _ABSENT else (change.old_mode, change.old_sha)
     if trees.lookup(tip_tree, change.path) != before:
         return False

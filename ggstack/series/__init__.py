@@ -1,2 +1,1 @@
-"""The stored stack, ``patches/<stack>/``: ``store`` (the directory), ``config`` (stack.toml),
-``branchnames``, ``seriesfile``, ``patchfile``, ``mailheaders``, ``order`` (renumbering)."""
+"""The stored stack, ``patches/<stack>/``: its directory, stack.toml, series file and patch files."""

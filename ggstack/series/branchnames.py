@@ -1,6 +1,4 @@
-"""Which refs a patch's branch may be: only under ``refs/heads/`` or ``refs/ggstack/``, never a
-tag, note, remote, stash, HEAD or ggstack's own records; a ``branches.template`` that
-would make one is refused when the stack loads."""
+"""Which refs a patch's branch may be: only under ``refs/heads/`` or ``refs/ggstack/``."""
 
 from __future__ import annotations
 
@@ -20,7 +18,6 @@ _SAME_FIELDS = {**_TEMPLATE_FIELDS, "index": 13, "slug": "y" * 64, "name": "0013
 
 
 def branch_ref_problem(ref: str) -> str | None:
-    """Why ggstack must not write ``ref`` as a patch's branch, or None."""
     if not ref.startswith(BRANCH_NAMESPACES):
         return f"makes {ref!r}, outside refs/heads/ and refs/ggstack/ (ggstack writes no tags, notes, remotes or stash)"
     if ref.removeprefix("refs/heads/").split("/")[0] == "HEAD" or ref.count("/") < 2:
@@ -33,8 +30,7 @@ def branch_ref_problem(ref: str) -> str | None:
 
 
 def check_template(template: str, path: str, line: int | None) -> None:
-    """``branches.template`` must make, for every patch, a ref of its own that ggstack may write
-    and git can store (each branch is a file: at most 255 bytes a path component)."""
+    """A ref of its own for every patch, that git can store (each branch is a file: 255 bytes a component)."""
     try:
         sample = template.format(**_TEMPLATE_FIELDS)
     except (KeyError, IndexError, ValueError, AttributeError, TypeError) as e:

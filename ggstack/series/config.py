@@ -1,5 +1,4 @@
-"""A stack's ``stack.toml``: the text ``init`` writes, and the checks a hand edit must pass
-before anything runs (an error names the file and line; docs/stack-toml.md has each key)."""
+"""A stack's ``stack.toml``: what ``init`` writes, and the checks a hand edit must pass (docs/stack-toml.md)."""
 
 from __future__ import annotations
 
@@ -56,7 +55,6 @@ def initial_toml(
     gpu: str = "",
     timeout: int = 900,
 ) -> str:
-    """The stack.toml ``ggstack init`` writes: every key, commented, as docs/stack-toml.md has them."""
     gpu_line = (
         f"gpu = {_toml_string(gpu)}"
         if gpu
@@ -157,7 +155,7 @@ def _check_key(section: str, key: str, item: object, path: str, line: int | None
 
 
 def _check_values(data: dict, text: str, path: str) -> None:
-    """What the types allow but ggstack cannot use, in the order a user fixes them."""
+    """In the order a user fixes them."""
     target = data.get("target", {})
     if "repo" not in target or not is_slug(target["repo"]):
         raise UserError('target.repo must be "owner/name"', path=path, line=_line_of(text, r"^\s*repo\s*="))
@@ -226,8 +224,7 @@ def _one_of(value: str, allowed: tuple[str, ...], key: str, path: str, text: str
 
 
 def _check_base(base: str, text: str, path: str) -> None:
-    """``target.base`` names a commit by a ref: never a path in a tree (``main:../x``, which git
-    reads outside the repository) nor a value with a space or control character."""
+    """Never a path in a tree (``main:../x`` reads outside the repository), a space or a control character."""
     if re.search(r"[:\s\x00-\x1f\x7f]", base):
         raise UserError(
             f"target.base {base!r} is not a branch, tag or commit (a ref name has no ':', space or control character)",
@@ -237,7 +234,6 @@ def _check_base(base: str, text: str, path: str) -> None:
 
 
 def _check_test_environment(tests: dict, text: str, path: str) -> None:
-    """A patch's tests never get a credential through ``tests.pass_env`` (docs/commands/test.md)."""
     if tests.get("home", "scratch") not in ("scratch", "user"):
         raise UserError(
             f'tests.home must be "scratch" or "user", not {tests["home"]!r}',
@@ -266,8 +262,7 @@ def _check_pass_env(name: str, path: str, line: int | None) -> None:
 
 
 def _no_options(data: dict, text: str, path: str) -> None:
-    """A value that reaches git as an argument may not look like an option
-    (``remote = "--upload-pack=…"`` would run a command)."""
+    """``remote = "--upload-pack=…"`` would run a command."""
     for section, key in (("target", "remote"), ("target", "base"), ("branches", "template")):
         value = data.get(section, {}).get(key, "")
         if value.startswith("-"):

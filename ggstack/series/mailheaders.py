@@ -1,8 +1,6 @@
-"""A patch file's From and Subject as ``git am`` reads them, quoting and RFC 2047 words undone.
-
-Not ``git mailinfo`` (a process a file): loading a stack reads every patch's headers.
-Plain headers, what format-patch writes, are read directly; the stdlib's email package
-(slow to import) only for an encoded one.
+"""A patch file's From and Subject as ``git am`` reads them. Not ``git mailinfo`` (a process a
+file: loading a stack reads every patch's headers); the email package (slow to import) only
+for an encoded header.
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ _B_TEXT = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{
 
 
 def fields(head: str) -> dict[str, str]:
-    """name (lower case) -> the first value of each header, as the email package's compat32 parser
-    has them (it reads the rest of an odd head as body)."""
+    """The first value of each header, as the email package's compat32 parser has them."""
     found: dict[str, str] = {}
     at = 0
     for m in _HEADER.finditer(head):
@@ -41,7 +38,6 @@ def fields(head: str) -> dict[str, str]:
 
 
 def headers(head: str) -> dict[str, str]:
-    """Subject and From, as text: From as git has it, the quoting and RFC 2047 encoding undone."""
     raw = fields(head)
     return {name: _as_text(name, raw[name.lower()], head) for name in ("From", "Subject") if name.lower() in raw}
 
@@ -57,7 +53,7 @@ def _as_text(name: str, value: str, head: str) -> str:
 
 
 def mail_author(mail: bytes) -> tuple[str, str] | None:
-    """(name, email) of a mail's From:, for the names ``git mailinfo`` gives up on (over 60 bytes)."""
+    """For the names ``git mailinfo`` gives up on (over 60 bytes)."""
     head = mail.partition(b"\n\n")[0].decode("utf-8", "surrogateescape")
     value = headers(head.partition("\n")[2] + "\n" if head.startswith("From ") else head + "\n").get("From")
     author = _author(value) if value else None
@@ -68,9 +64,9 @@ def mail_author(mail: bytes) -> tuple[str, str] | None:
 
 
 def _author(value: str) -> str | None:
-    """A From: header as ``git mailinfo`` reads it: the address between the last ``<`` and ``>``
-    (the email package's parser cuts ``a+b[bot]@x`` at the ``[``), the name's quotes and encoded
-    words undone (adjacent words joined, not spaced); None where it is no ``name <address>``."""
+    """As ``git mailinfo`` reads it: the address between the last ``<`` and ``>`` (the email package
+    cuts ``a+b[bot]@x`` at the ``[``); None where it is no ``name <address>``.
+    """
     name, sep, address = value.rpartition(" <")
     if not sep or not name or not address.endswith(">") or "<" in address:
         return None
@@ -94,9 +90,9 @@ def _well_formed(charset: str, kind: str, text: str) -> bool:
 
 
 def _unstructured(value: str) -> str | None:
-    """A Subject's encoded words decoded as the email package's default policy decodes them (the
-    same on all 315 encoded subjects of four projects' histories), without importing its header
-    registry; None where its bytes are not of its charset."""
+    """As the email package's default policy decodes (the same on 315 encoded subjects of four
+    projects), without importing its header registry; None where the bytes are not of the charset.
+    """
     import email.header
 
     try:

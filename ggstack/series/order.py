@@ -1,4 +1,4 @@
-"""The series reordered: ``move`` and ``remove``, each patch's file name and ``[PATCH n/m]`` renumbered."""
+"""The series reordered, each patch's file name and ``[PATCH n/m]`` renumbered."""
 
 from __future__ import annotations
 

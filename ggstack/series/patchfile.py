@@ -1,8 +1,6 @@
-"""One carry patch's file, as ``git format-patch --full-index`` writes it, parsed and checked.
-
-A hand edit git would read otherwise (CRLF, a second message, a diff after the signature)
-is refused, naming file and line; ``Patch.raw`` keeps the bytes, so an unchanged stack
-is saved byte for byte.
+"""One carry patch's file, as ``git format-patch --full-index`` writes it. A hand edit git would
+read otherwise is refused, naming file and line; ``Patch.raw`` keeps the bytes, so an unchanged
+stack is saved byte for byte.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ _RAW_DATE = re.compile(r"^\d+ [+-]\d{4}$")
 
 
 def parse_patch(raw: bytes, path: str) -> Patch:
-    """Provenance is left empty: the trailers of all patches are read in one git call (``with_provenance``)."""
+    """Provenance is left empty: ``with_provenance`` reads all patches' trailers in one git call."""
     m = _FROM_LINE.match(raw[:200])
     if not m:
         raise UserError("not a git format-patch file: line 1 must be 'From <sha> <date>' (mbox)", path=path, line=1)
@@ -85,8 +83,7 @@ def _head(text: str, path: str) -> tuple[str, dict[str, str]]:
 
 
 def _refuse_bytes(raw: bytes, path: str) -> None:
-    """What no file ``git format-patch`` wrote has: a NUL byte (binary diffs are base85), CRLF
-    ends (an editor's or ``core.autocrlf``'s: git would apply another diff), a second message."""
+    """NUL (binary diffs are base85), CRLF (git would apply another diff), a second message."""
     if b"\0" in raw:
         line = raw[: raw.index(b"\0")].count(b"\n") + 1
         raise UserError("contains a NUL byte (a patch file is text; binary changes are base85)", path=path, line=line)
@@ -108,8 +105,7 @@ def _refuse_bytes(raw: bytes, path: str) -> None:
 
 
 def _patch_text(raw: bytes, path: str) -> tuple[str, int]:
-    """The file up to its diff as text, and where the diff starts (``len(raw)``: none). Headers and
-    message are UTF-8; a diff's lines are the file's own bytes (a latin-1 source stays latin-1)."""
+    """A diff's lines stay the file's own bytes (a latin-1 source stays latin-1)."""
     at = raw.find(b"\ndiff --git ")
     diff_from = len(raw) if at < 0 else at + 1
     try:
@@ -122,8 +118,7 @@ def _patch_text(raw: bytes, path: str) -> tuple[str, int]:
 
 
 def _read_diff(raw: bytes, start: int, path: str, first_line: int) -> tuple[str, str]:
-    """The diff from ``start`` (checked, ``diff.diff_end``) and what follows it, a byte that is not
-    UTF-8 kept surrogate-escaped; never more than one copy of a big diff besides the file's bytes."""
+    """Never more than one copy of a big diff besides the file's bytes."""
     whole = str(memoryview(raw)[start:], "utf-8", "surrogateescape")
     try:
         end = diff_end(whole)
@@ -140,7 +135,7 @@ def _read_diff(raw: bytes, start: int, path: str, first_line: int) -> tuple[str,
 
 
 def _readable_date(date: str) -> bool:
-    """A raw ``<epoch> <tz>`` or an RFC 2822 date with its zone: what git reads in a patch."""
+    """A raw ``<epoch> <tz>`` or an RFC 2822 date with its zone."""
     if _RAW_DATE.match(date) or stamp(date) is not None:
         return True  # (format-patch's own date: no email package to import for it)
     import email.utils
@@ -150,7 +145,6 @@ def _readable_date(date: str) -> bool:
 
 
 def _refuse_identity(author: str, date: str, head: str, path: str) -> None:
-    """From: and Date: as git can make an author of them (a hand edit may not)."""
     if not _AUTHOR.match(author) or not author.partition(" <")[0].strip():
         shown = raw_header(head, "From")
         raise UserError(f"From: {shown!r} is not 'Name <email>'", path=path, line=_header_line(head, "From"))
@@ -168,8 +162,7 @@ def _header_line(head: str, name: str) -> int:
 
 
 def _refuse_tail(tail: str, path: str, first_line: int) -> None:
-    """After the diff only ``base-commit:``/``prerequisite-patch-id:`` lines and a signature may
-    follow; another diff there would be dropped without a word."""
+    """Another diff after the signature would be dropped without a word."""
     for n, line in enumerate(tail.split("\n")):
         if line.startswith(("diff --git ", "@@ ", "--- a/", "+++ b/")):
             raise UserError(
@@ -184,7 +177,7 @@ def _refuse_tail(tail: str, path: str, first_line: int) -> None:
 
 
 def picked_from_line(message: str) -> str | None:
-    """The commit git's own ``(cherry picked from commit X)`` line names (the first: the origin)."""
+    """The first ``(cherry picked from commit X)`` names the origin."""
     m = _CHERRY_LINE.search(message)
     return m.group(1) if m else None
 
@@ -201,8 +194,7 @@ def with_provenance(patch: Patch, trailers: list[tuple[str, str]]) -> Patch:
 
 
 def checked_provenance(patch: Patch, trailers: list[tuple[str, str]], path: str | None) -> Patch:
-    """``with_provenance``, with exactly one ``Stack-Patch-Id`` of the shape ggstack writes: it is
-    matched against PR markers and written into PR bodies, so nothing else may pass."""
+    """Exactly one ``Stack-Patch-Id`` of our shape: it is matched against PR markers and written into PR bodies."""
     ids = [value for key, value in trailers if key.lower() == T_STACK_PATCH_ID.lower()]
     lines = trailer_lines(patch.raw, T_STACK_PATCH_ID)
     if not ids:
@@ -224,7 +216,6 @@ def checked_provenance(patch: Patch, trailers: list[tuple[str, str]], path: str 
 
 
 def trailer_lines(raw: bytes, key: str) -> list[int]:
-    """The line numbers in a patch file where a trailer ``key`` starts (before the diff)."""
     ends = [i for i in (raw.find(b"\n---\n"), raw.find(b"\ndiff --git ")) if i >= 0]
     head = str(memoryview(raw)[: min(ends, default=len(raw))], "utf-8", "replace")  # not the diff: it may be big
     prefix = key.lower() + ":"

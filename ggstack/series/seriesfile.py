@@ -1,5 +1,4 @@
-"""The ``series`` file, the stack's merge order as quilt reads it: a rewrite (a move, a drop)
-keeps each entry's comments and ``-p1`` with it, and changes only the lines it must."""
+"""The ``series`` file as quilt reads it: a move or drop keeps each entry's comments and ``-p1``."""
 
 from __future__ import annotations
 
@@ -13,15 +12,12 @@ SERIES = "series"
 
 
 class Line(NamedTuple):
-    """A series entry's own text: what follows its name on its line, and the lines above it."""
-
     options: str  # "-p1", "-p1 # why"
     above: tuple[str, ...]  # comment and blank lines since the entry before (none for the first)
 
 
 def series_line(text: str, series_path: str, n: int) -> str | None:
-    """The file a line names (None for a blank or comment line); only ``-p1``, the one strip level
-    ggstack stores, may follow it."""
+    """Only ``-p1``, the one strip level ggstack stores, may follow the name."""
     fields = text.split("#", 1)[0].split()
     if not fields:
         return None
@@ -35,7 +31,6 @@ def series_line(text: str, series_path: str, n: int) -> str | None:
 
 
 def entries(raw: bytes, series_path: str, files: Collection[str]) -> dict[str, Line]:
-    """File name → its line's options and the lines above it, in series order."""
     found: dict[str, Line] = {}
     pending: list[str] = []
     for n, text in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
@@ -43,32 +38,39 @@ def entries(raw: bytes, series_path: str, files: Collection[str]) -> dict[str, L
         if entry is None:
             pending.append(text.rstrip())
             continue
-        if "/" in entry or entry.startswith("."):
-            raise UserError(f"series entry {entry!r} must be a file in the stack directory", path=series_path, line=n)
-        if entry not in files:
-            raise UserError(f"series names {entry!r}, but there is no such file", path=series_path, line=n)
-        if entry in found:
-            raise UserError(f"{entry!r} is listed twice", path=series_path, line=n)
+        problem = _entry_problem(entry, files, found)
+        if problem:
+            raise UserError(problem, path=series_path, line=n)
         found[entry] = Line(text.strip()[len(entry) :].strip(), tuple(pending) if found else ())
         pending = []
     return found
 
 
+def _entry_problem(entry: str, files: Collection[str], found: Collection[str]) -> str | None:
+    if "/" in entry or entry.startswith("."):
+        return f"series entry {entry!r} must be a file in the stack directory"
+    if entry not in files:
+        return f"series names {entry!r}, but there is no such file"
+    return f"{entry!r} is listed twice" if entry in found else None
+
+
 def render_series(stack: Stack) -> bytes:
-    """The lines before the first entry and after the last kept; each patch's line with the options
-    and comments it had."""
-    old = stack.series_raw.decode("utf-8", "replace").splitlines()
-    entry_at = [i for i, line in enumerate(old) if line.split("#", 1)[0].strip()]
-    head = old[: entry_at[0]] if entry_at else [line for line in old if line.startswith("#")]
-    tail = old[entry_at[-1] + 1 :] if entry_at else []
+    head, tail = _around_entries(stack.series_raw.decode("utf-8", "replace").splitlines())
     lines = head or [f"# ggstack series for {stack.name}: one patch a line, in merge order"]
     for p in stack.patches:
         lines += [*p.series_above, f"{p.name} {p.series_options}" if p.series_options else p.name]
     return ("\n".join(lines + tail) + "\n").encode()
 
 
+def _around_entries(old: list[str]) -> tuple[list[str], list[str]]:
+    """The lines before the first entry and after the last; with no entry, the comments."""
+    entry_at = [i for i, line in enumerate(old) if line.split("#", 1)[0].strip()]
+    if not entry_at:
+        return [line for line in old if line.startswith("#")], []
+    return old[: entry_at[0]], old[entry_at[-1] + 1 :]
+
+
 def series_bytes(stack: Stack) -> bytes:
-    """The file as loaded where its entries did not change, else rendered again."""
     try:
         loaded = entries(stack.series_raw, SERIES, {p.name for p in stack.patches})
     except UserError:

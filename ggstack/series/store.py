@@ -1,8 +1,5 @@
-"""A stack's directory ``patches/<stack>/``, read and written whole.
-
-``git am -3`` and ``quilt push -a`` take it as it is. Everything is checked before
-anything is written, and a change is one switch of the directory a kill cannot tear
-(``state.commit_dir``), under the stack's lock.
+"""A stack's directory ``patches/<stack>/``, read and written whole, as ``git am -3`` and
+``quilt push -a`` take it. A change is one switch a kill cannot tear (``state.commit_dir``).
 """
 
 from __future__ import annotations
@@ -112,8 +109,7 @@ def _refuse_duplicate_ids(patches: list[Patch], path: str) -> None:
 
 
 def save(stack: Stack, also: Mapping[str, bytes | None] | None = None) -> bool:
-    """The stack and ``also`` (other files of its directory; None deletes) as one change, under the
-    caller's lock (``state.locked``); the files the series no longer names go. Whether anything changed."""
+    """Under the caller's lock; ``also``: other files of the directory (None deletes). Whether anything changed."""
     keep = {p.name for p in stack.patches}
     changes: dict[str, bytes | None] = {p.name: p.raw for p in stack.patches}
     changes[SERIES] = seriesfile.series_bytes(stack)
@@ -170,7 +166,7 @@ def _check_init_options(repo_slug: str, base: str, remote: str, fork: str | None
 
 
 def not_utf8(text: str) -> bool:
-    """git's bytes read as UTF-8 with surrogateescape: a lone surrogate is a byte that was not UTF-8."""
+    """A lone surrogate is a byte that was not UTF-8."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
