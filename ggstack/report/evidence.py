@@ -58,11 +58,15 @@ def _signal_reasons(o: Outcome) -> list[str]:
     reason = _SIGNAL_REASON.get(o.verdict)
     parts = [reason(o)] if reason else []
     pid = _first(o, Signal.PATCH_ID)
-    if pid is not None and pid.data.get("match"):
-        parts.append("patch-id matches " + ", ".join(short(c) for c in pid.commits))
-    elif pid is not None:
-        parts.append("patch-id differs")
+    if pid is not None:
+        parts.append(_patch_id_words(pid))
     return parts + [e.detail for e in o.evidence if e.kind == Signal.IDENTITY and e.data.get("match")]
+
+
+def _patch_id_words(pid: Evidence) -> str:
+    return (
+        "patch-id matches " + ", ".join(short(c) for c in pid.commits) if pid.data.get("match") else "patch-id differs"
+    )
 
 
 def _agreed_content(o: Outcome) -> list[str]:
