@@ -140,18 +140,27 @@ def merge(
     gpu_seen: list[str | None] = []
     for path, doc in documents:
         _same_stack_and_base(path, doc, stack, run)
-        for entry in doc.get("jobs", []):
-            job = by_id.get(entry.get("id"))
-            if job is None:
-                continue  # left out by this merge's --only or --gpu off
-            results[job.id] = _entry_results(path, job, entry)
-            if job.kind == "gpu":
-                gpu_seen.append(doc.get("gpu"))
+        gpu_seen += _take_results(path, doc, by_id, results)
     for job in jobs:
         if job.id not in results:
             reason = f"no results for job {job.id} in the merged files"
             results[job.id] = [not_run(job, t, reason) for t in job.trees]
     return fold_tests(repo, run, jobs, results, _merged_gpu(gpu, gpu_seen), require_tests=stack.config.pr.require_tests)
+
+
+def _take_results(
+    path: str, doc: dict[str, Any], by_id: dict[str, Job], results: dict[str, list[TestResult]]
+) -> list[str | None]:
+    """Into ``results``, this merge's jobs from one document; the document's GPU state once a GPU job."""
+    gpu_seen = []
+    for entry in doc.get("jobs", []):
+        job = by_id.get(entry.get("id"))
+        if job is None:
+            continue  # left out by this merge's --only or --gpu off
+        results[job.id] = _entry_results(path, job, entry)
+        if job.kind == "gpu":
+            gpu_seen.append(doc.get("gpu"))
+    return gpu_seen
 
 
 def _same_stack_and_base(path: str, doc: dict[str, Any], stack: Stack, run: Run) -> None:
