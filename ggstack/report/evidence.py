@@ -36,7 +36,11 @@ def _rule_reasons(o: Outcome, decided: Evidence) -> list[str]:
     parts = [why, *_besides(o, decided.data.get("rule"))]
     if o.verdict is Verdict.CONFLICT and o.conflict and "conflict" not in why:
         parts.insert(0, conflict_words(o.conflict.paths))
-    return parts + [e.detail for e in o.evidence if e.kind == Signal.CONFLICT and e.data.get("spurious")]
+    return parts + _spurious_conflicts(o)
+
+
+def _spurious_conflicts(o: Outcome) -> list[str]:
+    return [e.detail for e in o.evidence if e.kind == Signal.CONFLICT and e.data.get("spurious")]
 
 
 def _besides(o: Outcome, rule: object) -> list[str]:
@@ -97,12 +101,16 @@ _SIGNAL_REASON: dict[Verdict | None, Callable[[Outcome], str]] = {
 def evidence_words(o: Outcome) -> str:
     """ "represented: 100% of added lines come from 639aeff; its tests pass on the base without the
     patch": the tests after the text's first reason, or first where they decided."""
-    verdict = o.verdict.value if o.verdict else (o.applied.value if o.applied else NOT_JUDGED)
+    verdict = o.verdict.value if o.verdict else _unjudged_word(o)
     parts = _reasons(o, verdict) or _apply_words(o)
     if o.note:
         parts.append(o.note)
     parts = list(dict.fromkeys(p for p in parts if p))
     return f"{verdict}: {'; '.join(parts)}" if parts else verdict
+
+
+def _unjudged_word(o: Outcome) -> str:
+    return o.applied.value if o.applied else NOT_JUDGED
 
 
 def _reasons(o: Outcome, verdict: str) -> list[str]:

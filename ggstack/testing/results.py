@@ -79,14 +79,18 @@ def read_junit(path: str) -> Cases | None:
 
 
 def _add_case(cases: Cases, case: ET.Element) -> None:
-    classname, name = case.get("classname") or "", case.get("name") or ""
-    test_id = f"{classname}::{name}" if classname else name
+    test_id = _test_id(case)
     children = {child.tag: child for child in case}
     tag = next((t for t in ("failure", "error", "skipped") if t in children), "")
     cases.of(tag).append(test_id)
     if tag == "error":  # a collection or fixture error
         err = children["error"]
         cases.messages[test_id] = f"{err.get('message') or ''}\n{err.text or ''}"
+
+
+def _test_id(case: ET.Element) -> str:
+    classname, name = case.get("classname") or "", case.get("name") or ""
+    return f"{classname}::{name}" if classname else name
 
 
 def classify(

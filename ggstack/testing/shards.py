@@ -108,12 +108,15 @@ def _read_document(path: str) -> dict[str, Any]:
         raise UserError(f"not a JSON results file: {e}", path=path) from None
     if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
         raise UserError("not a ggstack test results file (written by `ggstack test --shard`)", path=path)
-    jobs = doc.get("jobs", [])
-    if not isinstance(jobs, list) or not all(_job_entry(j) for j in jobs):
+    if not _job_entries(doc.get("jobs", [])):
         raise UserError(
             '"jobs" must be a list of objects, each with an "id" and a list of "tests" (edited by hand?)', path=path
         )
     return doc
+
+
+def _job_entries(jobs: object) -> bool:
+    return isinstance(jobs, list) and all(_job_entry(j) for j in jobs)
 
 
 def _job_entry(j: object) -> bool:

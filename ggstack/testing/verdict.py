@@ -71,7 +71,7 @@ def _apply(
 ) -> None:
     judgements = [j for _, j in judged]
     kind = combine(judgements)
-    detail = "; ".join(j.detail for j in sorted(judgements, key=lambda j: j.kind != kind))  # the deciding kind first
+    detail = _details(judgements, kind)
     touching = _candidates(repo, judged[0][0]) if kind == "represented" and not _names_commits(text) else []
     facts = rules.FromTests(kind, detail, required, _open_pr(o), o.applied, tuple(_brought(o)), tuple(touching))
     d = rules.fold(text, facts)
@@ -79,6 +79,10 @@ def _apply(
     if d.commits or text:
         o.represented_by = list(d.commits or _names_commits(text))
     o.evidence.append(Evidence("tests", d.detail + _left_behind(o), list(d.commits), data=_tests_data(d, judged, kind)))
+
+
+def _details(judgements: Sequence[Judgement], kind: str) -> str:
+    return "; ".join(j.detail for j in sorted(judgements, key=lambda j: j.kind != kind))  # the deciding kind first
 
 
 def _names_commits(text: TextVerdict | None) -> list[str]:
