@@ -1,7 +1,6 @@
-"""The test shards as a Buildkite pipeline (``--matrix --ci buildkite``), for a fork whose GPU
-agents are there: a step a shard (GPU ones on ``tests.gpu_queue``), each leaving its results as
-an artifact, then a merge step leaving the Run and the bundle. The privileged step stays in the
-fork's own ``.buildkite/pipeline.yml`` (docs/bot.md): what a build uploads never holds a token.
+"""The test shards as a Buildkite pipeline (``--matrix --ci buildkite``): a step a shard (GPU ones
+on ``tests.gpu_queue``), then a merge step leaving the Run and the bundle. The privileged step stays in
+the fork's own ``.buildkite/pipeline.yml`` (docs/bot.md): what a build uploads never holds a token.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ggstack import git
-from ggstack.model import Run, Stack
+from ggstack.model import Run, Stack, TestConfig
 from ggstack.testing import shards
 
 RESULTS_DIR = "ggstack-results"  # where each shard step leaves its results document
@@ -27,23 +26,35 @@ def pipeline(
     cfg = stack.config.tests
     common = ["ggstack", "test", stack.name, "--onto", run.base, *(f"--only={o}" for o in only)]
     timeout = (3 * cfg.timeout) // 60 + _MINUTES_OVER
-    shard_steps = []
-    for e in entries:
-        k = e["shard"].split("/")[0]
-        results = f"{RESULTS_DIR}/{k}.json"
-        gpu_mode = "require" if e["kind"] == "gpu" else gpu
-        step: dict[str, Any] = {
-            "label": f":test_tube: {e['patch']} ({e['kind']})",
-            "key": f"ggstack-shard-{k}",
-            "command": _command(common, "--gpu", gpu_mode, "--shard", e["shard"], "--results", results),
-            "artifact_paths": [results],
-            "timeout_in_minutes": timeout,
-        }
-        queue = cfg.gpu_queue if e["kind"] == "gpu" else cfg.cpu_queue
-        if queue:
-            step["agents"] = {"queue": queue}
-        shard_steps.append(step)
-    merge = {
+    shard_steps = [_shard_step(e, common, cfg, gpu, timeout) for e in entries]
+    steps: list[dict[str, Any]] = []
+    if shard_steps:
+        steps.append(
+            {"group": f":test_tube: ggstack tests of {stack.name}", "key": "ggstack-tests", "steps": shard_steps}
+        )
+    steps.append(_merge_step(common, cfg, gpu, [s["key"] for s in shard_steps]))
+    return {"steps": steps}
+
+
+def _shard_step(e: dict[str, Any], common: Sequence[str], cfg: TestConfig, gpu: str, timeout: int) -> dict[str, Any]:
+    k = e["shard"].split("/")[0]
+    results = f"{RESULTS_DIR}/{k}.json"
+    on_gpu = e["kind"] == "gpu"
+    step: dict[str, Any] = {
+        "label": f":test_tube: {e['patch']} ({e['kind']})",
+        "key": f"ggstack-shard-{k}",
+        "command": _command(common, "--gpu", "require" if on_gpu else gpu, "--shard", e["shard"], "--results", results),
+        "artifact_paths": [results],
+        "timeout_in_minutes": timeout,
+    }
+    queue = cfg.gpu_queue if on_gpu else cfg.cpu_queue
+    if queue:
+        step["agents"] = {"queue": queue}
+    return step
+
+
+def _merge_step(common: Sequence[str], cfg: TestConfig, gpu: str, shard_keys: list[str]) -> dict[str, Any]:
+    merge: dict[str, Any] = {
         "label": ":twisted_rightwards_arrows: ggstack merge",
         "key": MERGE_KEY,
         "command": [
@@ -67,16 +78,10 @@ def pipeline(
     }
     if cfg.cpu_queue:
         merge["agents"] = {"queue": cfg.cpu_queue}
-    if shard_steps:
-        merge["depends_on"] = [s["key"] for s in shard_steps]
+    if shard_keys:
+        merge["depends_on"] = shard_keys
         merge["allow_dependency_failure"] = True
-    steps: list[dict[str, Any]] = []
-    if shard_steps:
-        steps.append(
-            {"group": f":test_tube: ggstack tests of {stack.name}", "key": "ggstack-tests", "steps": shard_steps}
-        )
-    steps.append(merge)
-    return {"steps": steps}
+    return merge
 
 
 def _command(common: Sequence[str], *args: str) -> str:

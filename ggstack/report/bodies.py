@@ -26,8 +26,7 @@ def pr_body(
     gate: str | None,
     onto: str | None = None,
 ) -> str:
-    """``summary``: the message without subject and trailers; ``gate``: the approval gate in words,
-    None where the stack has none; ``onto``: the PRs' branch (default: the Run's base as given)."""
+    """``gate``: None where the stack has none; ``onto``: the PRs' branch (default: the Run's base)."""
     onto = onto or run.base_ref
     parts = [md_text(summary.strip()) if summary.strip() else subject_md(outcome)]
     parts += _origin_sections(outcome)
@@ -43,18 +42,22 @@ def pr_body(
 
 def _origin_sections(outcome: Outcome) -> list[str]:
     prov = outcome.provenance
-    origin = []
-    if prov and prov.original_pr:
-        origin.append(f"- Original PR: {_pr_ref_md(prov.original_pr)}")
-    if prov and prov.cherry_picked_from:
-        origin.append(f"- Cherry-picked from: {md_line(prov.cherry_picked_from)}")
-    elif outcome.source_commit:
-        origin.append(f"- Source commit (the fork's own): {md_line(outcome.source_commit)}")
+    origin = _origin_lines(outcome)
     sections = ["### Origin\n\n" + "\n".join(origin)] if origin else []
     if prov and prov.dropped:
         dropped = "\n".join(f"- {md_line(d)}" for d in prov.dropped)
         sections.append("### Dropped\n\nLeft out of the original on purpose:\n\n" + dropped)
     return sections
+
+
+def _origin_lines(outcome: Outcome) -> list[str]:
+    prov = outcome.provenance
+    origin = [f"- Original PR: {_pr_ref_md(prov.original_pr)}"] if prov and prov.original_pr else []
+    if prov and prov.cherry_picked_from:
+        origin.append(f"- Cherry-picked from: {md_line(prov.cherry_picked_from)}")
+    elif outcome.source_commit:
+        origin.append(f"- Source commit (the fork's own): {md_line(outcome.source_commit)}")
+    return origin
 
 
 def _pr_ref_md(ref: str) -> str:
@@ -88,12 +91,13 @@ def diffstat_text(diffstat: Diffstat) -> str:
         return "(no changes)"
     width = max(len(path) for path, _, _ in diffstat)
     lines = [f" {path.ljust(width)} | {_counts(added, deleted)}" for path, added, deleted in diffstat]
+    return "\n".join([*lines, _total_line(diffstat)])
+
+
+def _total_line(diffstat: Diffstat) -> str:
     adds = sum(a or 0 for _, a, _ in diffstat)
     dels = sum(d or 0 for _, _, d in diffstat)
-    lines.append(
-        f" {_many(len(diffstat), 'file')} changed, {_many(adds, 'insertion')}(+), {_many(dels, 'deletion')}(-)"
-    )
-    return "\n".join(lines)
+    return f" {_many(len(diffstat), 'file')} changed, {_many(adds, 'insertion')}(+), {_many(dels, 'deletion')}(-)"
 
 
 def _counts(added: int | None, deleted: int | None) -> str:
@@ -105,7 +109,6 @@ def _many(n: int, thing: str) -> str:
 
 
 def closing_comment(run: Run, outcome: Outcome) -> str:
-    """What a maintainer would write closing a PR the base already has: where, by what, on what evidence."""
     commits = ", ".join(short(c) for c in outcome.represented_by)
     via = f" via {commits}" if commits else ""
     lines = [

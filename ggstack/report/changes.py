@@ -28,13 +28,21 @@ def drop_table(result: drop.DropResult) -> Table:
     table = Table(title=Text(title), title_justify="left")
     for col in ("patch", "represented by", "why", "PR", "branch"):
         table.add_column(col, overflow="fold")
-    prs = {o.name: o.pr for o in (result.run.outcomes if result.run else []) if o.pr is not None}
+    prs = _prs(result)
     for e in result.dropped:
-        cells = [patch_label(e.name, e.subject), _represented_words(e.represented_by, e.represented_subjects), e.reason]
-        table.add_row(*(Text(c) for c in [*cells, _closed(prs.get(e.name)), _branch(e.branch, result)]))
+        table.add_row(*(Text(c) for c in _drop_cells(e, prs.get(e.name), result)))
     if not result.dropped:
         table.add_row(Text("nothing is represented: nothing to drop"), "", "", "", "")
     return table
+
+
+def _prs(result: drop.DropResult) -> dict[str, PRState]:
+    return {o.name: o.pr for o in (result.run.outcomes if result.run else []) if o.pr is not None}
+
+
+def _drop_cells(e: drop.Dropped, pull: PRState | None, result: drop.DropResult) -> list[str]:
+    represented = _represented_words(e.represented_by, e.represented_subjects)
+    return [patch_label(e.name, e.subject), represented, e.reason, _closed(pull), _branch(e.branch, result)]
 
 
 def _closed(pull: PRState | None) -> str:

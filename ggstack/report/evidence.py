@@ -36,7 +36,11 @@ def _rule_reasons(o: Outcome, decided: Evidence) -> list[str]:
     parts = [why, *_besides(o, decided.data.get("rule"))]
     if o.verdict is Verdict.CONFLICT and o.conflict and "conflict" not in why:
         parts.insert(0, conflict_words(o.conflict.paths))
-    return parts + [e.detail for e in o.evidence if e.kind == Signal.CONFLICT and e.data.get("spurious")]
+    return parts + _spurious_conflicts(o)
+
+
+def _spurious_conflicts(o: Outcome) -> list[str]:
+    return [e.detail for e in o.evidence if e.kind == Signal.CONFLICT and e.data.get("spurious")]
 
 
 def _besides(o: Outcome, rule: object) -> list[str]:
@@ -58,11 +62,15 @@ def _signal_reasons(o: Outcome) -> list[str]:
     reason = _SIGNAL_REASON.get(o.verdict)
     parts = [reason(o)] if reason else []
     pid = _first(o, Signal.PATCH_ID)
-    if pid is not None and pid.data.get("match"):
-        parts.append("patch-id matches " + ", ".join(short(c) for c in pid.commits))
-    elif pid is not None:
-        parts.append("patch-id differs")
+    if pid is not None:
+        parts.append(_patch_id_words(pid))
     return parts + [e.detail for e in o.evidence if e.kind == Signal.IDENTITY and e.data.get("match")]
+
+
+def _patch_id_words(pid: Evidence) -> str:
+    return (
+        "patch-id matches " + ", ".join(short(c) for c in pid.commits) if pid.data.get("match") else "patch-id differs"
+    )
 
 
 def _agreed_content(o: Outcome) -> list[str]:
@@ -93,12 +101,16 @@ _SIGNAL_REASON: dict[Verdict | None, Callable[[Outcome], str]] = {
 def evidence_words(o: Outcome) -> str:
     """ "represented: 100% of added lines come from 639aeff; its tests pass on the base without the
     patch": the tests after the text's first reason, or first where they decided."""
-    verdict = o.verdict.value if o.verdict else (o.applied.value if o.applied else NOT_JUDGED)
+    verdict = o.verdict.value if o.verdict else _unjudged_word(o)
     parts = _reasons(o, verdict) or _apply_words(o)
     if o.note:
         parts.append(o.note)
     parts = list(dict.fromkeys(p for p in parts if p))
     return f"{verdict}: {'; '.join(parts)}" if parts else verdict
+
+
+def _unjudged_word(o: Outcome) -> str:
+    return o.applied.value if o.applied else NOT_JUDGED
 
 
 def _reasons(o: Outcome, verdict: str) -> list[str]:

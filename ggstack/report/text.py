@@ -196,13 +196,24 @@ def test_table(run: Run, left_out: Collection[str] = ()) -> Table:
     for col in ("patch", "verdict", "recommendation", "cpu", "gpu", "tests say"):
         table.add_column(col, overflow="fold", max_width=30 if col == "patch" else None)
     for o in run.outcomes:
-        evidence = next((e for e in o.evidence if e.kind == "tests"), None)
-        said = evidence.detail if evidence else _untested_words(o, left_out)
-        cells = [patch_label(o.name, o.subject), o.verdict.value if o.verdict else "", recommendation_words(o)]
-        row = [Text(c) for c in [*cells, _test_cells(o, "cpu"), _test_cells(o, "gpu"), said]]
+        row = [Text(c) for c in _test_row(o, left_out)]
         row[1].stylize(VERDICT_STYLES.get(o.verdict, ""))
         table.add_row(*row)
     return table
+
+
+def _test_row(o: Outcome, left_out: Collection[str]) -> list[str]:
+    evidence = next((e for e in o.evidence if e.kind == "tests"), None)
+    said = evidence.detail if evidence else _untested_words(o, left_out)
+    verdict = o.verdict.value if o.verdict else ""
+    return [
+        patch_label(o.name, o.subject),
+        verdict,
+        recommendation_words(o),
+        _test_cells(o, "cpu"),
+        _test_cells(o, "gpu"),
+        said,
+    ]
 
 
 def _untested_words(o: Outcome, left_out: Collection[str]) -> str:
@@ -250,8 +261,10 @@ def _pr_short(pr: PRState | None) -> str:
         return ""
     if pr.number is None:
         return "new PR planned" if pr.state == "planned" else ""
-    text = f"#{pr.number} " + ("draft" if pr.state == "open" and pr.draft else pr.state or "open")
-    return f"{text}\n{pr.next_action}" if pr.state == "open" and pr.next_action else text
+    if pr.state != "open":
+        return f"#{pr.number} {pr.state or 'open'}"
+    text = f"#{pr.number} " + ("draft" if pr.draft else "open")
+    return f"{text}\n{pr.next_action}" if pr.next_action else text
 
 
 def _verbose_table(run: Run) -> Table:
@@ -259,17 +272,11 @@ def _verbose_table(run: Run) -> Table:
     for col in ("#", "patch", "verdict", "recommendation", "evidence", "provenance", "PR"):
         table.add_column(col, overflow="fold")
     for i, o in enumerate(run.outcomes, 1):
-        verdict = o.verdict.value if o.verdict else NOT_JUDGED
-        pr = pr_words(o) + (f"\n{o.pr.url}" if o.pr and o.pr.url else "")
-        cells = [
-            patch_label(o.name, o.subject),
-            verdict,
-            recommendation_words(o),
-            evidence_words(o).partition(": ")[2],
-            "\n".join(provenance_words(o)),
-            pr,
-        ]
-        table.add_row(
-            str(i), *(Text(c, style=VERDICT_STYLES.get(o.verdict, "") if c is verdict else "") for c in cells)
-        )
+        verdict = Text(o.verdict.value if o.verdict else NOT_JUDGED, style=VERDICT_STYLES.get(o.verdict, ""))
+        cells = [evidence_words(o).partition(": ")[2], "\n".join(provenance_words(o)), _pr_and_url(o)]
+        table.add_row(str(i), _label(o), verdict, Text(recommendation_words(o)), *(Text(c) for c in cells))
     return table
+
+
+def _pr_and_url(o: Outcome) -> str:
+    return pr_words(o) + (f"\n{o.pr.url}" if o.pr and o.pr.url else "")

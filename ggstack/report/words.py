@@ -26,7 +26,7 @@ def short(sha: str | None) -> str:
 
 
 def patch_label(name: str, subject: str) -> str:
-    """ "0002 Fix the buffer": never the file name, which folds mid-word; a commit by id and subject."""
+    """ "0002 Fix the buffer": never the file name, which folds mid-word."""
     m = _NUMBERED.match(name)
     return f"{m.group(1) if m else name} {subject}".strip()
 
@@ -64,31 +64,34 @@ def stage_words(run: Run) -> str:
 
 def provenance_words(o: Outcome) -> list[str]:
     prov = o.provenance
-    words = []
-    if prov and prov.original_pr:
-        known = not prov.original_pr.startswith("#")
-        words.append(f"original PR {prov.original_pr}" + ("" if known else " (its repository is not recorded)"))
-    if prov and prov.cherry_picked_from:
+    if prov is None:
+        return [f"from {short(o.source_commit)}"] if o.source_commit else []
+    words = [_original_pr_words(prov.original_pr)] if prov.original_pr else []
+    if prov.cherry_picked_from:
         words.append(f"cherry-picked from {short(prov.cherry_picked_from)}")
     elif o.source_commit:
         words.append(f"from {short(o.source_commit)}")
-    if prov:
-        words += [f"dropped: {d}" for d in prov.dropped]
-    return words
+    return words + [f"dropped: {d}" for d in prov.dropped]
+
+
+def _original_pr_words(original_pr: str) -> str:
+    known = not original_pr.startswith("#")
+    return f"original PR {original_pr}" + ("" if known else " (its repository is not recorded)")
 
 
 def pr_words(o: Outcome) -> str:
-    """ "#12 open, draft, waiting for approval"."""
     pr = o.pr
     if pr is None:
         return ""
     if pr.number is None:
         return "new PR planned" if pr.state == "planned" else (pr.action or "")
-    words = [pr.state or "open", *(_open_words(o, pr) if pr.state == "open" else [])]
-    text = f"#{pr.number} " + ", ".join(words)
-    if pr.state == "open" and pr.next_action:
-        text += f"; {readiness_words(pr)}"
+    text = f"#{pr.number} " + (_open_pr_state_words(o, pr) if pr.state == "open" else pr.state or "open")
     return f"{text} ({pr.note})" if pr.note else text
+
+
+def _open_pr_state_words(o: Outcome, pr: PRState) -> str:
+    text = ", ".join(["open", *_open_words(o, pr)])
+    return f"{text}; {readiness_words(pr)}" if pr.next_action else text
 
 
 def _open_words(o: Outcome, pr: PRState) -> list[str]:
@@ -112,17 +115,21 @@ def readiness_words(pr: PRState) -> str:
 
 
 def recommendation_words(o: Outcome) -> str:
-    """What to do now; once ``pr`` has run, the PR's state says it better than ``check``'s
-    recommendation, made before any PR existed."""
+    """Once ``pr`` has run, the PR's state says it better than ``check``'s recommendation."""
     pr = o.pr
     if pr is not None and pr.number is not None and pr.state == "open":
-        if o.verdict in _NEEDED:
-            return _open_pr_words(pr)
-        if o.verdict is Verdict.REPRESENTED:
-            return Recommendation.CLOSE_PR.value
+        words = _open_pr_recommendation(o, pr)
+        if words:
+            return words
     words = o.recommendation.value if o.recommendation else "—"
     settle = settle_words(o)
     return f"{words} — to settle it: {settle}" if settle else words
+
+
+def _open_pr_recommendation(o: Outcome, pr: PRState) -> str:
+    if o.verdict in _NEEDED:
+        return _open_pr_words(pr)
+    return Recommendation.CLOSE_PR.value if o.verdict is Verdict.REPRESENTED else ""
 
 
 def _open_pr_words(pr: PRState) -> str:

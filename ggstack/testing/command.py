@@ -134,12 +134,7 @@ def pytest_sessionfinish(session):
 
 def _watch_imports(wt: str, tmp: str, env: dict[str, str]) -> str | None:
     """Where the plugin will write (None: no src layout)."""
-    src = os.path.join(wt, "src")
-    names = sorted(
-        name.removesuffix(".py")
-        for name in (os.listdir(src) if os.path.isdir(src) else [])
-        if name.removesuffix(".py").isidentifier() and (name.endswith(".py") or os.path.isdir(os.path.join(src, name)))
-    )
+    names = _src_packages(os.path.join(wt, "src"))
     if not names:
         return None
     plugin_dir = os.path.join(tmp, "plugin")
@@ -152,14 +147,27 @@ def _watch_imports(wt: str, tmp: str, env: dict[str, str]) -> str | None:
     return env["GGSTACK_IMPORTS"]
 
 
+def _src_packages(src: str) -> list[str]:
+    return sorted(
+        name.removesuffix(".py")
+        for name in (os.listdir(src) if os.path.isdir(src) else [])
+        if name.removesuffix(".py").isidentifier() and (name.endswith(".py") or os.path.isdir(os.path.join(src, name)))
+    )
+
+
 def _imported_outside(imports: str | None, wt: str) -> list[tuple[str, str]]:
     """(package, where) of each src/ package the tests imported from outside the tree under test."""
+    found = _read_imports(imports)
+    inside = os.path.realpath(wt) + os.sep
+    return [(n, w) for n, w in sorted(found.items()) if not os.path.realpath(w).startswith(inside)]
+
+
+def _read_imports(imports: str | None) -> dict[str, str]:
     try:
         with open(imports or "", encoding="utf-8") as f:
             found = json.load(f)
     except (OSError, ValueError, RecursionError):
-        return []  # no src layout, not pytest, or it died before the end: nothing observed
+        return {}  # no src layout, not pytest, or it died before the end: nothing observed
     if not isinstance(found, dict) or not all(isinstance(w, str) for w in found.values()):
-        return []  # written where the tests run: whatever they left there is no record of ours
-    inside = os.path.realpath(wt) + os.sep
-    return [(n, w) for n, w in sorted(found.items()) if not os.path.realpath(w).startswith(inside)]
+        return {}  # written where the tests run: whatever they left there is no record of ours
+    return found

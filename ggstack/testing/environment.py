@@ -87,12 +87,13 @@ def own_git_config() -> dict[str, str]:
         "GIT_CONFIG_GLOBAL": [os.environ.get("GIT_CONFIG_GLOBAL", ""), os.path.join(home, ".gitconfig")],
         "GIT_CONFIG_SYSTEM": [os.environ.get("GIT_CONFIG_SYSTEM", ""), "/etc/gitconfig"],
     }
-    texts = {}
-    for var, candidates in found.items():
-        source = next((c for c in candidates if c and os.path.isfile(c)), None)
-        entries = git.config_file_entries(source) if source else []
-        texts[var] = git.render_config([(k, v) for k, v in entries if _kept_setting(k, v)])
-    return texts
+    return {var: _kept_config(candidates) for var, candidates in found.items()}
+
+
+def _kept_config(candidates: list[str]) -> str:
+    source = next((c for c in candidates if c and os.path.isfile(c)), None)
+    entries = git.config_file_entries(source) if source else []
+    return git.render_config([(k, v) for k, v in entries if _kept_setting(k, v)])
 
 
 def _kept_setting(key: str, value: str | None) -> bool:

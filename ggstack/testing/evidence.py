@@ -1,6 +1,5 @@
-"""What a patch's test runs say about it (docs/judgement.md, "Tests as evidence"): only tests
-that ran and failed count; one failing with and without the patch and on the old base alike is
-the environment's, reported as pre-existing.
+"""What a patch's test runs say about it (docs/judgement.md, "Tests as evidence"): only tests that
+ran and failed count; one failing everywhere alike is the environment's, reported as pre-existing.
 """
 
 from __future__ import annotations
@@ -28,10 +27,7 @@ class Judgement:
 def judge_kind(kind: str, runs: dict[str, TestResult], own: Collection[str] = ()) -> Judgement:
     """A test the patch adds or changes (``own``) is never pre-existing: its failure is the patch's."""
     patched, base, old = runs.get("patched"), runs["base"], runs.get("old-base")
-    seen = set(patched.failed) if patched is not None else set()
-    pre = tuple(
-        t for t in base.failed if old is not None and t in old.failed and t in seen and _test_name(t) not in own
-    )
+    pre = _pre_existing(patched, base, old, own)
     judged = _judge_runs(kind, patched, base, old, set(pre))
     if not pre:
         return judged
@@ -39,6 +35,15 @@ def judge_kind(kind: str, runs: dict[str, TestResult], own: Collection[str] = ()
         f"{judged.detail}; pre-existing (failing with the patch, on the base and on the old base): {_names(list(pre))}"
     )
     return dataclasses.replace(judged, detail=detail, pre_existing=pre)
+
+
+def _pre_existing(
+    patched: TestResult | None, base: TestResult, old: TestResult | None, own: Collection[str]
+) -> tuple[str, ...]:
+    if patched is None or old is None:
+        return ()
+    everywhere = set(patched.failed) & set(old.failed)
+    return tuple(t for t in base.failed if t in everywhere and _test_name(t) not in own)
 
 
 def combine(judgements: Sequence[Judgement]) -> str:
@@ -71,38 +76,40 @@ def _judge_patched(kind: str, patched: TestResult, pre: set[str]) -> Judgement |
     failed = [t for t in patched.failed if t not in pre]
     if patched.status == "failed" and (failed or not patched.failed):
         return Judgement("broken", tuple(failed), f"{kind} tests fail with the patch: {_names(failed)}")
-    if patched.status in COULD_NOT_RUN:
-        return _could_not_run(kind, patched)
-    if patched.status == "skipped":
-        return _skipped(kind, patched)
-    if patched.status == "no-tests":
-        return Judgement("none", (), f"no {kind} tests collected")
-    return None
+    return _undecided(kind, patched, f"no {kind} tests collected")
 
 
 def _judge_base(kind: str, base: TestResult, passing: set[str] | None, pre: set[str]) -> Judgement | None:
     if base.status == "failed" and (needed := _needed(kind, base, passing, pre)):
         return needed
-    if base.status in COULD_NOT_RUN:
-        return _could_not_run(kind, base)
-    if base.status in ("skipped", "not-run"):
-        return _skipped(kind, base)
-    if base.status == "no-tests":
-        return Judgement("none", (), f"no {kind} tests collected on the base")
+    return _undecided(kind, base, f"no {kind} tests collected on the base")
+
+
+def _undecided(kind: str, r: TestResult, no_tests: str) -> Judgement | None:
+    """A run that says nothing either way; "not-run" only ever reaches here for the base."""
+    if r.status in COULD_NOT_RUN:
+        return _could_not_run(kind, r)
+    if r.status in ("skipped", "not-run"):
+        return _skipped(kind, r)
+    if r.status == "no-tests":
+        return Judgement("none", (), no_tests)
     return None
 
 
 def _needed(kind: str, base: TestResult, passing: set[str] | None, pre: set[str]) -> Judgement | None:
-    # Only tests seen failing: one that did not run on the base (``-x`` stopped it) is no evidence.
-    failing = [t for t in base.failed if t not in pre and (passing is None or t in passing)] or [
-        t for t in base.failed if t not in pre
-    ]
+    failing = _failing_without(base, passing, pre)
     if not failing:
         return None
     how = "and pass with it" if passing is not None else "(the patch does not apply, so they were not run with it)"
     return Judgement(
         "needed", tuple(failing), f"{kind} tests fail on the base without the patch {how}: {_names(failing)}"
     )
+
+
+def _failing_without(base: TestResult, passing: set[str] | None, pre: set[str]) -> list[str]:
+    # Only tests seen failing: one that did not run on the base (``-x`` stopped it) is no evidence.
+    failing = [t for t in base.failed if t not in pre]
+    return [t for t in failing if passing is None or t in passing] or failing
 
 
 def _could_not_run(kind: str, r: TestResult) -> Judgement:

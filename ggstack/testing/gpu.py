@@ -49,10 +49,12 @@ def _nvidia_smi(env: dict[str, str]) -> tuple[str, str]:
         proc = processes.ask([smi, "-L"], env, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return "", "nvidia-smi: no GPU listed"
-    gpus = [line for line in proc.stdout.splitlines() if line.startswith("GPU ")]
-    if proc.returncode != 0 or not gpus:
-        return "", "nvidia-smi: no GPU listed"
-    return f"nvidia-smi: {gpus[0]}" + (f" (+{len(gpus) - 1})" if len(gpus) > 1 else ""), ""
+    gpus = [line for line in proc.stdout.splitlines() if line.startswith("GPU ")] if proc.returncode == 0 else []
+    return (_listed(gpus), "") if gpus else ("", "nvidia-smi: no GPU listed")
+
+
+def _listed(gpus: list[str]) -> str:
+    return f"nvidia-smi: {gpus[0]}" + (f" (+{len(gpus) - 1})" if len(gpus) > 1 else "")
 
 
 def _torch(python: str, env: dict[str, str]) -> tuple[bool, str]:

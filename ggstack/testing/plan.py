@@ -76,17 +76,15 @@ _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)\s*\(")
 
 
 def own_tests(patch_diff: str, tests: Collection[str]) -> tuple[str, ...]:
-    """The test functions the patch adds or changes in its test files (``tests``): a ``def`` among
-    its added lines, or the function a hunk's header names."""
-    found = []
-    for fc in diff.parse(patch_diff):
-        if fc.new_path not in tests:
-            continue
-        for h in fc.hunks:
-            named = _DEF.search(h.header.split("@@")[-1])
-            found += [named.group(1)] if named else []
-            found += [m.group(1) for b in h.blocks for line in b.added if (m := _DEF.match(line))]
+    """A ``def`` among the patch's added lines in ``tests``, or the function a hunk's header names."""
+    found = [name for fc in diff.parse(patch_diff) if fc.new_path in tests for h in fc.hunks for name in _defs(h)]
     return tuple(dict.fromkeys(found))
+
+
+def _defs(h: diff.Hunk) -> list[str]:
+    named = _DEF.search(h.header.split("@@")[-1])
+    added = [m.group(1) for b in h.blocks for line in b.added if (m := _DEF.match(line))]
+    return [named.group(1), *added] if named else added
 
 
 # -- the jobs -----------------------------------------------------------------------
@@ -124,8 +122,7 @@ def _replayed(o: Outcome) -> str | None:
 
 def _starts(repo: git.Repository, run: Run, chosen: set[str]) -> list[tuple[Outcome, str]]:
     """Where each chosen patch's trees start: its replayed parent, or apply's tip where it did not replay."""
-    # The replayed commits' parents in one process (not a round trip a patch).
-    commits = repo.read_commits(c for o in run.outcomes if o.name in chosen and (c := _replayed(o)))
+    commits = _replayed_commits(repo, run, chosen)
     starts = []
     tip = run.base  # the tree each patch was replayed onto, as apply advanced it
     for o in run.outcomes:
@@ -135,6 +132,11 @@ def _starts(repo: git.Repository, run: Run, chosen: set[str]) -> list[tuple[Outc
         if replayed and o.verdict is not Verdict.REPRESENTED:
             tip = replayed  # check leaves represented patches out of the tip it judges on
     return starts
+
+
+def _replayed_commits(repo: git.Repository, run: Run, chosen: set[str]) -> Mapping[str, git.CommitInfo]:
+    # The replayed commits' parents in one process (not a round trip a patch).
+    return repo.read_commits(c for o in run.outcomes if o.name in chosen and (c := _replayed(o)))
 
 
 def _jobs(
@@ -172,13 +174,16 @@ def _trees(
 ) -> tuple[tuple[TestTree, ...], tuple[str, ...]]:
     replayed = o.commit if o.applied is Applied.APPLIED else None
     patched = replayed or (start if o.applied is Applied.EMPTY else None)
-    source = replayed or (original.commit if original else None) or patched
-    entries = _test_entries(repo, stack, patch, source)
+    entries = _test_entries(repo, stack, patch, replayed or _original_commit(original) or patched)
     tests = tuple(sorted(entries))
     if not tests:
         return (), ()
     base = TestTree("base", _base_tree(repo, start, entries, None if replayed else original), start)
     return (base, _patched_tree(repo, patched, start), _old_base_tree(repo, patch, original, tests)), tests
+
+
+def _original_commit(original: Pick | None) -> str | None:
+    return original.commit if original else None
 
 
 def _test_entries(repo: git.Repository, stack: Stack, patch: Patch, source: str | None) -> dict[str, tuple[str, str]]:
@@ -207,17 +212,18 @@ def _old_base_tree(repo: git.Repository, patch: Patch, original: Pick | None, te
 
 
 def _base_tree(repo: git.Repository, start: str, tests: dict[str, tuple[str, str]], original: Pick | None) -> str:
-    """From the patch's own commit (its replay conflicted), the test files are merged onto the base
-    as a cherry-pick would, the base's file kept where they conflict: a stale whole file would fail
-    tests the base has since changed."""
+    """From the patch's own commit (its replay conflicted), the test files are merged onto the base as a
+    cherry-pick would, the base's file kept where they conflict: a stale whole file fails newer tests."""
     if original is None or not original.commit or not original.parent:
         return _overlay(repo, start, tests)
     only_tests = repo.edit_tree(repo.resolve(original.parent, "tree"), dict(tests))
     ident = git.SCRATCH_IDENT
     theirs = repo.write_commit(only_tests, [original.parent], "ggstack scratch\n", ident, ident)
     merged = repo.cherry_pick_tree(theirs, original.parent, repo.resolve(start, "tree"))
-    if merged.clean:
-        return merged.tree
+    return merged.tree if merged.clean else _base_kept(repo, merged, start, tests)
+
+
+def _base_kept(repo: git.Repository, merged: git.MergeResult, start: str, tests: dict[str, tuple[str, str]]) -> str:
     conflicted = [p for p in merged.conflicted_paths if p in tests]
     kept = repo.ls_tree(repo.resolve(start, "tree"), conflicted)
     return repo.edit_tree(merged.tree, {p: kept.get(p) or tests[p] for p in conflicted})

@@ -1,7 +1,6 @@
-"""What one test run says: tests that ran and failed (evidence), or a harness error (command or
-module missing, not collectable, no JUnit XML, a timeout…), which says nothing about the patch:
-counting one once made a patch ``needed`` because ``No module named pytest``. One exception: a
-test that cannot import what the patch adds to the code under test is the code failing.
+"""What one test run says: tests that ran and failed (evidence), or a harness error (command or module
+missing, no JUnit XML, a timeout…), which says nothing about the patch: counting one once made a patch
+``needed`` because ``No module named pytest``. But a test that cannot import what the patch adds fails.
 """
 
 from __future__ import annotations
@@ -54,6 +53,10 @@ class Cases:
     errors: list[str] = field(default_factory=list)
     messages: dict[str, str] = field(default_factory=dict)  # errored test -> its error text
 
+    def of(self, tag: str) -> list[str]:
+        """The list a JUnit ``testcase`` goes in, by its child's tag ("": none, it passed)."""
+        return {"failure": self.failed, "error": self.errors, "skipped": self.skipped}.get(tag, self.passed)
+
 
 @dataclass(frozen=True)
 class Classified:
@@ -76,19 +79,18 @@ def read_junit(path: str) -> Cases | None:
 
 
 def _add_case(cases: Cases, case: ET.Element) -> None:
-    classname, name = case.get("classname") or "", case.get("name") or ""
-    test_id = f"{classname}::{name}" if classname else name
+    test_id = _test_id(case)
     children = {child.tag: child for child in case}
-    if "failure" in children:
-        cases.failed.append(test_id)
-    elif "error" in children:
-        cases.errors.append(test_id)  # a collection or fixture error
+    tag = next((t for t in ("failure", "error", "skipped") if t in children), "")
+    cases.of(tag).append(test_id)
+    if tag == "error":  # a collection or fixture error
         err = children["error"]
         cases.messages[test_id] = f"{err.get('message') or ''}\n{err.text or ''}"
-    elif "skipped" in children:
-        cases.skipped.append(test_id)
-    else:
-        cases.passed.append(test_id)
+
+
+def _test_id(case: ET.Element) -> str:
+    classname, name = case.get("classname") or "", case.get("name") or ""
+    return f"{classname}::{name}" if classname else name
 
 
 def classify(
@@ -103,8 +105,7 @@ def classify(
     in_src: Sequence[str] = (),
     outside: Sequence[tuple[str, str]] = (),
 ) -> Classified:
-    """``outside``: the tree's own packages the tests imported from an installed copy: whatever
-    they said, they did not test this tree."""
+    """``outside``: the tree's own packages the tests imported from an installed copy: they did not test it."""
     if timed_out:
         return Classified(
             "timeout", "timeout", f"timed out after {timeout:g} s (tests.timeout); its process group was killed"
@@ -121,8 +122,7 @@ def _from_cases(
     rc: int | None, cases: Cases, output: str, worktree: str, code_paths: Sequence[str], in_src: Sequence[str]
 ) -> Classified:
     if rc in (3, 4):  # pytest's internal or usage error: whatever the XML says, the run did not happen
-        kind, text = _PYTEST_EXIT[rc], "\n".join([*cases.messages.values(), output])
-        return _conftest_error(text, in_src) if _CONFTEST in text else _error(kind, f"exit code {rc} ({kind})", text)
+        return _did_not_happen(rc, cases, output, in_src)
     if cases.failed:
         return Classified("failed")
     if cases.errors:
@@ -131,6 +131,15 @@ def _from_cases(
         return Classified("skipped", reason=f"{len(cases.skipped)} test(s) skipped")
     if not cases.passed:
         return Classified("no-tests", reason="no tests collected")
+    return _all_passed(rc, output)
+
+
+def _did_not_happen(rc: int, cases: Cases, output: str, in_src: Sequence[str]) -> Classified:
+    kind, text = _PYTEST_EXIT[rc], "\n".join([*cases.messages.values(), output])
+    return _conftest_error(text, in_src) if _CONFTEST in text else _error(kind, f"exit code {rc} ({kind})", text)
+
+
+def _all_passed(rc: int | None, output: str) -> Classified:
     if rc == 0:
         return Classified("passed")
     kind = _PYTEST_EXIT.get(rc or 0, "exit-code")
@@ -164,13 +173,7 @@ def _exit_code(rc: int | None, output: str, in_src: Sequence[str]) -> Classified
 def _errors(cases: Cases, worktree: str, code_paths: Sequence[str], in_src: Sequence[str]) -> Classified:
     lacking = tuple(t for t in cases.errors if _imports_the_patch(cases.messages.get(t, ""), worktree, code_paths))
     if lacking and len(lacking) == len(cases.errors):
-        first = cases.messages[lacking[0]]
-        why = _CANNOT_IMPORT.search(first) or _NO_MODULE.search(first)
-        return Classified(
-            "failed",
-            reason=f"cannot import what the patch adds: {why.group(0) if why else 'import error'}",
-            import_failures=lacking,
-        )
+        return _cannot_import(lacking, cases.messages[lacking[0]])
     text = "\n".join(cases.messages.get(t, "") for t in cases.errors)
     module = _NO_MODULE.search(text)
     if module:
@@ -178,9 +181,17 @@ def _errors(cases: Cases, worktree: str, code_paths: Sequence[str], in_src: Sequ
     return _error("collection-error", f"{len(cases.errors)} error(s) collecting or setting up tests", text)
 
 
+def _cannot_import(lacking: tuple[str, ...], first: str) -> Classified:
+    why = _CANNOT_IMPORT.search(first) or _NO_MODULE.search(first)
+    return Classified(
+        "failed",
+        reason=f"cannot import what the patch adds: {why.group(0) if why else 'import error'}",
+        import_failures=lacking,
+    )
+
+
 def _conftest_error(output: str, in_src: Sequence[str]) -> Classified:
-    """pytest's exit 4 for a ``conftest.py`` that cannot be imported: not the command's options,
-    but what the conftest imports."""
+    """pytest's exit 4 for a ``conftest.py`` that cannot be imported: what it imports, not the options."""
     module = _NO_MODULE.search(output)
     if module:
         return _missing_module(module.group(1), output, in_src)

@@ -39,7 +39,7 @@ def execute(
     parallel: int = 1,
     use_cache: bool = True,
 ) -> tuple[dict[str, list[TestResult]], str | None]:
-    """(results by job id, the Run's ``gpu``). GPU runs one at a time: they share the one device."""
+    """(results by job id, the Run's ``gpu``)."""
     check_gpu_mode(gpu)
     worktrees.prune_leftovers(repo)
     present, why, gpu_state = _gpu_here(stack, jobs, gpu)
@@ -54,21 +54,32 @@ def execute(
             steps.done += len(job.trees)
             continue
         results[job.id] = [None] * len(job.trees)  # type: ignore[list-item]
-        for i, tt in enumerate(job.trees):
-            if job.kind == "cpu" and parallel > 1:
-                deferred.append((job, i, tt))
-                continue
-            steps.say(f"{job.patch} {job.kind} run {i + 1}/{len(job.trees)} ({LABELS[tt.where]})")
-            results[job.id][i] = runner.run(job, tt)
-            steps.done += 1
+        deferred += _run_in_turn(runner, job, results[job.id], steps, to_pool=job.kind == "cpu" and parallel > 1)
     if deferred:
         _run_side_by_side(runner, deferred, parallel, results, steps)
     steps.say("done")
     return results, gpu_state
 
 
+def _run_in_turn(
+    runner: CachingRunner, job: Job, out: list[TestResult], steps: _Steps, *, to_pool: bool
+) -> list[tuple[Job, int, TestTree]]:
+    """The runs left for the pool; GPU runs go one at a time: they share the one device."""
+    if to_pool:
+        return [(job, i, tt) for i, tt in enumerate(job.trees)]
+    for i, tt in enumerate(job.trees):
+        steps.say(f"{job.patch} {job.kind} run {i + 1}/{len(job.trees)} ({LABELS[tt.where]})")
+        out[i] = runner.run(job, tt)
+        steps.done += 1
+    return []
+
+
+def _gpu_wanted(mode: str, jobs: Sequence[Job]) -> bool:
+    return mode == "require" or (mode == "auto" and any(j.kind == "gpu" for j in jobs))
+
+
 def _gpu_here(stack: Stack, jobs: Sequence[Job], mode: str) -> tuple[bool, str, str | None]:
-    if not (mode == "require" or (mode == "auto" and any(j.kind == "gpu" for j in jobs))):
+    if not _gpu_wanted(mode, jobs):
         return False, "", "off" if mode == "off" else None
     present, why = detect_gpu(stack)
     if mode == "require" and not present:
@@ -152,22 +163,15 @@ class CachingRunner:
         return result
 
     def without_gpu(self, job: Job, why: str) -> list[TestResult]:
-        """Collected, not run: "skipped" (inconclusive) where the patch has GPU tests, "no-tests"
-        where it has none, so that it is not held for want of a GPU."""
+        """Collected, not run: "skipped" (inconclusive) where the patch has GPU tests, "no-tests" where
+        it has none, so that it is not held for want of a GPU."""
         tt = _probed_tree(job)
         if tt is None:
             return [not_run(job, t, t.reason) for t in job.trees]
         probe = self.run(job, tt, collect_only=True)
         if probe.status in COULD_NOT_RUN:  # not even collectable: a harness error, not a missing GPU
             return [dataclasses.replace(probe, where=t.where, tree=t.tree or "") for t in job.trees]
-        if probe.status == "no-tests":
-            why, status = "no GPU tests among the patch's test files (collected without a GPU)", "no-tests"
-        else:
-            status = "skipped"
-        out = [not_run(job, t, why, status=status) for t in job.trees]
-        for r in out:
-            r.cached = probe.cached
-        return out
+        return _not_run_for_gpu(job, probe, why)
 
     def key(self, job: Job, tree: str, collect_only: bool) -> str:
         env = environment.base_env(self.stack)
@@ -187,6 +191,17 @@ class CachingRunner:
             if python not in self._digests:
                 self._digests[python] = distributions_digest(python, env)
             return self._digests[python]
+
+
+def _not_run_for_gpu(job: Job, probe: TestResult, why: str) -> list[TestResult]:
+    if probe.status == "no-tests":
+        why, status = "no GPU tests among the patch's test files (collected without a GPU)", "no-tests"
+    else:
+        status = "skipped"
+    out = [not_run(job, t, why, status=status) for t in job.trees]
+    for r in out:
+        r.cached = probe.cached
+    return out
 
 
 def _probed_tree(job: Job) -> TestTree | None:

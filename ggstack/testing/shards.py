@@ -108,12 +108,15 @@ def _read_document(path: str) -> dict[str, Any]:
         raise UserError(f"not a JSON results file: {e}", path=path) from None
     if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
         raise UserError("not a ggstack test results file (written by `ggstack test --shard`)", path=path)
-    jobs = doc.get("jobs", [])
-    if not isinstance(jobs, list) or not all(_job_entry(j) for j in jobs):
+    if not _job_entries(doc.get("jobs", [])):
         raise UserError(
             '"jobs" must be a list of objects, each with an "id" and a list of "tests" (edited by hand?)', path=path
         )
     return doc
+
+
+def _job_entries(jobs: object) -> bool:
+    return isinstance(jobs, list) and all(_job_entry(j) for j in jobs)
 
 
 def _job_entry(j: object) -> bool:
@@ -140,18 +143,27 @@ def merge(
     gpu_seen: list[str | None] = []
     for path, doc in documents:
         _same_stack_and_base(path, doc, stack, run)
-        for entry in doc.get("jobs", []):
-            job = by_id.get(entry.get("id"))
-            if job is None:
-                continue  # left out by this merge's --only or --gpu off
-            results[job.id] = _entry_results(path, job, entry)
-            if job.kind == "gpu":
-                gpu_seen.append(doc.get("gpu"))
+        gpu_seen += _take_results(path, doc, by_id, results)
     for job in jobs:
         if job.id not in results:
             reason = f"no results for job {job.id} in the merged files"
             results[job.id] = [not_run(job, t, reason) for t in job.trees]
     return fold_tests(repo, run, jobs, results, _merged_gpu(gpu, gpu_seen), require_tests=stack.config.pr.require_tests)
+
+
+def _take_results(
+    path: str, doc: dict[str, Any], by_id: dict[str, Job], results: dict[str, list[TestResult]]
+) -> list[str | None]:
+    """Into ``results``, this merge's jobs from one document; the document's GPU state once a GPU job."""
+    gpu_seen = []
+    for entry in doc.get("jobs", []):
+        job = by_id.get(entry.get("id"))
+        if job is None:
+            continue  # left out by this merge's --only or --gpu off
+        results[job.id] = _entry_results(path, job, entry)
+        if job.kind == "gpu":
+            gpu_seen.append(doc.get("gpu"))
+    return gpu_seen
 
 
 def _same_stack_and_base(path: str, doc: dict[str, Any], stack: Stack, run: Run) -> None:

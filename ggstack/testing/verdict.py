@@ -22,23 +22,26 @@ def fold_tests(
     *,
     require_tests: bool = True,
 ) -> Run:
-    """``require_tests`` (``pr.require_tests``): a patch the text calls needed whose tests could not
-    decide is held rather than given a PR."""
+    """``require_tests``: a needed patch whose tests could not decide is held rather than given a PR."""
     run = run.copy()
     by_patch: dict[str, list[Job]] = {}
     for job in jobs:
         by_patch.setdefault(job.patch, []).append(job)
     for o in run.outcomes:
-        patch_jobs = by_patch.get(o.name)
-        if not patch_jobs:
-            continue
-        text = _restore(o)
-        o.tests = [r for j in patch_jobs for r in results[j.id]]
-        judged = [(j, judge_kind(j.kind, {r.where: r for r in results[j.id]}, j.own)) for j in patch_jobs]
-        _apply(repo, o, text, judged, require_tests)
+        if by_patch.get(o.name):
+            _fold_patch(repo, o, by_patch[o.name], results, require_tests)
     run.gpu = gpu_state
     run.stages["test"] = "ok"
     return run
+
+
+def _fold_patch(
+    repo: git.Repository, o: Outcome, jobs: Sequence[Job], results: dict[str, list[TestResult]], required: bool
+) -> None:
+    text = _restore(o)
+    o.tests = [r for j in jobs for r in results[j.id]]
+    judged = [(j, judge_kind(j.kind, {r.where: r for r in results[j.id]}, j.own)) for j in jobs]
+    _apply(repo, o, text, judged, required)
 
 
 def _restore(o: Outcome) -> TextVerdict | None:
@@ -51,7 +54,6 @@ def _restore(o: Outcome) -> TextVerdict | None:
 
 
 def _text_before(o: Outcome, verdict: Verdict, folded: Sequence[Evidence]) -> TextVerdict | None:
-    """A Run of an older ggstack kept it in the tests' evidence."""
     before = folded[0].data.get("before") if folded else None  # a Run of an older ggstack
     if isinstance(before, dict) and before.get("verdict"):
         text = TextVerdict(Verdict(before["verdict"]), Recommendation(before["recommendation"]), "")
@@ -69,14 +71,22 @@ def _apply(
 ) -> None:
     judgements = [j for _, j in judged]
     kind = combine(judgements)
-    detail = "; ".join(j.detail for j in sorted(judgements, key=lambda j: j.kind != kind))  # the deciding kind first
-    touching = _candidates(repo, judged[0][0]) if kind == "represented" and not (text and text.represented_by) else []
+    detail = _details(judgements, kind)
+    touching = _candidates(repo, judged[0][0]) if kind == "represented" and not _names_commits(text) else []
     facts = rules.FromTests(kind, detail, required, _open_pr(o), o.applied, tuple(_brought(o)), tuple(touching))
     d = rules.fold(text, facts)
     o.verdict, o.recommendation = d.verdict, d.recommendation
     if d.commits or text:
-        o.represented_by = list(d.commits or (text.represented_by if text else []))
+        o.represented_by = list(d.commits or _names_commits(text))
     o.evidence.append(Evidence("tests", d.detail + _left_behind(o), list(d.commits), data=_tests_data(d, judged, kind)))
+
+
+def _details(judgements: Sequence[Judgement], kind: str) -> str:
+    return "; ".join(j.detail for j in sorted(judgements, key=lambda j: j.kind != kind))  # the deciding kind first
+
+
+def _names_commits(text: TextVerdict | None) -> list[str]:
+    return text.represented_by if text else []
 
 
 def _open_pr(o: Outcome) -> bool:
