@@ -22,9 +22,8 @@ def run() -> None:
 
 
 def _end(code: int) -> None:
-    """Exit without the interpreter's teardown where nothing is left for it (output flushed, no
-    other thread, nothing asked to run at exit): it costs a check of one commit a few percent of
-    its time and frees nothing; ggstack's long-lived git processes end as their input closes."""
+    """Exit without the interpreter's teardown where nothing is left for it: it costs a check of one
+    commit a few percent of its time and frees nothing (git's long-lived processes end with their input)."""
     if threading.active_count() > 1 or sys.gettrace() or sys.getprofile() or _asked_at_exit():
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):

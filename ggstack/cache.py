@@ -1,7 +1,6 @@
 """One home for ggstack's caches under ``<git dir>/ggstack/cache/``, keyed by exactly what decides
 an entry and a version. A missing, corrupt or other-version entry is a miss: a cache only ever
-costs time, never a wrong answer.
-"""
+costs time, never a wrong answer."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The ``ggstack`` command group: each command is a module of ``ggstack.commands``.
-
-Every command that reads the fork takes ``--repo`` and ``--patches`` after its name
-too (``ggstack check --repo X`` as ``ggstack --repo X check``), setting the same ``Ctx``.
-"""
+"""The ``ggstack`` command group over ``ggstack.commands``; every command that reads the fork takes
+``--repo``/``--patches`` after its name too (``ggstack check --repo X``), setting the same ``Ctx``."""
 
 from __future__ import annotations
 
@@ -40,8 +37,7 @@ _PATCHES_HELP = "Directory holding the stacks [default: $GGSTACK_PATCHES, else p
 
 
 def _set_where(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    """A subcommand's --repo/--patches: the same setting as before the subcommand
-    (kept in ``ctx.meta`` too, for shell completion, which runs no command)."""
+    # Kept in ctx.meta too, for shell completion, which runs no command.
     if value is not None:
         ctx.meta[f"ggstack.{param.name}"] = value
         if isinstance(ctx.obj, Ctx):

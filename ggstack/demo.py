@@ -1,8 +1,5 @@
-"""``ggstack demo``: why ggstack exists, end to end, on a miniature vLLM fork built here.
-
-The fork is built deterministically from ``ggstack.demofork`` (fixed identities and
-dates: the same commit ids on every machine); the stack ``gg-clean`` is imported as a
-maintainer would, then apply → check → test → PR plan (a dry run) run on it. The same
+"""``ggstack demo``: why ggstack exists, end to end, on a miniature vLLM fork built here from
+``ggstack.demofork`` (fixed identities and dates: the same commit ids on every machine). The same
 code regenerates the stored ``patches/gg-clean`` (``--export``): the two never drift apart.
 """
 
@@ -113,13 +110,8 @@ def build_and_run(
     progress: Progress | None = None,
     stage: Callable[[str, int], AbstractContextManager[Progress | None]] | None = None,
 ) -> tuple[Run, str]:
-    """Build the fork, import the stack, and run apply → check → test → PR plan on ``base``.
-
-    ``stage(name, patches)`` is entered around each stage (to say how far it is, as sync's
-    observer does); without it, ``progress`` hears every stage. Returns the Run and the
-    directory everything lives in (``fork.git``, ``remote.git`` standing in for the forge's
-    git remote, ``patches/``).
-    """
+    """apply → check → test → PR plan on ``base``, ``stage`` entered around each (else ``progress``
+    hears them all); the Run and the directory of ``fork.git``, ``remote.git`` (the forge) and ``patches/``."""
     from ggstack import pr, replay
     from ggstack.check.stack import check_stack
     from ggstack.forge.none import NoForge

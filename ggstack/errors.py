@@ -1,6 +1,5 @@
 """The failures a user sees as a message, not a traceback: ``UserError`` (fix your input, exit 2)
-and ``InfraError`` (the world failed, try again later, exit 3). Anything else is a bug.
-"""
+and ``InfraError`` (the world failed, try again later, exit 3). Anything else is a bug."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Work split over processes forked from this one, for the cores that threads cannot use.
-
-A check of hundreds of commits is mostly Python: on threads, the interpreter's lock lets one
-core do it. Forked, each part starts with everything read so far at no cost, and only its
-value (or its failure, as the same ``UserError``/``InfraError``) comes back, pickled. Not
-``ProcessPoolExecutor``: it pickles the function to its workers, and a part's function holds
-the Repository's live git processes, which only a fork carries over.
-"""
+"""Work split over forked processes, for the cores threads cannot use (a check is mostly Python).
+Each part starts with everything read so far; only its value or its error comes back, pickled.
+Not ``ProcessPoolExecutor``: it pickles the function, and a part's function holds the Repository's
+live git processes, which only a fork carries over."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The cyclic garbage collector, paused where ggstack builds a great many objects at once.
-
-A check holds the lines of thousands of file versions (hundreds of MB of lists) and drops
-them by reference counts; the collector's walks of them free nothing. On sqlalchemy's rel_1_4
-onto main a third of the CPU was those walks; start-up is a tenth faster without them. The
-collector is back on, as it was, when the block ends.
-"""
+"""The cyclic garbage collector, paused where ggstack builds a great many objects at once: a check's
+lines of thousands of file versions go by reference counts, and the collector's walks of them free
+nothing (sqlalchemy rel_1_4 onto main: a third of the CPU; start-up a tenth faster without them)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Work on threads for check and git's wrappers: a call on a thread of its own, a map on a few.
-
-Not ``concurrent.futures``: importing it brings ``logging``, about 6 ms of every command's
-start-up (``python -X importtime``: 5.9 to 7.1 ms here), and a check that judges one commit is
-a few dozen milliseconds of work. What is needed is this little.
-"""
+Not ``concurrent.futures``: importing it brings ``logging``, about 6 ms of every command's start-up
+(``python -X importtime``), where a check of one commit is a few dozen milliseconds of work."""
 
 from __future__ import annotations
 

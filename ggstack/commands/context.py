@@ -1,7 +1,5 @@
-"""What every command is given: where the fork and its stored stacks are, the stack's
-lock for a command that changes it, the shell completion of stacks and refs, and the
-one handler that turns a ``UserError`` into exit 2 and an ``InfraError`` into exit 3.
-"""
+"""What every command is given: where the fork and its stored stacks are, the stack's lock for a
+command that changes it, the shell completion of stacks and refs, and the one error handler."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """Where a command prints: rich at a terminal, plain lines when piped, JSON for ``--json``.
-
-rich is imported only when something is printed with it: it is a good part of a
-command's start-up, and most runs print nothing to stderr.
-"""
+rich is imported only to print: it is a good part of start-up, and most runs print nothing to stderr."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""How far a stage is, on stderr, while a maintainer waits: a rich bar at a terminal (for
-stacks of more than a handful of patches), and where stderr is piped or a log, plain
-lines: the stage and its count when it starts, how far it is every ``EVERY`` seconds,
-and how long it took when that was long.
-"""
+"""How far a stage is, on stderr, while a maintainer waits: a rich bar at a terminal (for more than a
+handful of patches); piped, plain lines at its start, every ``EVERY`` seconds, and its end when long."""
 
 from __future__ import annotations
 

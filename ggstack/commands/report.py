@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ggstack.commands.context import handled, load_run
 from ggstack.commands.output import console
 from ggstack.errors import UserError
+
+if TYPE_CHECKING:
+    from ggstack.model import Run
 
 
 @click.command("report")
@@ -41,7 +46,6 @@ def command(run_file: str, fmt: str, as_json: bool, verbose: bool) -> None:
     """
     from ggstack.report.json import run_json
     from ggstack.report.summary import markdown
-    from ggstack.report.text import report_table
 
     run = load_run(run_file)
     if as_json and fmt not in ("table", "json"):
@@ -51,9 +55,15 @@ def command(run_file: str, fmt: str, as_json: bool, verbose: bool) -> None:
     elif fmt == "markdown":
         click.echo(markdown(run), nl=False)
     else:
-        out = console()
-        out.print(report_table(run, verbose=verbose))
-        for o in run.outcomes:
-            if o.verdict and o.verdict.value == "partial" and o.remaining_diff:
-                out.print(f"\n{o.name}: remaining diff", markup=False, soft_wrap=True)
-                out.print(o.remaining_diff, markup=False, highlight=False, soft_wrap=True)
+        _print_table(run, verbose=verbose)
+
+
+def _print_table(run: Run, *, verbose: bool) -> None:
+    from ggstack.report.text import report_table
+
+    out = console()
+    out.print(report_table(run, verbose=verbose))
+    for o in run.outcomes:
+        if o.verdict and o.verdict.value == "partial" and o.remaining_diff:
+            out.print(f"\n{o.name}: remaining diff", markup=False, soft_wrap=True)
+            out.print(o.remaining_diff, markup=False, highlight=False, soft_wrap=True)

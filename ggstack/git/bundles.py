@@ -30,8 +30,7 @@ class Bundles(Runner):
 
     def unbundle(self, path: str) -> dict[str, str]:
         """The bundle's objects into this repository, no ref written: name -> commit; GitFailed where
-        it is no bundle or lacks a commit it stands on.
-        """
+        it is no bundle or lacks a commit it stands on."""
         self.run("bundle", "verify", "-q", "--end-of-options", path)
         out = self.out("bundle", "unbundle", "--end-of-options", path)
         named: dict[str, str] = {}

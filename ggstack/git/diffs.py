@@ -1,6 +1,5 @@
 """Comparing, merging and patching trees in git's own machinery: merge-tree is rebase's
-merge-ort, so replayed trees are git's; patches apply in a temporary index, never the user's.
-"""
+merge-ort, so replayed trees are git's; patches apply in a temporary index, never the user's."""
 
 from __future__ import annotations
 
@@ -151,10 +150,8 @@ class Diffs(Objects):
             self._merger = _Merger(self._merger.process)
 
     def merge_trees(self, ours: str, theirs: str) -> MergeResult:
-        """``git merge-tree --write-tree`` of two commits through one long-lived process: in a big
-        repository a process costs more than the merge (pytest: 50 ms vs 15 ms). Falls back to a
-        process of its own, which says why it fails.
-        """
+        """``git merge-tree --write-tree`` through one long-lived process, as a process costs more than
+        the merge (pytest: 50 ms vs 15 ms); else a process of its own, which says why it fails."""
         if self._merger is not None and re.fullmatch(r"[0-9a-f]+ [0-9a-f]+", f"{ours} {theirs}"):
             try:
                 return self._merger.merge(ours, theirs)
@@ -174,9 +171,8 @@ class Diffs(Objects):
         return MergeResult(tree, proc.returncode == 0, paths, _readable_messages(messages))
 
     def merge_many(self, pairs: Sequence[tuple[str, str]]) -> list[MergeResult]:
-        """``merge_trees`` of each pair in one ``merge-tree --stdin`` (two side by side for many:
-        one uses one core); a git without ``--stdin`` gets them one by one.
-        """
+        """``merge_trees`` of each pair in one ``merge-tree --stdin`` (two side by side for many: one
+        uses one core); a git without ``--stdin`` gets them one by one."""
         if len(pairs) < _SPLIT_MERGES:
             return self._merge_batch(pairs)
         even, odd = map_on_threads(self._merge_batch, [pairs[0::2], pairs[1::2]], 2)
@@ -198,9 +194,7 @@ class Diffs(Objects):
         return out
 
     def cherry_pick_tree(self, commit: str, parent: str, onto_tree: str) -> MergeResult:
-        """The merge ``git cherry-pick`` makes of ``commit`` onto ``onto_tree``; git 2.39 has no
-        ``--merge-base``, so a scratch commit on ``parent`` makes ``parent`` the base.
-        """
+        # git 2.39 has no --merge-base: a scratch commit on parent makes parent the base.
         ours = self.write_commit(onto_tree, [parent], "ggstack scratch\n", SCRATCH_IDENT, SCRATCH_IDENT)
         return self.merge_trees(ours, commit)
 
@@ -216,9 +210,8 @@ class Diffs(Objects):
             return self.out("write-tree", env=env), proc.stderr.decode("utf-8", "replace")
 
     def reverse_apply_in_turn(self, tree: str, patches: Sequence[bytes]) -> list[str | None]:
-        """Each patch reverse-applied to ``tree`` after the ones before it that applied: the tree it
-        leaves, or None. One index for all, so a patch costs one ``apply``.
-        """
+        """Each patch reverse-applied after the ones before it that applied: the tree it leaves, or
+        None. One index for all, so a patch costs one ``apply``."""
         out: list[str | None] = []
         with self.temp_index(tree) as env:
             for patch in patches:
@@ -258,8 +251,7 @@ class Diffs(Objects):
 
     def diff_blob_pairs(self, pairs: Sequence[tuple[str, str]]) -> dict[int, bytes]:
         """index -> the ``-U0`` histogram diff of each (old blob, new blob) pair that differs, as two
-        scratch trees and one ``diff-tree`` (two side by side for many).
-        """
+        scratch trees and one ``diff-tree`` (two side by side for many)."""
         indexed = list(enumerate(pairs))
         if len(indexed) < _SPLIT_PAIRS:
             return self._diff_indexed_pairs(indexed)
@@ -301,8 +293,7 @@ class Diffs(Objects):
 
     def start_source_diffs(self, pairs: Sequence[tuple[str, str]]) -> Callable[[], list[tuple[str, memoryview]]]:
         """(tree, diff as ``format_patches`` writes it) of each (commit, parent), started now (two
-        processes for many); calling the result waits for them.
-        """
+        processes for many); calling the result waits for them."""
         halves = [pairs] if len(pairs) < _SPLIT_SOURCES else [pairs[0::2], pairs[1::2]]
         started = [
             self.start(*_SOURCE_DIFF, input="".join(f"{c} {p}\n" for c, p in half).encode()) for half in halves if half
@@ -355,8 +346,7 @@ def _tree_changes(raw: bytes, count: int) -> list[list[TreeChange]]:
 
 
 def _source_diffs(raw: bytes, count: int) -> list[tuple[str, memoryview]]:
-    """Each commit's (tree, diff), cut at each header ``bytes.find`` finds: a regex tried at
-    every byte cost more than the rest of reading them."""
+    # Cut at each header bytes.find finds: a regex tried at every byte cost more than the rest of reading.
     starts = _header_starts(raw)
     ends = [next_start - 1 for next_start in starts[1:]] + [len(raw)]  # the newline before a header is its own
     out = [_source_diff(raw, start, end, last=n == len(starts)) for n, (start, end) in enumerate(zip(starts, ends), 1)]
@@ -395,10 +385,8 @@ def _after(found: int) -> int:
 
 
 class _Merger:
-    """One long-lived ``merge-tree --stdin`` asked one merge at a time. git writes a merge's
-    closing NUL only with the next answer, so each merge is followed by a no-op merge of
-    ``ours`` with itself whose answer brings the real one's end.
-    """
+    """One long-lived ``merge-tree --stdin`` asked one merge at a time. git writes a merge's closing
+    NUL only with the next answer, so a no-op merge of ``ours`` with itself follows each."""
 
     def __init__(self, process: Persistent) -> None:
         self.process = process

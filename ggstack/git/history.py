@@ -28,8 +28,7 @@ class History(Objects):
 
     def branches(self, merges: Sequence[CommitInfo]) -> dict[str, list[str]]:
         """merge -> the commits its other parents brought in, one ``rev-list`` a merge (their negatives
-        cannot share one), a few side by side.
-        """
+        cannot share one), a few side by side."""
         if not merges:
             return {}
 
@@ -60,8 +59,7 @@ class History(Objects):
         self, tips: Sequence[str], exclude: Sequence[str], paths: Sequence[str]
     ) -> list[tuple[str, list[tuple[str, str, str]]]]:
         """(commit, [(path, old blob, new blob)]) of every non-merge commit in ``tips`` not ``exclude``
-        that touches ``paths``, newest first, in one ``git log --raw``; a missing side is the zero id.
-        """
+        that touches ``paths``, newest first, in one ``git log --raw``; a missing side is the zero id."""
         feed = "".join(t + "\n" for t in tips) + "".join("^" + e + "\n" for e in exclude)
         feed += "--\n" + "".join(p + "\n" for p in paths)
         args = [

@@ -1,7 +1,6 @@
 """Reading and writing git objects, always through git: one long-lived ``cat-file --batch``
 reads any object format (GitPython parses only SHA-1 headers), and ``mktree``/``hash-object``
-write, so git computes and checks every id and a replay's objects cost a process a kind.
-"""
+write, so git computes and checks every id and a replay's objects cost a process a kind."""
 
 from __future__ import annotations
 
@@ -140,9 +139,8 @@ class Objects(Refs):
         return _parse_commit(sha, found[2].decode("utf-8", "surrogateescape"))
 
     def read_commits(self, shas: Iterable[str]) -> dict[str, CommitInfo]:
-        """The commits ``shas`` (full ids) in one request, each read once a run (apply, test and pr
-        read the same replayed commits); an absent id or a non-commit is left out.
-        """
+        """Each commit read once a run (apply, test and pr read the same replayed commits); an absent
+        id or a non-commit is left out."""
         wanted = [s for s in dict.fromkeys(shas) if s and "\n" not in s]
         unread = [s for s in wanted if s not in self._commits]
         for sha, obj in zip(unread, self.cat_file_batch(unread), strict=True):
@@ -151,9 +149,8 @@ class Objects(Refs):
         return {s: self._commits[s] for s in wanted if s in self._commits}
 
     def cat_file_batch(self, names: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
-        """(sha, type, contents) for each object name, None where missing, in one request: one
-        process keeps git's delta-base cache warm over a check's rounds of reads.
-        """
+        """(sha, type, contents) for each object name, None where missing: one process keeps git's
+        delta-base cache warm over a check's rounds of reads."""
         # A name with a line end would be two requests and one answer read: the shared reader
         # would answer every later request with the one before. Such a name is never asked.
         asked = [n for n in names if "\n" not in n]
@@ -201,9 +198,7 @@ class Objects(Refs):
         return self._write_many(writer, [body])[0]
 
     def _write_many(self, writer: Persistent, bodies: Sequence[bytes]) -> list[str]:
-        """Objects written in one request (a temporary file each), kept under ``_BATCH`` so git's
-        answers fit the pipe while the request is written.
-        """
+        # One request (a temporary file each), under _BATCH so git's answers fit the pipe meanwhile.
         paths: list[str] = []
         try:
             for body in bodies:
@@ -266,9 +261,8 @@ class Objects(Refs):
         committer: tuple[str, str, str] | None = None,
         scratch: bool = False,
     ) -> str:
-        """Write a commit; without ``committer`` it comes from the environment, as in ``git rebase``;
-        ``scratch`` commits get a fixed identity, so the same inputs give the same object.
-        """
+        """Without ``committer`` it comes from the environment, as in ``git rebase``; ``scratch``
+        commits get a fixed identity, so the same inputs give the same object."""
         env: dict[str, str] = dict(_SCRATCH_IDENT) if scratch else {}
         if author:
             env.update(GIT_AUTHOR_NAME=author[0], GIT_AUTHOR_EMAIL=author[1], GIT_AUTHOR_DATE=author[2])
@@ -298,9 +292,8 @@ class Objects(Refs):
         return self._hash_objects("commit", bodies)
 
     def copies_with_messages(self, items: Sequence[tuple[str, str, str]]) -> list[str]:
-        """A copy of each commit with one parent and a new message, tree, author, committer and
-        encoding byte for byte, signatures left out.
-        """
+        """Each one-parent commit with a new message; tree, author, committer, encoding byte for byte,
+        signatures left out."""
         objs = self.cat_file_batch([c for c, _, _ in items])
         bodies = []
         for (commit, parent, message), obj in zip(items, objs):
@@ -332,9 +325,8 @@ class Objects(Refs):
         return wait
 
     def ident(self, name: str, email: str, date: str) -> str | None:
-        """The ident line ``commit-tree`` would write for this author, None where git refuses it;
-        ``git var`` once per name and email, the date read here where git keeps it as it is.
-        """
+        """The ident line ``commit-tree`` would write for this author, None where git refuses it; ``git
+        var`` once per name and email, the date read here where git keeps it as it is."""
         when = dates.stamp(date)
         if when is None:
             return self._git_var_ident(name, email, date)

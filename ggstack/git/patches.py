@@ -1,6 +1,5 @@
 """Patch files as git writes them (``format-patch``) and their identity (``patch-id``); every
-setting that changes the output is pinned, so a stored patch regenerates to the same bytes.
-"""
+setting that changes the output is pinned, so a stored patch regenerates to the same bytes."""
 
 from __future__ import annotations
 
@@ -42,10 +41,8 @@ class Patches(Runner):
     def format_patches(
         self, commits: Sequence[tuple[str, str]], paths: Sequence[str] = ()
     ) -> dict[str, tuple[str, bytes]]:
-        """``git format-patch --full-index`` of many (commit, parent) pairs in one call: commit ->
-        (file name, contents), each ending with its parent's ``base-commit:``; ``--no-signature`` and
-        pinned settings keep the bytes the same on every machine. ``paths`` limit every diff.
-        """
+        """commit -> (file name, contents), each ending with its parent's ``base-commit:``, in one call;
+        pinned settings keep the bytes the same on every machine. ``paths`` limit every diff."""
         if not commits:
             return {}
         parents = dict(commits)
@@ -92,9 +89,8 @@ class Patches(Runner):
         return info, body, diff
 
     def patch_ids_of_commits(self, pairs: Sequence[tuple[str, str | None]]) -> dict[str, str]:
-        """commit -> ``git patch-id --stable`` of its diff against the given parent, one
-        ``diff-tree --stdin`` into one ``patch-id``; empty changes have none.
-        """
+        """commit -> ``patch-id --stable`` of its diff against the given parent, one ``diff-tree
+        --stdin`` into one ``patch-id``; empty changes have none."""
         if not pairs:
             return {}
         with tempfile.TemporaryFile() as feed:
@@ -161,9 +157,7 @@ def _written_patches(out_dir: str, parents: dict[str, str]) -> dict[str, tuple[s
 
 
 def _unchained(parents: dict[str, str]) -> list[list[str]]:
-    """The commits in groups where none is another's parent (``B^!`` after ``A^!`` with A B's
-    parent would take A out again).
-    """
+    # Groups where none is another's parent: B^! after A^!, A being B's parent, would take A out again.
     groups: list[tuple[list[str], set[str], set[str]]] = []  # (members, members as a set, their parents)
     for sha, parent in parents.items():
         group = next((g for g in groups if parent not in g[1] and sha not in g[2]), None)

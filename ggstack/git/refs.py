@@ -49,9 +49,8 @@ class Refs(Runner):
         return wait
 
     def update_refs(self, updates: Sequence[tuple[str, str | None, str | None]], message: str) -> None:
-        """Write refs in one ``update-ref --stdin`` transaction: (ref, new sha or None to delete,
-        expected old sha or None for "must not exist"); every ref moves or none does.
-        """
+        """One ``update-ref --stdin`` transaction of (ref, new sha or None to delete, expected old sha or
+        None for "must not exist"): every ref moves or none does."""
         if not updates:
             return
         lines = ["start"]

@@ -1,6 +1,5 @@
 """``Repository``: the one object ggstack asks git through, a mixin per part of this package
-over one ``Runner``, so every git process starts the same way.
-"""
+over one ``Runner``, so every git process starts the same way."""
 
 from __future__ import annotations
 
@@ -43,9 +42,8 @@ Found = tuple[str, str, str | None, str]  # git dir, common dir, work tree (None
 
 
 def _discover(path: str) -> Found | None:
-    """A path in a work tree or a bare repository itself, in one ``rev-parse`` (no GitPython to
-    import); NotARepository where there is none; None for the odd cases (inside a git dir,
-    through a symbolic link), which GitPython's discovery settles as it always has."""
+    """One ``rev-parse`` (no GitPython to import); None for the odd cases (inside a git dir, through a
+    symbolic link), which GitPython's discovery settles as it always has."""
     if not os.path.isdir(path) or os.path.realpath(path) != os.path.abspath(path):
         return None
     # One rev-parse for both kinds: where there is no work tree, git answers the first four
@@ -54,6 +52,10 @@ def _discover(path: str) -> Found | None:
     out = rev_parse_at(path, *args, answered=True) or []
     if len(out) == 4 and out[0] == "true":
         return _bare(path, out)
+    return _in_work_tree(out)
+
+
+def _in_work_tree(out: list[str]) -> Found | None:
     if len(out) != 5 or out[0] != "false" or out[3] not in ("sha1", "sha256"):
         return None
     _, git_dir, common_dir, object_format, top = out

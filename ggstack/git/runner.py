@@ -1,7 +1,5 @@
-"""How ggstack starts git: every call names the repository (``--git-dir``) and drops what an
-enclosing git (a hook, ``rebase --exec``) exports to point at its index or work tree, so ggstack
-can never be redirected to the user's index; plumbing is read in the C locale, no pager.
-"""
+"""How ggstack starts git: every call names its repository (``--git-dir``) and drops what an enclosing
+git (a hook, ``rebase --exec``) exports, so it never reaches the user's index; C locale, no pager."""
 
 from __future__ import annotations
 
@@ -53,8 +51,7 @@ class GitFailed(InfraError):
 
 def environment(extra: dict[str, str] | None = None, config: Mapping[str, str] | None = None) -> dict[str, str]:
     """The caller's environment less what points at another repository or names a program of the
-    user's, plus ``extra``; ``config`` goes over the user's settings (``git -c``).
-    """
+    user's, plus ``extra``; ``config`` goes over the user's settings (``git -c``)."""
     env = {k: v for k, v in os.environ.items() if k not in INHERITED_REPOSITORY_ENV and k not in USER_PROGRAM_ENV}
     env.update(extra or {})
     # Plumbing output must not depend on the user's locale or pager.
@@ -128,9 +125,8 @@ _BAD_CONFIG = b"bad config"
 
 
 def rev_parse_at(path: str, *args: str, answered: bool = False) -> list[str] | None:
-    """``git rev-parse --path-format=absolute ARGS`` in ``path`` before a repository is named: its
-    lines, None where git says no, NotARepository where there is none there or above.
-    """
+    """``rev-parse`` in ``path`` before a repository is named: its lines, None where git says no,
+    NotARepository where there is none there or above."""
     proc = subprocess.run(
         ["git", "rev-parse", "--path-format=absolute", *args], cwd=path, env=environment(), capture_output=True
     )
@@ -187,9 +183,8 @@ class Runner:
         return self._merge_settings
 
     def merge_config(self) -> dict[str, str]:
-        """Settings that put git's own text merge in place of the user's merge drivers: a replay runs
-        none of their programs, and is the same for every maintainer and for the bot.
-        """
+        """git's own text merge in place of the user's merge drivers: a replay runs none of their
+        programs, and is the same for every maintainer and for the bot."""
         return {f"merge.{name}.driver": NEUTRAL_MERGE_DRIVER for name in self.merge_drivers()[0]}
 
     def driven_paths(self, paths: Sequence[str]) -> dict[str, str]:
@@ -271,9 +266,8 @@ class Runner:
 
 
 class Started:
-    """A git process running while ggstack works; temporary files, not pipes, so neither waits
-    on the other until ``wait``, and a kill leaves nothing behind.
-    """
+    """A git process running while ggstack works; temporary files, not pipes, so neither waits on the
+    other until ``wait``, and a kill leaves nothing behind."""
 
     def __init__(self, argv: list[str], input: bytes, cwd: str, env: dict[str, str] | None = None) -> None:
         self._args = argv[3:]
@@ -311,8 +305,7 @@ class Started:
 
 class Persistent:
     """One long-lived git process asked one question at a time: a replay's thousands of reads and
-    writes cost a process each kind, not one each.
-    """
+    writes cost a process each kind, not one each."""
 
     def __init__(
         self, git_dir: str, cwd: str, args: Sequence[str], config: Callable[[], Mapping[str, str]] | None = None

@@ -11,9 +11,7 @@ from ggstack.git.runner import GitFailed, plain_git
 
 
 def parse_trailers(messages: Sequence[str]) -> list[list[tuple[str, str]]]:
-    """The trailers of many messages in one ``git interpret-trailers`` call, a sentinel trailer
-    marking where each message's end.
-    """
+    """The trailers of many messages in one ``git interpret-trailers``, a sentinel marking each end."""
     if not messages:
         return []
     sentinel = "Ggstack-End-Of-Message"
@@ -80,10 +78,8 @@ _MAYBE_TRAILER = re.compile(r"^([A-Za-z0-9-]+\s*:|\(cherry picked from commit |#
 def add_trailers_many(
     items: Sequence[tuple[str, Sequence[tuple[str, str]]]], *, once: Sequence[str] = ()
 ) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Each message with its trailers appended where ``git interpret-trailers`` puts them, and
-    the trailers it then has; one already there (or a ``once`` key) is not added again. A message
-    whose last paragraph holds no trailer gets a blank line here; git places the rest in one call,
-    through a placeholder trailer replaced by the message's own."""
+    """Each message with its trailers appended where git puts them, and the trailers it then has; one
+    already there (or a ``once`` key) is not added again. All in one call, through a placeholder trailer."""
     messages = [m.rstrip("\n") + "\n" for m, _ in items]  # git appends to an unterminated last line
     out: list[tuple[str, list[tuple[str, str]]]] = []
     ask_git = []

@@ -58,10 +58,8 @@ class Worktrees(Runner):
         )
 
     def add_isolated_checkout(self, path: str, commit: str) -> None:
-        """A repository of its own at ``path`` with ``commit`` checked out: objects shared through
-        alternates, but config, refs, stash, index and hooks its own, so a patch's tests that use
-        git there never reach this repository.
-        """
+        """Objects shared through alternates, but config, refs, stash, index and hooks its own, so a
+        patch's tests that use git there never reach this repository."""
         os.makedirs(path, exist_ok=True)
         plain_git("init", "-q", f"--object-format={getattr(self, 'object_format', 'sha1')}", path)
         objects = os.path.abspath(os.path.join(self.common_dir, "objects"))
@@ -80,9 +78,7 @@ class Worktrees(Runner):
         return worktree
 
     def is_whole_worktree(self, path: str) -> bool:
-        """Whether ``path`` is a worktree here as ``worktree add`` leaves it when it ends (a kill
-        inside it leaves an "initializing" lock).
-        """
+        """Whether ``path`` is a worktree here that ``worktree add`` finished (a kill leaves a lock)."""
         try:
             with open(os.path.join(path, ".git"), encoding="utf-8") as f:
                 admin = os.path.join(path, f.read().strip().removeprefix("gitdir: "))  # relative: to the worktree
@@ -144,8 +140,7 @@ def _rebasing(git_dir: str) -> list[str]:
 
 class Worktree(Runner):
     """One of ggstack's own worktrees (never the user's), where ``resolve`` leaves a real checkout
-    with conflict markers, with ``rerere`` on so a conflict resolved once is resolved again.
-    """
+    with conflict markers, with ``rerere`` on so a conflict resolved once is resolved again."""
 
     _RERERE = ("-c", "rerere.enabled=true", "-c", "rerere.autoUpdate=false", "-c", "core.hooksPath=/dev/null")
 
@@ -160,8 +155,7 @@ class Worktree(Runner):
     @contextlib.contextmanager
     def _records(self) -> Iterator[None]:
         """rerere's records in ``rr-cache`` only while git uses them: git takes an ``rr-cache`` as
-        "rerere on" for the user's later merges, so where the user has none ours are moved in and out.
-        """
+        "rerere on" for the user's later merges, so where the user has none ours move in and out."""
         if self.rerere is None or os.path.lexists(self.rerere[0]):
             yield
             return
@@ -179,9 +173,7 @@ class Worktree(Runner):
                 os.rename(theirs, ours)
 
     def clear_stale_locks(self) -> list[str]:
-        """Remove the lock files a killed git left in this worktree (git refuses to start with them);
-        one a live git still holds is left to it.
-        """
+        """The lock files a killed git left here go (git refuses to start with them); a live git's stay."""
         removed = []
         for name in _LOCKS:
             path = os.path.join(self.git_dir, name)
@@ -230,8 +222,7 @@ _LOCK_AGE = 60.0  # where /proc cannot say who holds a lock: one older than this
 
 def _lock_in_use(lock: str, worktree: str) -> bool:
     """Whether a live process may hold ``lock``: it is open, or a git works in ``worktree``;
-    without ``/proc``, a lock younger than a minute is taken as held.
-    """
+    without ``/proc``, a lock younger than a minute is taken as held."""
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
