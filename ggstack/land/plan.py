@@ -1,8 +1,5 @@
-"""``land``'s plan, pure: in merge order, each patch's action until the first that may not land.
-
-Who may approve, what must pass, what to close instead of merging, and where
-the PRs are a native stack, which of them land in one merge of the forge's.
-"""
+"""``land``'s plan, pure: in merge order, each patch's action until the first that may not land, and
+which of the PRs land in one merge of the forge's where they are a native stack."""
 
 from __future__ import annotations
 
@@ -81,7 +78,6 @@ class LandPlan:
 
 
 def plan_landing(run: Run, stack: Stack, snap: LandSnapshot, *, base: str, method: str) -> LandPlan:
-    """In merge order, each patch's action until the first that may not land; nothing is read or written."""
     plan = LandPlan(base, snap.base_sha, method, [])
     for o in run.outcomes:
         entry = _entry(stack, snap, o, base, method)
@@ -167,9 +163,8 @@ def _land(
 
 
 def _plan_native(plan: LandPlan, snap: LandSnapshot) -> None:
-    """Where the PRs are a native stack: the ready ones below the first to close land in one merge of
-    the forge's (the top one's), after their gates are lifted; a PR to close inside it dissolves the
-    stack first (what is above it then lands classically)."""
+    """Ready PRs of a native stack below the first to close land in one merge (the top one's); a PR to close
+    inside it dissolves the stack first, and what is above it lands classically."""
     if snap.stacks is None:
         return
     holding = _holding(snap.stacks)
@@ -187,7 +182,6 @@ def _holding(stacks: list[NativeStack]) -> dict[int, NativeStack]:
 
 
 def _merge_as_one(plan: LandPlan, st: NativeStack, prefix: list[LandEntry]) -> None:
-    """The PRs of ``prefix`` merged by one merge of the top one's, after their gates are lifted."""
     top = prefix[-1]
     sha = next(s.fields["sha"] for s in top.steps if s.kind == "merge")
     for e in prefix:

@@ -1,9 +1,5 @@
-"""``pr``'s last step: the plan carried out on the remote and the forge, in merge order.
-
-One atomic push first (a lease on each head the plan saw), then the PRs
-opened bottom first, so each base exists and each body can name the numbers
-opened before it; every body, title and base is fixed once all are known.
-"""
+"""``pr``'s last step: one atomic push (a lease on each head the plan saw), then the PRs opened bottom first,
+so each base exists and each body names the numbers before it; bodies, titles and bases are fixed last."""
 
 from __future__ import annotations
 
@@ -52,7 +48,6 @@ def carry_out(
 
 
 def _open_new(run: Run, stack: Stack, plan: Plan, forge: Forge, tick: _Ticker) -> None:
-    """The new PRs, bottom first: each base exists and each body names the numbers opened before it."""
     for s in plan.needed:
         if s.pull is None:
             _open(run, stack, plan, s, forge)
@@ -139,8 +134,7 @@ def _close(s: Slot, forge: Forge, tick: _Ticker) -> None:
 
 
 def _push(repo: git.Repository, stack: Stack, slots: Sequence[Slot]) -> None:
-    """One atomic ``git push --force-with-lease`` of every branch that moved. The lease is the remote
-    head the plan saw: if anyone pushed since, nothing is pushed and the user is told which branch moved."""
+    """The lease is each head the plan saw: if anyone pushed since, nothing is pushed and the user is told."""
     if not slots:
         return
     remote = stack.config.target.remote

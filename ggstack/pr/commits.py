@@ -1,9 +1,6 @@
 """``pr``'s second step: the commit each needed patch's PR branch should hold (git only, no forge).
-
-A patch without a PR (broken, held) would ride along in the next PR, so the next needed patch is
-replayed onto the previous needed one. Where the remote head is the same change (tree, parent and
-message: CI's fresh clone makes new commit objects), it is kept, so an unchanged branch is not pushed.
-"""
+Each is replayed onto the previous needed one (a patch without a PR would ride along); a remote head that is
+the same change is kept, so an unchanged branch is not pushed (CI's fresh clone makes new commit objects)."""
 
 from __future__ import annotations
 
@@ -22,8 +19,6 @@ from ggstack.report.bodies import Diffstat
 
 @dataclass(frozen=True)
 class Chosen:
-    """The commit a needed patch's branch should hold, on the previous needed one."""
-
     commit: str | None  # None: it does not apply there; no PR action
     diffstat: Diffstat = field(default_factory=list)
     note: str = ""
@@ -83,8 +78,7 @@ def _remote_if_same(
 
 
 def _diffstats(repo: git.Repository, pairs: list[tuple[str, str]]) -> list[Diffstat]:
-    """What each (previous, commit) changes; two commit ids name one diffstat for good, so a rerun
-    on the same base reads none (it was one diff-tree over the whole stack). Only the last run's are kept."""
+    """Cached by commit pair: a rerun on the same base runs no diff. Only the last run's pairs are kept."""
     cache = Map(repo, "diffstats")
     keys = [f"{a}:{b}" for a, b in pairs]
     known = {k: d for k in keys if (d := _cached_diffstat(cache.get(k))) is not None}
@@ -123,7 +117,6 @@ def _to_settle(run: Run, snap: Snapshot) -> list[Outcome]:
 
 
 def _commit(repo: git.Repository, sha: str) -> git.CommitInfo:
-    """A commit ``apply`` or the replay just made: read through the persistent reader."""
     info = repo.read_commit(sha)
     return info if info is not None else repo.commit_info(sha)  # not a full id, or absent: git's own error
 
