@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ggstack.forge import NativeStack, RemotePR
+from ggstack.forge import MergeFacts, NativeStack, RemotePR
 from ggstack.forge.marker import is_closing_comment
 from ggstack.land.read import LandSnapshot
 from ggstack.model import Outcome, Run, Stack, Verdict
@@ -149,17 +149,21 @@ def _land(
     if ready.blocker is not None:
         return _stop(e, ready.blocker)
     e.action, e.why = "land", f"{ready.approval}; land #{pull.number}"
-    if facts.draft:
-        e.steps.append(ForgeStep("ready", f"mark #{pull.number} ready for review (approved)"))
-    if stack.config.pr.approval_gate:
-        for label in stack.config.pr.labels:
-            if any(label.lower() == x.lower() for x in facts.labels):
-                e.steps.append(ForgeStep("unlabel", f"remove label {label} from #{pull.number}", {"label": label}))
+    e.steps += _lift_gate(stack, facts, pull.number)
     if facts.base_ref != base:
         e.steps.append(ForgeStep("retarget", f"retarget #{pull.number} onto {base} (from {facts.base_ref})"))
     words = f"merge #{pull.number} into {base} ({method}) at {short(facts.head_sha)}"
     e.steps.append(ForgeStep("merge", words, {"sha": facts.head_sha}))
     return e
+
+
+def _lift_gate(stack: Stack, facts: MergeFacts, number: int) -> list[ForgeStep]:
+    steps = [ForgeStep("ready", f"mark #{number} ready for review (approved)")] if facts.draft else []
+    if stack.config.pr.approval_gate:
+        for label in stack.config.pr.labels:
+            if any(label.lower() == x.lower() for x in facts.labels):
+                steps.append(ForgeStep("unlabel", f"remove label {label} from #{number}", {"label": label}))
+    return steps
 
 
 def _plan_native(plan: LandPlan, snap: LandSnapshot) -> None:

@@ -34,14 +34,12 @@ def choose_commits(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot)
     replayed = repo.read_commits(o.commit or "" for o in needed)  # one process, not a round trip a patch
     for o in needed:
         assert o.commit is not None
-        commit, info = o.commit, replayed.get(o.commit) or _commit(repo, o.commit)
-        if info.parents[:1] != (previous,):
-            applied, picked = alone.onto(previous, o.name)
-            if applied is not Applied.APPLIED or picked is None:
-                note = f"does not apply on the previous needed patch alone ({applied.value}): no PR action"
-                chosen[o.name] = Chosen(None, note=note)
-                continue
-            commit, info = picked, _commit(repo, picked)
+        info = replayed.get(o.commit) or _commit(repo, o.commit)
+        placed, note = _on_previous(repo, alone, o.name, (o.commit, info), previous)
+        if placed is None:
+            chosen[o.name] = Chosen(None, note=note)
+            continue
+        commit, info = placed
         pairs[o.name] = (previous, commit)
         commit = _remote_if_same(snap, o.name, commit, info, previous, here)
         chosen[o.name] = Chosen(commit)
@@ -49,6 +47,18 @@ def choose_commits(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot)
     for name, diffstat in zip(pairs, _diffstats(repo, list(pairs.values())), strict=True):
         chosen[name] = dataclasses.replace(chosen[name], diffstat=diffstat)
     return chosen
+
+
+def _on_previous(
+    repo: git.Repository, alone: _Alone, name: str, replayed: tuple[str, git.CommitInfo], previous: str
+) -> tuple[tuple[str, git.CommitInfo] | None, str]:
+    """The replayed commit where it is on ``previous`` already, else the patch replayed alone onto it."""
+    if replayed[1].parents[:1] == (previous,):
+        return replayed, ""
+    applied, picked = alone.onto(previous, name)
+    if applied is not Applied.APPLIED or picked is None:
+        return None, f"does not apply on the previous needed patch alone ({applied.value}): no PR action"
+    return (picked, _commit(repo, picked)), ""
 
 
 class _Alone:

@@ -63,9 +63,7 @@ def read_snapshot(
     needed = [o for o in run.outcomes if needs_pr(o)]
     _read_heads(repo, stack.config.target.remote, snap, needed)
     _read_readiness(forge, snap, stack, needed, base_branch)
-    for pull in pulls.values():
-        facts = snap.facts.get(pull.number)  # its reviews are read already
-        snap.approvals[pull.number] = maintainer_approvals(facts.reviews) if facts else forge.approvals(pull)
+    _read_approvals(forge, snap)
     for o in needed:
         if o.name not in pulls:
             _read_closed(forge, snap, o, head_owner(stack))
@@ -75,6 +73,12 @@ def read_snapshot(
     if needed:
         _read_places(forge, snap, stack, base_branch)
     return snap
+
+
+def _read_approvals(forge: Forge, snap: Snapshot) -> None:
+    for pull in snap.pulls.values():
+        facts = snap.facts.get(pull.number)  # its reviews are read already
+        snap.approvals[pull.number] = maintainer_approvals(facts.reviews) if facts else forge.approvals(pull)
 
 
 def _read_closing_comments(forge: Forge, snap: Snapshot, run: Run) -> None:
