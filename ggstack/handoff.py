@@ -1,10 +1,7 @@
 """The bot in two stages: one runs the patches' code and holds no credential, one holds the token and runs none.
-
-The untrusted stage (``sync --no-forge``, ``test --shard``) refuses where a credential is in reach and
-hands on a Run and a bundle of its commits; the privileged one (``pr --run RUN --bundle FILE``) believes
-nothing it can check: each commit must be the stack's own patch replayed here. What the tests said it
-takes from the Run, which moves only the choice among the stack's own commits (docs/bot.md).
-"""
+The untrusted one (``sync --no-forge``, ``test --shard``) refuses where a credential is in reach and hands on a Run
+and a bundle; the privileged one (``pr --run RUN --bundle FILE``) believes nothing it can check: each commit must be
+the stack's own patch replayed here, so the Run's test results move only the choice among them (docs/bot.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Merge readiness of one open PR: may it land now, and if not, what holds it.
-
-``land`` decides with it and ``pr`` records it in the Run, so ``report`` and
-``pr --dry-run`` show the words ``land`` stops with ("waiting for approval",
-"check `gpu-tests` failing"). Pure: the forge's facts, the reviewers'
-permissions and stack.toml's ``[land]`` policy in, a ``Readiness`` out.
-"""
+"""Merge readiness of one open PR: may it land now, and if not, what holds it. Pure: ``land`` decides
+with it and ``pr`` records it, so ``report`` shows the words ``land`` stops with ("waiting for approval")."""
 
 from __future__ import annotations
 
@@ -39,8 +34,8 @@ def readiness(
     required: Sequence[str],
     base: str,
 ) -> Readiness:
-    """The approval (by someone ``policy`` allows, of the head as it is now), the required checks
-    and GitHub's mergeability of one open PR, and the first thing that keeps it from landing."""
+    """The approval (by someone ``policy`` allows, of the head as it is now), the required checks,
+    GitHub's mergeability, and the first thing that keeps the PR from landing."""
     counted = _latest_decisive(facts.reviews, _allowed(policy, permissions))
     approved, stale, changes = _sorted_out(counted, facts.head_sha)
     names = dict.fromkeys([*required, *policy.checks])

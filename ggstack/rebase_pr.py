@@ -1,9 +1,6 @@
-"""``sync --rebase-series``: the bot proposes the rebased series as a PR, it does not commit it.
-
-The stored series is the maintainers' text, reviewed like code. So the bot makes one commit of the
-rewritten patch files on the stack's branch (never touching the checkout, index or HEAD), pushes it
-with a lease and opens or updates one PR; a rerun that finds the same change pushes and edits nothing.
-"""
+"""``sync --rebase-series``: the bot proposes the rebased series as a PR, it does not commit it: the stored
+series is the maintainers' text, reviewed like code. One commit of the rewritten patch files, made without
+touching checkout, index or HEAD, pushed with a lease; a rerun that finds the same change writes nothing."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The forge: where the stack's pull requests live, as ggstack needs it.
-
-``pr`` and ``land`` read the forge once, plan without it and act through it
-last, so a forge is the few calls of ``Forge`` below: GitHub is
-``github.GitHub``, ``none.NoForge`` a forge on which nothing exists (planning
-offline). Another forge (GitLab) is one more class, chosen in ``open_forge``.
-"""
+"""The forge: where the stack's PRs live. ``pr`` and ``land`` read it once, plan without it and act
+through it last, so a forge is the few calls of ``Forge``: ``github.GitHub``, or ``none.NoForge`` (offline).
+Another forge (GitLab) is one more class, chosen in ``open_forge``."""
 
 from __future__ import annotations
 

@@ -254,8 +254,7 @@ class GitHub(RetryingClient):
         body: Any = None,
         missing: Any = ...,
     ) -> Any:
-        """Plain REST through PyGithub's requester, for what PyGithub has no method for;
-        ``missing`` (when given) is the answer to a 404."""
+        """Plain REST through PyGithub's requester, where PyGithub has no method; ``missing`` answers a 404."""
         try:
             _, data = self.repo.requester.requestJsonAndCheck(
                 verb, f"{self.repo.url}{path}", parameters=parameters, input=body
@@ -319,8 +318,7 @@ class GitHub(RetryingClient):
         )
 
     def merge(self, pull: RemotePR, *, method: str, sha: str) -> MergeAnswer:
-        """Merged, or refused with GitHub's reason (405/409); a merge whose answer was lost is looked up
-        before it is sent again: never twice."""
+        """Merged, or refused with GitHub's reason; a merge whose answer was lost is looked up, never sent twice."""
 
         def merge() -> MergeAnswer:
             try:
@@ -342,8 +340,8 @@ class GitHub(RetryingClient):
         return self.call(f"merge #{pull.number} ({method})", merge, write=True, recheck=landed)
 
     def merge_async(self, pull: RemotePR, *, method: str, sha: str) -> MergeAnswer:
-        """This PR and every one below it in its native stack. Sending it again is safe: GitHub answers
-        409 with the request already there, or "merged"; only a new request (202) counts as a write."""
+        """This PR and every one below it in its native stack. Re-sending is safe: GitHub answers 409
+        with the request already there, or "merged"; only a new request (202) counts as a write."""
 
         def submit() -> tuple[MergeAnswer, bool]:
             body = {"merge_method": method, "merge_action": "default", "sha": sha}

@@ -1,10 +1,6 @@
-"""One call to GitHub, retried within one budget, and its failure in the maintainer's words.
-
-Retries are ggstack's, not urllib3's (PyGithub gets ``retry=None``): a write
-whose answer was lost is looked up before it is re-sent (no duplicate PRs or
-comments), and every wait comes out of one bounded budget a run. Every
-message is scrubbed of the secrets ggstack holds.
-"""
+"""One call to GitHub, retried within one budget a run, and its failure in the maintainer's words.
+Retries are ggstack's, not urllib3's: a write whose answer was lost is looked up before it is re-sent (no
+duplicate PRs or comments). Every message is scrubbed of the secrets ggstack holds."""
 
 from __future__ import annotations
 
@@ -40,9 +36,8 @@ _FAILURES = (
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How long ggstack keeps trying the forge: back-off, ``Retry-After`` and rate-limit resets all
-    come out of ``budget``. Set by the GGSTACK_RETRY_*, GGSTACK_RATE_LIMIT_MAX_WAIT, GGSTACK_FORGE_TIMEOUT
-    and GGSTACK_WRITE_INTERVAL_SECONDS variables (docs/commands/pr.md), so tests shrink the time scale."""
+    """How long ggstack keeps trying the forge: every wait (back-off, Retry-After, rate-limit reset) comes
+    out of ``budget``. GGSTACK_RETRY_* and kin (docs/commands/pr.md) set it, so tests shrink the time scale."""
 
     base: float = 1.0  # back-off: base * 2**attempt seconds
     attempts: int = 5  # tries per call

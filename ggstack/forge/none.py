@@ -1,9 +1,5 @@
-"""A forge on which nothing exists: planning offline, without a token or network.
-
-``ggstack demo`` and a ``--dry-run`` without a token plan against it: every
-patch that needs a PR would get a new one. It refuses every write, so it can
-never stand in for a real forge by mistake.
-"""
+"""A forge on which nothing exists: ``ggstack demo`` and a ``--dry-run`` without a token plan against it.
+It refuses every write, so it can never stand in for a real forge by mistake."""
 
 from __future__ import annotations
 

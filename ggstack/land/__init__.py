@@ -1,10 +1,7 @@
-"""``ggstack land``: merge the stack's approved PRs in merge order, each checked again at the last moment.
-
-The base may take a patch's change while its PR waits, so ``land`` works in rounds shaped like ``pr``'s:
-read the forge, ``check`` against the base's tip (text only: no patch code runs where the token is),
-plan purely (``plan_landing``), do the plan's first write, read again. A rerun starts from what the
-forge says now: nothing is merged twice. Native stacks land in one asynchronous merge, polled.
-"""
+"""``ggstack land``: merge the stack's approved PRs in merge order, each checked again at the last moment
+(the base may take a patch's change while its PR waits). In rounds: read the forge, ``check`` text only against
+the base's tip (no patch code runs where the token is), plan purely, do the plan's first write, read again.
+A rerun starts from the forge as it is: nothing is merged twice."""
 
 from __future__ import annotations
 
@@ -73,8 +70,7 @@ def land(
     client: Forge | None = None,
     say: Callable[[str], None] | None = None,
 ) -> Landing:
-    """Read, check, plan, do one write, and again, until the plan has none left. ``dry_run`` plans once
-    and writes nothing (a token that may read is enough); ``say`` is told each write as it is done."""
+    """Rounds until the plan has no write left; a dry run plans once (a token that may read is enough)."""
     env = os.environ if env is None else env
     base = land_base(stack, onto)
     forge = client or _open_forge(stack, env)
@@ -126,7 +122,6 @@ def _round(
 
 
 def land_base(stack: Stack, onto: str | None) -> str:
-    """The branch of target.repo the stack lands on: --onto or target.base, without a remote's prefix."""
     target = stack.config.target
     base = onto or target.base
     for prefix in ("refs/heads/", f"refs/remotes/{target.remote}/", f"{target.remote}/"):

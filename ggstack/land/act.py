@@ -1,8 +1,5 @@
-"""``land``'s one write a round: a gate lifted, a PR retargeted or closed, or merged.
-
-A refusal is a stop in the maintainer's words, not a failure; an asynchronous
-merge (a native stack's) is polled within ``Timing``'s bounds.
-"""
+"""``land``'s one write a round: a gate lifted, a PR retargeted or closed, or merged. A refusal is a stop
+in the maintainer's words, not a failure; a native stack's asynchronous merge is polled within ``Timing``."""
 
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
-"""``land``'s plan, pure: in merge order, each patch's action until the first that may not land.
-
-Who may approve, what must pass, what to close instead of merging, and where
-the PRs are a native stack, which of them land in one merge of the forge's.
-"""
+"""``land``'s plan, pure: in merge order, each patch's action until the first that may not land, and
+which of the PRs land in one merge of the forge's where they are a native stack."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ggstack.forge import NativeStack, RemotePR
+from ggstack.forge import MergeFacts, NativeStack, RemotePR
 from ggstack.forge.marker import is_closing_comment
 from ggstack.land.read import LandSnapshot
 from ggstack.model import Outcome, Run, Stack, Verdict
@@ -81,7 +78,6 @@ class LandPlan:
 
 
 def plan_landing(run: Run, stack: Stack, snap: LandSnapshot, *, base: str, method: str) -> LandPlan:
-    """In merge order, each patch's action until the first that may not land; nothing is read or written."""
     plan = LandPlan(base, snap.base_sha, method, [])
     for o in run.outcomes:
         entry = _entry(stack, snap, o, base, method)
@@ -153,12 +149,7 @@ def _land(
     if ready.blocker is not None:
         return _stop(e, ready.blocker)
     e.action, e.why = "land", f"{ready.approval}; land #{pull.number}"
-    if facts.draft:
-        e.steps.append(ForgeStep("ready", f"mark #{pull.number} ready for review (approved)"))
-    if stack.config.pr.approval_gate:
-        for label in stack.config.pr.labels:
-            if any(label.lower() == x.lower() for x in facts.labels):
-                e.steps.append(ForgeStep("unlabel", f"remove label {label} from #{pull.number}", {"label": label}))
+    e.steps += _lift_gate(stack, facts, pull.number)
     if facts.base_ref != base:
         e.steps.append(ForgeStep("retarget", f"retarget #{pull.number} onto {base} (from {facts.base_ref})"))
     words = f"merge #{pull.number} into {base} ({method}) at {short(facts.head_sha)}"
@@ -166,10 +157,18 @@ def _land(
     return e
 
 
+def _lift_gate(stack: Stack, facts: MergeFacts, number: int) -> list[ForgeStep]:
+    steps = [ForgeStep("ready", f"mark #{number} ready for review (approved)")] if facts.draft else []
+    if stack.config.pr.approval_gate:
+        for label in stack.config.pr.labels:
+            if any(label.lower() == x.lower() for x in facts.labels):
+                steps.append(ForgeStep("unlabel", f"remove label {label} from #{number}", {"label": label}))
+    return steps
+
+
 def _plan_native(plan: LandPlan, snap: LandSnapshot) -> None:
-    """Where the PRs are a native stack: the ready ones below the first to close land in one merge of
-    the forge's (the top one's), after their gates are lifted; a PR to close inside it dissolves the
-    stack first (what is above it then lands classically)."""
+    """Ready PRs of a native stack below the first to close land in one merge (the top one's); a PR to close
+    inside it dissolves the stack first, and what is above it lands classically."""
     if snap.stacks is None:
         return
     holding = _holding(snap.stacks)
@@ -187,7 +186,6 @@ def _holding(stacks: list[NativeStack]) -> dict[int, NativeStack]:
 
 
 def _merge_as_one(plan: LandPlan, st: NativeStack, prefix: list[LandEntry]) -> None:
-    """The PRs of ``prefix`` merged by one merge of the top one's, after their gates are lifted."""
     top = prefix[-1]
     sha = next(s.fields["sha"] for s in top.steps if s.kind == "merge")
     for e in prefix:

@@ -1,8 +1,5 @@
-"""``land``'s reading: each open PR as the forge has it now, and the stack checked against the base's tip.
-
-The PR's head must be the patch as stored (by patch-id), not an older version
-of it nor someone else's commit; the check runs again whenever the tip moved.
-"""
+"""``land``'s reading: each open PR as the forge has it now, and the stack checked against the base's tip
+again whenever the tip moved."""
 
 from __future__ import annotations
 
@@ -55,8 +52,7 @@ def read_landing(forge: Forge, repo: git.Repository, stack: Stack, run: Run, bas
 
 
 def _read_heads(repo: git.Repository, stack: Stack, run: Run, snap: LandSnapshot) -> None:
-    """The patch-id of each open PR's head and of its patch replayed now: the PR must carry the patch
-    as stored, not an older version of it nor someone else's commit (``pr`` updates it)."""
+    """The patch-id of each open PR's head and of its patch replayed now: a PR must carry the patch as stored."""
     heads = _open_heads(run, snap)
     if not heads:
         return

@@ -1,9 +1,5 @@
 """``ggstack pr``: open, update and close the stack's PRs, acting only on what ``check`` decided.
-
-A module a step: ``read`` the forge and the remote once, choose each PR branch's commit (``commits``,
-git only), ``plan`` every step purely (what it avoids — noise, duplicates, flapping, late refusals —
-is docs/commands/pr.md), ``act`` in merge order. ``--dry-run`` stops before acting; nothing is merged.
-"""
+``read`` the forge once, choose each branch's commit (``commits``), ``plan`` purely, ``act`` in merge order."""
 
 from __future__ import annotations
 
@@ -34,8 +30,6 @@ def pr(
     env: Mapping[str, str] | None = None,
     client: Forge | None = None,
 ) -> Run:
-    """A new Run with each Outcome's ``pr`` and ``stages["pr"]`` filled in. ``client``: the forge to use
-    (default: GitHub, or ``NoForge`` for a dry run without a token)."""
     patches = _patches_of(run, stack)
     base_branch = pr_base(repo, stack, run.base_ref)
     forge = client or open_forge(stack, env, dry_run=dry_run)
@@ -66,8 +60,7 @@ def _patches_of(run: Run, stack: Stack) -> dict[str, Patch]:
 
 
 def pr_base(repo: git.Repository, stack: Stack, base_ref: str) -> str:
-    """The branch the first PR goes onto: the one the stack was replayed onto. A Run replayed onto a sha
-    or a tag has none: its PRs would carry a change checked against something else than they merge into."""
+    """The branch the Run was replayed onto; a sha or a tag has none: its PRs would merge into an unchecked base."""
     target = stack.config.target
     for prefix in ("refs/heads/", f"refs/remotes/{target.remote}/"):
         if base_ref.startswith(prefix):
@@ -96,7 +89,6 @@ def _is_base_tip(repo: git.Repository, stack: Stack, base_ref: str) -> bool:
 
 
 def record(run: Run, plan: Plan, *, dry_run: bool, offline: bool) -> Run:
-    """A new Run with what the plan did (or would do) in each Outcome's ``pr``."""
     outcomes = []
     for slot in plan.slots:
         o = slot.outcome

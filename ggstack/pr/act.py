@@ -1,9 +1,5 @@
-"""``pr``'s last step: the plan carried out on the remote and the forge, in merge order.
-
-One atomic push first (a lease on each head the plan saw), then the PRs
-opened bottom first, so each base exists and each body can name the numbers
-opened before it; every body, title and base is fixed once all are known.
-"""
+"""``pr``'s last step: one atomic push (a lease on each head the plan saw), then the PRs opened bottom first,
+so each base exists and each body names the numbers before it; bodies, titles and bases are fixed last."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ from collections.abc import Sequence
 
 from ggstack import git
 from ggstack.errors import InfraError, UserError
-from ggstack.forge import Forge
+from ggstack.forge import Forge, RemotePR
 from ggstack.forge.order import MergeOrder
 from ggstack.model import Progress, Run, Stack
 from ggstack.pr.plan import ForgeStep, Plan, Slot, changed_fields
@@ -45,14 +41,11 @@ def carry_out(
         _update(run, plan, s, forge, order)
         tick(s, "edit")
         _gate(s, forge)
-    for s in plan.slots:
-        if not s.needed and s.pull is not None and s.state is not None:
-            _close(s, forge, tick)
+    _close_others(plan, forge, tick)
     _native_steps(plan, forge, tick, "stack-create", "stack-add")
 
 
 def _open_new(run: Run, stack: Stack, plan: Plan, forge: Forge, tick: _Ticker) -> None:
-    """The new PRs, bottom first: each base exists and each body names the numbers opened before it."""
     for s in plan.needed:
         if s.pull is None:
             _open(run, stack, plan, s, forge)
@@ -94,11 +87,15 @@ def _open(run: Run, stack: Stack, plan: Plan, s: Slot, forge: Forge) -> None:
         draft=bool(s.state.draft),
     )
     s.state.number, s.state.url, s.state.state = s.pull.number, s.pull.url, "open"
-    labels = stack.config.pr.labels if plan.gate else ()
-    missing = [x for x in labels if x.lower() not in {y.lower() for y in s.pull.labels}]
+    if plan.gate:
+        _add_missing_labels(forge, s.pull, stack.config.pr.labels)
+
+
+def _add_missing_labels(forge: Forge, pull: RemotePR, labels: Sequence[str]) -> None:
+    missing = [x for x in labels if x.lower() not in {y.lower() for y in pull.labels}]
     if missing:
-        forge.add_labels(s.pull, missing)
-        s.pull.labels += missing
+        forge.add_labels(pull, missing)
+        pull.labels += missing
 
 
 def _update(run: Run, plan: Plan, s: Slot, forge: Forge, order: MergeOrder) -> None:
@@ -127,6 +124,13 @@ def _gate(s: Slot, forge: Forge) -> None:
             s.state.labels.append(step.fields["label"])
 
 
+def _close_others(plan: Plan, forge: Forge, tick: _Ticker) -> None:
+    """The open PRs of patches that need none: closed where redundant, else left as they are."""
+    for s in plan.slots:
+        if not s.needed and s.pull is not None and s.state is not None:
+            _close(s, forge, tick)
+
+
 def _close(s: Slot, forge: Forge, tick: _Ticker) -> None:
     assert s.pull is not None and s.state is not None
     for step in s.steps:
@@ -139,8 +143,7 @@ def _close(s: Slot, forge: Forge, tick: _Ticker) -> None:
 
 
 def _push(repo: git.Repository, stack: Stack, slots: Sequence[Slot]) -> None:
-    """One atomic ``git push --force-with-lease`` of every branch that moved. The lease is the remote
-    head the plan saw: if anyone pushed since, nothing is pushed and the user is told which branch moved."""
+    """The lease is each head the plan saw: if anyone pushed since, nothing is pushed and the user is told."""
     if not slots:
         return
     remote = stack.config.target.remote
@@ -154,12 +157,16 @@ def _push(repo: git.Repository, stack: Stack, slots: Sequence[Slot]) -> None:
 def _push_failure(remote: str, proc: subprocess.CompletedProcess[bytes]) -> Exception:
     out = proc.stdout.decode("utf-8", "replace")
     err = proc.stderr.decode("utf-8", "replace").strip()
-    rejected = [
-        line.split("\t")[1].split(":")[-1] for line in out.splitlines() if line.startswith("!") and "\t" in line
-    ]
+    rejected = _rejected_branches(out)
     if rejected and ("stale info" in out or "fetch first" in out or "rejected" in out):
         return UserError(
             f"git push to {remote!r} refused ({', '.join(rejected)}): someone pushed to these branches since "
             f"ggstack looked; nothing was pushed — rerun `ggstack pr` to plan from the new state"
         )
     return InfraError(f"git push to {remote!r} failed: {err[-2000:] or out[-2000:]}")
+
+
+def _rejected_branches(porcelain: str) -> list[str]:
+    return [
+        line.split("\t")[1].split(":")[-1] for line in porcelain.splitlines() if line.startswith("!") and "\t" in line
+    ]

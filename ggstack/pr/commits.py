@@ -1,9 +1,6 @@
 """``pr``'s second step: the commit each needed patch's PR branch should hold (git only, no forge).
-
-A patch without a PR (broken, held) would ride along in the next PR, so the next needed patch is
-replayed onto the previous needed one. Where the remote head is the same change (tree, parent and
-message: CI's fresh clone makes new commit objects), it is kept, so an unchanged branch is not pushed.
-"""
+Each is replayed onto the previous needed one (a patch without a PR would ride along); a remote head that is
+the same change is kept, so an unchanged branch is not pushed (CI's fresh clone makes new commit objects)."""
 
 from __future__ import annotations
 
@@ -22,8 +19,6 @@ from ggstack.report.bodies import Diffstat
 
 @dataclass(frozen=True)
 class Chosen:
-    """The commit a needed patch's branch should hold, on the previous needed one."""
-
     commit: str | None  # None: it does not apply there; no PR action
     diffstat: Diffstat = field(default_factory=list)
     note: str = ""
@@ -39,14 +34,12 @@ def choose_commits(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot)
     replayed = repo.read_commits(o.commit or "" for o in needed)  # one process, not a round trip a patch
     for o in needed:
         assert o.commit is not None
-        commit, info = o.commit, replayed.get(o.commit) or _commit(repo, o.commit)
-        if info.parents[:1] != (previous,):
-            applied, picked = alone.onto(previous, o.name)
-            if applied is not Applied.APPLIED or picked is None:
-                note = f"does not apply on the previous needed patch alone ({applied.value}): no PR action"
-                chosen[o.name] = Chosen(None, note=note)
-                continue
-            commit, info = picked, _commit(repo, picked)
+        info = replayed.get(o.commit) or _commit(repo, o.commit)
+        placed, note = _on_previous(repo, alone, o.name, (o.commit, info), previous)
+        if placed is None:
+            chosen[o.name] = Chosen(None, note=note)
+            continue
+        commit, info = placed
         pairs[o.name] = (previous, commit)
         commit = _remote_if_same(snap, o.name, commit, info, previous, here)
         chosen[o.name] = Chosen(commit)
@@ -54,6 +47,18 @@ def choose_commits(repo: git.Repository, stack: Stack, run: Run, snap: Snapshot)
     for name, diffstat in zip(pairs, _diffstats(repo, list(pairs.values())), strict=True):
         chosen[name] = dataclasses.replace(chosen[name], diffstat=diffstat)
     return chosen
+
+
+def _on_previous(
+    repo: git.Repository, alone: _Alone, name: str, replayed: tuple[str, git.CommitInfo], previous: str
+) -> tuple[tuple[str, git.CommitInfo] | None, str]:
+    """The replayed commit where it is on ``previous`` already, else the patch replayed alone onto it."""
+    if replayed[1].parents[:1] == (previous,):
+        return replayed, ""
+    applied, picked = alone.onto(previous, name)
+    if applied is not Applied.APPLIED or picked is None:
+        return None, f"does not apply on the previous needed patch alone ({applied.value}): no PR action"
+    return (picked, _commit(repo, picked)), ""
 
 
 class _Alone:
@@ -83,8 +88,7 @@ def _remote_if_same(
 
 
 def _diffstats(repo: git.Repository, pairs: list[tuple[str, str]]) -> list[Diffstat]:
-    """What each (previous, commit) changes; two commit ids name one diffstat for good, so a rerun
-    on the same base reads none (it was one diff-tree over the whole stack). Only the last run's are kept."""
+    """Cached by commit pair: a rerun on the same base runs no diff. Only the last run's pairs are kept."""
     cache = Map(repo, "diffstats")
     keys = [f"{a}:{b}" for a, b in pairs]
     known = {k: d for k in keys if (d := _cached_diffstat(cache.get(k))) is not None}
@@ -123,7 +127,6 @@ def _to_settle(run: Run, snap: Snapshot) -> list[Outcome]:
 
 
 def _commit(repo: git.Repository, sha: str) -> git.CommitInfo:
-    """A commit ``apply`` or the replay just made: read through the persistent reader."""
     info = repo.read_commit(sha)
     return info if info is not None else repo.commit_info(sha)  # not a full id, or absent: git's own error
 

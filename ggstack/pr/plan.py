@@ -1,9 +1,5 @@
-"""``pr``'s third step: every step for every patch's PR, as a pure function of what was read and chosen.
-
-Nothing is read or written here, so its rules are tested on values alone
-(tests/test_pr_plan.py): which patch gets a PR, onto which base, behind which
-gate, what is closed, and how the PRs are kept as one native stack.
-"""
+"""``pr``'s third step, pure: which patch gets a PR, onto which base, behind which gate, what is closed, and
+how the PRs are kept as one native stack; tested on values alone (tests/test_pr_plan.py)."""
 
 from __future__ import annotations
 
@@ -36,8 +32,6 @@ class ForgeStep:
 
 @dataclass
 class Slot:
-    """One patch in the plan: what it is, what the forge and remote have, what to do."""
-
     outcome: Outcome  # a copy: the Run given to ``pr`` is not changed
     patch: Patch
     branch: str  # the remote branch name (without refs/heads/)
@@ -123,8 +117,7 @@ def _slot(o: Outcome, patch: Patch, snap: Snapshot, chosen: Mapping[str, Chosen]
 
 
 def _stacked_mode(stacked: bool | None, stack: Stack, slots: list[Slot], base_branch: str) -> bool:
-    """The flag if given; else the mode the open PRs were opened in; else stack.toml. With the heads
-    in a fork there is no stacking: a PR's base must be a branch of the target repository."""
+    """The flag, else the open PRs' mode, else stack.toml; never with a fork: a PR's base must be in target.repo."""
     target = stack.config.target
     if target.fork is not None:
         if stacked:
@@ -296,9 +289,8 @@ def _close_steps(s: Slot, snap: Snapshot, close_redundant: bool) -> list[ForgeSt
 
 
 def _plan_native(plan: Plan, snap: Snapshot) -> None:
-    """Where the forge keeps native stacks: the needed PRs as one, bottom first — made once they are two,
-    extended as patches are added on top, else dissolved and made again (a PR's base cannot change inside
-    a stack). The steps ride on the top PR; ``act`` dissolves first and makes or extends last."""
+    """The needed PRs as one native stack, made once they are two, extended as patches come on top, else remade
+    (a PR's base cannot change inside a stack). The steps ride on the top PR; ``act`` dissolves first."""
     if snap.stacks is None or not plan.stacked or plan.fork or not plan.needed:
         return
     needed, top = plan.needed, plan.needed[-1]
@@ -319,8 +311,7 @@ def _touching(plan: Plan, stacks: list[NativeStack]) -> list[NativeStack]:
 
 
 def _extends(plan: Plan, st: NativeStack) -> bool:
-    """Whether the needed PRs are ``st``'s open ones (on the same base) and maybe more on top;
-    the step adding those more, if any."""
+    """Whether the needed PRs are ``st``'s open ones and maybe more on top (then a step adds those)."""
     numbers = [s.pull.number if s.pull is not None and s.pull.state == "open" else None for s in plan.needed]
     current = [n for n in st.pulls if n not in st.merged]
     if st.base_ref != plan.base or numbers[: len(current)] != current:

@@ -1,8 +1,5 @@
-"""``pr``'s first step: what the forge and the remote have, read once before anything is decided.
-
-Each patch's open PR is found by the marker in its body (else by its head
-branch), so a renamed patch keeps its PR; the plan then needs no forge.
-"""
+"""``pr``'s first step: what the forge and the remote have, read once, so the plan needs no forge.
+A patch's open PR is found by the marker in its body (else by its head branch): a renamed patch keeps its PR."""
 
 from __future__ import annotations
 
@@ -66,9 +63,7 @@ def read_snapshot(
     needed = [o for o in run.outcomes if needs_pr(o)]
     _read_heads(repo, stack.config.target.remote, snap, needed)
     _read_readiness(forge, snap, stack, needed, base_branch)
-    for pull in pulls.values():
-        facts = snap.facts.get(pull.number)  # its reviews are read already
-        snap.approvals[pull.number] = maintainer_approvals(facts.reviews) if facts else forge.approvals(pull)
+    _read_approvals(forge, snap)
     for o in needed:
         if o.name not in pulls:
             _read_closed(forge, snap, o, head_owner(stack))
@@ -78,6 +73,12 @@ def read_snapshot(
     if needed:
         _read_places(forge, snap, stack, base_branch)
     return snap
+
+
+def _read_approvals(forge: Forge, snap: Snapshot) -> None:
+    for pull in snap.pulls.values():
+        facts = snap.facts.get(pull.number)  # its reviews are read already
+        snap.approvals[pull.number] = maintainer_approvals(facts.reviews) if facts else forge.approvals(pull)
 
 
 def _read_closing_comments(forge: Forge, snap: Snapshot, run: Run) -> None:
@@ -101,8 +102,7 @@ def _read_heads(repo: git.Repository, remote: str, snap: Snapshot, needed: list[
 
 
 def _read_readiness(forge: Forge, snap: Snapshot, stack: Stack, needed: list[Outcome], base_branch: str) -> None:
-    """What ``land`` would decide of each needed patch's open PR (shown by ``report`` and ``pr --dry-run``),
-    and the forge's native stacks."""
+    """What ``land`` would decide of each needed open PR (``report`` shows it), and the native stacks."""
     if not needed:
         return
     for o in needed:
@@ -125,8 +125,7 @@ def read_permissions(forge: Forge, policy: LandPolicy, facts: Iterable[MergeFact
 
 
 def uses_native(stack: Stack) -> bool | None:
-    """stack.toml's say on native stacks: True (on), False (off), None (auto: the forge says).
-    A fork's PRs are never a native stack: GitHub does not stack across forks."""
+    """True (on), False (off), None (auto); never for a fork: GitHub does not stack across forks."""
     if stack.config.target.fork is not None or stack.config.pr.native_stacks == "off":
         return False
     return True if stack.config.pr.native_stacks == "on" else None
@@ -146,8 +145,7 @@ def native_stacks(forge: Forge, stack: Stack) -> list[NativeStack] | None:
 
 
 def _fetch_missing(repo: git.Repository, remote: str, heads: dict[str, str]) -> None:
-    """The remote heads a clone never had (CI's single-branch checkout), objects only: the plan
-    compares the replay with them and may keep them."""
+    """Objects only, of heads a clone never had (CI's single-branch checkout): the plan may keep them."""
     present = repo.has_objects(heads.values())
     missing = [ref for ref, sha in heads.items() if not present[sha]]
     if missing:
@@ -185,9 +183,8 @@ def latest_closed(forge: Forge, owner: str, branch: str, o: Outcome) -> RemotePR
 
 
 def match(run: Run, stack: Stack, pulls: Sequence[RemotePR]) -> Matched:
-    """Each patch's open PR (by its marker, else by its head branch) and remote branch. A PR is adopted
-    by its marker only on one of this stack's branches: another stack holding the same Stack-Patch-Id
-    (imported from this one's commits) must not take it over (``foreign``)."""
+    """Each patch's open PR (by marker, else by head branch) and remote branch. By marker only on this stack's
+    branches: another stack with the same Stack-Patch-Id (imported from this one) must not take it over."""
     ours = _ours(stack, pulls)
     by_marker = _by_marker(stack, ours)
     namespace = branch_namespace(stack, None)
@@ -236,8 +233,7 @@ def _remote_branch(ref: str) -> str:
 
 
 def closed_note(o: Outcome, snap: Snapshot) -> str | None:
-    """Why a needed patch gets no new PR: someone merged or closed its PR. None: it may get one.
-    Only a PR that ggstack closed as redundant (its own closing comment says so) may be followed by a new one."""
+    """Why a needed patch gets no new PR; only a PR ggstack itself closed as redundant may be followed by one."""
     closed = snap.closed.get(o.name)
     if closed is None:
         return None

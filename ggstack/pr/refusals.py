@@ -1,8 +1,5 @@
 """What the forge would refuse after the push, refused before it: nothing is pushed or opened.
-
-Also what it would allow but must not happen: another stack's PR adopted,
-or a reviewer's commit on a PR branch overwritten.
-"""
+Also what it would allow but must not happen: another stack's PR adopted, a reviewer's commit overwritten."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """What a PR says: its summary (the patch message), its gate in words, its body.
-
-The plan renders a body only where it compares or sends one; ``bodies``
-renders the same from a saved Run, for ``pr --dry-run`` and ``report``.
-"""
+``bodies`` renders the same from a saved Run, for ``pr --dry-run`` and ``report``."""
 
 from __future__ import annotations
 
@@ -42,7 +39,6 @@ def merge_order_of(plan: Plan) -> MergeOrder:
 
 
 def body_of(run: Run, plan: Plan, s: Slot, order: MergeOrder | None = None) -> str:
-    """The body of a needed slot's PR (``order``: the plan's merge order, built once for many bodies)."""
     order = order or merge_order_of(plan)
     return pr_body(
         run,
@@ -56,8 +52,7 @@ def body_of(run: Run, plan: Plan, s: Slot, order: MergeOrder | None = None) -> s
 
 
 def bodies(run: Run, stack: Stack) -> dict[str, str]:
-    """The body of each PR the Run's plan opens or edits the body of: what the plan sent. The merge
-    order is the Run's PRs by position, the diffstat the one recorded, the base the first PR's."""
+    """What the plan sent, from the Run: PRs ordered by position, the recorded diffstat, the first PR's base."""
     states = _positioned(run)
     planned = sorted((o for o in run.outcomes if o.name in states), key=lambda o: states[o.name].position or 0)
     if not planned:
