@@ -40,7 +40,7 @@ from ggstack.commands.progress import StageProgress
 @click.option("--json", "as_json", is_flag=True, help="Print the Run as JSON.")
 @handled
 def command(directory: str | None, base: str, gpu: str, keep: bool, export_dir: str | None, as_json: bool) -> None:
-    """The seed's story end to end, on a miniature vLLM fork built on the spot.
+    """A reapplied fix the base already has, end to end, on a miniature vLLM fork built on the spot.
 
     Builds the fork deterministically (PR #130 mixing the DCP buffer fix
     with a CUTLASS pin and an MLA workaround, merged and reverted; the base

@@ -1,14 +1,8 @@
-"""The demo fork's history, as pure data: who committed which snapshot when.
+"""The demo fork's history as pure data, so its commit ids are the same on every machine.
 
-``ggstack demo`` (and the payload tests) turn this into a real repository;
-as data, the history reads in one place, the commit ids are the same on every
-machine (fixed identities and dates), and nothing here needs git. The story
-is the seed's (docs/commands/demo.md): PR #130's DCP fix,
-merged and reverted, re-applied as patch A of a clean stack, while
-``dev/gilded-gnosis`` got the same fix in another shape through one
-consolidating commit — so patch-id and text cannot tell that A is redundant
-there, only A's tests can. Snapshots are named ``<file>.<stage>.<ext>.txt``
-so that nothing here looks like a test module to pytest.
+PR #130's DCP fix, merged and reverted, re-applied as patch A of a clean stack, while
+``dev/gilded-gnosis`` got the same fix in another shape through one consolidating commit
+(docs/commands/demo.md). Snapshots are ``<file>.<stage>.<ext>.txt``: none looks like a test to pytest.
 """
 
 from __future__ import annotations
