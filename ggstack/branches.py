@@ -1,7 +1,5 @@
-"""The branch each applied patch gets, and the one transaction that moves them. What ggstack
-last wrote is kept in one ref (``refs/ggstack/<stack>/last-apply``: every ref is a file
-write); a branch someone else moved, or checked out in a worktree, is never moved.
-"""
+"""The branch each applied patch gets, and the one transaction that moves them. What ggstack last wrote is one ref
+(``refs/ggstack/<stack>/last-apply``: a ref is a file write); a branch someone else moved or checked out stays."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The test shards as a Buildkite pipeline (``--matrix --ci buildkite``): a step a shard (GPU ones
-on ``tests.gpu_queue``), then a merge step leaving the Run and the bundle. The privileged step stays in
-the fork's own ``.buildkite/pipeline.yml`` (docs/bot.md): what a build uploads never holds a token.
-"""
+"""The test shards as a Buildkite pipeline (``--ci buildkite``): a step a shard (GPU: ``tests.gpu_queue``), a
+merge step. The privileged step stays in the fork's pipeline (docs/bot.md): an upload never holds a token."""
 
 from __future__ import annotations
 

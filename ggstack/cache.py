@@ -1,6 +1,5 @@
-"""One home for ggstack's caches under ``<git dir>/ggstack/cache/``, keyed by exactly what decides
-an entry and a version. A missing, corrupt or other-version entry is a miss: a cache only ever
-costs time, never a wrong answer."""
+"""One home for ggstack's caches (``<git dir>/ggstack/cache/``), keyed by what decides an entry and a version. A
+missing, corrupt or other-version entry is a miss: a cache only ever costs time, never a wrong answer."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""``ggstack demo``: why ggstack exists, end to end, on a miniature vLLM fork built here from
-``ggstack.demofork`` (fixed identities and dates: the same commit ids on every machine). The same
-code regenerates the stored ``patches/gg-clean`` (``--export``): the two never drift apart.
-"""
+"""``ggstack demo``: why ggstack exists, end to end, on a miniature vLLM fork from ``ggstack.demofork`` (fixed ids and
+dates). The same code regenerates ``patches/gg-clean`` (``--export``), so the two never drift apart."""
 
 from __future__ import annotations
 

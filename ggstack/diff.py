@@ -1,6 +1,5 @@
 """git's unified diff (``--full-index``), read once for everyone: checked at load, and read by the
-judgement as file changes, hunks and change blocks (the unit ``check`` judges).
-"""
+judgement as file changes, hunks and change blocks (the unit ``check`` judges)."""
 
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ def paths_of(change_set: list[FileChange]) -> list[str]:
 
 def diff_end(text: str, start: int = 0) -> int:
     """Where what follows the diff (base-commit, signature) starts, -1 where nothing does. In place:
-    a 50 MB diff is not split into a million strings read once.
-    """
+    a 50 MB diff is not split into a million strings read once."""
     lines = _Lines(text, start)
     while lines.more():
         line = lines.line()

@@ -1,6 +1,5 @@
-"""``ggstack drop``: take out what the base now carries, and keep the record of why in
-``dropped.toml`` (a reviewer reads it in the PR diff), in the same atomic change as the series.
-"""
+"""``ggstack drop``: take out what the base now carries, keeping why in ``dropped.toml`` (a reviewer reads it in the PR
+diff), in the same atomic change as the series."""
 
 from __future__ import annotations
 

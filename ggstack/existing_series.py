@@ -1,6 +1,5 @@
 """``import --from``: a fork's carry patches from before ggstack, as ``git am`` and quilt read
-them (an mbox through ``git mailsplit``/``mailinfo``; DEP-3 headers read here).
-"""
+them (an mbox through ``git mailsplit``/``mailinfo``; DEP-3 headers read here)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The one exit policy, from the Run alone: 0 nothing for a human; 1 a patch needs one;
-2 a stage refused its input; 3 infrastructure (forge, git, a lock). ``UserError`` is 2 and
-``InfraError`` 3 in ``commands.context.handled``.
-"""
+"""The one exit policy, from the Run alone: 0 nothing for a human; 1 a patch needs one; 2 a stage refused its input;
+3 infrastructure (forge, git, a lock). ``UserError`` is 2 and ``InfraError`` 3 (``commands.context.handled``)."""
 
 from __future__ import annotations
 

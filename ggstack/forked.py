@@ -1,7 +1,5 @@
-"""Work split over forked processes, for the cores threads cannot use (a check is mostly Python).
-Each part starts with everything read so far; only its value or its error comes back, pickled.
-Not ``ProcessPoolExecutor``: it pickles the function, and a part's function holds the Repository's
-live git processes, which only a fork carries over."""
+"""Work split over forked processes, for cores threads can't use (a check is mostly Python); a part's value or error
+comes back pickled. Not ``ProcessPoolExecutor``: it pickles the function, whose live git processes only fork carries."""
 
 from __future__ import annotations
 

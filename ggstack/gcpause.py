@@ -1,6 +1,5 @@
-"""The cyclic garbage collector, paused where ggstack builds a great many objects at once: a check's
-lines of thousands of file versions go by reference counts, and the collector's walks of them free
-nothing (sqlalchemy rel_1_4 onto main: a third of the CPU; start-up a tenth faster without them)."""
+"""The cyclic garbage collector, paused where ggstack builds a great many objects that reference counts free: its walks
+free nothing (sqlalchemy rel_1_4 onto main: a third of the CPU; start-up a tenth faster without them)."""
 
 from __future__ import annotations
 

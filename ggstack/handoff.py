@@ -1,7 +1,6 @@
-"""The bot in two stages: one runs the patches' code and holds no credential, one holds the token and runs none.
-The untrusted one (``sync --no-forge``, ``test --shard``) refuses where a credential is in reach and hands on a Run
-and a bundle; the privileged one (``pr --run RUN --bundle FILE``) believes nothing it can check: each commit must be
-the stack's own patch replayed here, so the Run's test results move only the choice among them (docs/bot.md)."""
+"""The bot in two stages: the untrusted one (``sync --no-forge``, ``test --shard``) runs patch code, refuses where a
+credential is in reach, hands on a Run and bundle; the privileged one (``pr --run RUN --bundle FILE``) holds the token,
+runs none, takes only commits it replays from the stack: test results only choose among them (docs/bot.md)."""
 
 from __future__ import annotations
 

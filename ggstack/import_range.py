@@ -1,6 +1,5 @@
 """Which commits of a range ``import`` takes: the branch's own, as ``git rebase A B`` replays it.
-A forge's PR merge stands for the PR's commits; what the base has is the base's.
-"""
+A forge's PR merge stands for the PR's commits; what the base has is the base's."""
 
 from __future__ import annotations
 
@@ -112,8 +111,7 @@ def _not_the_bases(
     skipped: Sequence[LeftOut],
 ) -> tuple[list[str], list[LeftOut]]:
     """Not what a merge brought in that the base has, nor what a merge named for the base brought
-    in (the local base ref is behind). Its first-parent line stays: ``check`` judges those.
-    """
+    in (the local base ref is behind). Its first-parent line stays: ``check`` judges those."""
     inside = {c: parents for c, parents in graph}
     spine = _first_parents(inside, tip)
     on_base = _on_the_base(repo, target, [c for c in taken if c not in spine])

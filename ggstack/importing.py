@@ -1,6 +1,5 @@
 """``ggstack import``: commits of the fork, or an existing series, become carry patches.
-It decides what enters the series and hands ``series`` a new Stack; it writes nothing.
-"""
+It decides what enters the series and hands ``series`` a new Stack; it writes nothing."""
 
 from __future__ import annotations
 
@@ -72,8 +71,7 @@ def commits(
     keep_merged: bool = False,
 ) -> Imported:
     """``revs``: shas or ``A..B`` ranges, taken as ``git rebase`` replays them. Commits whose patch-id
-    ``A`` has stay (``upstream``): whether the base has them is ``check``'s judgement.
-    """
+    ``A`` has stay (``upstream``): whether the base has them is ``check``'s judgement."""
     _check_options(original_pr, only, exclude)
     selection = select(repo, revs, stack.config.target, keep_merged=keep_merged)
     if not selection.commits:
@@ -527,8 +525,7 @@ def _named_paths(text: str, left_out: Sequence[str]) -> set[str]:
 
 def _pr_from_message(message: str, target: TargetConfig) -> str | None:
     """A subject's ``(#N)`` is a squash merge's, often upstream's: ``target.repo``'s only where PRs
-    go there from a fork. A GitHub merge in the range was made where its PRs are merged.
-    """
+    go there from a fork. A GitHub merge in the range was made where its PRs are merged."""
     subject = message.split("\n", 1)[0]
     m = re.search(r"\(#(\d+)\)\s*$", subject)
     if m:

@@ -1,7 +1,5 @@
-"""The stored patches as commits on the parents they record: what ``apply`` replays. The files
-are the truth: an imported commit's tree is trusted while ``diff-tree -p`` (the slow part)
-checks it as the caller replays; a pick it does not bear out is made again.
-"""
+"""The stored patches as commits on their recorded parents, what ``apply`` replays. The files are the truth: an imported
+commit's tree is trusted while ``diff-tree -p`` (the slow part) checks it; a pick it does not bear out is made again."""
 
 from __future__ import annotations
 
@@ -48,8 +46,7 @@ def materialize(repo: git.Repository, stack: Stack) -> list[Pick]:
 
 class Materializer:
     """Trusts a source commit's tree where no ``Dropped:``/``Adapted:`` says the diff changed.
-    ``stand_in``: a trusted source commit on the recorded parent is the pick itself.
-    """
+    ``stand_in``: a trusted source commit on the recorded parent is the pick itself."""
 
     def __init__(self, repo: git.Repository, stack: Stack, *, stand_in: bool = False) -> None:
         self._repo, self._stack, self._stand_in = repo, stack, stand_in

@@ -1,6 +1,5 @@
 """``ggstack rebase``: move the stored series onto a new base, so its recorded parents stop
-ageing and ``apply`` stops meeting resolved conflicts again (docs/commands/rebase.md).
-"""
+ageing and ``apply`` stops meeting resolved conflicts again (docs/commands/rebase.md)."""
 
 from __future__ import annotations
 

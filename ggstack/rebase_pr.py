@@ -1,6 +1,5 @@
-"""``sync --rebase-series``: the bot proposes the rebased series as a PR, it does not commit it: the stored
-series is the maintainers' text, reviewed like code. One commit of the rewritten patch files, made without
-touching checkout, index or HEAD, pushed with a lease; a rerun that finds the same change writes nothing."""
+"""``sync --rebase-series``: the bot proposes the rebased series as a PR, never commits it (the series is reviewed like
+code): one commit, off checkout, index and HEAD, pushed with a lease; a rerun finding the same change writes nothing."""
 
 from __future__ import annotations
 

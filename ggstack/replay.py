@@ -1,7 +1,5 @@
-"""``ggstack apply``: replay a stack onto a base, in memory, through every conflict. Each pick
-is merge-ort's (``git merge-tree``), so trees are git's byte for byte; processes are the cost:
-trivial picks are edits in memory, commits one ``fast-import``, results cached, refs written last.
-"""
+"""``ggstack apply``: replay a stack onto a base in memory, through every conflict, by merge-ort (``merge-tree``): trees
+are git's byte for byte. Processes cost: trivial picks edited in memory, one ``fast-import``, cached, refs last."""
 
 from __future__ import annotations
 

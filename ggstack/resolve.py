@@ -1,6 +1,5 @@
 """``ggstack resolve`` / ``refresh``: settle a conflict once, in the patch itself, in a worktree
-of ggstack's own under the git dir (never the user's checkout), ``rerere`` on.
-"""
+of ggstack's own under the git dir (never the user's checkout), ``rerere`` on."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """How a rewritten patch is made anew: committer = author, so the same patch on the same
-parent is the same commit on every machine.
-"""
+parent is the same commit on every machine."""
 
 from __future__ import annotations
 

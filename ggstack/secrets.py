@@ -1,7 +1,5 @@
-"""The secrets ggstack holds, and the one place that hides them (``Secrets.scrub``). A patch's
-tests could read ``/proc/<pid>/environ`` of their ancestors, so credentials leave the
-environment at start-up and are lent back only to git's network commands and the forge.
-"""
+"""The secrets ggstack holds and the one place that hides them (``Secrets.scrub``). A patch's tests could read their
+ancestors' ``/proc/<pid>/environ``: credentials leave it at start-up, lent only to git's network and the forge."""
 
 from __future__ import annotations
 
@@ -199,8 +197,7 @@ def _running_as_ggstack() -> bool:
 
 def keep_out_of_environ(argv: Sequence[str], *, release: bool) -> None:
     """Re-exec with the secrets in a pipe: ``/proc/<pid>/environ`` never changes after exec.
-    Only the commands that run a patch's code re-execute; ``sync`` releases them after its tests.
-    """
+    Only the commands that run a patch's code re-execute; ``sync`` releases them after its tests."""
     if os.environ.get(SECRETS_FD, "").isdigit():
         _take_handed(int(os.environ.pop(SECRETS_FD)), release=release)
         return

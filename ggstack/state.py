@@ -1,6 +1,5 @@
 """Changes to a stack's files that a kill cannot tear, and its one lock. A change is a whole new
-directory switched in at once (``commit_dir``): git, quilt and the editor see all-old or all-new.
-"""
+directory switched in at once (``commit_dir``): git, quilt and the editor see all-old or all-new."""
 
 from __future__ import annotations
 
@@ -279,8 +278,7 @@ def _switch(path: str, new: str, ops: Callable[[], None], *, create: bool = Fals
 
 def commit_dir(path: str, changes: Mapping[str, bytes | None], *, create: bool = False) -> bool:
     """Name → bytes (None: delete) as one step, under the caller's lock; False when nothing would
-    change. ``create``: only a new directory. A full or read-only disk is an InfraError, the old state kept.
-    """
+    change. ``create``: only a new directory. A full or read-only disk is an InfraError, the old state kept."""
     # Built beside the old one (unchanged files hard-linked) and switched in with one
     # renameat2(RENAME_EXCHANGE); where the filesystem cannot, two renames, and a kill between
     # them leaves the complete new directory, which readable_dir reads and the next change moves in.

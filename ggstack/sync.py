@@ -1,7 +1,5 @@
-"""``ggstack sync``: the CI rebase bot's one command. Every stage runs into one Run; a failed
-stage is recorded while later ones run on what is still sound. ``pr`` touches the forge only
-when every earlier stage vouched for the Run: a PR on a stale base is the noise we avoid.
-"""
+"""``ggstack sync``: the CI rebase bot's one command, all stages into one Run; a failed stage is recorded, later ones
+run on what is still sound. ``pr`` needs every earlier stage to vouch: a PR on a stale base is the noise we avoid."""
 
 from __future__ import annotations
 
@@ -135,8 +133,7 @@ def sync(
     land: bool = False,
 ) -> Run:
     """fetch → apply → check → test → pr (→ land, → rebase-series) into one Run.
-    ``forge`` off: no pr stage. ``dry_run`` writes and pushes nothing. An unknown base is a UserError.
-    """
+    ``forge`` off: no pr stage. ``dry_run`` writes and pushes nothing. An unknown base is a UserError."""
     stages = _Stages(observer or Silent(), secrets.Secrets.from_env(env).scrub, len(stack.patches))
     if fetch:
         base_ref = _fetch(stages, repo, stack.config.target.remote, base_ref)
@@ -257,8 +254,7 @@ def _fetch(stages: _Stages, repo: git.Repository, remote: str, base_ref: str) ->
 
 def fetched_base(repo: git.Repository, remote: str, base_ref: str) -> tuple[str, str]:
     """A local branch behind the one just fetched (a CI checkout's ``main`` from clone time) is not what
-    ``--fetch`` means: the fetched one is. A local branch of one's own (ahead, diverged) stays.
-    """
+    ``--fetch`` means: the fetched one is. A local branch of one's own (ahead, diverged) stays."""
     local = repo.try_resolve(f"refs/heads/{base_ref}")
     tracking = repo.try_resolve(f"refs/remotes/{remote}/{base_ref}")
     if local is None or tracking is None or local == tracking:

@@ -1,6 +1,5 @@
-"""Work on threads for check and git's wrappers: a call on a thread of its own, a map on a few.
-Not ``concurrent.futures``: importing it brings ``logging``, about 6 ms of every command's start-up
-(``python -X importtime``), where a check of one commit is a few dozen milliseconds of work."""
+"""Work on threads for check and git's wrappers: a call on a thread of its own, a map on a few. Not
+``concurrent.futures``: its ``logging`` import is 6 ms of start-up (``-X importtime``); a commit's check: dozens."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """A cherry-pick merge-ort has nothing to decide, done as an edit of the tip's tree in memory:
-most picks touch paths the base left alone, so only the trees on those paths change.
-"""
+most picks touch paths the base left alone, so only the trees on those paths change."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Verdicts kept by what decides them (base, candidates, ``VERDICTS_VERSION``): a rerun costs what changed.
-
-A base that moved on by commits none of which can change a verdict keeps the last base's verdicts.
-"""
+"""Verdicts kept by what decides them (base, candidates, ``VERDICTS_VERSION``): a rerun costs what changed. A base
+that moved on only by commits none of which can change a verdict keeps the last base's verdicts."""
 
 from __future__ import annotations
 

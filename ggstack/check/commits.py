@@ -1,8 +1,5 @@
-"""``ggstack check --commits``: each commit judged on its own against the base, like ``git cherry``.
-
-In phases, so that hundreds of commits cost a handful of processes: read in batches, judge the
-content in-process, then replay only the commits whose verdict still depends on a merge.
-"""
+"""``ggstack check --commits``: each commit judged alone on the base, like ``git cherry``. In phases (batched reads,
+content judged in-process, replays only where a verdict needs a merge), so hundreds of commits cost a few processes."""
 
 from __future__ import annotations
 

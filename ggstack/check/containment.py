@@ -1,6 +1,5 @@
-"""Which change blocks of a carry patch a tree already holds: each looked up at its place (between
-the lines the pre-image and the tree still share), so a pick whose context moved on is found,
-which patch-id and ``git apply -R`` miss, and the same lines elsewhere are refused."""
+"""Which change blocks of a carry patch a tree holds, each sought at its place (between lines pre-image and tree still
+share): a pick whose context moved is found (patch-id, ``apply -R`` miss it); the same lines elsewhere are refused."""
 
 from __future__ import annotations
 

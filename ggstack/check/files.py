@@ -1,9 +1,5 @@
-"""Tree entries and blob contents for the judgement, read in batches.
-
-A check of hundreds of commits reads thousands of file versions: one ``cat-file --batch`` for many,
-and a cache (every signal asks again), keep it near ``git cherry``'s time; a search for a few lines
-is answered on a version's bytes.
-"""
+"""Tree entries and blob contents for the judgement, read in batches: one ``cat-file --batch`` for many, and a cache
+(every signal asks again), keep many commits near ``git cherry``'s time; line searches run on a version's bytes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Runs of consecutive carry patches the base has together (one squash, or inside a bigger commit):
-alone a member conflicts or looks partial, together they are represented. Found from the base
-side (a squash changes exactly the run's files), so the cost stays near linear in the stack."""
+"""Runs of consecutive carry patches the base has together (a squash, or in a bigger commit): alone each conflicts or
+looks partial. Found from the base side (a squash changes exactly the run's files): cost near linear in the stack."""
 
 from __future__ import annotations
 

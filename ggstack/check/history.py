@@ -1,9 +1,5 @@
-"""The base range (the base's own commits), read once for every candidate: what ``check`` knows.
-
-One ``git log --raw`` for the versions of the candidates' files, one ``git log`` for messages, and,
-as ``git cherry`` does, patch-ids only of commits changing exactly a candidate's files (cached by
-commit: a base that moved by k commits costs k diffs).
-"""
+"""The base range (the base's own commits), read once for every candidate: one ``git log --raw``, one for messages, and
+as ``git cherry`` patch-ids only of commits changing exactly a candidate's files (cached: k new commits, k diffs)."""
 
 from __future__ import annotations
 

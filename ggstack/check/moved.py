@@ -1,7 +1,5 @@
-"""Code moved between files while both stay (git's rename detection pairs whole files only): a
-block missing from ``a.py`` is judged again in the file the base moved the code into, and counts
-where its lines' history through the move (``git blame -C``) names who brought it; the converse
-for a module the fork split."""
+"""Code moved between files that both stay (git pairs whole files only): a block missing from ``a.py`` is judged again
+where the base moved it, counting where ``blame -C`` names who brought it; the converse for a module the fork split."""
 
 from __future__ import annotations
 

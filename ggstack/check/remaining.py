@@ -1,9 +1,6 @@
-"""The remaining diff of a partial patch: a diff against the base of only the parts it lacks.
-
-Each missing block's added lines go at its place in the base's file, so it applies by construction;
-a block whose place the base changed its own way is left out and named, to port by hand. Plain
-edits are written in-process (``check --commits`` may hold hundreds), the rest through git's trees.
-"""
+"""The remaining diff of a partial patch: only the blocks it lacks, each in place in the base's file, so it applies by
+construction; a block whose place the base changed is left out and named, to port by hand. Plain edits are written
+in-process (``check --commits`` may hold hundreds), the rest through git's trees."""
 
 from __future__ import annotations
 

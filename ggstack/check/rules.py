@@ -1,9 +1,5 @@
-"""The verdict table: one ordered list of rules from the signals to a verdict.
-
-A false "represented" closes a needed fix, a false "needed" redoes upstream's work: which signal
-wins is written once, in order. git's own signals first; the content decides where git is silent
-or contradicted; a partial needs a base commit that brought the present lines in.
-"""
+"""The verdict table, signals to verdict in one ordered list: a false "represented" closes a needed fix, a false
+"needed" redoes upstream's work. git's signals, then content; a partial needs the base commit bringing its lines."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Each signal of the judgement as a small function: facts for the rules, evidence for the maintainer.
-
-A signal reads the range, the candidate and what was already measured, and returns what it found
-twice: as a typed fact the verdict table decides on, and as ``Evidence`` in words.
-"""
+"""Each signal of the judgement as a small function: from the range, the candidate and what was measured, a typed fact
+for the verdict table and ``Evidence`` in words for the maintainer."""
 
 from __future__ import annotations
 

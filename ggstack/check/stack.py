@@ -1,8 +1,5 @@
-"""``ggstack check STACK``: each patch judged on the base plus the earlier patches still needed.
-
-Cumulative, as the PRs will be stacked: a needed patch is replayed onto the tip, the next judged
-there. Squashes are found before the walk; runs found by lines or by reverse-apply, after it.
-"""
+"""``ggstack check STACK``: each patch judged on the base plus the earlier patches still needed, as the PRs will stack.
+Squashes are found before the walk; runs found by lines or by reverse-apply, after it."""
 
 from __future__ import annotations
 

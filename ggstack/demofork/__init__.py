@@ -1,5 +1,2 @@
-"""The demo's payload: a miniature vLLM fork as file snapshots plus a history.
-
-``history`` says which snapshot each fork path holds in each commit; the
-snapshot files sit next to it. See ``history``'s docstring for the story.
-"""
+"""The demo's payload: a miniature vLLM fork as file snapshots plus ``history``, which says which snapshot each path
+holds in each commit (its docstring tells the story)."""

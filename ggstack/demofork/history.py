@@ -1,9 +1,6 @@
-"""The demo fork's history as pure data, so its commit ids are the same on every machine.
-
-PR #130's DCP fix, merged and reverted, re-applied as patch A of a clean stack, while
-``dev/gilded-gnosis`` got the same fix in another shape through one consolidating commit
-(docs/commands/demo.md). Snapshots are ``<file>.<stage>.<ext>.txt``: none looks like a test to pytest.
-"""
+"""The demo fork's history as pure data, so its commit ids are the same on every machine: PR #130's DCP fix, merged,
+reverted, re-applied as patch A, while ``dev/gilded-gnosis`` got it reshaped in one commit (docs/commands/demo.md).
+Snapshots are ``<file>.<stage>.<ext>.txt``: none looks like a test to pytest."""
 
 from __future__ import annotations
 

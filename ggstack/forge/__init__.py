@@ -1,6 +1,5 @@
-"""The forge: where the stack's PRs live. ``pr`` and ``land`` read it once, plan without it and act
-through it last, so a forge is the few calls of ``Forge``: ``github.GitHub``, or ``none.NoForge`` (offline).
-Another forge (GitLab) is one more class, chosen in ``open_forge``."""
+"""The forge, where the stack's PRs live: ``pr`` and ``land`` read it once, plan without it, act through it last, so a
+forge is ``Forge``'s few calls (``github.GitHub``, offline ``none.NoForge``; GitLab: a class in ``open_forge``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""One call to GitHub, retried within one budget a run, and its failure in the maintainer's words.
-Retries are ggstack's, not urllib3's: a write whose answer was lost is looked up before it is re-sent (no
-duplicate PRs or comments). Every message is scrubbed of the secrets ggstack holds."""
+"""One call to GitHub, retried in one budget a run, failures in the maintainer's words, secrets scrubbed. Retries are
+ggstack's, not urllib3's: a write whose answer was lost is looked up before it is re-sent (no duplicate PRs)."""
 
 from __future__ import annotations
 

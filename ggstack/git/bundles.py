@@ -1,6 +1,5 @@
 """Commits carried from the job that runs patch code to the job that holds the token, as a git
-bundle written here (``bundle create`` takes only refs) and read back objects only.
-"""
+bundle written here (``bundle create`` takes only refs) and read back objects only."""
 
 from __future__ import annotations
 

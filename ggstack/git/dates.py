@@ -1,6 +1,5 @@
 """An author date as the ``<epoch> <tz>`` git writes, without a ``git var`` process a date where
-git keeps it as it is (a raw date, or RFC 2822 exactly as git prints it); the rest is git's.
-"""
+git keeps it as it is (a raw date, or RFC 2822 exactly as git prints it); the rest is git's."""
 
 from __future__ import annotations
 

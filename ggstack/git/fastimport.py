@@ -1,6 +1,5 @@
-"""Commits written by one ``git fast-import``: a chain of trivial picks is path edits on the tip,
-which ``mktree``/``hash-object`` answer a round trip a tree level; ``fast-import`` takes the
-whole chain as one stream. Its stream's ref is reset before the end: no ref is written."""
+"""Commits written by one ``git fast-import``: a chain of trivial picks as one stream, where ``mktree``/``hash-object``
+cost a round trip a tree level. Its stream's ref is reset before the end: no ref is written."""
 
 from __future__ import annotations
 

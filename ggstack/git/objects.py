@@ -1,6 +1,5 @@
-"""Reading and writing git objects, always through git: one long-lived ``cat-file --batch``
-reads any object format (GitPython parses only SHA-1 headers), and ``mktree``/``hash-object``
-write, so git computes and checks every id and a replay's objects cost a process a kind."""
+"""Git objects read and written only through git: one long-lived ``cat-file --batch`` reads any format (GitPython parses
+SHA-1 only), ``mktree``/``hash-object`` write, so git checks every id and a replay costs a process a kind."""
 
 from __future__ import annotations
 

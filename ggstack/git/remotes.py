@@ -1,6 +1,5 @@
-"""Talking to the fork's remote: push with leases, list and fetch refs. The remote comes from
-``stack.toml``, which a pull request can edit, and git reads ``-x`` as an option: so a remote is
-used only when configured or a URL, and after ``--end-of-options``."""
+"""The fork's remote: push with leases, list, fetch. ``stack.toml`` (a PR can edit it) names it and git reads ``-x``
+as an option, so a remote is used only when configured or a URL, and after ``--end-of-options``."""
 
 from __future__ import annotations
 

@@ -46,9 +46,8 @@ _MEMORY = "/dev/shm"
 
 
 def _written(messages: Sequence[str]) -> tuple[tempfile.TemporaryDirectory[str], list[str]]:
-    """Each message in a file of its own for git, in memory (``/dev/shm``) unless ``TMPDIR`` says
-    otherwise: on a busy disk, a 1,000-patch series' files cost 0.7 s a load, 0.04 s in memory.
-    """
+    """Each message in a file of its own for git, in ``/dev/shm`` unless ``TMPDIR`` says otherwise: on a busy disk,
+    a 1,000-patch series' files cost 0.7 s a load, 0.04 s in memory."""
     memory = not os.environ.get("TMPDIR") and os.path.isdir(_MEMORY) and os.access(_MEMORY, os.W_OK | os.X_OK)
     for where in ([_MEMORY] if memory else []) + [None]:
         scratch = tempfile.TemporaryDirectory(prefix="ggstack-trailers-", dir=where)

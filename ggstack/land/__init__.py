@@ -1,7 +1,6 @@
-"""``ggstack land``: merge the stack's approved PRs in merge order, each checked again at the last moment
-(the base may take a patch's change while its PR waits). In rounds: read the forge, ``check`` text only against
-the base's tip (no patch code runs where the token is), plan purely, do the plan's first write, read again.
-A rerun starts from the forge as it is: nothing is merged twice."""
+"""``ggstack land``: merge the approved PRs in order, each checked again last-moment (the base may take a change while
+its PR waits). In rounds: read the forge, check text only against the base's tip (no patch code near the token), plan,
+do the first write, read again: a rerun starts from the forge as it is, nothing is merged twice."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""``pr``'s second step: the commit each needed patch's PR branch should hold (git only, no forge).
-Each is replayed onto the previous needed one (a patch without a PR would ride along); a remote head that is
-the same change is kept, so an unchanged branch is not pushed (CI's fresh clone makes new commit objects)."""
+"""``pr``'s second step, git only: each needed patch's PR branch commit, replayed onto the previous needed one (a
+patch without a PR would ride along); a remote head with the same change is kept, so an unchanged branch is not
+pushed (CI's fresh clone makes new commit objects)."""
 
 from __future__ import annotations
 

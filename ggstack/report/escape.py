@@ -1,6 +1,5 @@
-"""Markdown from text ggstack did not write (messages, subjects, notes), for pages GitHub renders with
-raw HTML allowed: a "</details>" would close ggstack's section, an unclosed "<!--" hide the rest (the
-approval gate too). Where a guess is needed, it shows "&lt;" in code rather than let HTML through."""
+"""Markdown from text ggstack did not write, for pages GitHub renders raw HTML in: a "</details>" would close ggstack's
+section, an unclosed "<!--" hide the rest (the approval gate too). In doubt, "&lt;" in code rather than HTML."""
 
 from __future__ import annotations
 

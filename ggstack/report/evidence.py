@@ -1,6 +1,5 @@
-"""The words of a verdict: the reason of the rule that decided (``check`` records it in the
-evidence), then what to know before acting on it (who brought the lines, a differing patch-id, the
-tests). A Run from before the verdict table is worded from its signals."""
+"""The words of a verdict: the deciding rule's reason, then what to know before acting (who brought the lines, a
+differing patch-id, the tests). A Run from before the verdict table is worded from its signals."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The terminal's tables of a Run, one a stage and ``ggstack report``'s: a patch by number and
-subject, wrapped to the console's width, never cropped; cells are ``Text``, never markup (names,
-reasons and output may hold "[...]")."""
+"""The terminal's tables of a Run, by patch number and subject, wrapped to the console's width, never cropped; cells
+are ``Text``, never markup (names, reasons and output may hold "[...]")."""
 
 from __future__ import annotations
 

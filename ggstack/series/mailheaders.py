@@ -1,7 +1,5 @@
-"""A patch file's From and Subject as ``git am`` reads them. Not ``git mailinfo`` (a process a
-file: loading a stack reads every patch's headers); the email package (slow to import) only
-for an encoded header.
-"""
+"""A patch file's From and Subject as ``git am`` reads them: not ``git mailinfo`` (a process a file, and a load reads
+every patch's); the email package (slow to import) only for an encoded header."""
 
 from __future__ import annotations
 
@@ -65,8 +63,7 @@ def mail_author(mail: bytes) -> tuple[str, str] | None:
 
 def _author(value: str) -> str | None:
     """As ``git mailinfo`` reads it: the address between the last ``<`` and ``>`` (the email package
-    cuts ``a+b[bot]@x`` at the ``[``); None where it is no ``name <address>``.
-    """
+    cuts ``a+b[bot]@x`` at the ``[``); None where it is no ``name <address>``."""
     name, sep, address = value.rpartition(" <")
     if not sep or not name or not address.endswith(">") or "<" in address:
         return None
@@ -91,8 +88,7 @@ def _well_formed(charset: str, kind: str, text: str) -> bool:
 
 def _unstructured(value: str) -> str | None:
     """As the email package's default policy decodes (the same on 315 encoded subjects of four
-    projects), without importing its header registry; None where the bytes are not of the charset.
-    """
+    projects), without importing its header registry; None where the bytes are not of the charset."""
     import email.header
 
     try:

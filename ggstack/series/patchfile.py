@@ -1,7 +1,5 @@
-"""One carry patch's file, as ``git format-patch --full-index`` writes it. A hand edit git would
-read otherwise is refused, naming file and line; ``Patch.raw`` keeps the bytes, so an unchanged
-stack is saved byte for byte.
-"""
+"""One carry patch's file as ``git format-patch --full-index`` writes it. A hand edit git reads otherwise is refused,
+naming file and line; ``Patch.raw`` keeps the bytes, so an unchanged stack is saved byte for byte."""
 
 from __future__ import annotations
 

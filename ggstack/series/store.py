@@ -1,6 +1,5 @@
 """A stack's directory ``patches/<stack>/``, read and written whole, as ``git am -3`` and
-``quilt push -a`` take it. A change is one switch a kill cannot tear (``state.commit_dir``).
-"""
+``quilt push -a`` take it. A change is one switch a kill cannot tear (``state.commit_dir``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """One run of a job's test command on one of its trees, in a checkout of its own: pytest is
-made to write JUnit XML with the checkout as its rootdir, whatever the command looks like.
-"""
+made to write JUnit XML with the checkout as its rootdir, whatever the command looks like."""
 
 from __future__ import annotations
 

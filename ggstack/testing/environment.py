@@ -1,7 +1,5 @@
-"""What a patch's test command sees. Its tests are the patch's code and what they print lands
-in the Run: their environment is an allow-list, never ggstack's own, and no credential reaches
-them in any form, in their git config neither.
-"""
+"""What a patch's test command sees: its tests are the patch's code, their output lands in the Run: the environment is
+an allow-list, never ggstack's own, and no credential reaches them in any form, their git config included."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """What a patch's test runs say about it (docs/judgement.md, "Tests as evidence"): only tests that
-ran and failed count; one failing everywhere alike is the environment's, reported as pre-existing.
-"""
+ran and failed count; one failing everywhere alike is the environment's, reported as pre-existing."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Whether the tests have a GPU (``--gpu``). GPU tests without one are skipped, so the patch is
-held, never judged on a CPU runner's word. nvidia-smi answers first, else torch where a driver is.
-"""
+held, never judged on a CPU runner's word. nvidia-smi answers first, else torch where a driver is."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Which tests of a patch run, on which trees: a job a kind (cpu, gpu), run on the base without
-the patch, on the base with it, and on its old base (the control), each tree made in memory.
-The local run and CI's shards plan alike, so a sharded run tests what a local one would.
-"""
+"""Which tests of a patch run, on which trees: a job a kind (cpu, gpu) on the base without the patch, with it and on its
+old base (the control), trees made in memory. Local and CI's shards plan alike, so a sharded run tests the same."""
 
 from __future__ import annotations
 

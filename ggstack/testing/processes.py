@@ -1,7 +1,5 @@
-"""The test command in a session of its own, killed whole on a timeout and after it exits, and
-whatever escaped its group (``setsid sleep 302 &``), found by a marker in its environment.
-The one module under ``testing`` that starts a process.
-"""
+"""The test command in a session of its own, killed whole on a timeout and after exit, with whatever escaped its group
+(``setsid sleep 302 &``), found by an environment marker. The one module under ``testing`` that starts a process."""
 
 from __future__ import annotations
 

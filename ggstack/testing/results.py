@@ -1,7 +1,6 @@
-"""What one test run says: tests that ran and failed (evidence), or a harness error (command or module
-missing, no JUnit XML, a timeout…), which says nothing about the patch: counting one once made a patch
-``needed`` because ``No module named pytest``. But a test that cannot import what the patch adds fails.
-"""
+"""What one test run says: failed tests (evidence), or a harness error (command or module missing, no JUnit XML,
+timeout) that says nothing of the patch: counted, ``No module named pytest`` once made a patch ``needed``.
+A test that cannot import what the patch adds still fails."""
 
 from __future__ import annotations
 

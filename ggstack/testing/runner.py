@@ -1,7 +1,5 @@
-"""Every run of a set of jobs, each from the result cache where its key allows: the tree, the
-command, its interpreter and the distributions that one sees (installing pytest or a new torch
-reruns), the tests' environment, and for GPU tests whether there is a GPU.
-"""
+"""Every run of a set of jobs, from the result cache where its key allows: tree, command, its interpreter and the
+distributions it sees (new pytest or torch reruns), the tests' environment, and for GPU tests whether there is a GPU."""
 
 from __future__ import annotations
 

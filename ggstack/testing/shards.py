@@ -1,6 +1,5 @@
 """The test jobs spread over CI machines (``--matrix``, ``--shard``) and merged back into one Run
-(``--merge``) as a local ``test`` would have made it, refusing results run on other trees.
-"""
+(``--merge``) as a local ``test`` would have made it, refusing results run on other trees."""
 
 from __future__ import annotations
 

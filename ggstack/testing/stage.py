@@ -1,6 +1,5 @@
 """The ``test`` stage. Text can be fooled (a squash that rewrote the code, a refactor that kept the
-behaviour); a patch's own tests cannot.
-"""
+behaviour); a patch's own tests cannot."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """A patch's test results folded onto its text verdict (``rules.fold``), for the local run and a
-merge of CI's shards alike. Folding twice is folding once.
-"""
+merge of CI's shards alike. Folding twice is folding once."""
 
 from __future__ import annotations
 

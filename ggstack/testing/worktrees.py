@@ -1,7 +1,5 @@
-"""The checkouts a test run happens in: a repository of its own under the git dir, so a test
-reaches nothing of the user's; named after the ggstack process that made it, so a later run can
-tell a dead run's leftovers from a live one's.
-"""
+"""The checkouts test runs happen in: a repository of its own under the git dir, so a test reaches nothing of the
+user's; named after the ggstack process that made it, so a later run tells a dead run's leftovers from a live one's."""
 
 from __future__ import annotations
 
