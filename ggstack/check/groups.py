@@ -78,7 +78,6 @@ def _same_patch_id(history: BaseRange, commits: list[str], sha: str) -> list[str
 def _same_files(history: BaseRange, cands: Sequence[Candidate], run: list[int]) -> list[tuple[int, int, list[str]]]:
     """Sub-runs whose files can be exactly some base commit's: all they touch, or fewer by files
     a later member put back (a squash does not touch a file review undid)."""
-    by_files = _by_files(history)
     out = []
     for a, i in enumerate(run):
         union: set[str] = set()
@@ -86,17 +85,10 @@ def _same_files(history: BaseRange, cands: Sequence[Candidate], run: list[int]) 
         for j in run[a : a + _LONGEST]:
             again |= union & set(cands[j].paths)
             union |= set(cands[j].paths)
-            commits = [c for files in _without_some(union, again) for c in by_files.get(files, [])]
+            commits = [c for files in _without_some(union, again) for c in history.changing_exactly(files)]
             if commits and j > i:
                 out.append((i, j, list(dict.fromkeys(commits))))
     return out
-
-
-def _by_files(history: BaseRange) -> dict[frozenset[str], list[str]]:
-    by_files: dict[frozenset[str], list[str]] = {}
-    for sha, files in history.commits:
-        by_files.setdefault(frozenset(p for p, _, _ in files), []).append(sha)
-    return by_files
 
 
 _PUT_BACK = 3  # files of a run tried as put back (each subset of them: 2**3 lookups at most)
