@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ggstack import diff, git
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import Containment, contain, contained_at
+from ggstack.check.containment import Containment, contain, contained_at, entries_of
 from ggstack.check.files import Files
 from ggstack.check.history import BaseRange
 from ggstack.check.signals import Candidate, hints
@@ -180,13 +180,11 @@ def _contained(
     changes = [diff.parse(raw) for raw in combined]
     entries = files.entries(base_tree, list(dict.fromkeys(p for ch in changes for p in diff.paths_of(ch))))
     files.prefetch([fc.old_blob for ch in changes for fc in ch] + [b for _, b in entries.values()])
-    out = {run: contain(ch, _mine(entries, ch), files) for run, ch in zip(runs, changes, strict=True)}
+    out = {
+        run: contain(ch, entries_of(entries, diff.paths_of(ch)), files) for run, ch in zip(runs, changes, strict=True)
+    }
     attribute(list(out.values()), history, files)
     return out
-
-
-def _mine(entries: dict[str, tuple[str, str]], changes: list[diff.FileChange]) -> dict[str, tuple[str, str]]:
-    return {p: entries[p] for p in diff.paths_of(changes) if p in entries}
 
 
 def _runs_longest_first(seg: list[int]) -> list[tuple[int, int]]:
