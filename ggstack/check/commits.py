@@ -9,6 +9,7 @@ from collections import Counter
 from ggstack import diff, forked, git, replay
 from ggstack.check import cache
 from ggstack.check import judge as judging
+from ggstack.check.containment import entries_of
 from ggstack.check.files import Files
 from ggstack.check.history import CHANGE_ID, PICKED_FROM, SPID, RangeRead, merge_title, read_range, scan
 from ggstack.check.judge import Context, Identified, Measured
@@ -392,7 +393,7 @@ def _candidate(info: git.CommitInfo, raw: bytes, branch: list[str]) -> Candidate
 
 
 def _mine(cand: Candidate, entries: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
-    return {p: entries[p] for p in cand.paths if p in entries}
+    return entries_of(entries, cand.paths)
 
 
 def _measure(

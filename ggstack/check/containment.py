@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
@@ -14,6 +14,13 @@ from ggstack.diff import Block, FileChange, Hunk, paths_of
 
 TreeEntries = dict[str, tuple[str, str]]  # path -> (mode, blob)
 NO_FILE = "file is not in the base"  # the reason of a block whose file the tree does not have
+
+
+def entries_of(entries: TreeEntries, paths: Iterable[str]) -> TreeEntries:
+    """A tree's entries for the paths a change set judges (those the tree has)."""
+    return {p: entries[p] for p in paths if p in entries}
+
+
 UNREADABLE = "could not be compared: the base's version of the file is not in this clone"
 
 

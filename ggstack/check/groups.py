@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ggstack import diff, git
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import Containment, contain, contained_at
+from ggstack.check.containment import Containment, contain, contained_at, entries_of
 from ggstack.check.files import Files
 from ggstack.check.history import BaseRange
 from ggstack.check.signals import Candidate, hints
@@ -78,7 +78,6 @@ def _same_patch_id(history: BaseRange, commits: list[str], sha: str) -> list[str
 def _same_files(history: BaseRange, cands: Sequence[Candidate], run: list[int]) -> list[tuple[int, int, list[str]]]:
     """Sub-runs whose files can be exactly some base commit's: all they touch, or fewer by files
     a later member put back (a squash does not touch a file review undid)."""
-    by_files = _by_files(history)
     out = []
     for a, i in enumerate(run):
         union: set[str] = set()
@@ -86,17 +85,10 @@ def _same_files(history: BaseRange, cands: Sequence[Candidate], run: list[int]) 
         for j in run[a : a + _LONGEST]:
             again |= union & set(cands[j].paths)
             union |= set(cands[j].paths)
-            commits = [c for files in _without_some(union, again) for c in by_files.get(files, [])]
+            commits = [c for files in _without_some(union, again) for c in history.changing_exactly(files)]
             if commits and j > i:
                 out.append((i, j, list(dict.fromkeys(commits))))
     return out
-
-
-def _by_files(history: BaseRange) -> dict[frozenset[str], list[str]]:
-    by_files: dict[frozenset[str], list[str]] = {}
-    for sha, files in history.commits:
-        by_files.setdefault(frozenset(p for p, _, _ in files), []).append(sha)
-    return by_files
 
 
 _PUT_BACK = 3  # files of a run tried as put back (each subset of them: 2**3 lookups at most)
@@ -188,13 +180,11 @@ def _contained(
     changes = [diff.parse(raw) for raw in combined]
     entries = files.entries(base_tree, list(dict.fromkeys(p for ch in changes for p in diff.paths_of(ch))))
     files.prefetch([fc.old_blob for ch in changes for fc in ch] + [b for _, b in entries.values()])
-    out = {run: contain(ch, _mine(entries, ch), files) for run, ch in zip(runs, changes, strict=True)}
+    out = {
+        run: contain(ch, entries_of(entries, diff.paths_of(ch)), files) for run, ch in zip(runs, changes, strict=True)
+    }
     attribute(list(out.values()), history, files)
     return out
-
-
-def _mine(entries: dict[str, tuple[str, str]], changes: list[diff.FileChange]) -> dict[str, tuple[str, str]]:
-    return {p: entries[p] for p in diff.paths_of(changes) if p in entries}
 
 
 def _runs_longest_first(seg: list[int]) -> list[tuple[int, int]]:

@@ -140,7 +140,7 @@ class BaseRange:
         return frozenset(p for p, _, _ in self.files_changed(sha))
 
     def changing_exactly(self, paths: frozenset[str]) -> list[str]:
-        """Range commits changing exactly ``paths``: what a revert of a patch changing them changes."""
+        """Range commits changing exactly ``paths`` (a revert of a patch changing them, a squash of a run), indexed once."""
         if self._exactly is None:
             self._exactly = {}
             for sha, files in self.commits:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ggstack import diff, git, replay
 from ggstack.check import remaining, signals
 from ggstack.check.attribution import attribute, changed_places
-from ggstack.check.containment import NO_FILE, Containment, Unit, contain, contained_at, needs_alignment
+from ggstack.check.containment import NO_FILE, Containment, Unit, contain, contained_at, entries_of, needs_alignment
 from ggstack.check.files import Files, is_zero
 from ggstack.check.groups import Group
 from ggstack.check.history import BaseRange, normal_subject
@@ -230,7 +230,7 @@ def _read_tree(
 def _entries_of(
     cand: Candidate, entries: dict[str, tuple[str, str]], moved: dict[str, str]
 ) -> dict[str, tuple[str, str]]:
-    return {p: entries[p] for p in [*cand.paths, *_at(cand, moved)] if p in entries}
+    return entries_of(entries, [*cand.paths, *_at(cand, moved)])
 
 
 def _picks(cands: Sequence[Candidate], idents: dict[str, Identified]) -> tuple[list[set[str]], list[set[str]]]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ggstack import diff, git
 from ggstack.check.attribution import attribute
-from ggstack.check.containment import Containment, Unit, contain, contained_at, place
+from ggstack.check.containment import Containment, Unit, contain, contained_at, entries_of, place
 from ggstack.check.files import Files
 from ggstack.check.groups import Group, since_modified
 from ggstack.check.history import BaseRange, normal_subject
@@ -91,8 +91,8 @@ def _taken_net(
 
 
 def _the_squash(history: BaseRange, files: Files, whole: list[diff.FileChange], base_tree: str) -> str | None:
-    entries = files.entries(base_tree, diff.paths_of(whole))
-    content = contain(whole, {p: entries[p] for p in diff.paths_of(whole) if p in entries}, files)
+    paths = diff.paths_of(whole)
+    content = contain(whole, entries_of(files.entries(base_tree, paths), paths), files)
     attribute([content], history, files)
     return next((c for c in content.commits if history.in_range(c)), None)
 
