@@ -132,27 +132,40 @@ def symlinks(tmp: Path) -> str:
     return f"symlinks: {cases} commands on symlinked stacks, {failures} failures"
 
 
-def _conflicting(where: Path) -> Path:
-    """A stack whose second patch conflicts with the base (line 10 changed on both sides)."""
-    repo = where / "fork"
+def _lines(n: int) -> str:
+    return "".join(f"line {i}\n" for i in range(n))
+
+
+def _diverged(repo: Path, base: dict[str, str], topic: list[tuple[str, str, str]], upstream: tuple[str, str]) -> None:
+    """``repo`` from ``base``'s files; branch topic one commit per (file, text, subject), main one
+    ``upstream`` (file, text) on; stack ``s`` imported from topic."""
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    text = "".join(f"line {i}\n" for i in range(20))
-    (repo / "f.txt").write_text(text)
-    (repo / "a.txt").write_text(text)
+    for name, text in base.items():
+        (repo / name).write_text(text)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "base")
     old = git(repo, "rev-parse", "HEAD")
     git(repo, "switch", "-q", "-c", "topic")
-    (repo / "a.txt").write_text(text.replace("line 3", "a three"))
-    git(repo, "commit", "-qam", "fix a")
-    (repo / "f.txt").write_text(text.replace("line 10", "fork 10"))
-    git(repo, "commit", "-qam", "fix f")
+    for name, text, subject in topic:
+        (repo / name).write_text(text)
+        git(repo, "commit", "-qam", subject)
     git(repo, "switch", "-q", "main")
-    (repo / "f.txt").write_text(text.replace("line 10", "upstream 10"))
+    (repo / upstream[0]).write_text(upstream[1])
     git(repo, "commit", "-qam", "upstream")
     for args in (["init", "s", "--repo-slug", "o/r", "--base", "main"], ["import", "s", f"{old}..topic"]):
         if gg(repo, *args).returncode:
             raise SystemExit(f"setting up the probe failed: ggstack {' '.join(args)}")
+
+
+def _conflicting(where: Path) -> Path:
+    """A stack whose second patch conflicts with the base (line 10 changed on both sides)."""
+    repo, text = where / "fork", _lines(20)
+    _diverged(
+        repo,
+        {"f.txt": text, "a.txt": text},
+        [("a.txt", text.replace("line 3", "a three"), "fix a"), ("f.txt", text.replace("line 10", "fork 10"), "fix f")],
+        ("f.txt", text.replace("line 10", "upstream 10")),
+    )
     return repo
 
 
@@ -162,7 +175,7 @@ def _resolve_and_refresh(repo: Path) -> bool:
     if proc.returncode:
         return False
     wt = Path(json.loads(proc.stdout)["worktree"])
-    (wt / "f.txt").write_text("".join(f"line {i}\n" for i in range(20)).replace("line 10", "both 10"))
+    (wt / "f.txt").write_text(_lines(20).replace("line 10", "both 10"))
     return gg(repo, "refresh", "s", "2").returncode == 0
 
 
@@ -191,7 +204,7 @@ def worktree_kills(tmp: Path) -> str:
         repo = _conflicting(tmp / f"kill-{n}")
         proc = gg(repo, "resolve", "s", "2", "--json")
         wt = Path(json.loads(proc.stdout)["worktree"])
-        (wt / "f.txt").write_text("".join(f"line {i}\n" for i in range(20)).replace("line 10", "both 10"))
+        (wt / "f.txt").write_text(_lines(20).replace("line 10", "both 10"))
         argv = [sys.executable, "-m", "ggstack", "--repo", str(repo), "--patches", str(repo / "patches"), "refresh"]
         child = subprocess.Popen(
             [*argv, "s", "2"], cwd=repo, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -216,22 +229,13 @@ def _program(tmp: Path, name: str, log: Path) -> str:
 
 
 def hostile_config(tmp: Path) -> str:
-    repo = tmp / "fork"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    text = "".join(f"line {i}\n" for i in range(12))
-    (repo / "f.txt").write_text(text)
-    (repo / ".gitattributes").write_text("* diff=evil merge=evil\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    old = git(repo, "rev-parse", "HEAD")
-    git(repo, "switch", "-q", "-c", "topic")
-    (repo / "f.txt").write_text(text.replace("line 3", "fork 3"))
-    git(repo, "commit", "-qam", "fork change")
-    git(repo, "switch", "-q", "main")
-    (repo / "f.txt").write_text(text.replace("line 9", "upstream 9"))
-    git(repo, "commit", "-qam", "upstream")
-    for args in (["init", "s", "--repo-slug", "o/r", "--base", "main"], ["import", "s", f"{old}..topic"]):
-        gg(repo, *args)
+    repo, text = tmp / "fork", _lines(12)
+    _diverged(
+        repo,
+        {"f.txt": text, ".gitattributes": "* diff=evil merge=evil\n"},
+        [("f.txt", text.replace("line 3", "fork 3"), "fork change")],
+        ("f.txt", text.replace("line 9", "upstream 9")),
+    )
     log = tmp / "ran.log"
     for key, name in {
         "core.fsmonitor": "fsmonitor",

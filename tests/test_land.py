@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from forge_server import FakeGitHub
+import test_pr
 from gitrepo import run_ggstack
 from test_pr import SLUG, TOKEN, World
 
@@ -23,16 +21,8 @@ from ggstack.model import LandPolicy
 from ggstack.readiness import READY, readiness
 from ggstack.series import store
 
-
-@pytest.fixture
-def forge() -> Iterator[FakeGitHub]:
-    with FakeGitHub(TOKEN) as server:
-        yield server
-
-
-@pytest.fixture
-def world(tmp_path: Path, forge: FakeGitHub) -> World:
-    return World(tmp_path, forge)
+# test_pr's fixtures, its world exactly: one copy to keep.
+forge, world = test_pr.forge, test_pr.world
 
 
 def land(w: World, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
