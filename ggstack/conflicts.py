@@ -20,7 +20,7 @@ def of_merge(repo: git.Repository, merged: git.MergeResult) -> Conflict:
         found = regions(obj[2].decode("utf-8", "surrogateescape"))
         if found:
             hunks.append(f"--- {path}\n{found}")
-    return Conflict(list(merged.conflicted_paths), "\n".join(hunks), merged.messages)
+    return Conflict(paths, "\n".join(hunks), merged.messages)
 
 
 def of_apply(pick: Pick, message: str) -> Conflict:

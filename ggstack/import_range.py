@@ -114,7 +114,7 @@ def _not_the_bases(
     in (the local base ref is behind). Its first-parent line stays: ``check`` judges those."""
     inside = {c: parents for c, parents in graph}
     spine = _first_parents(inside, tip)
-    on_base = _on_the_base(repo, target, [c for c in taken if c not in spine])
+    on_base = on_the_base(repo, target, [c for c in taken if c not in spine])
     merged_in = _brought_by_base_merges(inside, skipped)
     gone = on_base | {c for c in taken if c in merged_in}
     return [c for c in taken if c not in gone], _left_out_as(repo, [c for c in taken if c in gone], on_base)
@@ -127,7 +127,8 @@ def _left_out_as(repo: git.Repository, gone: Sequence[str], on_base: set[str]) -
     return [LeftOut(c, subjects[c], ON_BASE if c in on_base else BEHIND) for c in gone]
 
 
-def _on_the_base(repo: git.Repository, target: TargetConfig, commits: Sequence[str]) -> set[str]:
+def on_the_base(repo: git.Repository, target: TargetConfig, commits: Sequence[str]) -> set[str]:
+    """Those of ``commits`` the stack's base (``target.base``, else ``<remote>/<base>``) has."""
     base = repo.try_resolve(target.base) or repo.try_resolve(f"{target.remote}/{target.base}")
     return set(commits) - repo.not_reachable(commits, base) if base and commits else set()
 

@@ -21,6 +21,7 @@ from ggstack.import_range import (
     PR_MERGE,
     LeftOut,
     Selection,
+    on_the_base,
     select,
 )
 from ggstack.model import Patch, Stack, TargetConfig
@@ -141,12 +142,8 @@ def _refuse_roots(infos: Sequence[git.CommitInfo], hint: str) -> None:
 
 def _on_base(repo: git.Repository, stack: Stack, shas: Sequence[str]) -> tuple[str, ...]:
     """A range through a branch that merged the base."""
-    target = stack.config.target
-    base = repo.try_resolve(target.base) or repo.try_resolve(f"{target.remote}/{target.base}")
-    if base is None or not shas:
-        return ()
-    outside = repo.not_reachable(list(shas), base)
-    return tuple(s for s in shas if s not in outside)
+    found = on_the_base(repo, stack.config.target, shas)
+    return tuple(s for s in shas if s in found)
 
 
 def from_series(repo: git.Repository, stack: Stack, path: str, *, onto: str | None = None) -> Imported:
