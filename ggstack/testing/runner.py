@@ -93,7 +93,7 @@ def _run_side_by_side(
     steps: _Steps,
 ) -> None:
     # The test commands are independent processes in their own worktrees;
-    # what touches git (worktree add/remove) is serialised by worktrees.GIT_LOCK.
+    # what touches git (the scratch commit, the checkout made) is serialised by worktrees.GIT_LOCK.
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         futures = [(job, i, tt, pool.submit(runner.run, job, tt)) for job, i, tt in runs]
         for job, i, tt, future in futures:
