@@ -81,10 +81,9 @@ def _header_secrets(env: Mapping[str, str]) -> list[str]:
     import binascii
 
     found = []
-    count = env.get("GIT_CONFIG_COUNT", "")
-    for i in range(int(count) if count.isdigit() else 0):
-        if env.get(f"GIT_CONFIG_KEY_{i}", "").lower().endswith(".extraheader"):
-            credential = env.get(f"GIT_CONFIG_VALUE_{i}", "").strip().rpartition(" ")[2]
+    for key, value in config_entries(env):
+        if key.lower().endswith(".extraheader"):
+            credential = value.strip().rpartition(" ")[2]
             found.append(credential)
             try:
                 decoded = base64.b64decode(credential, validate=True).decode("utf-8")

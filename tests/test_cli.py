@@ -173,6 +173,7 @@ def test_merge_of_results_edited_by_hand_names_the_file(repo: GitRepo, tmp_path)
         ("jobs.json", lambda d: d.update(jobs=None), '"jobs" must be a list of objects'),
         ("id.json", lambda d: d["jobs"][0].update(id=["x"]), '"jobs" must be a list of objects'),
         ("tests.json", lambda d: d["jobs"][0].update(tests=[{"bogus": 1}]), "not a test result"),
+        ("types.json", lambda d: [t.update(status=5, passed="x") for t in d["jobs"][0]["tests"]], "not a test result"),
     ):
         bad = json.loads(json.dumps(doc))
         edit(bad)

@@ -3,6 +3,7 @@ old base (the control), trees made in memory. Local and CI's shards plan alike, 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ class Job:
 # -- which files are tests -----------------------------------------------------------
 
 
+@functools.cache  # asked for every path of every patch, of a few patterns
 def _glob(pattern: str) -> re.Pattern[str]:
     """A git-style glob: ``**/`` is any number of directories, ``*`` stays in one."""
     out, i = [], 0

@@ -93,7 +93,7 @@ def _run_side_by_side(
     steps: _Steps,
 ) -> None:
     # The test commands are independent processes in their own worktrees;
-    # what touches git (worktree add/remove) is serialised by worktrees.GIT_LOCK.
+    # what touches git (the scratch commit, the checkout made) is serialised by worktrees.GIT_LOCK.
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         futures = [(job, i, tt, pool.submit(runner.run, job, tt)) for job, i, tt in runs]
         for job, i, tt, future in futures:
@@ -121,9 +121,15 @@ def _restored(job: Job, tt: TestTree, stored: dict[str, Any] | None) -> TestResu
     """None where the stored entry is not a result: it is run again."""
     if stored is None or not isinstance(stored.get("status"), str) or not stored.keys() <= _KEPT:
         return None
-    if not all(_fits(getattr(_SHAPE, k), v) for k, v in stored.items()):
+    if misfit(stored) is not None:
         return None
     return TestResult(job.kind, tt.where, tree=tt.tree or "", command=job.command, cached=True, **stored)
+
+
+def misfit(fields: dict[str, Any]) -> str | None:
+    """The first of a test result's fields whose value is not of its type (a cache entry or a results
+    file edited by hand); None where all fit. Unknown fields are ``TestResult``'s to refuse."""
+    return next((k for k, v in fields.items() if hasattr(_SHAPE, k) and not _fits(getattr(_SHAPE, k), v)), None)
 
 
 def _fits(want: object, v: object) -> bool:

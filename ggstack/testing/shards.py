@@ -12,7 +12,7 @@ from ggstack import git
 from ggstack.errors import UserError
 from ggstack.model import Progress, Run, Stack, TestResult
 from ggstack.testing.plan import Job, plan_jobs
-from ggstack.testing.runner import execute, not_run
+from ggstack.testing.runner import execute, misfit, not_run
 from ggstack.testing.verdict import fold_tests
 
 CPU_RUNNER = "ubuntu-latest"  # runs-on of CPU matrix entries
@@ -177,10 +177,15 @@ def _same_stack_and_base(path: str, doc: dict[str, Any], stack: Stack, run: Run)
 def _entry_results(path: str, job: Job, entry: dict[str, Any]) -> list[TestResult]:
     if entry.get("trees") != {t.where: t.tree for t in job.trees}:
         raise UserError(f"job {job.id} was run on other trees than this stack gives on this base", path=path)
+    tests = entry.get("tests", [])
     try:
-        return [TestResult(**t) for t in entry.get("tests", [])]
+        results = [TestResult(**t) for t in tests]
     except TypeError as e:  # a test result with missing or unknown keys
         raise UserError(f"job {job.id}: not a test result: {e}", path=path) from None
+    for t in tests:  # a value of the wrong type would be a traceback in the report
+        if (key := misfit(t)) is not None:
+            raise UserError(f"job {job.id}: not a test result: {key!r} is {t[key]!r}", path=path)
+    return results
 
 
 def _merged_gpu(gpu: str, seen: Sequence[str | None]) -> str | None:
