@@ -109,29 +109,30 @@ class _Lines:
 
     def __init__(self, text: str, start: int) -> None:
         self.text, self.pos, self.number = text, start, 0
-        self._end = -1
+        self._end, self._end_of = 0, -1  # where the line at _end_of ends: found once, not by each reader
         self._diff_at = -2  # where the next "diff --git" line starts after pos (-1: none), once asked
 
     def more(self) -> bool:
         return self.pos <= len(self.text)
 
+    def _eol(self) -> int:
+        if self._end_of != self.pos:
+            end = self.text.find("\n", self.pos)
+            self._end, self._end_of = (end if end >= 0 else len(self.text)), self.pos
+        return self._end
+
     def line(self) -> str:
-        self._end = self.text.find("\n", self.pos)
-        if self._end < 0:
-            self._end = len(self.text)
-        return self.text[self.pos : self._end]
+        return self.text[self.pos : self._eol()]
 
     def body(self) -> str:
-        end = self.text.find("\n", self.pos)
-        return self.text[self.pos + 1 : end if end >= 0 else len(self.text)]
+        return self.text[self.pos + 1 : self._eol()]
 
     def tag(self) -> str:
         """Without reading the line."""
         return self.text[self.pos : self.pos + 1].replace("\n", "")
 
     def next(self) -> None:
-        end = self.text.find("\n", self.pos)
-        self.pos = (end if end >= 0 else len(self.text)) + 1
+        self.pos = self._eol() + 1
         self.number += 1
 
     def diff_follows(self) -> bool:

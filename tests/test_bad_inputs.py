@@ -116,3 +116,13 @@ def test_git_refuses_nothing_the_quoted_alternates_line_carries(tmp_path: Path) 
     git.Repository(str(g.path)).add_isolated_checkout(str(checkout), sha)
     shown = subprocess.run(["git", "-C", str(checkout), "show", "HEAD:a.txt"], capture_output=True, text=True)
     assert shown.returncode == 0 and shown.stdout == "a\n", shown.stderr
+
+
+@pytest.mark.parametrize("shard", ["²/4", "1/٤", "0/2", "3/2", "2", "a/b"])
+def test_a_bad_shard_is_a_user_error_naming_it(shard: str) -> None:
+    # "²".isdigit() is true but int("²") raises: a traceback, before the ASCII check.
+    from ggstack.commands.test import _parse_shard
+    from ggstack.errors import UserError
+
+    with pytest.raises(UserError, match=r"--shard .*expected K/N"):
+        _parse_shard(shard)

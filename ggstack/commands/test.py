@@ -235,6 +235,6 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
     k, sep, n = text.partition("/")
-    if not sep or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n):
+    if not sep or not (k + n).isascii() or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n):
         raise UserError(f"--shard {text!r}: expected K/N with 1 <= K <= N, e.g. 2/4")
     return int(k), int(n)

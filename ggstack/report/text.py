@@ -83,7 +83,8 @@ def check_table(run: Run) -> Table:
         verdict = o.verdict.value if o.verdict else ""
         if o.verdict is Verdict.PARTIAL:
             verdict += f" {round(100 * o.represented_fraction)}%"
-        why = verdict_words(o).partition(" — ")[2] or verdict_words(o)
+        words = verdict_words(o)
+        why = words.partition(" — ")[2] or words
         table.add_row(
             _label(o),
             _verdict(o, verdict),
