@@ -27,12 +27,11 @@ class LandSnapshot:
     required: list[str] = field(default_factory=list)  # the checks the base branch requires
     comments: dict[int, list[Comment]] = field(default_factory=dict)  # PR to close -> its comments
     stacks: list[NativeStack] | None = None  # None: no native stacks (or not used)
-    methods: tuple[str, ...] = ("merge", "squash", "rebase")
 
 
 def read_landing(forge: Forge, repo: git.Repository, stack: Stack, run: Run, base: str, base_sha: str) -> LandSnapshot:
     matched = match(run, stack, forge.open_pulls())
-    snap = LandSnapshot(base_sha=base_sha, pulls=matched.pulls, methods=forge.merge_methods())
+    snap = LandSnapshot(base_sha=base_sha, pulls=matched.pulls)
     owner = head_owner(stack)
     for o in run.outcomes:
         pull = matched.pulls.get(o.name)
