@@ -868,3 +868,16 @@ def test_a_forge_answering_malformed_json_is_exit_3_without_a_traceback(
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and "forge" in proc.stderr
     assert TOKEN not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("header", ["soon", ""])
+def test_an_unreadable_retry_after_waits_the_back_off_not_a_traceback(header: str) -> None:
+    from github import GithubException
+
+    from ggstack.forge.github_calls import RetryingClient
+
+    client = RetryingClient("o/r", "GITHUB_TOKEN", "https://api.github.com", {"GGSTACK_RETRY_BASE_SECONDS": "0.5"})
+    e = GithubException(429, {"message": "slow down"}, {"Retry-After": header})
+    wait, why = client._wait_after(e, "list open PRs", 1, None)
+    assert wait == 1.0
+    assert why == f"429 Retry-After {header!r} (unreadable)"

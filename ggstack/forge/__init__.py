@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ggstack.forge.marker import last_line
 from ggstack.secrets import TOKEN_VARS
 
 if TYPE_CHECKING:
@@ -139,11 +140,7 @@ class Forge(Protocol):
 
 def same_last_line(a: str, b: str) -> bool:
     """Do two texts end in the same line? How a re-sent comment is recognised (ggstack ends each in a marker)."""
-
-    def last(text: str) -> str:
-        return text.replace("\r\n", "\n").rstrip().rpartition("\n")[2].strip()
-
-    return last(a) == last(b)
+    return last_line(a) == last_line(b)
 
 
 def maintainer_approvals(reviews: Sequence[Review]) -> list[str]:

@@ -155,6 +155,8 @@ class RetryingClient:
         headers = {k.lower(): v for k, v in (e.headers or {}).items()}
         if "retry-after" in headers:
             seconds = _seconds(headers["retry-after"])
+            if seconds is None:  # asked to wait, but not how long in words we read: the back-off's wait
+                return self._backoff(attempt), f"{e.status} Retry-After {headers['retry-after']!r} (unreadable)"
             if seconds > self.policy.max_wait:
                 raise InfraError(
                     self.scrub(
@@ -258,11 +260,16 @@ def _advice(errors: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _seconds(value: str) -> float:
+def _seconds(value: str) -> float | None:
+    """None where it is neither seconds nor an HTTP date (a proxy's header)."""
     try:
         return max(float(value), 0.0)
     except ValueError:  # an HTTP date: wait until then
+        pass
+    try:
         return max((parsedate_to_datetime(value).timestamp() - time.time()), 0.0)
+    except (ValueError, TypeError):
+        return None
 
 
 def _malformed(what: str, url: str, e: Exception) -> str:

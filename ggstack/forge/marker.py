@@ -20,16 +20,17 @@ def closed_marker(stack_patch_id: str, base: str) -> str:
     return f"{CLOSED_PREFIX}{stack_patch_id} base={base} -->"
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
+    """The line a marker must be (``same_last_line`` compares comments by it too)."""
     lines = text.replace("\r\n", "\n").rstrip().rsplit("\n", 1)
     return lines[-1].strip()
 
 
 def read_marker(body: str) -> str | None:
-    found = _MARKER_LINE.fullmatch(_last_line(body))
+    found = _MARKER_LINE.fullmatch(last_line(body))
     return found.group(1) if found else None
 
 
 def is_closing_comment(body: str, stack_patch_id: str) -> bool:
-    found = _CLOSED_LINE.fullmatch(_last_line(body))
+    found = _CLOSED_LINE.fullmatch(last_line(body))
     return found is not None and found.group(1) == stack_patch_id

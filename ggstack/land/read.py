@@ -11,7 +11,7 @@ from ggstack.check.stack import check_stack
 from ggstack.errors import InfraError
 from ggstack.forge import Comment, Forge, MergeFacts, NativeStack, RemotePR
 from ggstack.model import Run, Stack, Verdict
-from ggstack.pr.read import head_owner, latest_closed, match, native_stacks, read_permissions
+from ggstack.pr.read import fetch_missing, head_owner, latest_closed, match, native_stacks, read_permissions
 from ggstack.report.words import short
 
 
@@ -27,12 +27,11 @@ class LandSnapshot:
     required: list[str] = field(default_factory=list)  # the checks the base branch requires
     comments: dict[int, list[Comment]] = field(default_factory=dict)  # PR to close -> its comments
     stacks: list[NativeStack] | None = None  # None: no native stacks (or not used)
-    methods: tuple[str, ...] = ("merge", "squash", "rebase")
 
 
 def read_landing(forge: Forge, repo: git.Repository, stack: Stack, run: Run, base: str, base_sha: str) -> LandSnapshot:
     matched = match(run, stack, forge.open_pulls())
-    snap = LandSnapshot(base_sha=base_sha, pulls=matched.pulls, methods=forge.merge_methods())
+    snap = LandSnapshot(base_sha=base_sha, pulls=matched.pulls)
     owner = head_owner(stack)
     for o in run.outcomes:
         pull = matched.pulls.get(o.name)
@@ -56,18 +55,12 @@ def _read_heads(repo: git.Repository, stack: Stack, run: Run, snap: LandSnapshot
     heads = _open_heads(run, snap)
     if not heads:
         return
-    _fetch_missing(repo, stack.config.target.remote, snap, heads)
+    refs = {f"refs/heads/{snap.pulls[name].head_ref}": sha for name, sha in heads.items()}
+    fetch_missing(repo, stack.config.target.remote, refs)  # objects only: no ref is written
     replayed = {o.name: o.commit for o in run.outcomes if o.name in heads and o.commit}
     ids = repo.patch_ids_of_commits([(sha, None) for sha in [*heads.values(), *replayed.values()]])
     snap.heads = {snap.pulls[name].number: ids.get(sha, "") for name, sha in heads.items()}
     snap.replayed = {name: ids.get(sha, "") for name, sha in replayed.items()}
-
-
-def _fetch_missing(repo: git.Repository, remote: str, snap: LandSnapshot, heads: dict[str, str]) -> None:
-    present = repo.has_objects(heads.values())
-    missing = [f"refs/heads/{snap.pulls[name].head_ref}" for name, sha in heads.items() if not present[sha]]
-    if missing:
-        repo.fetch_objects(remote, missing)  # objects only: no ref is written
 
 
 def _open_heads(run: Run, snap: LandSnapshot) -> dict[str, str]:

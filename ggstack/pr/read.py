@@ -98,7 +98,7 @@ def _read_heads(repo: git.Repository, remote: str, snap: Snapshot, needed: list[
     wanted = [f"refs/heads/{snap.branches[o.name]}" for o in needed]
     heads = repo.ls_remote(remote, wanted) if wanted else {}  # no patterns would list every ref
     snap.heads = {ref.removeprefix("refs/heads/"): sha for ref, sha in heads.items()}
-    _fetch_missing(repo, remote, heads)
+    fetch_missing(repo, remote, heads)
 
 
 def _read_readiness(forge: Forge, snap: Snapshot, stack: Stack, needed: list[Outcome], base_branch: str) -> None:
@@ -144,7 +144,7 @@ def native_stacks(forge: Forge, stack: Stack) -> list[NativeStack] | None:
     return found
 
 
-def _fetch_missing(repo: git.Repository, remote: str, heads: dict[str, str]) -> None:
+def fetch_missing(repo: git.Repository, remote: str, heads: dict[str, str]) -> None:
     """Objects only, of heads a clone never had (CI's single-branch checkout): the plan may keep them."""
     present = repo.has_objects(heads.values())
     missing = [ref for ref, sha in heads.items() if not present[sha]]
