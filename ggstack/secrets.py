@@ -75,13 +75,14 @@ def encoded(value: str) -> list[str]:
     return list(dict.fromkeys(forms))
 
 
-def _header_secrets(env: Mapping[str, str]) -> list[str]:
-    """An ``http.extraheader``'s credentials: its last word, and the token in basic auth's base64."""
+def _header_secrets(env: Mapping[str, str], held_entries: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """An ``http.extraheader``'s credentials, in ``env`` or held since the re-exec: its last word, and
+    the token in basic auth's base64."""
     import base64
     import binascii
 
     found = []
-    for key, value in config_entries(env):
+    for key, value in [*config_entries(env), *held_entries]:
         if key.lower().endswith(".extraheader"):
             credential = value.strip().rpartition(" ")[2]
             found.append(credential)
@@ -99,16 +100,18 @@ class Secrets:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Secrets:
+        entries = tuple(held_config) if env is None else ()  # this process's own: what it holds counts too
         env = {**held, **os.environ} if env is None else env
         key = tuple(sorted((k, v) for k, v in env.items() if k in _SECRET_VARS or k.startswith("GIT_CONFIG_")))
-        known = _made.get(key)
+        known = _made.get((key, entries))
         if known is None:
-            known = _made[key] = cls._from(env)
+            known = _made[(key, entries)] = cls._from(env, entries)
         return known
 
     @classmethod
-    def _from(cls, env: Mapping[str, str]) -> Secrets:
-        kept = {v for v in _candidates(env) if len(v) >= _SHORTEST or (len(v) > 1 and v.endswith("@"))}
+    def _from(cls, env: Mapping[str, str], held_entries: Sequence[tuple[str, str]] = ()) -> Secrets:
+        found = _candidates(env) + _header_secrets({}, held_entries)
+        kept = {v for v in found if len(v) >= _SHORTEST or (len(v) > 1 and v.endswith("@"))}
         forms = {form for v in kept for form in _forms(v) if len(form) >= _SHORTEST}
         return cls(tuple(sorted(forms, key=len, reverse=True)))  # longest first: a part goes with its whole
 
@@ -134,7 +137,9 @@ class Secrets:
 
 
 _SECRET_VARS = frozenset((*TOKEN_VARS, *URL_VARS))
-_made: dict[tuple[tuple[str, str], ...], Secrets] = {}  # one Secrets a set of values: scrub is asked often
+_made: dict[
+    tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], Secrets
+] = {}  # one Secrets a set of values: scrub is asked often
 
 
 def _candidates(env: Mapping[str, str]) -> list[str]:

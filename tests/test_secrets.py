@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ggstack.secrets import Secrets, scrub, shown_url
@@ -96,6 +98,21 @@ def test_the_credential_of_an_extraheader_is_hidden() -> None:
     secrets = Secrets.from_env(env)
     for text in (basic, LONG_TOKEN):
         assert secrets.scrub(f"x {text} y") == "x *** y"
+
+
+def test_an_extraheader_held_since_the_re_exec_is_still_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the re-exec the header is out of the environment, held for git's network commands:
+    what ggstack prints must still hide it, and the token inside it."""
+    from ggstack import secrets
+
+    basic = _forms(LONG_TOKEN)["basic auth"]
+    for key in [k for k in os.environ if k.startswith("GIT_CONFIG_") or k in secrets.TOKEN_VARS]:
+        monkeypatch.delenv(key)
+    monkeypatch.setattr(
+        secrets, "held_config", [("http.https://github.com/.extraheader", f"AUTHORIZATION: basic {basic}")]
+    )
+    for text in (basic, LONG_TOKEN):
+        assert Secrets.from_env().scrub(f"x {text} y") == "x *** y"
 
 
 def test_test_output_the_cache_and_the_run_hold_no_form_of_the_token(tmp_path) -> None:
