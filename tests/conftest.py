@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from forge_server import FakeGitHub
 from gitrepo import GitRepo, run_ggstack  # noqa: F401  (re-exported for tests)
 
 
@@ -35,3 +38,10 @@ def _isolated_git(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
 def repo(tmp_path) -> GitRepo:
     """An empty repository on branch main."""
     return GitRepo.init(tmp_path / "fork")
+
+
+@pytest.fixture
+def forge(request: pytest.FixtureRequest) -> Iterator[FakeGitHub]:
+    """A local GitHub-shaped server that takes the test module's own ``TOKEN``."""
+    with FakeGitHub(request.module.TOKEN) as server:
+        yield server

@@ -20,7 +20,6 @@ import base64
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -199,12 +198,6 @@ class World:
 
     def probed(self) -> list[dict]:
         return [json.loads(line) for line in self.probes.read_text().splitlines()] if self.probes.exists() else []
-
-
-@pytest.fixture
-def forge() -> Iterator[FakeGitHub]:
-    with FakeGitHub(TOKEN) as server:
-        yield server
 
 
 @pytest.fixture

@@ -21,8 +21,7 @@ from ggstack.model import LandPolicy
 from ggstack.readiness import READY, readiness
 from ggstack.series import store
 
-# test_pr's fixtures, its world exactly: one copy to keep.
-forge, world = test_pr.forge, test_pr.world
+world = test_pr.world  # test_pr's world exactly (the forge fixture is conftest's): one copy to keep
 
 
 def land(w: World, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

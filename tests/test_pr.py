@@ -15,7 +15,6 @@ import re
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -149,12 +148,6 @@ class World:
 def checked_run(repo: git.Repository, stack, base: str, *, write: bool = True) -> Run:
     """apply + check, as ``ggstack pr`` runs them, in-process."""
     return check_stack(repo, stack, base, run=replay.apply(repo, stack, base, write=write))
-
-
-@pytest.fixture
-def forge() -> Iterator[FakeGitHub]:
-    with FakeGitHub(TOKEN) as server:
-        yield server
 
 
 @pytest.fixture

@@ -8,23 +8,16 @@ that finds the same proposal makes no write call and no push.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from forge_server import FakeGitHub
 from gitrepo import run_ggstack
-from test_pr import TOKEN, World, _text
+from test_pr import TOKEN, World, _text  # noqa: F401  (TOKEN: the one conftest's forge takes)
 
 from ggstack.series import store
 
 HEAD = "ggstack/rebase-series/s"
-
-
-@pytest.fixture
-def forge() -> Iterator[FakeGitHub]:
-    with FakeGitHub(TOKEN) as server:
-        yield server
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -125,12 +124,6 @@ class World:
 
     def refs(self) -> str:
         return self.fork.refs()
-
-
-@pytest.fixture
-def forge() -> Iterator[FakeGitHub]:
-    with FakeGitHub(TOKEN) as server:
-        yield server
 
 
 @pytest.fixture
