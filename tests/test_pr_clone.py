@@ -13,7 +13,7 @@ from pathlib import Path
 
 from forge_server import FakeGitHub
 from gitrepo import run_ggstack
-from test_pr import World, forge, seeded, world  # noqa: F401  (the fixtures)
+from test_pr import TOKEN, World, seeded, world  # noqa: F401  (the fixtures; TOKEN: the one conftest's forge takes)
 
 LATER = {"GIT_COMMITTER_DATE": "1800000000 +0000"}
 
